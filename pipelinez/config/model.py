@@ -1,0 +1,157 @@
+"""The project as loaded from its files: frozen dataclasses, values as written (templates not yet rendered)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipelinez.core.diagnostics import Place
+
+VAR_TYPES = ("string", "int", "bigint", "decimal", "bool", "date", "timestamp")
+STRATEGIES = ("replace", "merge", "append")
+DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks"})
+OUTPUT_ENGINE_KEYS = frozenset({"strategy", "keys", "on_delete", "duplicates", "allow_empty", "retry"})
+
+
+@dataclass(frozen=True)
+class RetrySpec:
+    """A possibly partial retry policy; unset fields cascade from the next level out."""
+
+    max_attempts: int | None = None
+    base_delay: float | None = None
+    max_delay: float | None = None
+
+
+@dataclass(frozen=True)
+class BreakerSpec:
+    failure_threshold: int = 5
+    cool_down: float = 30.0
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    threads: int | None = None
+    fail_fast: bool = False
+    force_universal: bool = False
+    retry: RetrySpec = field(default_factory=RetrySpec)
+    breaker: BreakerSpec | None = None
+
+
+@dataclass(frozen=True)
+class VarSpec:
+    name: str
+    type: str
+    default: Any
+    place: Place
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    name: str
+    required: bool
+    secret: bool
+    default: str | None
+    place: Place
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    type: str
+    options: dict[str, Any]
+    severity: str
+    name: str
+    place: Place
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    options: dict[str, Any]          # connector-owned keys (table, path, format, ...), raw
+    columns: dict[str, str] | None   # the contract: name -> DuckDB type
+    sync: dict[str, Any] | None
+    retry: RetrySpec
+    checks: tuple[CheckSpec, ...]
+    place: Place
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    options: dict[str, Any]          # connector-owned keys (table, path, format, ...), raw
+    strategy: str
+    keys: tuple[str, ...]
+    on_delete: str | None            # column whose true value deletes the key (merge)
+    duplicates: str | None
+    allow_empty: bool
+    retry: RetrySpec
+    place: Place
+    declared: bool = True            # False when created by a sink() call with no entry in the sink file
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """A source or sink instance: one YAML file under sources/ or sinks/."""
+
+    kind: str                        # "source" | "sink"
+    name: str
+    file: str                        # project-relative path
+    connector: str
+    connection: dict[str, Any]
+    max_concurrency: int | None
+    retry: RetrySpec
+    force_universal: bool | None
+    place: Place
+
+
+@dataclass(frozen=True)
+class SourceSpec(InstanceSpec):
+    datasets: dict[str, DatasetSpec] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SinkSpec(InstanceSpec):
+    outputs: dict[str, OutputSpec] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SidecarSpec:
+    file: str
+    description: str | None
+    materialized: str
+    tags: tuple[str, ...]
+    checks: tuple[CheckSpec, ...]
+
+
+@dataclass(frozen=True)
+class PipelineSource:
+    name: str
+    file: str                        # project-relative path of the .sql file
+    text: str
+    sidecar: SidecarSpec | None
+
+    @property
+    def materialized(self) -> str:
+        return self.sidecar.materialized if self.sidecar else "table"
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        return self.sidecar.tags if self.sidecar else ()
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    name: str
+    vars: dict[str, VarSpec]
+    env: dict[str, EnvSpec]
+    connector_pins: dict[str, str]
+    engine: EngineSpec
+    keep_last: int
+    sources: dict[str, SourceSpec]
+    sinks: dict[str, SinkSpec]
+    pipelines: dict[str, PipelineSource]
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / ".pz"

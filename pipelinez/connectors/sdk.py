@@ -1,0 +1,224 @@
+"""The one interface every connector implements.
+
+A connector package exposes a class through the entry-point group `pipelinez.connectors` and ships a
+`manifest.json` beside its module. The manifest is data: tier 3 validation reads it without importing the
+connector's code (see `registry.py`).
+
+Data-plane tiers:
+- native: DuckDB reads/writes the external system itself. The engine hands the connector a DuckDB
+  connection of the run's staging database; the connector runs SQL in it (read_csv, postgres_scan, COPY TO...).
+- universal: the connector yields Arrow record batches (`extract_batches`) that the engine ingests into
+  staging, or consumes a stream of record batches the engine reads from staging (`write_batches`).
+
+Errors: raise `PzConnectorError(message, is_transient=..., retry_after=...)`. Connectors never retry
+internally; the engine owns retries. Any other exception counts as terminal (never retried).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pipelinez.core.diagnostics import PzConnectorError
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+NATIVE = "native"
+UNIVERSAL = "universal"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    source: bool = False
+    sink: bool = False
+    source_tiers: tuple[str, ...] = ()            # tiers the source supports at all
+    sink_tiers: tuple[str, ...] = ()
+    strategies: tuple[str, ...] = ()              # replace, merge, append
+    atomic_replace: bool = False                  # replace never leaves a half-replaced target
+    transactional_merge: bool = False             # merge runs in one transaction
+    checkpointed_delivery: bool = False
+    partitions: bool = False                      # source reads can be split into resumable partitions
+    windowed_reads: bool = False
+    native_only_formats: tuple[str, ...] = ()     # formats of a dual-tier connector with no universal route
+
+    @property
+    def native_only_source(self) -> bool:
+        return self.source and self.source_tiers == (NATIVE,)
+
+    @property
+    def native_only_sink(self) -> bool:
+        return self.sink and self.sink_tiers == (NATIVE,)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    version: str
+    connection_schema: dict[str, Any]
+    dataset_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    capabilities: Capabilities
+    formats: dict[str, tuple[str, ...]] = field(default_factory=dict)   # format -> tiers
+    description: str = ""
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Manifest:
+        caps = dict(data.get("capabilities", {}))
+        for key in ("source_tiers", "sink_tiers", "strategies", "native_only_formats"):
+            if key in caps:
+                caps[key] = tuple(caps[key])
+        return Manifest(
+            name=data["name"], version=data["version"],
+            connection_schema=data.get("connection_schema", {"type": "object"}),
+            dataset_schema=data.get("dataset_schema", {"type": "object"}),
+            output_schema=data.get("output_schema", {"type": "object"}),
+            capabilities=Capabilities(**caps),
+            formats={k: tuple(v) for k, v in data.get("formats", {}).items()},
+            description=data.get("description", ""),
+        )
+
+    @staticmethod
+    def load(path: Path) -> Manifest:
+        return Manifest.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+@dataclass(frozen=True)
+class ConnectorIssue:
+    """A cross-field rule the connector's own `validate` refuses. `path` names the offending key."""
+
+    message: str
+    path: tuple[str, ...] = ()
+    block: str = "connection"    # connection | dataset | output
+    name: str | None = None      # dataset/output name when block is dataset/output
+
+
+@dataclass(frozen=True)
+class DatasetRequest:
+    """What the engine asks a source to extract."""
+
+    name: str                              # dataset name
+    options: dict[str, Any]                # the dataset's connector keys, templates rendered
+    columns: dict[str, str] | None         # the declared contract (name -> DuckDB type), if any
+    force_universal: bool = False
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One independently loadable, resumable slice of a dataset."""
+
+    index: int
+    description: str
+    spec: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OutputRequest:
+    name: str
+    options: dict[str, Any]                # the output's connector keys, templates rendered
+    strategy: str                          # replace | merge | append
+    keys: tuple[str, ...] = ()
+    on_delete: str | None = None
+    allow_empty: bool = False
+    run_id: str = ""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    rows: int
+    batches_committed: int | None = None
+
+
+@dataclass
+class ConnectorContext:
+    """What the engine gives a connector instance."""
+
+    instance: str                          # instance name (file stem)
+    project_dir: Path
+    connection: dict[str, Any]             # rendered connection block (may hold secrets: never print it)
+    note: Callable[[str], None] = lambda _msg: None
+
+
+class Connector:
+    """Base class of connectors. Override what the manifest's capabilities promise."""
+
+    manifest_file: ClassVar[str] = "manifest.json"
+
+    def __init__(self, context: ConnectorContext):
+        self.context = context
+
+    def unsupported(self, what: str) -> PzConnectorError:
+        return PzConnectorError(f"connector '{self.manifest().name}' {what}", code="PZ0306")
+
+    # -- static ------------------------------------------------------------------------------
+    @classmethod
+    def manifest(cls) -> Manifest:
+        import inspect
+
+        return Manifest.load(Path(inspect.getfile(cls)).parent / cls.manifest_file)
+
+    @classmethod
+    def validate(cls, connection: dict[str, Any], datasets: dict[str, dict[str, Any]],
+                 outputs: dict[str, dict[str, Any]]) -> list[ConnectorIssue]:
+        """Cross-field rules beyond the manifest's JSON Schemas (tier 3). Values are raw (templated)."""
+        return []
+
+    def source_tier(self, dataset: DatasetRequest) -> str:
+        """The tier this dataset's extraction takes. Raise PzConnectorError(code='PZ0312') when the
+        request needs the universal tier on a native-only format."""
+        caps = self.manifest().capabilities
+        if dataset.force_universal and UNIVERSAL in caps.source_tiers:
+            return UNIVERSAL
+        return NATIVE if NATIVE in caps.source_tiers else UNIVERSAL
+
+    def sink_tier(self, output: OutputRequest, force_universal: bool) -> str:
+        caps = self.manifest().capabilities
+        if force_universal and UNIVERSAL in caps.sink_tiers:
+            return UNIVERSAL
+        return NATIVE if NATIVE in caps.sink_tiers else UNIVERSAL
+
+    def static_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]] | None:
+        """A schema the connector can tell without a network round trip (e.g. a local file's header).
+        Used by tier 4 when the dataset declares no columns. None when it can't tell cheaply."""
+        return None
+
+    # -- source ------------------------------------------------------------------------------
+    def partitions(self, dataset: DatasetRequest) -> list[Partition]:
+        return [Partition(0, "all")]
+
+    def extract_native(self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest,
+                       partition: Partition, target: str) -> None:
+        """Run SQL in the staging connection that inserts the partition's rows into `target`
+        (a quoted, already-created-or-not table name; create it with CREATE TABLE … AS when absent)."""
+        raise self.unsupported("has no native source tier")
+
+    def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
+        """Yield Arrow record batches of the partition (universal tier)."""
+        raise self.unsupported("has no universal source tier")
+
+    # -- sink --------------------------------------------------------------------------------
+    def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
+        """Write the staging table `source` (quoted name) to the output with its strategy."""
+        raise self.unsupported("has no native sink tier")
+
+    def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:
+        """Consume `reader` and write it to the output with its strategy (universal tier)."""
+        raise self.unsupported("has no universal sink tier")
+
+    # -- connectivity (tier 5) ------------------------------------------------------------------
+    def check_connection(self) -> None:
+        """Raise PzConnectorError when the system cannot be reached."""
+
+    def fetch_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]]:
+        """The live dataset's columns (name, DuckDB type); PzConnectorError when missing."""
+        raise self.unsupported("cannot fetch schemas")
+
+    def probe_output(self, output: OutputRequest) -> None:
+        """Check the sink may create/replace the output's target; PzConnectorError when not."""
+
+    def close(self) -> None:
+        """Release connections."""

@@ -1,0 +1,1 @@
+"""Bottom layer: error codes, diagnostics, exceptions, durations, identifiers. Imports nothing of pz."""

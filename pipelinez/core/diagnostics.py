@@ -1,0 +1,104 @@
+"""Diagnostics (errors and warnings as data) and the exception types that carry them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from pipelinez.core.codes import lookup
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a diagnostic points: a project file (relative path, 1-based line/col) and/or a node."""
+
+    file: str | None = None
+    line: int | None = None
+    col: int | None = None
+    node: str | None = None
+
+    def render(self) -> str:
+        if self.file:
+            text = self.file
+            if self.line:
+                text += f":{self.line}"
+                if self.col:
+                    text += f":{self.col}"
+            return text
+        return f"node '{self.node}'" if self.node else "project"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    message: str
+    place: Place = field(default_factory=Place)
+    next_step: str = ""
+    severity: Severity = "error"
+
+    def __post_init__(self) -> None:
+        if not self.next_step:
+            object.__setattr__(self, "next_step", lookup(self.code).next_step)
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["place"] = {k: v for k, v in data["place"].items() if v is not None}
+        return data
+
+
+def error(code: str, message: str, *, file: str | None = None, line: int | None = None,
+          col: int | None = None, node: str | None = None, next_step: str = "") -> Diagnostic:
+    return Diagnostic(code, message, Place(file, line, col, node), next_step, "error")
+
+
+def warning(code: str, message: str, *, file: str | None = None, line: int | None = None,
+            col: int | None = None, node: str | None = None, next_step: str = "") -> Diagnostic:
+    return Diagnostic(code, message, Place(file, line, col, node), next_step, "warning")
+
+
+class PzError(Exception):
+    """Base of every user-facing pz exception; always carries at least one diagnostic."""
+
+    exit_code = 2
+
+    def __init__(self, diagnostics: Iterable[Diagnostic]):
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
+        super().__init__("; ".join(f"{d.code}: {d.message}" for d in self.diagnostics))
+
+
+class PzConfigError(PzError):
+    """Project or configuration error found before planning."""
+
+
+class PzValidationError(PzError):
+    """Aggregated validation failures of one or more tiers."""
+
+
+class ConnectorHostError(PzError):
+    """A connector package could not be loaded or its manifest is malformed (PZ07xx)."""
+
+
+class RestoreError(PzError):
+    """Lock or package resolution failed during `pz restore` (PZ07xx)."""
+
+
+class PzConnectorError(Exception):
+    """A connector failure. `is_transient` and `retry_after` (seconds) drive the engine's retry policy.
+
+    Anything a connector raises that is not a PzConnectorError counts as terminal: never retried.
+    """
+
+    def __init__(self, message: str, *, is_transient: bool = False, retry_after: float | None = None,
+                 code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.is_transient = is_transient
+        self.retry_after = retry_after
+        self.code = code
