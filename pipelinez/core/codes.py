@@ -48,6 +48,8 @@ REGISTRY: tuple[Code, ...] = (
          "not starting with a digit)", "rename the file or key to a name like orders_daily"),
     Code("PZ0108", "UnreadableFile", "a project file cannot be read (permissions, not UTF-8, larger than 10 MiB)",
          "check the file's permissions and encoding; project files must be UTF-8 text"),
+    Code("PZ0109", "OrphanSidecar", "a sidecar pipelines/<name>.yml has no pipelines/<name>.sql in the same folder",
+         "rename the sidecar to match its pipeline's .sql file (same folder and stem), or delete it"),
     Code("PZ0112", "OutputInputRemoved", "a sink output declares `input:`; load is inline in the pipeline SQL now",
          "remove `input:` and add INSERT INTO {{ sink('<sink>', '<output>') }} to the pipeline that feeds it"),
     Code("PZ0113", "InvalidCheck", "a sidecar/dataset check has an unknown type, a bad option shape or an unknown "
