@@ -1,4 +1,4 @@
-"""The project as loaded from its files: frozen dataclasses, values as written (templates not yet rendered)."""
+"""The project as loaded from its files: frozen dataclasses, values as written (templates unrendered)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelinez.config.positions import JsonPath, Positions
 from pipelinez.core.diagnostics import Place
 
 VAR_TYPES = ("string", "int", "bigint", "decimal", "bool", "date", "timestamp")
@@ -67,8 +68,8 @@ class CheckSpec:
 @dataclass(frozen=True)
 class DatasetSpec:
     name: str
-    options: dict[str, Any]          # connector-owned keys (table, path, format, ...), raw
-    columns: dict[str, str] | None   # the contract: name -> DuckDB type
+    options: dict[str, Any]  # connector-owned keys (table, path, format, ...), raw
+    columns: dict[str, str] | None  # the contract: name -> DuckDB type
     sync: dict[str, Any] | None
     retry: RetrySpec
     checks: tuple[CheckSpec, ...]
@@ -78,24 +79,24 @@ class DatasetSpec:
 @dataclass(frozen=True)
 class OutputSpec:
     name: str
-    options: dict[str, Any]          # connector-owned keys (table, path, format, ...), raw
+    options: dict[str, Any]  # connector-owned keys (table, path, format, ...), raw
     strategy: str
     keys: tuple[str, ...]
-    on_delete: str | None            # column whose true value deletes the key (merge)
+    on_delete: str | None  # column whose true value deletes the key (merge)
     duplicates: str | None
     allow_empty: bool
     retry: RetrySpec
     place: Place
-    declared: bool = True            # False when created by a sink() call with no entry in the sink file
+    declared: bool = True  # False when created by a sink() call with no entry in the sink file
 
 
 @dataclass(frozen=True)
 class InstanceSpec:
     """A source or sink instance: one YAML file under sources/ or sinks/."""
 
-    kind: str                        # "source" | "sink"
+    kind: str  # "source" | "sink"
     name: str
-    file: str                        # project-relative path
+    file: str  # project-relative path
     connector: str
     connection: dict[str, Any]
     max_concurrency: int | None
@@ -126,7 +127,7 @@ class SidecarSpec:
 @dataclass(frozen=True)
 class PipelineSource:
     name: str
-    file: str                        # project-relative path of the .sql file
+    file: str  # project-relative path of the .sql file
     text: str
     sidecar: SidecarSpec | None
 
@@ -151,7 +152,14 @@ class Project:
     sources: dict[str, SourceSpec]
     sinks: dict[str, SinkSpec]
     pipelines: dict[str, PipelineSource]
+    # where every key and value is, per project-relative file (project.yml, sources/, sinks/, sidecars)
+    positions: dict[str, Positions] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def state_dir(self) -> Path:
         return self.root / ".pz"
+
+    def locate(self, file: str, path: JsonPath = ()) -> Place:
+        """Place of the key at `path` in `file` (nearest existing ancestor); Place(file) if unknown."""
+        positions = self.positions.get(file)
+        return positions.place(path) if positions is not None else Place(file)

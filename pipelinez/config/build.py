@@ -1,0 +1,220 @@
+"""Building the model's dataclasses from shape-valid documents.
+
+Values stay raw: `{{ env() }}`/`{{ var() }}` templates are rendered by the compile layer. Durations of retry
+and breaker blocks become float seconds; every var/env/dataset/output/check gets its YAML position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from pipelinez.config.checks import build_check
+from pipelinez.config.model import (
+    DATASET_ENGINE_KEYS,
+    OUTPUT_ENGINE_KEYS,
+    BreakerSpec,
+    CheckSpec,
+    DatasetSpec,
+    EngineSpec,
+    EnvSpec,
+    OutputSpec,
+    RetrySpec,
+    SidecarSpec,
+    SinkSpec,
+    SourceSpec,
+    VarSpec,
+)
+from pipelinez.config.positions import JsonPath
+from pipelinez.config.schema_defs import DEFAULT_KEEP_LAST
+from pipelinez.config.yaml_loader import YamlDoc
+from pipelinez.core.durations import parse_duration
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    """What project.yml declares."""
+
+    name: str
+    vars: dict[str, VarSpec]
+    env: dict[str, EnvSpec]
+    connector_pins: dict[str, str]
+    engine: EngineSpec
+    keep_last: int
+
+
+def stem(doc: YamlDoc) -> str:
+    return PurePosixPath(doc.file).stem
+
+
+def build_settings(doc: YamlDoc) -> ProjectSettings:
+    data = doc.data
+    variables = {
+        name: VarSpec(name, str(spec["type"]), spec.get("default"), doc.positions.place(("vars", name)))
+        for name, spec in _mapping(data.get("vars")).items()
+    }
+    env = {name: _env(doc, name, spec or {}) for name, spec in _mapping(data.get("env")).items()}
+    pins = {str(k): str(v) for k, v in _mapping(data.get("connectors")).items()}
+    retention = _mapping(data.get("retention"))
+    return ProjectSettings(
+        str(data["name"]),
+        variables,
+        env,
+        pins,
+        build_engine(_mapping(data.get("engine"))),
+        int(retention.get("keep_last", DEFAULT_KEEP_LAST)),
+    )
+
+
+def _env(doc: YamlDoc, name: str, spec: dict[str, Any]) -> EnvSpec:
+    default = spec.get("default")
+    return EnvSpec(
+        name,
+        bool(spec.get("required", False)),
+        bool(spec.get("secret", False)),
+        None if default is None else _text(default),
+        doc.positions.place(("env", name)),
+    )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def build_engine(engine: dict[str, Any]) -> EngineSpec:
+    breaker = engine.get("breaker")
+    threads = engine.get("threads")
+    return EngineSpec(
+        threads=None if threads is None else int(threads),
+        fail_fast=bool(engine.get("fail_fast", False)),
+        force_universal=bool(engine.get("force_universal", False)),
+        retry=build_retry(engine.get("retry")),
+        breaker=None if breaker is None else build_breaker(breaker),
+    )
+
+
+def build_retry(block: Any) -> RetrySpec:
+    block = _mapping(block)
+    attempts = block.get("max_attempts")
+    return RetrySpec(
+        max_attempts=None if attempts is None else int(attempts),
+        base_delay=_seconds(block.get("base_delay")),
+        max_delay=_seconds(block.get("max_delay")),
+    )
+
+
+def build_breaker(block: Any) -> BreakerSpec:
+    block = _mapping(block)
+    defaults = BreakerSpec()
+    threshold = block.get("failure_threshold")
+    cool_down = _seconds(block.get("cool_down"))
+    return BreakerSpec(
+        failure_threshold=defaults.failure_threshold if threshold is None else int(threshold),
+        cool_down=defaults.cool_down if cool_down is None else cool_down,
+    )
+
+
+def build_source(doc: YamlDoc) -> SourceSpec:
+    data = doc.data
+    datasets = {
+        name: _dataset(doc, name, entry or {}) for name, entry in _mapping(data.get("datasets")).items()
+    }
+    return SourceSpec(**_instance(doc, "source"), datasets=datasets)
+
+
+def build_sink(doc: YamlDoc) -> SinkSpec:
+    data = doc.data
+    outputs = {name: _output(doc, name, entry or {}) for name, entry in _mapping(data.get("outputs")).items()}
+    return SinkSpec(**_instance(doc, "sink"), outputs=outputs)
+
+
+def _instance(doc: YamlDoc, kind: str) -> dict[str, Any]:
+    data = doc.data
+    concurrency = data.get("max_concurrency")
+    engine = _mapping(data.get("engine"))
+    universal = engine.get("force_universal")
+    return {
+        "kind": kind,
+        "name": stem(doc),
+        "file": doc.file,
+        "connector": str(data["connector"]),
+        "connection": dict(_mapping(data.get("connection"))),
+        "max_concurrency": None if concurrency is None else int(concurrency),
+        "retry": build_retry(data.get("retry")),
+        "force_universal": None if universal is None else bool(universal),
+        "place": doc.positions.place(("connector",)),
+    }
+
+
+def _dataset(doc: YamlDoc, name: str, entry: dict[str, Any]) -> DatasetSpec:
+    path: JsonPath = ("datasets", name)
+    columns = entry.get("columns")
+    sync = entry.get("sync")
+    return DatasetSpec(
+        name=name,
+        options={k: v for k, v in entry.items() if k not in DATASET_ENGINE_KEYS},
+        columns=None if columns is None else {str(k): str(v) for k, v in columns.items()},
+        sync=None if sync is None else dict(sync),
+        retry=build_retry(entry.get("retry")),
+        checks=build_checks(doc, (*path, "checks")),
+        place=doc.positions.place(path),
+    )
+
+
+def _output(doc: YamlDoc, name: str, entry: dict[str, Any]) -> OutputSpec:
+    on_delete = entry.get("on_delete")
+    duplicates = entry.get("duplicates")
+    return OutputSpec(
+        name=name,
+        options={k: v for k, v in entry.items() if k not in OUTPUT_ENGINE_KEYS},
+        strategy=str(entry.get("strategy", "replace")),
+        keys=tuple(str(k) for k in entry.get("keys", ())),
+        on_delete=None if on_delete is None else str(on_delete["column"]),
+        duplicates=None if duplicates is None else str(duplicates),
+        allow_empty=bool(entry.get("allow_empty", False)),
+        retry=build_retry(entry.get("retry")),
+        place=doc.positions.place(("outputs", name)),
+    )
+
+
+def build_sidecar(doc: YamlDoc) -> SidecarSpec:
+    data = doc.data
+    description = data.get("description")
+    return SidecarSpec(
+        file=doc.file,
+        description=None if description is None else str(description),
+        materialized=str(data.get("materialized", "table")),
+        tags=tuple(str(t) for t in data.get("tags", ())),
+        checks=build_checks(doc, ("checks",)),
+    )
+
+
+def build_checks(doc: YamlDoc, path: JsonPath) -> tuple[CheckSpec, ...]:
+    items = _lookup(doc.data, path)
+    if not isinstance(items, list):
+        return ()
+    return tuple(
+        build_check(item, index + 1, doc.positions.place((*path, index))) for index, item in enumerate(items)
+    )
+
+
+def _lookup(data: Any, path: JsonPath) -> Any:
+    for part in path:
+        if isinstance(data, dict) and isinstance(part, str):
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else parse_duration(str(value))

@@ -1,0 +1,196 @@
+"""Loading a project: find its root, read every file, run tier 1 (shape) on each, and build the `Project`.
+
+Every diagnostic of every file is collected; the Project is built only when there is no error.
+Nothing is rendered here: `{{ env() }}`/`{{ var() }}` templates stay as written for the compile layer.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from pipelinez.config.build import build_settings, build_sidecar, build_sink, build_source
+from pipelinez.config.checks import duplicate_check_names
+from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, discover
+from pipelinez.config.model import PipelineSource, Project, SidecarSpec
+from pipelinez.config.positions import Positions
+from pipelinez.config.shape import sort_diagnostics, validate_shape
+from pipelinez.config.textfile import read_text
+from pipelinez.config.yaml_loader import YamlDoc, load_yaml_file
+from pipelinez.core.diagnostics import Diagnostic, PzConfigError, error
+from pipelinez.core.sqlnames import is_name
+
+T = TypeVar("T")
+
+
+def find_project_root(start: Path) -> Path:
+    """The nearest folder from `start` upwards holding project.yml; PzConfigError (PZ0105) if none."""
+    here = start.expanduser().resolve()
+    if here.is_file():
+        here = here.parent
+    for folder in (here, *here.parents):
+        if (folder / PROJECT_FILE).is_file():
+            return folder
+    raise PzConfigError([_no_project(start)])
+
+
+def load_project(root: Path) -> tuple[Project | None, list[Diagnostic]]:
+    """Read and shape-check every file of the project at `root`.
+
+    Returns the Project (None when any error was found) and every diagnostic, sorted by file and position.
+    """
+    root = root.expanduser().resolve()
+    files = discover(root)
+    if not files.project.is_file():
+        return None, [_no_project(root)]
+    return _Loading(files).run()
+
+
+def _no_project(where: Path) -> Diagnostic:
+    message = f"no {PROJECT_FILE} in {where} or any folder above it"
+    if (where / "project.yaml").is_file():
+        message = f"{where} has project.yaml; pz reads project.yml"
+    return error("PZ0105", message)
+
+
+@dataclass
+class _Loading:
+    files: ProjectFiles
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    positions: dict[str, Positions] = field(default_factory=dict)
+
+    def run(self) -> tuple[Project | None, list[Diagnostic]]:
+        settings = self._yaml(self.files.project, "project", build_settings)
+        sources = self._instances(self.files.sources, "source", build_source)
+        sinks = self._instances(self.files.sinks, "sink", build_sink)
+        pipelines = self._pipelines()
+        for source in sources.values():
+            for dataset in source.datasets.values():
+                self.diagnostics += duplicate_check_names(
+                    dataset.checks, f"dataset '{source.name}.{dataset.name}'"
+                )
+        for pipeline in pipelines.values():
+            if pipeline.sidecar is not None:
+                self.diagnostics += duplicate_check_names(
+                    pipeline.sidecar.checks, f"pipeline '{pipeline.name}'"
+                )
+
+        found = sort_diagnostics(self.diagnostics)
+        if settings is None or any(d.is_error for d in found):
+            return None, found
+        project = Project(
+            root=self.files.root,
+            name=settings.name,
+            vars=settings.vars,
+            env=settings.env,
+            connector_pins=settings.connector_pins,
+            engine=settings.engine,
+            keep_last=settings.keep_last,
+            sources=sources,
+            sinks=sinks,
+            pipelines=pipelines,
+            positions=dict(sorted(self.positions.items())),
+        )
+        return project, found
+
+    # --- YAML files ------------------------------------------------------------------------------
+
+    def _yaml(self, path: Path, kind: str, build: Callable[[YamlDoc], T]) -> T | None:
+        """Parse and shape-check one file; its spec when the file itself has no error."""
+        doc, problems = load_yaml_file(path, self.files.rel(path))
+        if doc is None:
+            self.diagnostics += problems
+            return None
+        self.positions[doc.file] = doc.positions
+        problems = validate_shape(doc, kind)
+        self.diagnostics += problems
+        return None if problems else build(doc)
+
+    def _instances(self, paths: list[Path], kind: str, build: Callable[[YamlDoc], T]) -> dict[str, T]:
+        specs: dict[str, T] = {}
+        for name, group in _by_stem(paths).items():
+            self._check_name(group[0], kind)
+            self._check_unique(name, group, f"{kind} instance")
+            spec = self._yaml(group[0], kind, build)
+            for extra in group[1:]:
+                self._yaml(extra, kind, build)
+            if spec is not None:
+                specs[name] = spec
+        return dict(sorted(specs.items()))
+
+    # --- pipelines and sidecars ---------------------------------------------------------------------
+
+    def _pipelines(self) -> dict[str, PipelineSource]:
+        sidecars = self._sidecars()
+        pipelines: dict[str, PipelineSource] = {}
+        for name, group in _by_stem(self.files.pipelines).items():
+            self._check_name(group[0], "pipeline")
+            self._check_unique(name, group, "pipeline")
+            for sql in group:
+                text, problems = read_text(sql, self.files.rel(sql))
+                self.diagnostics += problems
+                if text is not None and sql is group[0]:
+                    sidecar = sidecars.get(sql.with_suffix(""))
+                    pipelines[name] = PipelineSource(name, self.files.rel(sql), text, sidecar)
+        return dict(sorted(pipelines.items()))
+
+    def _sidecars(self) -> dict[Path, SidecarSpec | None]:
+        """Sidecars keyed by the path of their pipeline without suffix (None when the sidecar had errors)."""
+        sql_bases = {sql.with_suffix("") for sql in self.files.pipelines}
+        by_base: dict[Path, list[Path]] = defaultdict(list)
+        for path in self.files.sidecars:
+            by_base[path.with_suffix("")].append(path)
+        specs: dict[Path, SidecarSpec | None] = {}
+        for base, group in sorted(by_base.items()):
+            if len(group) > 1:
+                self._error(
+                    "PZ0204",
+                    group[1],
+                    f"pipeline '{base.name}' has two sidecars: "
+                    f"{self.files.rel(group[0])} and {self.files.rel(group[1])}",
+                    "keep one sidecar per pipeline (.yml)",
+                )
+            if base not in sql_bases:
+                self._error(
+                    "PZ0109",
+                    group[0],
+                    f"sidecar {self.files.rel(group[0])} has no pipeline: "
+                    f"there is no {self.files.rel(base.with_suffix('.sql'))}",
+                )
+            for path in group:
+                spec = self._yaml(path, "sidecar", build_sidecar)
+                specs.setdefault(base, spec)
+        return specs
+
+    # --- names ---------------------------------------------------------------------------------------
+
+    def _check_name(self, path: Path, what: str) -> None:
+        if not is_name(path.stem):
+            self._error(
+                "PZ0107",
+                path,
+                f"'{path.stem}' ({self.files.rel(path)}) is not a valid {what} name: "
+                "use letters, digits and _, not starting with a digit",
+            )
+
+    def _check_unique(self, name: str, group: list[Path], what: str) -> None:
+        first = self.files.rel(group[0])
+        for other in group[1:]:
+            self._error(
+                "PZ0204",
+                other,
+                f"{what} name '{name}' is used by two files: {first} and {self.files.rel(other)}",
+            )
+
+    def _error(self, code: str, path: Path, message: str, next_step: str = "") -> None:
+        self.diagnostics.append(error(code, message, file=self.files.rel(path), next_step=next_step))
+
+
+def _by_stem(paths: list[Path]) -> dict[str, list[Path]]:
+    groups: dict[str, list[Path]] = defaultdict(list)
+    for path in sorted(paths):
+        groups[path.stem].append(path)
+    return dict(sorted(groups.items()))

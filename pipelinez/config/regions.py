@@ -1,0 +1,78 @@
+"""Parts of a project file whose errors carry their own code: retry blocks (PZ0121), engine.breaker (PZ0120),
+checks (PZ0113) and a sink output's removed `input:` (PZ0112)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pipelinez.config.positions import JsonPath
+
+REGION_CODES = {"retry": "PZ0121", "breaker": "PZ0120", "check": "PZ0113", "input": "PZ0112"}
+_BLOCKS = {"source": "datasets", "sink": "outputs"}
+
+
+@dataclass(frozen=True)
+class Region:
+    kind: str  # retry | breaker | check | input
+    base: JsonPath  # the retry/breaker block, the checks list, or the input key
+
+    @property
+    def code(self) -> str:
+        return REGION_CODES[self.kind]
+
+
+def region_of(kind: str, path: JsonPath) -> Region | None:
+    """The region `path` of a `kind` file lies in, if any."""
+    if kind == "project":
+        if path[:2] in (("engine", "retry"), ("engine", "breaker")):
+            return Region(str(path[1]), path[:2])
+        return None
+    if kind == "sidecar":
+        return Region("check", path[:1]) if path[:1] == ("checks",) else None
+    if kind in _BLOCKS:
+        if path[:1] == ("retry",):
+            return Region("retry", path[:1])
+        if len(path) >= 3 and path[0] == _BLOCKS[kind]:
+            inner = path[2]
+            if inner == "retry":
+                return Region("retry", path[:3])
+            if kind == "source" and inner == "checks":
+                return Region("check", path[:3])
+            if kind == "sink" and inner == "input":
+                return Region("input", path[:3])
+    return None
+
+
+def retry_blocks(kind: str, data: dict[str, Any]) -> Iterator[tuple[JsonPath, Any]]:
+    """Every `retry:` block of a file, with its path."""
+    if kind == "project":
+        engine = data.get("engine")
+        if isinstance(engine, dict) and "retry" in engine:
+            yield ("engine", "retry"), engine["retry"]
+        return
+    if kind not in _BLOCKS:
+        return
+    if "retry" in data:
+        yield ("retry",), data["retry"]
+    yield from _per_entry(kind, data, "retry")
+
+
+def check_lists(kind: str, data: dict[str, Any]) -> Iterator[tuple[JsonPath, Any]]:
+    """Every `checks:` list of a file (sidecar top level, or under each source dataset), with its path."""
+    if kind == "sidecar":
+        if "checks" in data:
+            yield ("checks",), data["checks"]
+    elif kind == "source":
+        yield from _per_entry(kind, data, "checks")
+
+
+def _per_entry(kind: str, data: dict[str, Any], key: str) -> Iterator[tuple[JsonPath, Any]]:
+    block = _BLOCKS[kind]
+    entries = data.get(block)
+    if not isinstance(entries, dict):
+        return
+    for name, entry in entries.items():
+        if isinstance(entry, dict) and key in entry:
+            yield (block, name, key), entry[key]

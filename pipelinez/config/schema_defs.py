@@ -1,0 +1,289 @@
+"""The JSON Schemas (draft 2020-12) of project files, built in Python: the single source of truth.
+
+The files shipped in `pipelinez/config/schemas/` are generated from here
+(`python -m pipelinez.config.schema_defs`); a unit test keeps them in sync.
+
+Engine-owned keys are closed (`additionalProperties: false`). Connector-owned keys stay open: the
+`connection:` block, and the connector keys of dataset and output blocks (table, path, format, ...), which
+tier 3 checks against each connector's manifest. The engine keys inside datasets and outputs are typed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pipelinez.config.checks import check_defs
+from pipelinez.config.model import STRATEGIES, VAR_TYPES
+from pipelinez.core.durations import DURATION_PATTERN
+from pipelinez.core.sqlnames import NAME_PATTERN
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+KINDS = ("project", "source", "sink", "sidecar")
+SYNC_MODES = ("full", "incremental")
+DUPLICATES = ("accept",)
+MATERIALIZATIONS = ("table", "ephemeral")
+DEFAULT_KEEP_LAST = 10
+
+
+def _duration(description: str) -> dict[str, Any]:
+    return {
+        "type": "string",
+        "pattern": DURATION_PATTERN,
+        "description": f"{description} (500ms, 2s, 5m, 1h, 1d)",
+    }
+
+
+def _names(values: dict[str, Any], description: str) -> dict[str, Any]:
+    """A mapping whose keys are names (letters, digits, _; not starting with a digit)."""
+    return {
+        "type": "object",
+        "description": description,
+        "propertyNames": {"pattern": NAME_PATTERN},
+        "additionalProperties": values,
+    }
+
+
+RETRY: dict[str, Any] = {
+    "description": "retry policy; unset fields cascade from the enclosing level (nearest wins)",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "max_attempts": {"type": "integer", "minimum": 1, "description": "attempts in all, first included"},
+        "base_delay": _duration("delay before the first retry; doubles each attempt, with full jitter"),
+        "max_delay": _duration("cap of any one delay"),
+    },
+}
+
+BREAKER: dict[str, Any] = {
+    "description": "circuit breaker per source/sink instance",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "failure_threshold": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "consecutive transient failures that open the breaker",
+        },
+        "cool_down": _duration("wait before one half-open probe"),
+    },
+}
+
+INSTANCE_ENGINE: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "force_universal": {
+            "type": "boolean",
+            "description": "force the universal data-plane tier for this instance",
+        }
+    },
+}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/$defs/{name}"}
+
+
+def _document(
+    title: str, properties: dict[str, Any], required: list[str], defs: dict[str, Any]
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "$schema": DIALECT,
+        "title": title,
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
+    }
+    if required:
+        schema["required"] = required
+    schema["$defs"] = defs
+    return schema
+
+
+def project_schema() -> dict[str, Any]:
+    var = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["type"],
+        "properties": {
+            "type": {"enum": list(VAR_TYPES), "description": "the variable's type"},
+            "default": {"type": ["string", "number", "boolean", "null"], "description": "value unless --var"},
+            "description": {"type": "string"},
+        },
+    }
+    env = {
+        "type": ["object", "null"],
+        "additionalProperties": False,
+        "properties": {
+            "required": {"type": "boolean", "description": "refuse to run when unset and without default"},
+            "secret": {"type": "boolean", "description": "never printed in plans, errors or events"},
+            "default": {"type": ["string", "number", "boolean"], "description": "value when unset"},
+            "description": {"type": "string"},
+        },
+    }
+    engine = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "threads": {"type": "integer", "minimum": 1, "description": "nodes run at once (default: CPUs)"},
+            "fail_fast": {"type": "boolean", "description": "any node failure cancels the whole run"},
+            "force_universal": {"type": "boolean", "description": "force the universal data-plane tier"},
+            "retry": _ref("retry"),
+            "breaker": _ref("breaker"),
+        },
+    }
+    properties = {
+        "name": {"type": "string", "minLength": 1, "description": "the project's name"},
+        "vars": _names(var, "typed variables: {{ var('name') }}, overridden with --var name=value"),
+        "env": _names(env, "every environment variable the project reads: {{ env('NAME') }}"),
+        "connectors": {
+            "type": "object",
+            "description": "pins of connector package versions",
+            "propertyNames": {"minLength": 1},
+            "additionalProperties": {"type": "string", "minLength": 1},
+        },
+        "engine": engine,
+        "retention": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "keep_last": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": f"run staging databases kept (default {DEFAULT_KEEP_LAST})",
+                }
+            },
+        },
+    }
+    return _document("PipelineZ project.yml", properties, ["name"], {"retry": RETRY, "breaker": BREAKER})
+
+
+def _instance_properties(kind: str) -> dict[str, Any]:
+    return {
+        "connector": {"type": "string", "minLength": 1, "description": "the connector, e.g. postgres"},
+        "connection": {
+            "type": ["object", "null"],
+            "description": "connector-owned; checked against the connector's schema",
+        },
+        "max_concurrency": {
+            "type": "integer",
+            "minimum": 1,
+            "description": f"nodes using this {kind} instance at once",
+        },
+        "retry": _ref("retry"),
+        "engine": INSTANCE_ENGINE,
+    }
+
+
+def source_schema() -> dict[str, Any]:
+    sync = {
+        "description": "how the dataset is read: full (default) or incremental on a cursor column",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["mode"],
+        "properties": {
+            "mode": {"enum": list(SYNC_MODES)},
+            "cursor": {"type": "string", "minLength": 1, "description": "the cursor column"},
+            "start": {"type": ["string", "number"], "description": "the watermark before the first commit"},
+            "window": _duration("windowed backfill: at most this much per run"),
+        },
+        "if": {"properties": {"mode": {"const": "incremental"}}, "required": ["mode"]},
+        "then": {"required": ["cursor"]},
+    }
+    dataset = {
+        "description": "a dataset of the source; its connector keys (table, query, path, ...) are open",
+        "type": ["object", "null"],
+        "additionalProperties": True,
+        "properties": {
+            "columns": {
+                "type": "object",
+                "description": "the contract: column name -> DuckDB type",
+                "propertyNames": {"minLength": 1},
+                "additionalProperties": {"type": "string", "minLength": 1},
+            },
+            "sync": sync,
+            "retry": _ref("retry"),
+            "checks": _ref("checks"),
+        },
+    }
+    properties = _instance_properties("source")
+    properties["datasets"] = _names(dataset, "datasets of this source, by name")
+    return _document(
+        "PipelineZ source (sources/<name>.yml)", properties, ["connector"], {"retry": RETRY, **check_defs()}
+    )
+
+
+def sink_schema() -> dict[str, Any]:
+    output = {
+        "description": "options of an output; its connector keys (table, path, format, ...) are open",
+        "type": ["object", "null"],
+        "additionalProperties": True,
+        "properties": {
+            "strategy": {"enum": list(STRATEGIES), "description": "replace (default) | merge | append"},
+            "keys": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "minItems": 1,
+                "uniqueItems": True,
+                "description": "merge keys",
+            },
+            "on_delete": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["column"],
+                "properties": {"column": {"type": "string", "minLength": 1}},
+                "description": "merge only: rows with this column true are deleted by key",
+            },
+            "duplicates": {"enum": list(DUPLICATES), "description": "append only: accept re-sent rows"},
+            "allow_empty": {"type": "boolean", "description": "allow a replace to empty the target"},
+            "retry": _ref("retry"),
+            "input": {"not": {}, "description": "removed: load is inline in pipeline SQL (PZ0112)"},
+        },
+    }
+    properties = _instance_properties("sink")
+    properties["outputs"] = _names(output, "options per output; outputs are created by sink() calls")
+    return _document("PipelineZ sink (sinks/<name>.yml)", properties, ["connector"], {"retry": RETRY})
+
+
+def sidecar_schema() -> dict[str, Any]:
+    properties = {
+        "description": {"type": "string", "description": "what the pipeline computes"},
+        "materialized": {
+            "enum": list(MATERIALIZATIONS),
+            "description": "table (default) | ephemeral (inlined into consumers)",
+        },
+        "tags": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "uniqueItems": True,
+            "description": "selectable with --select tag:<t>",
+        },
+        "checks": _ref("checks"),
+    }
+    return _document("PipelineZ pipeline sidecar (pipelines/<name>.yml)", properties, [], check_defs())
+
+
+BUILDERS = {
+    "project": project_schema,
+    "source": source_schema,
+    "sink": sink_schema,
+    "sidecar": sidecar_schema,
+}
+
+
+def build_schema(kind: str) -> dict[str, Any]:
+    return BUILDERS[kind]()
+
+
+def render(kind: str) -> str:
+    return json.dumps(build_schema(kind), indent=2) + "\n"
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    folder = Path(__file__).parent / "schemas"
+    for name in KINDS:
+        (folder / f"{name}.schema.json").write_text(render(name), encoding="utf-8")
+        print(folder / f"{name}.schema.json")

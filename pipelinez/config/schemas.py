@@ -1,0 +1,46 @@
+"""The JSON Schemas of project files, as shipped package data (`pipelinez/config/schemas/*.schema.json`)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pipelinez.config.schema_defs import KINDS
+
+__all__ = ["KINDS", "load_schema", "schema_file_name", "write_schemas"]
+
+
+def schema_file_name(kind: str) -> str:
+    return f"{kind}.schema.json"
+
+
+def _schema_text(kind: str) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"unknown schema kind {kind!r}; kinds: {', '.join(KINDS)}")
+    return (resources.files("pipelinez.config") / "schemas" / schema_file_name(kind)).read_text("utf-8")
+
+
+@cache
+def _load(kind: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(_schema_text(kind))
+    return loaded
+
+
+def load_schema(kind: str) -> dict[str, Any]:
+    """The JSON Schema of `kind` (project, source, sink, sidecar). Callers get their own copy."""
+    copied: dict[str, Any] = json.loads(json.dumps(_load(kind)))
+    return copied
+
+
+def write_schemas(out_dir: Path) -> list[Path]:
+    """Write every schema into `out_dir` (created if missing); returns the files written, in KINDS order."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for kind in KINDS:
+        target = out_dir / schema_file_name(kind)
+        target.write_text(_schema_text(kind), encoding="utf-8")
+        written.append(target)
+    return written

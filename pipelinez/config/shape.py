@@ -1,0 +1,108 @@
+"""Tier 1, shape: a parsed project file against its JSON Schema, plus the few cross-field rules a schema
+cannot say (retry base_delay <= max_delay, row_count min <= max). Every problem of a file is reported,
+deduplicated and sorted by position, each with file:line:col."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+from typing import Any, TypeGuard
+
+from jsonschema import Draft202012Validator
+
+from pipelinez.config.checks import CHECK_TYPES
+from pipelinez.config.positions import JsonPath, dotted
+from pipelinez.config.regions import check_lists, retry_blocks
+from pipelinez.config.schemas import KINDS, load_schema
+from pipelinez.config.shape_errors import diagnose
+from pipelinez.config.yaml_loader import YamlDoc
+from pipelinez.core.diagnostics import Diagnostic, error
+from pipelinez.core.durations import parse_duration
+
+
+@cache
+def _validator(kind: str) -> Draft202012Validator:
+    return Draft202012Validator(load_schema(kind))
+
+
+def validate_shape(doc: YamlDoc, kind: str) -> list[Diagnostic]:
+    """Every shape problem of `doc`, a file of `kind` (project, source, sink, sidecar)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown file kind {kind!r}")
+    found: list[Diagnostic] = []
+    for err in _validator(kind).iter_errors(doc.data):
+        found.extend(diagnose(err, doc, kind))
+    found.extend(_retry_rules(doc, kind))
+    found.extend(_check_rules(doc, kind))
+    return sort_diagnostics(found)
+
+
+def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """Deduplicated, ordered by file, line, column, code and message."""
+    unique = dict.fromkeys(diagnostics)
+    return sorted(
+        unique, key=lambda d: (d.place.file or "", d.place.line or 0, d.place.col or 0, d.code, d.message)
+    )
+
+
+def _retry_rules(doc: YamlDoc, kind: str) -> list[Diagnostic]:
+    found = []
+    for path, block in retry_blocks(kind, doc.data):
+        base, cap = _seconds(block, "base_delay"), _seconds(block, "max_delay")
+        if base is not None and cap is not None and base > cap:
+            line, col = doc.locate((*path, "base_delay"), at="value")
+            found.append(
+                error(
+                    "PZ0121",
+                    f"'{dotted(path)}' has base_delay {block['base_delay']} longer than "
+                    f"max_delay {block['max_delay']}",
+                    file=doc.file,
+                    line=line,
+                    col=col,
+                    next_step="make base_delay at most max_delay",
+                )
+            )
+    return found
+
+
+def _check_rules(doc: YamlDoc, kind: str) -> list[Diagnostic]:
+    found = []
+    for path, checks in check_lists(kind, doc.data):
+        if not isinstance(checks, list):
+            continue
+        for index, item in enumerate(checks):
+            options = item.get("row_count") if isinstance(item, dict) else None
+            if not isinstance(options, dict):
+                continue
+            low, high = options.get("min"), options.get("max")
+            if _count(low) and _count(high) and low > high:
+                item_path: JsonPath = (*path, index, "row_count", "min")
+                line, col = doc.locate(item_path, at="value")
+                found.append(
+                    error(
+                        "PZ0113",
+                        f"check row_count has min {low} greater than max {high}",
+                        file=doc.file,
+                        line=line,
+                        col=col,
+                        next_step="make min at most max, e.g. " + _example_row_count(),
+                    )
+                )
+    return found
+
+
+def _example_row_count() -> str:
+    return "- row_count: { min: 1, max: 1000000 }" if "row_count" in CHECK_TYPES else ""
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _seconds(block: Any, key: str) -> float | None:
+    if not isinstance(block, dict) or not isinstance(block.get(key), str):
+        return None
+    try:
+        return parse_duration(block[key])
+    except ValueError:
+        return None
