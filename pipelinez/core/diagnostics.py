@@ -53,14 +53,16 @@ class Diagnostic:
         return data
 
 
-def error(code: str, message: str, *, file: str | None = None, line: int | None = None,
-          col: int | None = None, node: str | None = None, next_step: str = "") -> Diagnostic:
-    return Diagnostic(code, message, Place(file, line, col, node), next_step, "error")
+def error(code: str, message: str, *, place: Place | None = None, file: str | None = None,
+          line: int | None = None, col: int | None = None, node: str | None = None,
+          next_step: str = "") -> Diagnostic:
+    return Diagnostic(code, message, place or Place(file, line, col, node), next_step, "error")
 
 
-def warning(code: str, message: str, *, file: str | None = None, line: int | None = None,
-            col: int | None = None, node: str | None = None, next_step: str = "") -> Diagnostic:
-    return Diagnostic(code, message, Place(file, line, col, node), next_step, "warning")
+def warning(code: str, message: str, *, place: Place | None = None, file: str | None = None,
+            line: int | None = None, col: int | None = None, node: str | None = None,
+            next_step: str = "") -> Diagnostic:
+    return Diagnostic(code, message, place or Place(file, line, col, node), next_step, "warning")
 
 
 class PzError(Exception):

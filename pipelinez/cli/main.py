@@ -1,0 +1,238 @@
+"""The `pz` command line. Each command parses flags, calls one facade function, renders, and exits.
+
+Exit codes: 0 everything ran (warnings allowed); 1 a node failed; 2 refused before any node ran.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from pipelinez import __version__
+from pipelinez.core.diagnostics import Diagnostic, PzError, error
+
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Settings:
+    def __init__(self, project: Path | None, log_format: str, color: bool, quiet: bool):
+        self.project = project
+        self.log_format = log_format
+        self.color = color
+        self.quiet = quiet
+
+    def emit_diagnostics(self, diags: Sequence[Diagnostic]) -> None:
+        from pipelinez.cli.render import diagnostics_report
+
+        if self.log_format == "json":
+            for d in diags:
+                click.echo(json.dumps({"event": d.severity, **d.to_dict()}))
+            return
+        for line in diagnostics_report(diags):
+            click.echo(line)
+
+
+def _parse_vars(pairs: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise PzError([error("PZ0513", f"--var '{pair}' is not of the form name=value",
+                                 next_step="write --var min_date=2025-01-01")])
+        key, _, value = pair.partition("=")
+        out[key.strip()] = value
+    return out
+
+
+def guarded(fn: F) -> F:
+    """User errors become rendered diagnostics and exit 2; bugs become one line and a log file."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        settings: Settings = click.get_current_context().obj
+        try:
+            return fn(*args, **kwargs)
+        except PzError as exc:
+            settings.emit_diagnostics(exc.diagnostics)
+            sys.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception:
+            log = Path.home() / ".pz-crash.log"
+            try:
+                root = settings.project or Path.cwd()
+                log = (root / ".pz" / "pz-crash.log") if (root / "project.yml").exists() else log
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.write_text(traceback.format_exc(), encoding="utf-8")
+            except OSError:
+                pass
+            click.echo(f"error: PZ0512 pz hit an internal error; please report it with {log}", err=True)
+            sys.exit(EXIT_REFUSED)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pz")
+@click.option("-p", "--project", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Project folder (default: nearest folder upwards holding project.yml).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--no-color", is_flag=True, help="No colors.")
+@click.option("--quiet", is_flag=True, help="Print failures and warnings only.")
+@click.pass_context
+def cli(ctx: click.Context, project: Path | None, log_format: str, no_color: bool, quiet: bool) -> None:
+    """PipelineZ: move data from sources to sinks through SQL, validated before data moves."""
+    ctx.obj = Settings(project, log_format, not no_color, quiet)
+
+
+def _select_options(fn: F) -> F:
+    fn = click.option("--exclude", multiple=True, help="Nodes to leave out (same syntax as --select).")(fn)
+    fn = click.option("-s", "--select", multiple=True,
+                      help="Nodes: names, source:<n>, sink:<n>, tag:<t>; +x ancestors, x+ descendants.")(fn)
+    fn = click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Override a var.")(fn)
+    return fn
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(path_type=Path, file_okay=False), default=".")
+@click.option("--force", is_flag=True, help="Write into a non-empty folder.")
+@click.pass_obj
+@guarded
+def init(settings: Settings, directory: Path, force: bool) -> None:
+    """Write a small runnable project (local files in, a DuckDB file and a Parquet folder out)."""
+    from pipelinez.scaffold.quickstart import write_quickstart
+
+    written = write_quickstart(directory, force=force)
+    click.echo(f"wrote {len(written)} files to {directory}; run: pz run -p {directory}")
+
+
+@cli.command()
+@click.option("--connect", is_flag=True, help="Also run tier 5: connection, schema drift, sink permissions.")
+@click.option("--var", "variables", multiple=True, metavar="NAME=VALUE")
+@click.pass_obj
+@guarded
+def validate(settings: Settings, connect: bool, variables: tuple[str, ...]) -> None:
+    """Run validation tiers 1-4 (5 with --connect); print every error and warning."""
+    from pipelinez.engine import workflow
+
+    result = workflow.validate(settings.project, _parse_vars(variables), connect=connect)
+    settings.emit_diagnostics([*result.errors, *result.warnings])
+    if result.errors:
+        sys.exit(EXIT_REFUSED)
+    if settings.log_format == "text" and not settings.quiet:
+        nodes = len(result.compiled.dag.nodes) if result.compiled and result.compiled.dag else 0
+        click.echo(f"ok: project is valid ({nodes} nodes)")
+
+
+@cli.command()
+@_select_options
+@click.pass_obj
+@guarded
+def plan(settings: Settings, select: tuple[str, ...], exclude: tuple[str, ...], variables: tuple[str, ...]) -> None:
+    """Validate, then print the nodes in order with tier, strategy, retry policy and guarantees."""
+    from pipelinez.cli.render import plan_lines
+    from pipelinez.engine import workflow
+
+    the_plan, warnings = workflow.plan(settings.project, select, exclude, _parse_vars(variables))
+    settings.emit_diagnostics(warnings)
+    if settings.log_format == "json":
+        for p in the_plan.nodes:
+            click.echo(json.dumps({"event": "plan_node", "name": p.node.name, "id": p.node.id,
+                                   "kind": p.node.kind, "tier": p.tier, "strategy": p.strategy,
+                                   "deps": list(p.node.deps), "delivery": p.guarantee,
+                                   "retry": p.retry.__dict__ if p.declares_retry else None}))
+        return
+    for line in plan_lines(the_plan):
+        click.echo(line)
+
+
+def _subscribers(settings: Settings) -> list[Any]:
+    from pipelinez.cli.render import JsonReporter, TextReporter
+
+    if settings.log_format == "json":
+        return [JsonReporter()]
+    if sys.stdout.isatty():
+        from pipelinez.cli.progress import ProgressReporter
+
+        return [ProgressReporter(quiet=settings.quiet, color=settings.color)]
+    return [TextReporter(quiet=settings.quiet)]
+
+
+@cli.command()
+@_select_options
+@click.option("--all", "all_nodes", is_flag=True, help="Run every node (the default without --select).")
+@click.option("--fail-fast", is_flag=True, default=None, help="Cancel everything on the first failure.")
+@click.option("--full-refresh", is_flag=True, help="Ignore committed state (watermarks) for this run.")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="Nodes to run at once.")
+@click.pass_obj
+@guarded
+def run(settings: Settings, select: tuple[str, ...], exclude: tuple[str, ...], variables: tuple[str, ...],
+        all_nodes: bool, fail_fast: bool | None, full_refresh: bool, threads: int | None) -> None:
+    """Validate, then run the selected nodes (all by default)."""
+    from pipelinez.engine import workflow
+
+    outcome = workflow.run(settings.project, select=select, exclude=exclude, overrides=_parse_vars(variables),
+                           threads=threads, fail_fast=fail_fast, full_refresh=full_refresh,
+                           subscribers=_subscribers(settings))
+    if outcome.status == "error" and outcome.results.error:
+        click.echo(f"error: {outcome.results.error['code']} run {outcome.run_id}: "
+                   f"{outcome.results.error['message']}; please report it with {outcome.log_file}", err=True)
+    sys.exit(outcome.exit_code)
+
+
+@cli.command()
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.pass_obj
+@guarded
+def runs(settings: Settings, limit: int) -> None:
+    """Run history: id, start, duration, status, node counts, reused and carried-forward counts."""
+    from pipelinez.cli.render import runs_lines
+    from pipelinez.engine import workflow
+
+    summaries = workflow.history(settings.project, limit)
+    if settings.log_format == "json":
+        for s in summaries:
+            click.echo(json.dumps(s.__dict__))
+        return
+    for line in runs_lines(summaries):
+        click.echo(line)
+
+
+@cli.command()
+@click.pass_obj
+@guarded
+def clean(settings: Settings) -> None:
+    """Delete the staging databases of every run (run history stays)."""
+    from pipelinez.engine import workflow
+
+    removed = workflow.clean(settings.project)
+    click.echo(f"removed {len(removed)} staging database(s)")
+
+
+@cli.command()
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("schemas"),
+              show_default=True, help="Folder to write the JSON Schemas into.")
+@click.pass_obj
+@guarded
+def schema(settings: Settings, out: Path) -> None:
+    """Write the JSON Schemas of project.yml, sources, sinks and sidecars (for editor autocomplete)."""
+    from pipelinez.config.schemas import write_schemas
+
+    for path in write_schemas(out):
+        click.echo(f"wrote {path}")
+
+
+def main() -> None:
+    cli(prog_name="pz")
+
+
+if __name__ == "__main__":
+    main()

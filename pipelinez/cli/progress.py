@@ -1,0 +1,53 @@
+"""Live progress display for a terminal: nodes done/running and rows/s, with the run's text lines above."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from pipelinez.cli.render import TextReporter
+from pipelinez.engine.events import Event, NodeCompleted, NodeStarted, RunCompleted, RunStarted
+
+
+class ProgressReporter:
+    def __init__(self, quiet: bool = False, color: bool = True):
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console(no_color=not color, highlight=False)
+        self.lines = TextReporter(quiet=quiet)   # prints to sys.stdout, which Live redirects above itself
+        self.live = Live(console=self.console, refresh_per_second=8, transient=True,
+                         get_renderable=self._renderable)
+        self.total = 0
+        self.done = 0
+        self.rows = 0
+        self.running: dict[str, float] = {}
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+
+    def _renderable(self) -> Any:
+        from rich.text import Text
+
+        elapsed = max(time.monotonic() - self.started, 1e-6)
+        with self._lock:
+            names = ", ".join(list(self.running)[:4]) + (" …" if len(self.running) > 4 else "")
+            return Text(f"[{self.done}/{self.total} nodes] running {len(self.running)}: {names}  "
+                        f"{self.rows / elapsed:,.0f} rows/s", style="dim")
+
+    def __call__(self, event: Event, data: dict[str, Any]) -> None:
+        with self._lock:
+            if isinstance(event, RunStarted):
+                self.total = event.nodes
+                self.started = time.monotonic()
+                self.live.start()
+            elif isinstance(event, NodeStarted):
+                self.running[event.name] = time.monotonic()
+            elif isinstance(event, NodeCompleted):
+                self.running.pop(event.name, None)
+                self.done += 1
+                self.rows += event.rows
+        if isinstance(event, RunCompleted):
+            self.live.stop()
+            return
+        self.lines(event, data)

@@ -1,0 +1,125 @@
+"""Text rendering of diagnostics, node lines, plans and run history. Formatting only."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from pipelinez.core.diagnostics import Diagnostic
+from pipelinez.engine.events import Event, NodeCompleted, Note, WarningEvent
+from pipelinez.engine.runs import RunSummary
+from pipelinez.plan.planner import Plan
+
+
+def diagnostic_lines(d: Diagnostic) -> list[str]:
+    head = "error" if d.is_error else "warning"
+    lines = [f"{head}: {d.code} {d.place.render()}: {d.message}"]
+    if d.next_step:
+        lines.append(f"  next: {d.next_step}")
+    return lines
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def diagnostics_report(diags: Sequence[Diagnostic]) -> list[str]:
+    errors = [d for d in diags if d.is_error]
+    warnings = [d for d in diags if not d.is_error]
+    lines = [line for d in [*errors, *warnings] for line in diagnostic_lines(d)]
+    summary = ", ".join(p for p in (_plural(len(errors), "error") if errors else "",
+                                    _plural(len(warnings), "warning") if warnings else "") if p)
+    if summary:
+        lines.append(summary)
+    return lines
+
+
+def node_lines(data: dict[str, Any]) -> list[str]:
+    """The text lines of one node_completed event (reference section 8)."""
+    name, status = data["name"], data["status"]
+    rows, ms = data.get("rows", 0), data.get("duration_ms", 0)
+    if status == "skipped":
+        return [f"SKIP {name} ({data.get('reason') or 'upstream failed'})"]
+    if status == "cancelled":
+        return [f"CANCEL {name} ({data.get('reason') or 'cancelled by fail-fast'})"]
+    label = {"success": "ok", "carried_forward": "ok", "warn": "WARN", "failed": "FAIL"}.get(status, status)
+    lines = [f"{label} {name} {rows} rows {ms}ms"]
+    if status == "failed" and data.get("error"):
+        err = data["error"]
+        lines.append(f"  {err['code']}: {err['message']}")
+    elif status == "warn" and data.get("reason"):
+        lines.append(f"  PZ0510: {data['reason']}")
+    return lines
+
+
+class TextReporter:
+    """Prints the exact text lines of a run as events arrive (used when stdout is not a terminal)."""
+
+    def __init__(self, out: TextIO | None = None, quiet: bool = False):
+        self._out = out
+        self.quiet = quiet
+
+    @property
+    def out(self) -> TextIO:
+        return self._out or sys.stdout
+
+    def __call__(self, event: Event, data: dict[str, Any]) -> None:
+        lines: list[str] = []
+        if isinstance(event, NodeCompleted):
+            if self.quiet and data["status"] in ("success", "carried_forward"):
+                return
+            lines = node_lines(data)
+        elif isinstance(event, Note) and not self.quiet:
+            lines = [f"note: {data['message']}"]
+        elif isinstance(event, WarningEvent):
+            lines = [f"warning: {data['code']} {data['place']}: {data['message']}"]
+            if data.get("next_step"):
+                lines.append(f"  next: {data['next_step']}")
+        for line in lines:
+            print(line, file=self.out, flush=True)
+
+
+class JsonReporter:
+    """--log-format json: one event per line on stdout."""
+
+    def __init__(self, out: TextIO | None = None):
+        self._out = out
+
+    def __call__(self, _event: Event, data: dict[str, Any]) -> None:
+        print(json.dumps(data, default=str), file=self._out or sys.stdout, flush=True)
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    lines = [f"plan: {_plural(len(plan.nodes), 'node')} (selection: {' '.join(plan.selection)})"]
+    width = max((len(p.node.name) for p in plan.nodes), default=10)
+    for i, p in enumerate(plan.nodes, 1):
+        node = p.node
+        parts = [f"{i:>3}. {node.name:<{width}}", f"{node.kind:<11}"]
+        if p.connector:
+            parts.append(f"{p.connector} {p.tier}")
+        if p.strategy:
+            parts.append(p.strategy)
+        parts.append(f"id {node.id}")
+        lines.append("  ".join(parts).rstrip())
+        if p.guarantee:
+            lines.append(f"       delivery: {p.guarantee}")
+        if p.declares_retry:
+            lines.append(f"       retry: {p.retry.render()}")
+        if node.deps:
+            lines.append(f"       after: {', '.join(node.deps)}")
+    return lines
+
+
+def runs_lines(runs: Sequence[RunSummary]) -> list[str]:
+    if not runs:
+        return ["no runs yet"]
+    header = f"{'run_id':<26} {'started_at':<25} {'duration':>9} {'status':<8} {'nodes':<40} reused carried"
+    lines = [header]
+    for r in runs:
+        counts = " ".join(f"{k}={v}" for k, v in sorted(r.counts.items()))
+        duration = f"{r.duration_ms}ms" if r.duration_ms is not None else "-"
+        lines.append(f"{r.run_id:<26} {r.started_at:<25} {duration:>9} {r.status:<8} {counts:<40} "
+                     f"{r.reused:>6} {r.carried_forward:>7}")
+    return lines

@@ -1,0 +1,96 @@
+"""SQL of each check type. Every check query returns one row: (failing BIGINT, observed VARCHAR).
+
+`failing` > 0 means the check failed; `observed` feeds the message. Rows reported for a check are the
+offending rows (0 for table-level checks such as row_count and freshness).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pipelinez.config.model import CheckSpec
+from pipelinez.core.durations import format_duration, parse_duration
+from pipelinez.core.sqlnames import quote_ident, quote_literal
+
+TABLE_LEVEL = frozenset({"row_count", "freshness"})
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    failed: bool
+    rows: int
+    message: str
+
+
+def _value_literal(value: Any) -> str:
+    return quote_literal(str(value).lower() if isinstance(value, bool) else str(value))
+
+
+def check_sql(check: CheckSpec, table: str, ref_table: str | None = None) -> str:
+    """The check's query against `table` (quoted). `ref_table` (quoted) is a relationships target."""
+    o = check.options
+    if check.type == "not_null":
+        cond = " OR ".join(f"{quote_ident(c)} IS NULL" for c in o["columns"])
+        return f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} WHERE {cond}"
+    if check.type == "unique":
+        cols = ", ".join(quote_ident(c) for c in o["columns"])
+        return (f"SELECT coalesce(sum(n), 0)::BIGINT, count(*)::VARCHAR FROM "
+                f"(SELECT count(*) AS n FROM {table} GROUP BY {cols} HAVING count(*) > 1)")
+    if check.type == "accepted_values":
+        col = quote_ident(o["column"])
+        values = ", ".join(_value_literal(v) for v in o["values"])
+        return (f"SELECT count(*)::BIGINT, string_agg(DISTINCT CAST({col} AS VARCHAR), ', ')::VARCHAR "
+                f"FROM {table} WHERE {col} IS NOT NULL AND CAST({col} AS VARCHAR) NOT IN ({values})")
+    if check.type == "row_count":
+        conds = []
+        if o.get("min") is not None:
+            conds.append(f"n < {int(o['min'])}")
+        if o.get("max") is not None:
+            conds.append(f"n > {int(o['max'])}")
+        failed = " OR ".join(conds) or "FALSE"
+        return (f"SELECT CASE WHEN {failed} THEN 1 ELSE 0 END::BIGINT, n::VARCHAR "
+                f"FROM (SELECT count(*) AS n FROM {table})")
+    if check.type == "expression":
+        return (f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} "
+                f"WHERE NOT coalesce(({o['sql']}), FALSE)")
+    if check.type == "relationships":
+        col, field = quote_ident(o["column"]), quote_ident(o["field"])
+        return (f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} AS child "
+                f"WHERE child.{col} IS NOT NULL AND NOT EXISTS "
+                f"(SELECT 1 FROM {ref_table} AS parent WHERE parent.{field} = child.{col})")
+    if check.type == "freshness":
+        col = quote_ident(o["column"])
+        max_age = parse_duration(str(o["max_age"]))
+        age = f"(epoch(current_timestamp) - epoch(CAST(max({col}) AS TIMESTAMPTZ)))"
+        return (f"SELECT CASE WHEN max({col}) IS NULL OR {age} > {max_age} THEN 1 ELSE 0 END::BIGINT, "
+                f"{age}::VARCHAR FROM {table}")
+    raise ValueError(f"unknown check type {check.type}")
+
+
+def outcome(check: CheckSpec, target: str, failing: int, observed: str | None) -> CheckOutcome:
+    """The check's result and the message printed for it."""
+    o = check.options
+    head = f"check '{check.name}' on '{target}'"
+    failed = failing > 0
+    if check.type == "not_null":
+        msg = f"{head}: {failing} row(s) with NULL in {', '.join(o['columns'])}"
+    elif check.type == "unique":
+        msg = f"{head}: {failing} row(s) share {observed} duplicated value(s) of ({', '.join(o['columns'])})"
+    elif check.type == "accepted_values":
+        msg = f"{head}: {failing} row(s) with {o['column']} outside the accepted values (found: {observed})"
+    elif check.type == "row_count":
+        bounds = f"min {o.get('min', '-')}, max {o.get('max', '-')}"
+        msg = f"{head}: {observed} row(s), outside {bounds}"
+        return CheckOutcome(failed, 0, msg)
+    elif check.type == "expression":
+        msg = f"{head}: {failing} row(s) where NOT ({o['sql']})"
+    elif check.type == "relationships":
+        msg = f"{head}: {failing} row(s) with {o['column']} not found in {o['to']}.{o['field']}"
+    else:  # freshness
+        age = format_duration(round(float(observed))) if observed not in (None, "") else None
+        max_age = o["max_age"]
+        msg = (f"{head}: newest {o['column']} is {age} old (max_age {max_age})" if age
+               else f"{head}: no {o['column']} values at all (max_age {max_age})")
+        return CheckOutcome(failed, 0, msg)
+    return CheckOutcome(failed, failing, msg)

@@ -1,0 +1,118 @@
+"""The compile facade: tiers 2-4 over a loaded project, every diagnostic of every tier gathered.
+
+A later tier runs only where the earlier ones passed: pipelines with tier-2 errors (and what depends on
+them) are not dry-compiled; tier 3 runs on every instance file whatever the pipelines say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from pipelinez.compile.connector_static import Locator, validate_instances
+from pipelinez.compile.dag import CompiledDag, build_nodes
+from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
+from pipelinez.compile.graph import descendants
+from pipelinez.compile.instances import ResolvedInstance, resolve_instances
+from pipelinez.compile.nodes import SourceLoadNode
+from pipelinez.compile.semantic import analyse_pipelines
+from pipelinez.compile.templating import Templater
+from pipelinez.compile.values import Redactor, resolve_values
+from pipelinez.config.model import Project
+from pipelinez.connectors import registry
+from pipelinez.connectors.sdk import ConnectorContext, DatasetRequest
+from pipelinez.core.diagnostics import Diagnostic, Place
+
+
+@dataclass
+class CompileResult:
+    dag: CompiledDag | None
+    errors: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.dag is not None and not self.errors
+
+
+def _default_locator(project: Project) -> Locator:
+    places = {s.file: s.place for s in [*project.sources.values(), *project.sinks.values()]}
+
+    def locate(file: str, _path: tuple[str | int, ...]) -> Place:
+        return places.get(file, Place(file))
+
+    return locate
+
+
+def static_schema_lookup(project: Project, sources: dict[str, ResolvedInstance]
+                         ) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
+    cache = cached_schemas(project.state_dir)
+
+    def lookup(node: SourceLoadNode) -> list[tuple[str, str]] | None:
+        dataset = project.sources[node.source].datasets[node.dataset]
+        if dataset.columns:
+            return list(dataset.columns.items())
+        if f"{node.source}.{node.dataset}" in cache:
+            return cache[f"{node.source}.{node.dataset}"]
+        inst = sources[node.source]
+        try:
+            cls = registry.load_class(inst.connector)
+            connector = cls(ConnectorContext(node.source, project.root, inst.connection))
+            try:
+                return connector.static_schema(DatasetRequest(node.dataset, inst.blocks[node.dataset], None))
+            finally:
+                connector.close()
+        except Exception:  # a schema we can't tell cheaply: compile loosely (PZ0406 says so)
+            return None
+
+    return lookup
+
+
+def compile_project(project: Project, overrides: Mapping[str, str] | None = None,
+                    environ: Mapping[str, str] | None = None, locate: Locator | None = None) -> CompileResult:
+    errors: list[Diagnostic] = []
+    warnings: list[Diagnostic] = []
+    values, found = resolve_values(project, overrides or {}, environ)
+    errors += found
+    templater = Templater(values)
+    redactor = Redactor(values.secrets)
+    sources, sinks, found = resolve_instances(project, templater)
+    errors += found
+    infos, found, warned = analyse_pipelines(project, templater)
+    errors += found
+    warnings += warned
+
+    # tier 3
+    locate = locate or _default_locator(project)
+    by_file = {inst.spec.file: inst for inst in [*sources.values(), *sinks.values()]}
+    errors += validate_instances(project, by_file, locate)
+
+    # drop pipelines with tier-2 errors and their dependents before building nodes
+    bad_files = {d.place.file for d in errors}
+    bad = {n for n, i in infos.items() if i.source.file in bad_files or
+           any(r not in infos for r in i.refs) or
+           any(s not in project.sources or d not in project.sources[s].datasets for s, d in i.reads)}
+    edges = {n: [r for r in i.refs if r in infos] for n, i in infos.items()}
+    bad |= descendants(edges, sorted(bad))
+    if any(d.code == "PZ0205" for d in errors):
+        bad = set(infos)
+    good = {n: i for n, i in infos.items() if n not in bad}
+    nodes, found = build_nodes(project, good, sources, sinks)
+    errors += found
+
+    # tier 4
+    compiler = DryCompiler(static_schema_lookup(project, sources))
+    try:
+        found, warned = compiler.run(nodes)
+    finally:
+        compiler.close()
+    errors += found
+    warnings += warned
+
+    dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor)
+    return CompileResult(dag, _sorted(errors), _sorted(warnings))
+
+
+def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:
+    unique = list(dict.fromkeys(diags))
+    return sorted(unique, key=lambda d: (d.place.file or "~", d.place.line or 0, d.place.col or 0, d.code))

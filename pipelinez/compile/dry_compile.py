@@ -1,0 +1,216 @@
+"""Tier 4: create the staging schema empty from the declared contracts, then bind every pipeline and check
+in an in-memory DuckDB. DuckDB's parser/binder errors become PZ04xx diagnostics at the file's line:col.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
+from pipelinez.core.diagnostics import Diagnostic, error, warning
+from pipelinez.core.sqlnames import quote_ident
+
+if TYPE_CHECKING:
+    import duckdb
+
+SchemaLookup = Callable[[SourceLoadNode], list[tuple[str, str]] | None]
+
+_LINE = re.compile(r"^LINE (\d+): (.*)$")
+
+
+@dataclass(frozen=True)
+class DuckError:
+    kind: str            # Parser, Binder, Catalog, Conversion, ...
+    summary: str         # message before any LINE context, without the "X Error: " prefix
+    line: int | None     # 1-based line in the executed text
+    caret: int | None    # 0-based offset of the caret within the executed line
+
+
+def parse_duck_error(message: str, executed: str) -> DuckError:
+    lines = message.split("\n")
+    head = lines[0]
+    kind = head.split(" Error:", 1)[0] if " Error:" in head else "Unknown"
+    body: list[str] = []
+    line_no: int | None = None
+    caret: int | None = None
+    for i, text in enumerate(lines):
+        match = _LINE.match(text)
+        if match:
+            line_no = int(match.group(1))
+            snippet = match.group(2)
+            prefix = len(text) - len(snippet)
+            if i + 1 < len(lines) and "^" in lines[i + 1]:
+                offset = lines[i + 1].index("^") - prefix
+                if snippet.startswith("..."):
+                    snippet, offset = snippet[3:], offset - 3
+                snippet = snippet.removesuffix("...")
+                exec_lines = executed.split("\n")
+                if 0 < line_no <= len(exec_lines):
+                    base = exec_lines[line_no - 1].find(snippet[: max(1, len(snippet))])
+                    caret = max(0, base) + max(0, offset)
+            break
+        body.append(text)
+    summary = "\n".join(body).strip()
+    summary = summary.split(" Error: ", 1)[1] if " Error: " in summary.split("\n")[0] else summary
+    return DuckError(kind, summary.strip(), line_no, caret)
+
+
+def _first_line(summary: str) -> str:
+    return summary.split("\n")[0].strip()
+
+
+def map_sql_error(err: DuckError, place_file: str, prefix_len: int, node: str) -> Diagnostic:
+    line, col = err.line, None
+    if err.caret is not None and line is not None:
+        col = err.caret - (prefix_len if line == 1 else 0) + 1
+        col = max(1, col)
+    summary = err.summary
+    if err.kind == "Parser":
+        code = "PZ0401"
+    elif err.kind == "Catalog":
+        code = "PZ0402"
+        summary = _first_line(summary)
+    elif err.kind == "Binder" and re.search(r'column "[^"]*" not found|Referenced column', summary):
+        code = "PZ0412"
+    else:
+        code = "PZ0403"
+    text = _first_line(summary) if code != "PZ0412" else summary.replace("\n", "; ")
+    if code == "PZ0403":
+        candidates = summary.split("\n\tCandidate functions:")[0]
+        text = _first_line(candidates)
+    return error(code, f"pipeline '{node}': {text}", file=place_file, line=line, col=col)
+
+
+def _is_duck_error(exc: Exception) -> bool:
+    import duckdb
+
+    return isinstance(exc, duckdb.Error)
+
+
+class DryCompiler:
+    def __init__(self, schema_of: SchemaLookup):
+        import duckdb
+
+        self.con: duckdb.DuckDBPyConnection = duckdb.connect(":memory:")
+        self.con.execute("SET TimeZone = 'UTC'")
+        self.schema_of = schema_of
+
+    def close(self) -> None:
+        self.con.close()
+
+    def run(self, nodes: dict[str, Node]) -> tuple[list[Diagnostic], list[Diagnostic]]:
+        errors: list[Diagnostic] = []
+        warnings: list[Diagnostic] = []
+        broken: set[str] = set()
+        loose: set[str] = set()
+        for name, node in nodes.items():
+            if any(d in broken for d in node.deps):
+                broken.add(name)
+                continue
+            if isinstance(node, SourceLoadNode):
+                columns = self.schema_of(node)
+                if columns is None:
+                    loose.add(name)
+                    warnings.append(warning(
+                        "PZ0406", f"dataset '{node.source}.{node.dataset}' has no declared columns and no cached "
+                                  "schema: pipelines reading it are parsed, not bound", place=node.place))
+                    continue
+                diag = self._create_source(node, columns)
+            elif isinstance(node, PipelineNode):
+                if any(d in loose for d in node.deps):
+                    loose.add(name)
+                    diag = self._parse_only(node)
+                else:
+                    diag = self._bind_pipeline(node)
+            elif isinstance(node, CheckNode):
+                if any(d in loose for d in node.deps):
+                    continue
+                diag = self._bind_check(node)
+            else:
+                continue
+            if diag:
+                errors.append(diag)
+                broken.add(name)
+        return errors, warnings
+
+    def _create_source(self, node: SourceLoadNode, columns: list[tuple[str, str]]) -> Diagnostic | None:
+        cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in columns) or '"__pz_no_columns" INTEGER'
+        try:
+            self.con.execute(f"CREATE TABLE {quote_ident(node.table)} ({cols})")
+        except Exception as exc:
+            if not _is_duck_error(exc):
+                raise
+            err = parse_duck_error(str(exc), "")
+            return error("PZ0302", f"dataset '{node.source}.{node.dataset}' columns: contract is not valid: "
+                                   f"{_first_line(err.summary)}", place=node.place,
+                         next_step="use DuckDB type names such as bigint, varchar, decimal(18,2), date, timestamp")
+        return None
+
+    def _statement_problem(self, sql: str) -> str | None:
+        import duckdb
+
+        statements = self.con.extract_statements(sql)
+        if len(statements) != 1:
+            return f"holds {len(statements)} statements; a pipeline is one query"
+        if statements[0].type != duckdb.StatementType.SELECT:
+            return f"is a {statements[0].type.name} statement, not a query"
+        return None
+
+    def _check_statement(self, node: PipelineNode) -> Diagnostic | None:
+        try:
+            problem = self._statement_problem(node.sql)
+        except Exception as exc:
+            if not _is_duck_error(exc):
+                raise
+            return map_sql_error(parse_duck_error(str(exc), node.sql), node.place.file or "", 0, node.name)
+        if problem:
+            return error("PZ0404", f"pipeline '{node.name}' {problem}", place=node.place)
+        return None
+
+    def _parse_only(self, node: PipelineNode) -> Diagnostic | None:
+        return self._check_statement(node)
+
+    def _bind_pipeline(self, node: PipelineNode) -> Diagnostic | None:
+        diag = self._check_statement(node)
+        if diag:
+            return diag
+        prefix = f"CREATE VIEW {quote_ident(node.name)} AS "
+        executed = prefix + node.sql.rstrip().rstrip(";")
+        try:
+            self.con.execute(executed)
+        except Exception as exc:
+            if not _is_duck_error(exc):
+                raise
+            return map_sql_error(parse_duck_error(str(exc), executed), node.place.file or "", len(prefix),
+                                 node.name)
+        return None
+
+    def _bind_check(self, node: CheckNode) -> Diagnostic | None:
+        assert node.check is not None
+        try:
+            if len(self.con.extract_statements(node.sql)) != 1:
+                raise ValueError("the check expression must be a single SQL expression")
+            self.con.execute("EXPLAIN " + node.sql)
+        except Exception as exc:
+            if not (_is_duck_error(exc) or isinstance(exc, ValueError)):
+                raise
+            summary = parse_duck_error(str(exc), node.sql).summary if _is_duck_error(exc) else str(exc)
+            return error("PZ0405", f"check '{node.check.name}' on '{node.target}': {_first_line(summary)}",
+                         place=node.check.place)
+        return None
+
+
+def cached_schemas(state_dir: Path) -> dict[str, list[tuple[str, str]]]:
+    """`.pz/target/schemas.json`: {"<source>.<dataset>": [[column, type], ...]} written by --connect."""
+    path = state_dir / "target" / "schemas.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {k: [(str(c), str(t)) for c, t in v] for k, v in data.get("datasets", data).items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+

@@ -1,0 +1,52 @@
+"""Source and sink instances with their templates rendered (real values and secret-masked display values)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pipelinez.compile.templating import Templater, TemplateFailure
+from pipelinez.config.model import InstanceSpec, Project, SinkSpec, SourceSpec
+from pipelinez.core.diagnostics import Diagnostic
+
+
+@dataclass(frozen=True)
+class ResolvedInstance:
+    spec: InstanceSpec
+    connection: dict[str, Any]               # real values (may hold secrets)
+    display_connection: dict[str, Any]       # secrets masked
+    blocks: dict[str, dict[str, Any]]        # dataset/output name -> rendered connector options
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def connector(self) -> str:
+        return self.spec.connector
+
+
+def resolve_instances(project: Project, templater: Templater
+                      ) -> tuple[dict[str, ResolvedInstance], dict[str, ResolvedInstance], list[Diagnostic]]:
+    diags: list[Diagnostic] = []
+
+    def resolve(spec: SourceSpec | SinkSpec) -> ResolvedInstance:
+        connection: dict[str, Any] = {}
+        display: dict[str, Any] = {}
+        blocks: dict[str, dict[str, Any]] = {}
+        try:
+            connection, display = templater.render_tree(spec.connection, spec.file, spec.place)
+        except TemplateFailure as exc:
+            diags.append(exc.diagnostic)
+        entries = spec.datasets if isinstance(spec, SourceSpec) else spec.outputs
+        for name, entry in entries.items():
+            try:
+                blocks[name] = templater.render_tree(entry.options, spec.file, entry.place)[0]
+            except TemplateFailure as exc:
+                diags.append(exc.diagnostic)
+                blocks[name] = dict(entry.options)
+        return ResolvedInstance(spec, connection, display, blocks)
+
+    sources = {name: resolve(spec) for name, spec in project.sources.items()}
+    sinks = {name: resolve(spec) for name, spec in project.sinks.items()}
+    return sources, sinks, diags

@@ -1,0 +1,177 @@
+"""Tier 2: what each pipeline reads and writes, and whether every name it uses resolves.
+
+Produces one `PipelineInfo` per pipeline and every semantic diagnostic at once: undeclared sources,
+sinks, refs (with "did you mean"), misplaced or repeated sink clauses, outputs claimed twice, cycles,
+name collisions, ephemeral misuse, unused vars, dead leaves.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pipelinez.compile.graph import find_cycle
+from pipelinez.compile.pipeline_sql import has_query, split_pipeline
+from pipelinez.compile.templating import Call, Rendered, Templater, TemplateFailure, staging_table
+from pipelinez.config.model import PipelineSource, Project
+from pipelinez.core.diagnostics import Diagnostic, Place, error, warning
+
+
+@dataclass
+class PipelineInfo:
+    source: PipelineSource
+    rendered: Rendered
+    query: str                                       # refs still as tokens
+    display_query: str
+    sinks: list[tuple[str, str]] = field(default_factory=list)
+    sink_places: list[Place] = field(default_factory=list)
+    reads: list[tuple[str, str]] = field(default_factory=list)     # (source, dataset), own calls only
+    refs: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    @property
+    def ephemeral(self) -> bool:
+        return self.source.materialized == "ephemeral"
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def analyse_pipelines(project: Project, templater: Templater
+                      ) -> tuple[dict[str, PipelineInfo], list[Diagnostic], list[Diagnostic]]:
+    """(pipelines that rendered, errors, warnings)."""
+    errors: list[Diagnostic] = []
+    warnings: list[Diagnostic] = []
+    infos: dict[str, PipelineInfo] = {}
+    used_vars: set[str] = set()
+
+    for name, pipe in sorted(project.pipelines.items()):
+        try:
+            rendered = templater.render_sql(pipe.text, pipe.file)
+        except TemplateFailure as exc:
+            errors.append(exc.diagnostic)
+            continue
+        split = split_pipeline(rendered.text)
+        display = split_pipeline(rendered.display_text)
+        info = PipelineInfo(pipe, rendered, split.query, display.query)
+        sink_calls = rendered.of("sink")
+        used_vars.update(c.args[0] for c in rendered.of("var"))
+        for index in split.misplaced:
+            call = sink_calls[index]
+            errors.append(error("PZ0208", f"sink('{call.args[0]}', '{call.args[1]}') is not a leading "
+                                          "INSERT INTO clause", place=call.place))
+        seen: set[tuple[str, str]] = set()
+        for index in split.sink_indexes:
+            call = sink_calls[index]
+            target = (call.args[0], call.args[1])
+            if target in seen:
+                errors.append(error("PZ0208", f"pipeline '{name}' names output '{target[0]}.{target[1]}' "
+                                              "twice", place=call.place))
+                continue
+            seen.add(target)
+            info.sinks.append(target)
+            info.sink_places.append(call.place)
+        info.reads = list(dict.fromkeys((c.args[0], c.args[1]) for c in rendered.of("source")))
+        info.refs = list(dict.fromkeys(c.args[0] for c in rendered.of("ref")))
+        if not has_query(split.query):
+            errors.append(error("PZ0217", f"pipeline '{name}' has no query after its sink clauses",
+                                file=pipe.file))
+        if info.ephemeral and (info.sinks or (pipe.sidecar and pipe.sidecar.checks)):
+            errors.append(error("PZ0218", f"ephemeral pipeline '{name}' has "
+                                          f"{'sink clauses' if info.sinks else 'checks'}",
+                                file=pipe.sidecar.file if pipe.sidecar and not info.sinks else pipe.file))
+        infos[name] = info
+
+    errors += _check_names(project, infos)
+    errors += _check_cycles(infos)
+    warnings += _unused_vars(project, used_vars, infos)
+    warnings += _dead_leaves(infos)
+    return infos, errors, warnings
+
+
+def _check_names(project: Project, infos: dict[str, PipelineInfo]) -> list[Diagnostic]:
+    diags: list[Diagnostic] = []
+    claimed: dict[tuple[str, str], tuple[str, Place]] = {}
+    staging_names = {staging_table(s, d) for s, src in project.sources.items() for d in src.datasets}
+    for name, info in infos.items():
+        calls: list[Call] = info.rendered.calls
+        for call in calls:
+            if call.function == "source":
+                src, dataset = call.args
+                if src not in project.sources:
+                    declared = ", ".join(sorted(project.sources)) or "none"
+                    diags.append(error("PZ0202", f"source() names undeclared source '{src}'"
+                                                 f"{did_you_mean(src, project.sources)}",
+                                       next_step=f"declare sources/{src}.yml, or use one of: {declared}",
+                                       place=call.place))
+                elif dataset not in project.sources[src].datasets:
+                    datasets = project.sources[src].datasets
+                    diags.append(error("PZ0202", f"source '{src}' declares no dataset '{dataset}'"
+                                                 f"{did_you_mean(dataset, datasets)}",
+                                       next_step=f"add '{dataset}' under datasets: in "
+                                                 f"{project.sources[src].file}, or use one of: "
+                                                 f"{', '.join(sorted(datasets)) or 'none'}",
+                                       place=call.place))
+            elif call.function == "ref" and call.args[0] not in project.pipelines:
+                diags.append(error("PZ0203", f"ref() names unknown pipeline '{call.args[0]}'"
+                                             f"{did_you_mean(call.args[0], project.pipelines)}",
+                                   place=call.place))
+        for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
+            if sink not in project.sinks:
+                declared = ", ".join(sorted(project.sinks)) or "none declared"
+                diags.append(error("PZ0201", f"sink() names undeclared sink '{sink}'"
+                                             f"{did_you_mean(sink, project.sinks)}",
+                                   next_step=f"declare sinks/{sink}.yml, or use one of: {declared}",
+                                   place=place))
+                continue
+            if (sink, output) in claimed:
+                other, other_place = claimed[(sink, output)]
+                diags.append(error("PZ0206", f"output '{sink}.{output}' is written by both '{other}' "
+                                             f"({other_place.render()}) and '{name}'",
+                                   place=place))
+            else:
+                claimed[(sink, output)] = (name, place)
+        if name in staging_names or name.startswith("chk_"):
+            diags.append(error("PZ0216", f"pipeline name '{name}' collides with a "
+                                         f"{'source load' if name in staging_names else 'check'} node name",
+                               file=info.source.file))
+    return diags
+
+
+def _check_cycles(infos: dict[str, PipelineInfo]) -> list[Diagnostic]:
+    edges = {name: [r for r in info.refs if r in infos] for name, info in infos.items()}
+    cycle = find_cycle(edges)
+    if not cycle:
+        return []
+    first = infos[cycle[0]]
+    ref_call = next((c for c in first.rendered.of("ref") if c.args[0] == cycle[1]), None)
+    place = ref_call.place if ref_call else Place(first.source.file)
+    return [error("PZ0205", "ref() calls form a cycle: " + " -> ".join(cycle),
+                  place=place)]
+
+
+def _unused_vars(project: Project, used: set[str], infos: dict[str, PipelineInfo]) -> list[Diagnostic]:
+    yaml_text = " ".join(str(s.connection) + str([d.options for d in s.datasets.values()])
+                         for s in project.sources.values())
+    yaml_text += " ".join(str(s.connection) + str([o.options for o in s.outputs.values()])
+                          for s in project.sinks.values())
+    diags = []
+    for name, spec in project.vars.items():
+        if name not in used and name not in yaml_text:
+            diags.append(warning("PZ0222", f"variable '{name}' is declared but never used",
+                                 file=spec.place.file, line=spec.place.line, col=spec.place.col))
+    return diags
+
+
+def _dead_leaves(infos: dict[str, PipelineInfo]) -> list[Diagnostic]:
+    consumed = {r for info in infos.values() for r in info.refs}
+    return [warning("PZ0223", f"pipeline '{name}' has no INSERT INTO and no ref() consumer",
+                    file=info.source.file)
+            for name, info in sorted(infos.items())
+            if not info.ephemeral and not info.sinks and name not in consumed]

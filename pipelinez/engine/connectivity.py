@@ -1,0 +1,129 @@
+"""Tier 5 (`pz validate --connect`): connection check per instance, schema fetch for datasets without
+columns (cached in .pz/target/schemas.json for tier 4), schema drift against contracts, sink permission
+probe. Every finding is gathered; nothing raises for a user error."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from pipelinez.compile.dag import CompiledDag
+from pipelinez.compile.instances import ResolvedInstance
+from pipelinez.connectors import registry
+from pipelinez.connectors.sdk import Connector, ConnectorContext, DatasetRequest, OutputRequest
+from pipelinez.core.diagnostics import Diagnostic, PzConnectorError, error, warning
+
+
+def _norm_type(t: str) -> str:
+    t = re.sub(r"\s+", " ", t.strip().upper())
+    aliases = {"INT": "INTEGER", "INT4": "INTEGER", "INT8": "BIGINT", "LONG": "BIGINT", "STRING": "VARCHAR",
+               "TEXT": "VARCHAR", "BOOL": "BOOLEAN", "FLOAT8": "DOUBLE", "FLOAT4": "FLOAT", "REAL": "FLOAT",
+               "NUMERIC": "DECIMAL(18,3)", "DECIMAL": "DECIMAL(18,3)", "TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE",
+               "DATETIME": "TIMESTAMP", "INT2": "SMALLINT", "SHORT": "SMALLINT"}
+    t = re.sub(r"^(NUMERIC|DECIMAL)\s*\(", "DECIMAL(", t).replace(", ", ",")
+    if t.startswith("VARCHAR("):
+        return "VARCHAR"
+    return aliases.get(t, t)
+
+
+def _connector(dag: CompiledDag, inst: ResolvedInstance) -> Connector:
+    cls = registry.load_class(inst.connector)
+    return cls(ConnectorContext(inst.name, dag.project.root, inst.connection))
+
+
+def check_connectivity(dag: CompiledDag) -> tuple[list[Diagnostic], list[Diagnostic]]:
+    errors: list[Diagnostic] = []
+    warnings: list[Diagnostic] = []
+    redact = dag.redactor
+    schemas: dict[str, list[tuple[str, str]]] = {}
+    for kind, instances in (("source", dag.sources), ("sink", dag.sinks)):
+        for name, inst in sorted(instances.items()):
+            spec = inst.spec
+            try:
+                connector = _connector(dag, inst)
+            except Exception as exc:
+                errors.append(error("PZ0701", redact(f"{kind} '{name}': {exc}"), file=spec.file))
+                continue
+            try:
+                try:
+                    connector.check_connection()
+                except PzConnectorError as exc:
+                    errors.append(error("PZ0601", redact(f"{kind} '{name}': {exc.message}"), place=spec.place))
+                    continue
+                if kind == "source":
+                    e, w = _source_checks(dag, name, inst, connector, schemas)
+                else:
+                    e, w = _sink_checks(dag, name, inst, connector)
+                errors += e
+                warnings += w
+            finally:
+                connector.close()
+    _write_cache(dag.project.state_dir, schemas)
+    return errors, warnings
+
+
+def _source_checks(dag: CompiledDag, name: str, inst: ResolvedInstance, connector: Connector,
+                   schemas: dict[str, list[tuple[str, str]]]) -> tuple[list[Diagnostic], list[Diagnostic]]:
+    errors: list[Diagnostic] = []
+    warnings: list[Diagnostic] = []
+    spec = dag.project.sources[name]
+    for ds_name, ds in sorted(spec.datasets.items()):
+        request = DatasetRequest(ds_name, inst.blocks.get(ds_name, {}), ds.columns)
+        try:
+            live = connector.fetch_schema(request)
+        except PzConnectorError as exc:
+            errors.append(error("PZ0602", dag.redactor(f"source '{name}' dataset '{ds_name}': {exc.message}"),
+                                place=ds.place))
+            continue
+        schemas[f"{name}.{ds_name}"] = live
+        if not ds.columns:
+            continue
+        live_types = {c: t for c, t in live}
+        for col, declared in ds.columns.items():
+            if col not in live_types:
+                errors.append(error("PZ0603", f"source '{name}' dataset '{ds_name}': column '{col}' is in the "
+                                              f"contract but not in the live dataset (live: "
+                                              f"{', '.join(live_types)})", place=ds.place))
+            elif _norm_type(declared) != _norm_type(live_types[col]):
+                errors.append(error("PZ0604", f"source '{name}' dataset '{ds_name}': column '{col}' is declared "
+                                              f"{declared} but is {live_types[col]} in the live dataset",
+                                    place=ds.place))
+        for col in live_types:
+            if col not in ds.columns:
+                warnings.append(warning("PZ0605", f"source '{name}' dataset '{ds_name}': live column '{col}' "
+                                                  "is not in the contract", place=ds.place))
+    return errors, warnings
+
+
+def _sink_checks(dag: CompiledDag, name: str, inst: ResolvedInstance, connector: Connector
+                 ) -> tuple[list[Diagnostic], list[Diagnostic]]:
+    errors: list[Diagnostic] = []
+    spec = dag.project.sinks[name]
+    outputs = {n.output for n in dag.nodes.values() if getattr(n, "sink", None) == name}
+    for output in sorted(outputs | set(spec.outputs)):
+        out = spec.outputs.get(output)
+        request = OutputRequest(output, inst.blocks.get(output, {}), out.strategy if out else "replace",
+                                out.keys if out else ())
+        try:
+            connector.probe_output(request)
+        except PzConnectorError as exc:
+            errors.append(error("PZ0606", dag.redactor(f"sink '{name}' output '{output}': {exc.message}"),
+                                place=out.place if out else spec.place))
+    return errors, []
+
+
+def _write_cache(state_dir: Path, schemas: dict[str, list[tuple[str, str]]]) -> None:
+    if not schemas:
+        return
+    path = state_dir / "target" / "schemas.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    existing: dict[str, list[list[str]]] = {}
+    try:
+        existing = json.loads(path.read_text(encoding="utf-8")).get("datasets", {})
+    except (OSError, ValueError, AttributeError):
+        existing = {}
+    existing.update({k: [list(c) for c in v] for k, v in schemas.items()})
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"version": 1, "datasets": existing}, indent=2), encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,64 @@
+"""What every node of one run shares: ids, the staging database, the event bus."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipelinez.compile.dag import CompiledDag
+from pipelinez.config.model import Project
+from pipelinez.core.sqlnames import quote_literal
+from pipelinez.engine.events import EventBus, Note
+from pipelinez.plan.planner import Plan
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    run_dir: Path
+    plan: Plan
+    bus: EventBus
+    staging: duckdb.DuckDBPyConnection
+    _cursors: set[duckdb.DuckDBPyConnection] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def dag(self) -> CompiledDag:
+        return self.plan.dag
+
+    @property
+    def project(self) -> Project:
+        return self.plan.dag.project
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        cur = self.staging.cursor()
+        with self._lock:
+            self._cursors.add(cur)
+        return cur
+
+    def interrupt_all(self) -> None:
+        """Fail-fast: interrupt every query running in staging."""
+        with self._lock:
+            for cur in list(self._cursors):
+                try:
+                    cur.interrupt()
+                except Exception:  # a cursor closed meanwhile has nothing to interrupt
+                    continue
+
+    def note(self, message: str) -> None:
+        self.bus.publish(Note(self.run_id, message=message))
+
+
+def open_staging(path: Path) -> duckdb.DuckDBPyConnection:
+    import duckdb
+
+    con = duckdb.connect(str(path))
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(f"SET temp_directory = {quote_literal((path.parent / 'tmp').as_posix())}")
+    con.execute("SET preserve_insertion_order = true")
+    return con

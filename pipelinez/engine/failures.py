@@ -1,0 +1,55 @@
+"""Turning whatever a node raised into a NodeFailure: code, message, transient, retry_after.
+
+Rules: a PzConnectorError says itself whether it is transient. A DuckDB error from the native tier is
+transient only when the closed list in `core.transient` matches its summary. Anything else is terminal:
+an unknown exception is never silently retried.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.transient import is_transient_native
+
+
+@dataclass(frozen=True)
+class NodeFailure(Exception):
+    code: str
+    message: str
+    transient: bool = False
+    retry_after: float | None = None
+    batches_committed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "transient": self.transient}
+
+
+def duck_summary(message: str) -> str:
+    """A DuckDB message without its LINE context and caret, on one line."""
+    head = re.split(r"\n\s*LINE \d+:", message, maxsplit=1)[0]
+    return " ".join(part.strip() for part in head.strip().splitlines() if part.strip())
+
+
+def _is_duck_error(exc: BaseException) -> bool:
+    import duckdb
+
+    return isinstance(exc, duckdb.Error)
+
+
+def classify(exc: BaseException, default_code: str, what: str) -> NodeFailure:
+    """`what` names the node for the message, e.g. "sink 'warehouse' output 'orders'"."""
+    if isinstance(exc, NodeFailure):
+        return exc
+    if isinstance(exc, PzConnectorError):
+        return NodeFailure(exc.code or default_code, f"{what}: {exc.message}", exc.is_transient,
+                           exc.retry_after, getattr(exc, "batches_committed", None))
+    if _is_duck_error(exc):
+        message = str(exc)
+        return NodeFailure(default_code, f"{what}: {duck_summary(message)}", is_transient_native(message))
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return NodeFailure(default_code, f"{what}: {exc.strerror or exc}{where}")
+    return NodeFailure(default_code, f"{what}: {type(exc).__name__}: {exc}")

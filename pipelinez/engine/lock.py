@@ -1,0 +1,46 @@
+"""The project lock: `.pz/lock`, an exclusive flock held for the whole run, with the holder's pid inside.
+
+A dead holder's flock is released by the OS, so a stale lock file never blocks the next run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from types import TracebackType
+
+from pipelinez.core.diagnostics import PzError, error
+
+
+class ProjectLocked(PzError):
+    pass
+
+
+class ProjectLock:
+    def __init__(self, state_dir: Path):
+        self.path = state_dir / "lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> ProjectLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise ProjectLocked([error("PZ0511", f"another pz process (pid {holder}) is running in this project",
+                                       file=".pz/lock")]) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,208 @@
+"""What each node kind does inside a run. Each runner does one attempt and returns a NodeOutput, or raises
+a NodeFailure (classified). Data moves inside DuckDB or as Arrow batches, never row by row in Python."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pipelinez.compile.checks import outcome
+from pipelinez.compile.instances import ResolvedInstance
+from pipelinez.compile.nodes import CheckNode, PipelineNode, SinkWriteNode, SourceLoadNode
+from pipelinez.connectors import registry
+from pipelinez.connectors.sdk import NATIVE, Connector, ConnectorContext, DatasetRequest, OutputRequest
+from pipelinez.core.diagnostics import ConnectorHostError
+from pipelinez.core.sqlnames import quote_ident
+from pipelinez.engine.failures import NodeFailure, classify
+from pipelinez.plan.planner import PlannedNode
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+    from pipelinez.engine.context import RunContext
+
+SINK_BATCH_ROWS = 122_880
+
+
+@dataclass
+class NodeOutput:
+    rows: int = 0
+    tier: str | None = None
+    status: str = "success"
+    message: str | None = None
+    partitions: list[dict[str, Any]] | None = None
+    batches_committed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def make_connector(ctx: RunContext, inst: ResolvedInstance) -> Connector:
+    try:
+        cls = registry.load_class(inst.connector)
+    except ConnectorHostError as exc:
+        d = exc.diagnostics[0]
+        raise NodeFailure(d.code, d.message) from exc
+    return cls(ConnectorContext(inst.name, ctx.project.root, inst.connection, note=ctx.note))
+
+
+def _count(cur: duckdb.DuckDBPyConnection, table: str) -> int:
+    row = cur.execute(f"SELECT count(*) FROM {table}").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _table_exists(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
+    row = cur.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main' "
+                      "AND database_name = current_database()", [name]).fetchone()
+    return bool(row and row[0])
+
+
+def ingest_batches(cur: duckdb.DuckDBPyConnection, batches: Iterable[pa.RecordBatch], table: str,
+                   exists: bool, columns: dict[str, str] | None, view_name: str) -> None:
+    """Stream Arrow record batches into the staging table `table` (unquoted), casting to the contract."""
+    import pyarrow as pa
+
+    iterator = iter(batches)
+    first = next(iterator, None)
+    target = quote_ident(table)
+    if first is None:
+        if not exists:
+            if not columns:
+                raise NodeFailure("PZ0505", "the source returned no data and the dataset declares no columns: "
+                                            "cannot create its staging table")
+            cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in columns.items())
+            cur.execute(f"CREATE TABLE {target} ({cols})")
+        return
+    reader = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], iterator))
+    select = "*"
+    if columns:
+        missing = [c for c in columns if c not in first.schema.names]
+        if missing:
+            raise NodeFailure("PZ0505", f"columns {', '.join(missing)} of the contract are missing from the data "
+                                        f"(found: {', '.join(first.schema.names)})")
+        select = ", ".join(f"CAST({quote_ident(c)} AS {t}) AS {quote_ident(c)}" for c, t in columns.items())
+    cur.register(view_name, reader)
+    try:
+        source = f"SELECT {select} FROM {quote_ident(view_name)}"
+        if exists:
+            cur.execute(f"INSERT INTO {target} BY NAME {source}")
+        else:
+            cur.execute(f"CREATE TABLE {target} AS {source}")
+    finally:
+        cur.unregister(view_name)
+
+
+def run_source_load(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:
+    node = planned.node
+    assert isinstance(node, SourceLoadNode)
+    what = f"source '{node.source}' dataset '{node.dataset}'"
+    inst = ctx.dag.sources[node.source]
+    spec = ctx.project.sources[node.source]
+    request = DatasetRequest(node.dataset, inst.blocks.get(node.dataset, {}),
+                             spec.datasets[node.dataset].columns,
+                             force_universal=bool(ctx.project.engine.force_universal or spec.force_universal))
+    cur = ctx.cursor()
+    target = quote_ident(node.table)
+    connector = None
+    try:
+        connector = make_connector(ctx, inst)
+        tier = connector.source_tier(request)
+        cur.execute(f"DROP TABLE IF EXISTS {target}")
+        parts: list[dict[str, Any]] = []
+        before = 0
+        for partition in connector.partitions(request):
+            if tier == NATIVE:
+                connector.extract_native(cur, request, partition, target)
+            else:
+                ingest_batches(cur, connector.extract_batches(request, partition), node.table,
+                               _table_exists(cur, node.table), request.columns, f"__pz_ingest_{node.table}")
+            after = _count(cur, target)
+            parts.append({"index": partition.index, "rows": after - before, "status": "success"})
+            before = after
+        return NodeOutput(rows=before, tier=tier, partitions=parts if len(parts) > 1 else None)
+    except Exception as exc:
+        _drop_quietly(cur, target)
+        raise classify(exc, "PZ0505", what) from exc
+    finally:
+        if connector:
+            connector.close()
+        cur.close()
+
+
+def run_pipeline(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:
+    node = planned.node
+    assert isinstance(node, PipelineNode)
+    cur = ctx.cursor()
+    target = quote_ident(node.name)
+    try:
+        cur.execute(f"DROP TABLE IF EXISTS {target}")
+        row = cur.execute(f"CREATE TABLE {target} AS {node.sql.rstrip().rstrip(';')}").fetchone()
+        rows = int(row[0]) if row else _count(cur, target)
+        return NodeOutput(rows=rows)
+    except Exception as exc:
+        _drop_quietly(cur, target)
+        raise classify(exc, "PZ0507", f"pipeline '{node.name}' ({node.place.file})") from exc
+    finally:
+        cur.close()
+
+
+def run_check(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:
+    node = planned.node
+    assert isinstance(node, CheckNode) and node.check is not None
+    cur = ctx.cursor()
+    try:
+        row = cur.execute(node.sql).fetchone()
+    except Exception as exc:
+        raise classify(exc, "PZ0508", f"check '{node.check.name}' on '{node.target}'") from exc
+    finally:
+        cur.close()
+    failing, observed = (int(row[0] or 0), row[1]) if row else (0, None)
+    result = outcome(node.check, node.target, failing, None if observed is None else str(observed))
+    if not result.failed:
+        return NodeOutput(rows=result.rows)
+    if node.check.severity == "warn":
+        return NodeOutput(rows=result.rows, status="warn", message=result.message)
+    raise NodeFailure("PZ0508", result.message)
+
+
+def run_sink_write(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:
+    node = planned.node
+    assert isinstance(node, SinkWriteNode)
+    what = f"sink '{node.sink}' output '{node.output}'"
+    inst = ctx.dag.sinks[node.sink]
+    out = ctx.project.sinks[node.sink].outputs.get(node.output)
+    request = OutputRequest(node.output, inst.blocks.get(node.output, {}), planned.strategy or "replace",
+                            out.keys if out else (), out.on_delete if out else None,
+                            out.allow_empty if out else False, ctx.run_id)
+    source = quote_ident(node.pipeline)
+    cur = ctx.cursor()
+    connector = None
+    try:
+        if request.strategy == "replace" and not request.allow_empty and _count(cur, source) == 0:
+            raise NodeFailure("PZ0509", f"{what}: pipeline '{node.pipeline}' returned no rows; replace would "
+                                        "empty the target, so it was left as it was")
+        connector = make_connector(ctx, inst)
+        if planned.tier == NATIVE:
+            result = connector.write_native(cur, request, source)
+        else:
+            reader = cur.execute(f"SELECT * FROM {source}").fetch_record_batch(SINK_BATCH_ROWS)
+            result = connector.write_batches(request, reader)
+        return NodeOutput(rows=result.rows, tier=planned.tier, batches_committed=result.batches_committed)
+    except Exception as exc:
+        raise classify(exc, "PZ0501", what) from exc
+    finally:
+        if connector:
+            connector.close()
+        cur.close()
+
+
+def _drop_quietly(cur: duckdb.DuckDBPyConnection, target: str) -> None:
+    try:
+        cur.execute(f"DROP TABLE IF EXISTS {target}")
+    except Exception:  # the staging db itself may be the failure; the table is dropped on the next attempt
+        return
+
+
+RUNNERS = {"source_load": run_source_load, "pipeline": run_pipeline, "check": run_check,
+           "sink_write": run_sink_write}

@@ -1,0 +1,111 @@
+"""Run ids, run folders, history, retention sweep and clean."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipelinez.engine.run_results import read_results
+
+STAGING_FILE = "staging.duckdb"
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    now = now or dt.datetime.now(dt.UTC)
+    return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z-{secrets.token_hex(2)}"
+
+
+def runs_dir(state_dir: Path) -> Path:
+    return state_dir / "runs"
+
+
+def run_ids(state_dir: Path) -> list[str]:
+    """Every run id, oldest first (ids sort by time)."""
+    folder = runs_dir(state_dir)
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and (p / "run_results.json").exists())
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    started_at: str
+    finished_at: str | None
+    status: str
+    command: str
+    counts: dict[str, int]
+    reused: int
+    carried_forward: int
+    duration_ms: int | None
+    staging_kept: bool
+
+
+def _duration(data: dict[str, Any]) -> int | None:
+    try:
+        start = dt.datetime.fromisoformat(str(data["started_at"]).replace("Z", "+00:00"))
+        end = dt.datetime.fromisoformat(str(data["finished_at"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError, TypeError):
+        return None
+    return int((end - start).total_seconds() * 1000)
+
+
+def history(state_dir: Path, limit: int | None = None) -> list[RunSummary]:
+    out = []
+    ids = run_ids(state_dir)[::-1]
+    for run_id in ids[:limit] if limit else ids:
+        data = read_results(runs_dir(state_dir) / run_id / "run_results.json")
+        if not data:
+            continue
+        counts: dict[str, int] = {}
+        for node in data.get("nodes", []):
+            counts[node.get("status", "?")] = counts.get(node.get("status", "?"), 0) + 1
+        nodes = data.get("nodes", [])
+        out.append(RunSummary(
+            run_id, str(data.get("started_at")), data.get("finished_at"), str(data.get("status")),
+            str(data.get("command")), counts,
+            sum(1 for n in nodes if n.get("provenance") == "reused"),
+            sum(1 for n in nodes if n.get("provenance") == "carried_forward"),
+            _duration(data), (runs_dir(state_dir) / run_id / STAGING_FILE).exists()))
+    return out
+
+
+def sweep(state_dir: Path, keep_last: int, current: str | None = None) -> list[str]:
+    """Delete staging databases of all but the newest `keep_last` runs; run history stays."""
+    removed = []
+    ids = run_ids(state_dir)
+    for run_id in ids[: max(0, len(ids) - keep_last)]:
+        if run_id == current:
+            continue
+        for name in (STAGING_FILE, STAGING_FILE + ".wal"):
+            path = runs_dir(state_dir) / run_id / name
+            if path.exists():
+                path.unlink()
+                if name == STAGING_FILE:
+                    removed.append(run_id)
+    return removed
+
+
+def clean(state_dir: Path) -> list[str]:
+    """Delete every staging database (pz clean). Run history stays."""
+    return sweep(state_dir, 0)
+
+
+def remove_tree(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

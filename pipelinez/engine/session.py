@@ -1,0 +1,95 @@
+"""The engine facade: one run of a plan, from lock to retention sweep."""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipelinez.core.diagnostics import Diagnostic
+from pipelinez.engine.context import RunContext, open_staging
+from pipelinez.engine.events import (
+    EventBus,
+    JsonlWriter,
+    RunCompleted,
+    RunStarted,
+    Subscriber,
+    WarningEvent,
+    utc_now,
+)
+from pipelinez.engine.executor import OK_STATUSES, Executor
+from pipelinez.engine.lock import ProjectLock
+from pipelinez.engine.run_results import NodeResult, ResultsWriter, RunResults
+from pipelinez.engine.runs import STAGING_FILE, new_run_id, runs_dir, sweep
+from pipelinez.plan.planner import Plan
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    status: str                 # success | failed | error
+    results: RunResults
+    log_file: Path | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status == "success" else 1
+
+
+def execute(plan: Plan, *, command: str, args: dict[str, Any], warnings: Sequence[Diagnostic] = (),
+            subscribers: Sequence[Subscriber] = (), threads: int | None = None, fail_fast: bool | None = None,
+            retry_of: str | None = None) -> RunOutcome:
+    project = plan.dag.project
+    state_dir = project.state_dir
+    with ProjectLock(state_dir):
+        run_id = new_run_id()
+        run_dir = runs_dir(state_dir) / run_id
+        run_dir.mkdir(parents=True)
+        bus = EventBus(plan.dag.redactor)
+        events = JsonlWriter(run_dir / "events.jsonl")
+        bus.subscribe(events)
+        for subscriber in subscribers:
+            bus.subscribe(subscriber)
+        results = RunResults(run_id, command, utc_now(), plan.selection, args, retry_of=retry_of)
+        results.nodes = [NodeResult(p.node.id, p.node.name, p.node.kind, tier=p.tier) for p in plan.nodes]
+        writer = ResultsWriter(run_dir / "run_results.json", results, plan.dag.redactor)
+        writer.write()
+        started = time.monotonic()
+        bus.publish(RunStarted(run_id, command=command, selection=plan.selection, nodes=len(plan.nodes),
+                               retry_of=retry_of))
+        for w in warnings:
+            bus.publish(WarningEvent(run_id, code=w.code, message=w.message, place=w.place.render(),
+                                     next_step=w.next_step))
+        log_file = None
+        staging = None
+        try:
+            staging = open_staging(run_dir / STAGING_FILE)
+            ctx = RunContext(run_id, run_dir, plan, bus, staging)
+            n_threads = threads or project.engine.threads or os.cpu_count() or 1
+            ff = project.engine.fail_fast if fail_fast is None else fail_fast
+            Executor(ctx, writer, n_threads, ff).run()
+            ok = all(n.status in OK_STATUSES for n in results.nodes)
+            results.status = "success" if ok else "failed"
+        except Exception as exc:  # orchestrator-level failure: a bug or the staging db itself failing
+            log_file = run_dir / "pz.log"
+            log_file.write_text(plan.dag.redactor(traceback.format_exc()), encoding="utf-8")
+            results.status = "error"
+            results.error = {"code": "PZ0512", "message": plan.dag.redactor(f"{type(exc).__name__}: {exc}"),
+                             "transient": False}
+        finally:
+            if staging is not None:
+                staging.close()
+            results.finished_at = utc_now()
+            writer.write()
+            counts: dict[str, int] = {}
+            for n in results.nodes:
+                counts[n.status] = counts.get(n.status, 0) + 1
+            bus.publish(RunCompleted(run_id, status=results.status,
+                                     duration_ms=int((time.monotonic() - started) * 1000), counts=counts))
+            events.close()
+            sweep(state_dir, project.keep_last, current=run_id)
+        return RunOutcome(run_id, results.status, results, log_file)

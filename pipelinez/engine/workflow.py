@@ -1,0 +1,101 @@
+"""The facade the CLI calls: load → compile → plan → execute. Decides; never prints.
+
+Refusals before any node runs raise PzValidationError (every diagnostic of every tier that ran) or
+PzConfigError; the CLI renders them and exits 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipelinez.compile.compiler import CompileResult, compile_project
+from pipelinez.compile.connector_static import Locator
+from pipelinez.config.loader import find_project_root, load_project
+from pipelinez.config.model import Project
+from pipelinez.config.yaml_loader import YamlDoc, load_yaml_file, position_of
+from pipelinez.core.diagnostics import Diagnostic, Place, PzValidationError
+from pipelinez.engine.connectivity import check_connectivity
+from pipelinez.engine.events import Subscriber
+from pipelinez.engine.runs import RunSummary
+from pipelinez.engine.runs import clean as clean_runs
+from pipelinez.engine.runs import history as run_history
+from pipelinez.engine.session import RunOutcome, execute
+from pipelinez.plan.planner import Plan, build_plan
+
+
+@dataclass
+class Validation:
+    project: Project | None
+    errors: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
+    compiled: CompileResult | None = None
+
+
+def _locator(root: Path) -> Locator:
+    """Positions of keys inside connection/dataset/output blocks, for tier-3 diagnostics."""
+    docs: dict[str, YamlDoc | None] = {}
+
+    def locate(file: str, path: tuple[str | int, ...]) -> Place:
+        if file not in docs:
+            docs[file] = load_yaml_file(root / file, file)[0]
+        doc = docs[file]
+        if doc is None:
+            return Place(file)
+        line, col = position_of(doc, path)
+        return Place(file, line, col)
+
+    return locate
+
+
+def validate(project_dir: Path | None, overrides: Mapping[str, str] | None = None,
+             environ: Mapping[str, str] | None = None, connect: bool = False) -> Validation:
+    """Tiers 1-4 (and 5 with `connect`); every diagnostic gathered. Never raises for user errors."""
+    root = find_project_root(project_dir or Path.cwd())
+    project, diags = load_project(root)
+    errors = [d for d in diags if d.is_error]
+    warnings = [d for d in diags if not d.is_error]
+    if project is None:
+        return Validation(None, errors, warnings)
+    compiled = compile_project(project, overrides, environ, _locator(root))
+    errors += compiled.errors
+    warnings += compiled.warnings
+    if connect and not errors and compiled.dag is not None:
+        found, warned = check_connectivity(compiled.dag)
+        errors += found
+        warnings += warned
+    return Validation(project, errors, warnings, compiled)
+
+
+def plan(project_dir: Path | None, select: Sequence[str] = (), exclude: Sequence[str] = (),
+         overrides: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None
+         ) -> tuple[Plan, list[Diagnostic]]:
+    """(plan, warnings); raises PzValidationError with every error."""
+    checked = validate(project_dir, overrides, environ)
+    if checked.errors or checked.compiled is None or checked.compiled.dag is None:
+        raise PzValidationError([*checked.errors, *checked.warnings])
+    the_plan, diags = build_plan(checked.compiled.dag, select, exclude)
+    errors = [d for d in diags if d.is_error]
+    if errors:
+        raise PzValidationError([*errors, *checked.warnings])
+    return the_plan, checked.warnings
+
+
+def run(project_dir: Path | None, *, select: Sequence[str] = (), exclude: Sequence[str] = (),
+        overrides: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None,
+        threads: int | None = None, fail_fast: bool | None = None, full_refresh: bool = False,
+        subscribers: Sequence[Subscriber] = (), command: str = "run") -> RunOutcome:
+    the_plan, warnings = plan(project_dir, select, exclude, overrides, environ)
+    args = {"select": list(select), "exclude": list(exclude), "vars": dict(overrides or {}),
+            "threads": threads, "fail_fast": fail_fast, "full_refresh": full_refresh}
+    return execute(the_plan, command=command, args=args, warnings=warnings, subscribers=subscribers,
+                   threads=threads, fail_fast=fail_fast)
+
+
+def history(project_dir: Path | None, limit: int | None = None) -> list[RunSummary]:
+    return run_history(find_project_root(project_dir or Path.cwd()) / ".pz", limit)
+
+
+def clean(project_dir: Path | None) -> list[str]:
+    return clean_runs(find_project_root(project_dir or Path.cwd()) / ".pz")
