@@ -1,0 +1,65 @@
+"""Shared test helpers: write a small project into a tmp dir and drive the real `pz` CLI on it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from pipelinez.cli.main import cli
+
+
+@dataclass
+class PzResult:
+    exit_code: int
+    output: str
+    project: Path
+
+    @property
+    def lines(self) -> list[str]:
+        return self.output.splitlines()
+
+    def run_results(self) -> dict[str, Any]:
+        runs = sorted((self.project / ".pz" / "runs").iterdir())
+        return json.loads((runs[-1] / "run_results.json").read_text())
+
+    def node(self, name: str) -> dict[str, Any]:
+        return next(n for n in self.run_results()["nodes"] if n["name"] == name)
+
+
+def write_project(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+def pz(project: Path, *args: str, env: dict[str, str] | None = None) -> PzResult:
+    """Run the CLI in-process (fast); output is what a non-terminal stdout receives."""
+    runner = CliRunner()
+    result = runner.invoke(cli, ["-p", str(project), *args], env=env, catch_exceptions=False)
+    return PzResult(result.exit_code, result.output, project)
+
+
+def pz_subprocess(project: Path, *args: str, env: dict[str, str] | None = None,
+                  timeout: float = 300) -> PzResult:
+    """Run the CLI as its own process, exactly as a user would."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), *args],
+                          capture_output=True, text=True, env=full_env, timeout=timeout)
+    return PzResult(proc.returncode, proc.stdout + proc.stderr, project)
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    return tmp_path / "proj"

@@ -1,0 +1,280 @@
+"""End-to-end runs of the core on local files and DuckDB files, through the real CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import pz, pz_subprocess, write_project
+
+BASE = {
+    "project.yml": """
+        name: shop
+        engine: { threads: 2 }
+    """,
+    "sources/files.yml": """
+        connector: localfiles
+        connection: { root: data }
+        datasets:
+          orders:
+            format: csv
+            path: orders.csv
+            columns: { id: bigint, customer: varchar, amount: "decimal(10,2)", code: varchar }
+          customers:
+            format: csv
+            path: customers.csv
+    """,
+    "sinks/wh.yml": """
+        connector: duckdb
+        connection: { path: out/wh.duckdb }
+        outputs:
+          totals: { table: main.totals }
+          bad_totals: {}
+    """,
+    "sinks/lake.yml": """
+        connector: localfiles
+        connection: { root: out/lake }
+        outputs:
+          orders_copy: { format: parquet }
+    """,
+    "data/orders.csv": """
+        id,customer,amount,code
+        1,ada,10.50,1
+        2,grace,20.00,2
+        3,ada,5.25,x
+    """,
+    "data/customers.csv": """
+        name,country
+        ada,GB
+        grace,US
+    """,
+}
+
+
+def _wh_rows(project: Path, sql: str) -> list[tuple[object, ...]]:
+    con = duckdb.connect(str(project / "out" / "wh.duckdb"), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_happy_path_writes_every_sink_and_prints_ok_lines(project_dir: Path) -> None:
+    write_project(project_dir, {**BASE,
+        "pipelines/totals.sql": """
+            INSERT INTO {{ sink('wh', 'totals') }}
+            SELECT o.customer, c.country, sum(o.amount) AS total
+            FROM {{ source('files', 'orders') }} AS o
+            JOIN {{ source('files', 'customers') }} AS c ON c.name = o.customer
+            GROUP BY ALL ORDER BY 1
+        """,
+        "pipelines/orders_copy.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT * FROM {{ source('files', 'orders') }}
+        """})
+    result = pz(project_dir, "run")
+    assert result.exit_code == 0, result.output
+    lines = result.lines
+    assert any(line.startswith("ok src_files__orders 3 rows ") and line.endswith("ms") for line in lines)
+    assert any(line.startswith("ok totals 2 rows") for line in lines)
+    assert any(line.startswith("ok wh.totals 2 rows") for line in lines)
+    assert any(line.startswith("ok lake.orders_copy 3 rows") for line in lines)
+    assert _wh_rows(project_dir, "SELECT * FROM totals ORDER BY 1") == [
+        ("ada", "GB", pytest.approx(15.75)), ("grace", "US", pytest.approx(20.0))]
+    lake = duckdb.sql(f"SELECT count(*) FROM '{project_dir}/out/lake/orders_copy.parquet/*.parquet'").fetchone()
+    assert lake == (3,)
+    results = result.run_results()
+    assert results["status"] == "success"
+    assert {n["name"] for n in results["nodes"]} == {
+        "src_files__orders", "src_files__customers", "totals", "orders_copy", "wh.totals", "lake.orders_copy"}
+    for node in results["nodes"]:
+        assert node["status"] == "success" and len(node["id"]) == 16 and node["duration_ms"] >= 0
+
+
+def test_failed_branch_skips_descendants_and_other_branch_commits(project_dir: Path) -> None:
+    write_project(project_dir, {**BASE,
+        # fails at run time only: 'x' cannot be cast, which dry-compile cannot know
+        "pipelines/bad_totals.sql": """
+            INSERT INTO {{ sink('wh', 'bad_totals') }}
+            SELECT customer, sum(CAST(code AS INTEGER)) AS n FROM {{ source('files', 'orders') }} GROUP BY 1
+        """,
+        "pipelines/bad_totals.yml": """
+            checks:
+              - not_null: { columns: [customer] }
+        """,
+        "pipelines/orders_copy.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT * FROM {{ source('files', 'orders') }}
+        """})
+    result = pz(project_dir, "run")
+    assert result.exit_code == 1, result.output
+    assert any(line.startswith("FAIL bad_totals 0 rows") for line in result.lines)
+    assert any(line.startswith("  PZ0507: pipeline 'bad_totals'") and "Could not convert" in line
+               for line in result.lines), result.output
+    assert "SKIP wh.bad_totals (upstream bad_totals failed)" in result.lines
+    assert "SKIP chk_bad_totals__not_null_customer (upstream bad_totals failed)" in result.lines
+    assert result.node("lake.orders_copy")["status"] == "success"
+    assert result.node("wh.bad_totals")["status"] == "skipped"
+    results = result.run_results()
+    assert results["status"] == "failed"
+    for node in results["nodes"]:
+        assert {"id", "status", "rows", "duration_ms"} <= node.keys()
+    assert "Traceback" not in result.output
+
+
+def test_sink_failure_leaves_other_sink_committed(project_dir: Path) -> None:
+    write_project(project_dir, {**BASE,
+        "sinks/wh.yml": """
+            connector: duckdb
+            connection: { path: blocker/wh.duckdb }
+        """,
+        "blocker": "a file where the sink wants a folder\n",
+        "pipelines/totals.sql": """
+            INSERT INTO {{ sink('wh', 'totals') }}
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT customer, sum(amount) AS total FROM {{ source('files', 'orders') }} GROUP BY 1
+        """})
+    result = pz(project_dir, "run")
+    assert result.exit_code == 1, result.output
+    assert any(line.startswith("FAIL wh.totals 0 rows") for line in result.lines)
+    assert any(line.startswith("  PZ0501: sink 'wh' output 'totals'") for line in result.lines)
+    assert any(line.startswith("ok lake.orders_copy 2 rows") for line in result.lines)
+
+
+def test_fail_fast_cancels_pending_nodes(project_dir: Path) -> None:
+    write_project(project_dir, {**BASE,
+        "project.yml": "name: shop\nengine: { threads: 1 }\n",
+        "pipelines/a_bad.sql": """
+            INSERT INTO {{ sink('wh', 'bad_totals') }}
+            SELECT CAST(code AS INTEGER) AS n FROM {{ source('files', 'orders') }}
+        """,
+        "pipelines/z_copy.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT * FROM {{ source('files', 'customers') }}
+        """})
+    result = pz(project_dir, "run", "--fail-fast")
+    assert result.exit_code == 1
+    statuses = {n["name"]: n["status"] for n in result.run_results()["nodes"]}
+    assert statuses["a_bad"] == "failed"
+    assert "cancelled" in statuses.values()
+    assert statuses["lake.orders_copy"] in ("cancelled", "skipped")
+
+
+def test_warning_only_project_runs_and_exits_zero(project_dir: Path) -> None:
+    write_project(project_dir, {**BASE,
+        "pipelines/scratch.sql": "SELECT * FROM {{ source('files', 'orders') }}\n"})
+    result = pz(project_dir, "run")
+    assert result.exit_code == 0, result.output
+    assert ("warning: PZ0223 pipelines/scratch.sql: pipeline 'scratch' has no INSERT INTO and no ref() consumer"
+            in result.lines)
+    assert any(line.startswith("ok scratch 3 rows") for line in result.lines)
+    validate = pz(project_dir, "validate")
+    assert validate.exit_code == 0
+    assert "1 warning" in validate.lines
+
+
+def test_replace_failing_before_swap_leaves_previous_target(project_dir: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    write_project(project_dir, {**BASE,
+        "pipelines/totals.sql": """
+            INSERT INTO {{ sink('wh', 'totals') }}
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT customer, sum(amount) AS total FROM {{ source('files', 'orders') }} GROUP BY 1
+        """})
+    assert pz(project_dir, "run").exit_code == 0
+    before_rows = _wh_rows(project_dir, "SELECT * FROM totals ORDER BY 1")
+    lake = project_dir / "out" / "lake" / "orders_copy.parquet"
+    before_files = {p.name: p.read_bytes() for p in lake.iterdir()}
+    (project_dir / "data" / "orders.csv").write_text("id,customer,amount,code\n9,zed,1.00,1\n")
+    monkeypatch.setenv("PZ_FAILPOINTS", "sink.before_swap")
+    result = pz(project_dir, "run")
+    assert result.exit_code == 1
+    assert _wh_rows(project_dir, "SELECT * FROM totals ORDER BY 1") == before_rows
+    assert {p.name: p.read_bytes() for p in lake.iterdir()} == before_files
+    assert not [p for p in lake.parent.iterdir() if p.name != "orders_copy.parquet"]
+
+
+def test_replace_killed_before_swap_leaves_previous_target(project_dir: Path) -> None:
+    write_project(project_dir, {**BASE,
+        "pipelines/totals.sql": """
+            INSERT INTO {{ sink('wh', 'totals') }}
+            SELECT customer, sum(amount) AS total FROM {{ source('files', 'orders') }} GROUP BY 1
+        """})
+    assert pz(project_dir, "run").exit_code == 0
+    before = _wh_rows(project_dir, "SELECT * FROM totals ORDER BY 1")
+    (project_dir / "data" / "orders.csv").write_text("id,customer,amount,code\n9,zed,1.00,1\n")
+    killed = pz_subprocess(project_dir, "run", env={"PZ_FAILPOINTS": "sink.before_swap:kill"})
+    assert killed.exit_code == 137
+    assert _wh_rows(project_dir, "SELECT * FROM totals ORDER BY 1") == before
+
+
+def test_empty_result_never_replaces_a_table(project_dir: Path) -> None:
+    files = {**BASE, "pipelines/totals.sql": """
+            INSERT INTO {{ sink('wh', 'totals') }}
+            SELECT customer, amount FROM {{ source('files', 'orders') }} WHERE amount > {{ var('floor') }}
+        """, "project.yml": "name: shop\nvars:\n  floor: { type: int, default: 0 }\n"}
+    write_project(project_dir, files)
+    assert pz(project_dir, "run").exit_code == 0
+    result = pz(project_dir, "run", "--var", "floor=1000")
+    assert result.exit_code == 1
+    assert any("PZ0509" in line for line in result.lines)
+    assert _wh_rows(project_dir, "SELECT count(*) FROM totals") == [(3,)]
+
+
+def test_json_log_format_prints_one_event_per_line(project_dir: Path) -> None:
+    import json
+
+    write_project(project_dir, {**BASE, "pipelines/orders_copy.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT * FROM {{ source('files', 'orders') }}
+        """})
+    result = pz(project_dir, "--log-format", "json", "run")
+    assert result.exit_code == 0
+    events = [json.loads(line) for line in result.lines]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_completed"
+    completed = [e for e in events if e["event"] == "node_completed"]
+    assert {e["name"] for e in completed} == {"src_files__orders", "orders_copy", "lake.orders_copy"}
+    assert all({"ts", "run_id", "id", "status", "rows", "duration_ms"} <= e.keys() for e in completed)
+    runs = sorted((project_dir / ".pz" / "runs").iterdir())
+    assert len((runs[-1] / "events.jsonl").read_text().splitlines()) == len(events)
+
+
+def test_second_concurrent_run_is_refused(project_dir: Path) -> None:
+    import fcntl
+    import os
+
+    write_project(project_dir, {**BASE, "pipelines/orders_copy.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT * FROM {{ source('files', 'orders') }}
+        """})
+    lock = project_dir / ".pz" / "lock"
+    lock.parent.mkdir(parents=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, b"4242")
+    try:
+        result = pz_subprocess(project_dir, "run")
+    finally:
+        os.close(fd)
+    assert result.exit_code == 2
+    assert "error: PZ0511" in result.output and "pid 4242" in result.output
+
+
+def test_retention_keeps_last_staging_databases(project_dir: Path) -> None:
+    write_project(project_dir, {**BASE, "project.yml": "name: shop\nretention: { keep_last: 2 }\n",
+                                "pipelines/orders_copy.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT * FROM {{ source('files', 'orders') }}
+        """})
+    for _ in range(4):
+        assert pz(project_dir, "run").exit_code == 0
+    runs = sorted((project_dir / ".pz" / "runs").iterdir())
+    assert len(runs) == 4
+    assert [(r / "staging.duckdb").exists() for r in runs] == [False, False, True, True]
+    history = pz(project_dir, "runs")
+    assert history.exit_code == 0 and len(history.lines) == 5
+    assert pz(project_dir, "clean").exit_code == 0
+    assert not any((r / "staging.duckdb").exists() for r in runs)

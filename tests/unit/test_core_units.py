@@ -1,0 +1,182 @@
+"""Unit tests of the tricky cores: registry, policy cascade, graph, pipeline split, templating, errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipelinez.compile.graph import ancestors, descendants, find_cycle, topological_order
+from pipelinez.compile.pipeline_sql import split_pipeline
+from pipelinez.compile.templating import Templater, TemplateFailure
+from pipelinez.compile.values import Redactor, ResolvedValues, parse_typed, sql_literal
+from pipelinez.config.model import RetrySpec
+from pipelinez.core import codes
+from pipelinez.core.diagnostics import Diagnostic, Place, error
+from pipelinez.core.sqlnames import quote_ident, quote_qualified
+from pipelinez.engine import events
+from pipelinez.engine.failures import NodeFailure
+from pipelinez.engine.retry import AttemptsFailed, backoff_delay, run_with_retry
+from pipelinez.plan.policy import ENGINE_DEFAULT, RetryPolicy, effective_policy
+
+
+def test_codes_are_well_formed_unique_and_documented() -> None:
+    seen = set()
+    for code in codes.REGISTRY:
+        assert codes.CODE_PATTERN.match(code.code), code.code
+        assert code.code not in seen
+        seen.add(code.code)
+        assert code.name and code.when and code.next_step
+    for named in ("PZ0112", "PZ0113", "PZ0120", "PZ0201", "PZ0206", "PZ0208", "PZ0214", "PZ0223", "PZ0224",
+                  "PZ0225", "PZ0226", "PZ0227", "PZ0312", "PZ0313", "PZ0412", "PZ0501", "PZ0502", "PZ0503",
+                  "PZ0504", "PZ0506"):
+        assert named in codes.BY_CODE
+    assert codes.BY_CODE["PZ0207"].retired
+
+
+def test_error_docs_page_is_generated_from_registry() -> None:
+    from pathlib import Path
+
+    page = Path(__file__).parents[2] / "docs" / "errors.md"
+    assert page.read_text() == codes.render_markdown(), "regenerate: python -m pipelinez.core.codes > docs/errors.md"
+
+
+def test_every_diagnostic_and_event_serializes() -> None:
+    d = error("PZ0201", "x", place=Place("a.sql", 1, 2))
+    assert json.loads(json.dumps(d.to_dict()))["place"] == {"file": "a.sql", "line": 1, "col": 2}
+    for cls in (events.RunStarted, events.NodeStarted, events.NodeCompleted, events.NodeRetry,
+                events.BreakerStateChanged, events.WarningEvent, events.Note, events.RunCompleted):
+        data = cls("run").to_dict()
+        assert data["event"] == cls.EVENT and data["run_id"] == "run" and "ts" in data
+        json.dumps(data)
+    assert events.BreakerStateChanged("r", instance="source:pg", from_state="closed",
+                                      to_state="open").to_dict()["from"] == "closed"
+
+
+def test_diagnostic_takes_next_step_from_registry() -> None:
+    assert Diagnostic("PZ0205", "cycle").next_step == codes.BY_CODE["PZ0205"].next_step
+
+
+def test_retry_policy_cascade_nearest_wins_per_field() -> None:
+    project = RetrySpec(max_attempts=4)
+    instance = RetrySpec(base_delay=2.0)
+    dataset = RetrySpec(max_attempts=6)
+    assert effective_policy([project, instance, dataset]) == RetryPolicy(6, 2.0, 30.0)
+    assert effective_policy([None, None]) == ENGINE_DEFAULT
+    assert effective_policy([RetrySpec(max_delay=5.0), RetrySpec()]) == RetryPolicy(3, 1.0, 5.0)
+
+
+def test_backoff_is_capped_jittered_and_floored_by_retry_after() -> None:
+    policy = RetryPolicy(5, 1.0, 4.0)
+    assert backoff_delay(policy, 1, None, rand=lambda: 1.0) == 1.0
+    assert backoff_delay(policy, 10, None, rand=lambda: 1.0) == 4.0
+    assert backoff_delay(policy, 3, None, rand=lambda: 0.0) == 0.0
+    assert backoff_delay(policy, 1, 7.5, rand=lambda: 0.5) == 7.5
+
+
+def test_only_transient_failures_retry_until_attempts_run_out() -> None:
+    calls: list[int] = []
+    retries: list[int] = []
+
+    def flaky(attempt: int) -> str:
+        calls.append(attempt)
+        if attempt < 3:
+            raise NodeFailure("PZ0505", "connection reset", transient=True)
+        return "done"
+
+    result = run_with_retry(flaky, RetryPolicy(3, 0.0, 0.0), lambda a, d, f: retries.append(a), sleep=lambda s: None)
+    assert result == ("done", 3) and retries == [1, 2]
+
+    def terminal(attempt: int) -> str:
+        raise NodeFailure("PZ0505", "syntax error", transient=False)
+
+    with pytest.raises(AttemptsFailed) as info:
+        run_with_retry(terminal, RetryPolicy(5, 0.0, 0.0), lambda *a: None, sleep=lambda s: None)
+    assert info.value.attempts == 1
+
+    def always(attempt: int) -> str:
+        raise NodeFailure("PZ0505", "timeout", transient=True)
+
+    with pytest.raises(AttemptsFailed) as info:
+        run_with_retry(always, RetryPolicy(2, 0.0, 0.0), lambda *a: None, sleep=lambda s: None)
+    assert info.value.attempts == 2
+
+
+def test_graph_order_cycles_and_neighbourhoods() -> None:
+    edges = {"a": [], "b": ["a"], "c": ["b"], "d": ["a"]}
+    order = topological_order(edges)
+    assert sorted(order) == ["a", "b", "c", "d"]
+    assert all(order.index(dep) < order.index(n) for n, deps in edges.items() for dep in deps)
+    assert topological_order(edges) == order  # stable
+    assert find_cycle(edges) is None
+    assert find_cycle({"x": ["y"], "y": ["z"], "z": ["x"]}) == ["x", "y", "z", "x"]
+    assert descendants(edges, ["a"]) == {"b", "c", "d"}
+    assert ancestors(edges, ["c"]) == {"a", "b"}
+
+
+def test_sink_clauses_split_keeps_line_numbers() -> None:
+    text = "-- lead\nINSERT INTO __pz_sink_0__\ninsert  into __pz_sink_1__\nSELECT 1\nFROM t"
+    split = split_pipeline(text)
+    assert split.sink_indexes == (0, 1)
+    assert split.query.count("\n") == text.count("\n")
+    assert split.query.splitlines()[3] == "SELECT 1"
+    late = split_pipeline("SELECT 1\nUNION ALL SELECT * FROM __pz_sink_0__")
+    assert late.misplaced == (0,) and late.sink_indexes == ()
+
+
+def test_templating_records_calls_with_positions_and_quotes_values() -> None:
+    values = ResolvedValues()
+    t = Templater(values)
+    rendered = t.render_sql("INSERT INTO {{ sink('lake', 'o') }}\nSELECT * FROM {{ source('s', 'd') }}", "p.sql")
+    assert [(c.function, c.args, c.place.line, c.place.col) for c in rendered.calls] == [
+        ("sink", ("lake", "o"), 1, 13), ("source", ("s", "d"), 2, 15)]
+    assert '"src_s__d"' in rendered.text
+    with pytest.raises(TemplateFailure) as info:
+        t.render_sql("SELECT {{ var('nope') }}", "p.sql")
+    assert info.value.diagnostic.code == "PZ0209"
+    with pytest.raises(TemplateFailure) as info:
+        t.render_sql("SELECT {{ ''.__class__.__mro__ }}", "p.sql")
+    assert info.value.diagnostic.code == "PZ0213"
+
+
+def test_typed_vars_render_as_sql_literals_not_raw_text() -> None:
+    assert sql_literal("date", parse_typed("date", "2025-01-31")) == "DATE '2025-01-31'"
+    assert sql_literal("string", parse_typed("string", "O'Brien")) == "'O''Brien'"
+    assert sql_literal("bool", parse_typed("bool", "yes")) == "TRUE"
+    with pytest.raises(ValueError):
+        parse_typed("int", "1; DROP TABLE x")
+
+
+def test_redactor_masks_every_secret() -> None:
+    redact = Redactor(("s3cr3t", "pw"))
+    assert redact("token=s3cr3t pw") == "token=*** ***"
+    assert redact.deep({"a": ["s3cr3t"], "b": 1}) == {"a": ["***"], "b": 1}
+
+
+@given(st.text())
+def test_identifier_quoting_round_trips(name: str) -> None:
+    if "\x00" in name:
+        return
+    quoted = quote_ident(name)
+    assert quoted.startswith('"') and quoted.endswith('"')
+    assert quoted[1:-1].replace('""', '"') == name
+
+
+def test_qualified_names_are_quoted_per_part() -> None:
+    assert quote_qualified("analytics.orders") == '"analytics"."orders"'
+    assert quote_qualified('"we.ird".t') == '"we.ird"."t"'
+
+
+@given(st.text(max_size=200))
+def test_pipeline_split_never_crashes(text: str) -> None:
+    split = split_pipeline(text)
+    assert split.query.count("\n") == text.count("\n")
+
+
+def test_node_failure_is_data() -> None:
+    failure = NodeFailure("PZ0501", "boom", transient=True)
+    assert failure.to_dict() == {"code": "PZ0501", "message": "boom", "transient": True}
+    assert dataclasses.is_dataclass(failure)
