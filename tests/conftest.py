@@ -51,12 +51,18 @@ def pz(project: Path, *args: str, env: dict[str, str] | None = None) -> PzResult
     return PzResult(result.exit_code, result.output, project)
 
 
-def pz_subprocess(project: Path, *args: str, env: dict[str, str] | None = None,
-                  timeout: float = 300) -> PzResult:
+def pz_subprocess(
+    project: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> PzResult:
     """Run the CLI as its own process, exactly as a user would."""
     full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), *args],
-                          capture_output=True, text=True, env=full_env, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+    )
     return PzResult(proc.returncode, proc.stdout + proc.stderr, project)
 
 

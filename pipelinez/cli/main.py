@@ -45,8 +45,15 @@ def _parse_vars(pairs: Sequence[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for pair in pairs:
         if "=" not in pair:
-            raise PzError([error("PZ0513", f"--var '{pair}' is not of the form name=value",
-                                 next_step="write --var min_date=2025-01-01")])
+            raise PzError(
+                [
+                    error(
+                        "PZ0513",
+                        f"--var '{pair}' is not of the form name=value",
+                        next_step="write --var min_date=2025-01-01",
+                    )
+                ]
+            )
         key, _, value = pair.partition("=")
         out[key.strip()] = value
     return out
@@ -82,8 +89,13 @@ def guarded(fn: F) -> F:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pz")
-@click.option("-p", "--project", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Project folder (default: nearest folder upwards holding project.yml).")
+@click.option(
+    "-p",
+    "--project",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Project folder (default: nearest folder upwards holding project.yml).",
+)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--no-color", is_flag=True, help="No colors.")
 @click.option("--quiet", is_flag=True, help="Print failures and warnings only.")
@@ -95,8 +107,12 @@ def cli(ctx: click.Context, project: Path | None, log_format: str, no_color: boo
 
 def _select_options(fn: F) -> F:
     fn = click.option("--exclude", multiple=True, help="Nodes to leave out (same syntax as --select).")(fn)
-    fn = click.option("-s", "--select", multiple=True,
-                      help="Nodes: names, source:<n>, sink:<n>, tag:<t>; +x ancestors, x+ descendants.")(fn)
+    fn = click.option(
+        "-s",
+        "--select",
+        multiple=True,
+        help="Nodes: names, source:<n>, sink:<n>, tag:<t>; +x ancestors, x+ descendants.",
+    )(fn)
     fn = click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Override a var.")(fn)
     return fn
 
@@ -136,7 +152,9 @@ def validate(settings: Settings, connect: bool, variables: tuple[str, ...]) -> N
 @_select_options
 @click.pass_obj
 @guarded
-def plan(settings: Settings, select: tuple[str, ...], exclude: tuple[str, ...], variables: tuple[str, ...]) -> None:
+def plan(
+    settings: Settings, select: tuple[str, ...], exclude: tuple[str, ...], variables: tuple[str, ...]
+) -> None:
     """Validate, then print the nodes in order with tier, strategy, retry policy and guarantees."""
     from pipelinez.cli.render import plan_lines
     from pipelinez.engine import workflow
@@ -145,10 +163,21 @@ def plan(settings: Settings, select: tuple[str, ...], exclude: tuple[str, ...], 
     settings.emit_diagnostics(warnings)
     if settings.log_format == "json":
         for p in the_plan.nodes:
-            click.echo(json.dumps({"event": "plan_node", "name": p.node.name, "id": p.node.id,
-                                   "kind": p.node.kind, "tier": p.tier, "strategy": p.strategy,
-                                   "deps": list(p.node.deps), "delivery": p.guarantee,
-                                   "retry": p.retry.__dict__ if p.declares_retry else None}))
+            click.echo(
+                json.dumps(
+                    {
+                        "event": "plan_node",
+                        "name": p.node.name,
+                        "id": p.node.id,
+                        "kind": p.node.kind,
+                        "tier": p.tier,
+                        "strategy": p.strategy,
+                        "deps": list(p.node.deps),
+                        "delivery": p.guarantee,
+                        "retry": p.retry.__dict__ if p.declares_retry else None,
+                    }
+                )
+            )
         return
     for line in plan_lines(the_plan):
         click.echo(line)
@@ -174,17 +203,35 @@ def _subscribers(settings: Settings) -> list[Any]:
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Nodes to run at once.")
 @click.pass_obj
 @guarded
-def run(settings: Settings, select: tuple[str, ...], exclude: tuple[str, ...], variables: tuple[str, ...],
-        all_nodes: bool, fail_fast: bool | None, full_refresh: bool, threads: int | None) -> None:
+def run(
+    settings: Settings,
+    select: tuple[str, ...],
+    exclude: tuple[str, ...],
+    variables: tuple[str, ...],
+    all_nodes: bool,
+    fail_fast: bool | None,
+    full_refresh: bool,
+    threads: int | None,
+) -> None:
     """Validate, then run the selected nodes (all by default)."""
     from pipelinez.engine import workflow
 
-    outcome = workflow.run(settings.project, select=select, exclude=exclude, overrides=_parse_vars(variables),
-                           threads=threads, fail_fast=fail_fast, full_refresh=full_refresh,
-                           subscribers=_subscribers(settings))
+    outcome = workflow.run(
+        settings.project,
+        select=select,
+        exclude=exclude,
+        overrides=_parse_vars(variables),
+        threads=threads,
+        fail_fast=fail_fast,
+        full_refresh=full_refresh,
+        subscribers=_subscribers(settings),
+    )
     if outcome.status == "error" and outcome.results.error:
-        click.echo(f"error: {outcome.results.error['code']} run {outcome.run_id}: "
-                   f"{outcome.results.error['message']}; please report it with {outcome.log_file}", err=True)
+        click.echo(
+            f"error: {outcome.results.error['code']} run {outcome.run_id}: "
+            f"{outcome.results.error['message']}; please report it with {outcome.log_file}",
+            err=True,
+        )
     sys.exit(outcome.exit_code)
 
 
@@ -218,8 +265,13 @@ def clean(settings: Settings) -> None:
 
 
 @cli.command()
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("schemas"),
-              show_default=True, help="Folder to write the JSON Schemas into.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("schemas"),
+    show_default=True,
+    help="Folder to write the JSON Schemas into.",
+)
 @click.pass_obj
 @guarded
 def schema(settings: Settings, out: Path) -> None:

@@ -16,9 +16,10 @@ class ProgressReporter:
         from rich.live import Live
 
         self.console = Console(no_color=not color, highlight=False)
-        self.lines = TextReporter(quiet=quiet)   # prints to sys.stdout, which Live redirects above itself
-        self.live = Live(console=self.console, refresh_per_second=8, transient=True,
-                         get_renderable=self._renderable)
+        self.lines = TextReporter(quiet=quiet)  # prints to sys.stdout, which Live redirects above itself
+        self.live = Live(
+            console=self.console, refresh_per_second=8, transient=True, get_renderable=self._renderable
+        )
         self.total = 0
         self.done = 0
         self.rows = 0
@@ -32,8 +33,11 @@ class ProgressReporter:
         elapsed = max(time.monotonic() - self.started, 1e-6)
         with self._lock:
             names = ", ".join(list(self.running)[:4]) + (" …" if len(self.running) > 4 else "")
-            return Text(f"[{self.done}/{self.total} nodes] running {len(self.running)}: {names}  "
-                        f"{self.rows / elapsed:,.0f} rows/s", style="dim")
+            return Text(
+                f"[{self.done}/{self.total} nodes] running {len(self.running)}: {names}  "
+                f"{self.rows / elapsed:,.0f} rows/s",
+                style="dim",
+            )
 
     def __call__(self, event: Event, data: dict[str, Any]) -> None:
         with self._lock:

@@ -29,8 +29,14 @@ def diagnostics_report(diags: Sequence[Diagnostic]) -> list[str]:
     errors = [d for d in diags if d.is_error]
     warnings = [d for d in diags if not d.is_error]
     lines = [line for d in [*errors, *warnings] for line in diagnostic_lines(d)]
-    summary = ", ".join(p for p in (_plural(len(errors), "error") if errors else "",
-                                    _plural(len(warnings), "warning") if warnings else "") if p)
+    summary = ", ".join(
+        p
+        for p in (
+            _plural(len(errors), "error") if errors else "",
+            _plural(len(warnings), "warning") if warnings else "",
+        )
+        if p
+    )
     if summary:
         lines.append(summary)
     return lines
@@ -120,6 +126,8 @@ def runs_lines(runs: Sequence[RunSummary]) -> list[str]:
     for r in runs:
         counts = " ".join(f"{k}={v}" for k, v in sorted(r.counts.items()))
         duration = f"{r.duration_ms}ms" if r.duration_ms is not None else "-"
-        lines.append(f"{r.run_id:<26} {r.started_at:<25} {duration:>9} {r.status:<8} {counts:<40} "
-                     f"{r.reused:>6} {r.carried_forward:>7}")
+        lines.append(
+            f"{r.run_id:<26} {r.started_at:<25} {duration:>9} {r.status:<8} {counts:<40} "
+            f"{r.reused:>6} {r.carried_forward:>7}"
+        )
     return lines

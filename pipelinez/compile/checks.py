@@ -35,13 +35,17 @@ def check_sql(check: CheckSpec, table: str, ref_table: str | None = None) -> str
         return f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} WHERE {cond}"
     if check.type == "unique":
         cols = ", ".join(quote_ident(c) for c in o["columns"])
-        return (f"SELECT coalesce(sum(n), 0)::BIGINT, count(*)::VARCHAR FROM "
-                f"(SELECT count(*) AS n FROM {table} GROUP BY {cols} HAVING count(*) > 1)")
+        return (
+            f"SELECT coalesce(sum(n), 0)::BIGINT, count(*)::VARCHAR FROM "
+            f"(SELECT count(*) AS n FROM {table} GROUP BY {cols} HAVING count(*) > 1)"
+        )
     if check.type == "accepted_values":
         col = quote_ident(o["column"])
         values = ", ".join(_value_literal(v) for v in o["values"])
-        return (f"SELECT count(*)::BIGINT, string_agg(DISTINCT CAST({col} AS VARCHAR), ', ')::VARCHAR "
-                f"FROM {table} WHERE {col} IS NOT NULL AND CAST({col} AS VARCHAR) NOT IN ({values})")
+        return (
+            f"SELECT count(*)::BIGINT, string_agg(DISTINCT CAST({col} AS VARCHAR), ', ')::VARCHAR "
+            f"FROM {table} WHERE {col} IS NOT NULL AND CAST({col} AS VARCHAR) NOT IN ({values})"
+        )
     if check.type == "row_count":
         conds = []
         if o.get("min") is not None:
@@ -49,22 +53,27 @@ def check_sql(check: CheckSpec, table: str, ref_table: str | None = None) -> str
         if o.get("max") is not None:
             conds.append(f"n > {int(o['max'])}")
         failed = " OR ".join(conds) or "FALSE"
-        return (f"SELECT CASE WHEN {failed} THEN 1 ELSE 0 END::BIGINT, n::VARCHAR "
-                f"FROM (SELECT count(*) AS n FROM {table})")
+        return (
+            f"SELECT CASE WHEN {failed} THEN 1 ELSE 0 END::BIGINT, n::VARCHAR "
+            f"FROM (SELECT count(*) AS n FROM {table})"
+        )
     if check.type == "expression":
-        return (f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} "
-                f"WHERE NOT coalesce(({o['sql']}), FALSE)")
+        return f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} WHERE NOT coalesce(({o['sql']}), FALSE)"
     if check.type == "relationships":
         col, field = quote_ident(o["column"]), quote_ident(o["field"])
-        return (f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} AS child "
-                f"WHERE child.{col} IS NOT NULL AND NOT EXISTS "
-                f"(SELECT 1 FROM {ref_table} AS parent WHERE parent.{field} = child.{col})")
+        return (
+            f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} AS child "
+            f"WHERE child.{col} IS NOT NULL AND NOT EXISTS "
+            f"(SELECT 1 FROM {ref_table} AS parent WHERE parent.{field} = child.{col})"
+        )
     if check.type == "freshness":
         col = quote_ident(o["column"])
         max_age = parse_duration(str(o["max_age"]))
         age = f"(epoch(current_timestamp) - epoch(CAST(max({col}) AS TIMESTAMPTZ)))"
-        return (f"SELECT CASE WHEN max({col}) IS NULL OR {age} > {max_age} THEN 1 ELSE 0 END::BIGINT, "
-                f"{age}::VARCHAR FROM {table}")
+        return (
+            f"SELECT CASE WHEN max({col}) IS NULL OR {age} > {max_age} THEN 1 ELSE 0 END::BIGINT, "
+            f"{age}::VARCHAR FROM {table}"
+        )
     raise ValueError(f"unknown check type {check.type}")
 
 
@@ -90,7 +99,10 @@ def outcome(check: CheckSpec, target: str, failing: int, observed: str | None) -
     else:  # freshness
         age = format_duration(round(float(observed))) if observed not in (None, "") else None
         max_age = o["max_age"]
-        msg = (f"{head}: newest {o['column']} is {age} old (max_age {max_age})" if age
-               else f"{head}: no {o['column']} values at all (max_age {max_age})")
+        msg = (
+            f"{head}: newest {o['column']} is {age} old (max_age {max_age})"
+            if age
+            else f"{head}: no {o['column']} values at all (max_age {max_age})"
+        )
         return CheckOutcome(failed, 0, msg)
     return CheckOutcome(failed, failing, msg)

@@ -44,8 +44,9 @@ def _default_locator(project: Project) -> Locator:
     return locate
 
 
-def static_schema_lookup(project: Project, sources: dict[str, ResolvedInstance]
-                         ) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
+def static_schema_lookup(
+    project: Project, sources: dict[str, ResolvedInstance]
+) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
     cache = cached_schemas(project.state_dir)
 
     def lookup(node: SourceLoadNode) -> list[tuple[str, str]] | None:
@@ -68,8 +69,12 @@ def static_schema_lookup(project: Project, sources: dict[str, ResolvedInstance]
     return lookup
 
 
-def compile_project(project: Project, overrides: Mapping[str, str] | None = None,
-                    environ: Mapping[str, str] | None = None, locate: Locator | None = None) -> CompileResult:
+def compile_project(
+    project: Project,
+    overrides: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    locate: Locator | None = None,
+) -> CompileResult:
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     values, found = resolve_values(project, overrides or {}, environ)
@@ -89,9 +94,13 @@ def compile_project(project: Project, overrides: Mapping[str, str] | None = None
 
     # drop pipelines with tier-2 errors and their dependents before building nodes
     bad_files = {d.place.file for d in errors}
-    bad = {n for n, i in infos.items() if i.source.file in bad_files or
-           any(r not in infos for r in i.refs) or
-           any(s not in project.sources or d not in project.sources[s].datasets for s, d in i.reads)}
+    bad = {
+        n
+        for n, i in infos.items()
+        if i.source.file in bad_files
+        or any(r not in infos for r in i.refs)
+        or any(s not in project.sources or d not in project.sources[s].datasets for s, d in i.reads)
+    }
     edges = {n: [r for r in i.refs if r in infos] for n, i in infos.items()}
     bad |= descendants(edges, sorted(bad))
     if any(d.code == "PZ0205" for d in errors):

@@ -10,15 +10,14 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from pipelinez.compile.semantic import did_you_mean
 from pipelinez.compile.instances import ResolvedInstance
+from pipelinez.compile.semantic import did_you_mean
 from pipelinez.config.model import InstanceSpec, Project, SinkSpec, SourceSpec
 from pipelinez.connectors import registry
 from pipelinez.connectors.sdk import Manifest
 from pipelinez.core.diagnostics import ConnectorHostError, Diagnostic, Place, error
 
 Locator = Callable[[str, tuple[str | int, ...]], Place]
-
 
 
 def coerce(schema: dict[str, Any], value: Any) -> Any:
@@ -41,24 +40,44 @@ def coerce(schema: dict[str, Any], value: Any) -> Any:
     return value
 
 
-def _schema_errors(schema: dict[str, Any], value: dict[str, Any], code: str, what: str, file: str,
-                   base: tuple[str | int, ...], locate: Locator) -> list[Diagnostic]:
+def _schema_errors(
+    schema: dict[str, Any],
+    value: dict[str, Any],
+    code: str,
+    what: str,
+    file: str,
+    base: tuple[str | int, ...],
+    locate: Locator,
+) -> list[Diagnostic]:
     diags = []
     validator = Draft202012Validator(schema)
     for err in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path))):
         path = tuple(err.absolute_path)
         if err.validator == "additionalProperties":
             allowed = list(schema.get("properties", {}))
-            extra = [k for k in err.instance if k not in schema.get("properties", {})] \
-                if isinstance(err.instance, dict) else []
+            extra = (
+                [k for k in err.instance if k not in schema.get("properties", {})]
+                if isinstance(err.instance, dict)
+                else []
+            )
             for key in extra:
-                diags.append(error(code, f"{what}: unknown key '{key}'{did_you_mean(key, allowed)}",
-                                   place=locate(file, (*base, *path, key)),
-                                   next_step=f"use one of: {', '.join(allowed)}"))
+                diags.append(
+                    error(
+                        code,
+                        f"{what}: unknown key '{key}'{did_you_mean(key, allowed)}",
+                        place=locate(file, (*base, *path, key)),
+                        next_step=f"use one of: {', '.join(allowed)}",
+                    )
+                )
             continue
         where = ".".join(map(str, path))
-        diags.append(error(code, f"{what}{': ' + where if where else ''}: {err.message}",
-                           place=locate(file, (*base, *path))))
+        diags.append(
+            error(
+                code,
+                f"{what}{': ' + where if where else ''}: {err.message}",
+                place=locate(file, (*base, *path)),
+            )
+        )
     return diags
 
 
@@ -67,15 +86,21 @@ def _manifest(spec: InstanceSpec, locate: Locator) -> tuple[Manifest | None, lis
         return registry.manifest_of(spec.connector), []
     except ConnectorHostError as exc:
         known = ", ".join(sorted(registry.installed()))
-        return None, [error(d.code, f"{spec.kind} '{spec.name}': {d.message}"
-                            + (did_you_mean(spec.connector, registry.installed()) if d.code == "PZ0215" else ""),
-                            place=locate(spec.file, ("connector",)),
-                            next_step=d.next_step + (f" (installed: {known})" if d.code == "PZ0215" else ""))
-                      for d in exc.diagnostics]
+        return None, [
+            error(
+                d.code,
+                f"{spec.kind} '{spec.name}': {d.message}"
+                + (did_you_mean(spec.connector, registry.installed()) if d.code == "PZ0215" else ""),
+                place=locate(spec.file, ("connector",)),
+                next_step=d.next_step + (f" (installed: {known})" if d.code == "PZ0215" else ""),
+            )
+            for d in exc.diagnostics
+        ]
 
 
-def validate_instances(project: Project, resolved: dict[str, ResolvedInstance],
-                       locate: Locator) -> list[Diagnostic]:
+def validate_instances(
+    project: Project, resolved: dict[str, ResolvedInstance], locate: Locator
+) -> list[Diagnostic]:
     """All tier-3 diagnostics of the project's sources and sinks. `resolved` is keyed by the spec's file."""
     diags: list[Diagnostic] = []
     specs: list[SourceSpec | SinkSpec] = [*project.sources.values(), *project.sinks.values()]
@@ -88,28 +113,45 @@ def validate_instances(project: Project, resolved: dict[str, ResolvedInstance],
         caps = manifest.capabilities
         is_source = isinstance(spec, SourceSpec)
         if (is_source and not caps.source) or (not is_source and not caps.sink):
-            diags.append(error("PZ0306", f"connector '{spec.connector}' cannot be used as a "
-                                         f"{'source' if is_source else 'sink'}",
-                               place=locate(spec.file, ("connector",))))
+            diags.append(
+                error(
+                    "PZ0306",
+                    f"connector '{spec.connector}' cannot be used as a {'source' if is_source else 'sink'}",
+                    place=locate(spec.file, ("connector",)),
+                )
+            )
             continue
         what = f"{spec.kind} '{spec.name}' connection"
         connection = coerce(manifest.connection_schema, inst.display_connection)
-        diags += _schema_errors(manifest.connection_schema, connection, "PZ0301", what, spec.file,
-                                ("connection",), locate)
+        diags += _schema_errors(
+            manifest.connection_schema, connection, "PZ0301", what, spec.file, ("connection",), locate
+        )
         datasets: dict[str, dict[str, Any]] = {}
         outputs: dict[str, dict[str, Any]] = {}
         if isinstance(spec, SourceSpec):
             for name, ds in spec.datasets.items():
                 datasets[name] = coerce(manifest.dataset_schema, inst.blocks.get(name, ds.options))
-                diags += _schema_errors(manifest.dataset_schema, datasets[name], "PZ0302",
-                                        f"source '{spec.name}' dataset '{name}'", spec.file,
-                                        ("datasets", name), locate)
+                diags += _schema_errors(
+                    manifest.dataset_schema,
+                    datasets[name],
+                    "PZ0302",
+                    f"source '{spec.name}' dataset '{name}'",
+                    spec.file,
+                    ("datasets", name),
+                    locate,
+                )
         else:
             for name, out in spec.outputs.items():
                 outputs[name] = coerce(manifest.output_schema, inst.blocks.get(name, out.options))
-                diags += _schema_errors(manifest.output_schema, outputs[name], "PZ0303",
-                                        f"sink '{spec.name}' output '{name}'", spec.file, ("outputs", name),
-                                        locate)
+                diags += _schema_errors(
+                    manifest.output_schema,
+                    outputs[name],
+                    "PZ0303",
+                    f"sink '{spec.name}' output '{name}'",
+                    spec.file,
+                    ("outputs", name),
+                    locate,
+                )
                 diags += _strategy_rules(spec, name, manifest, locate)
         if any(d.code in ("PZ0301", "PZ0302", "PZ0303") and d.place.file == spec.file for d in diags):
             continue
@@ -123,32 +165,65 @@ def _strategy_rules(spec: SinkSpec, name: str, manifest: Manifest, locate: Locat
     diags = []
     caps = manifest.capabilities
     if out.strategy not in caps.strategies:
-        diags.append(error("PZ0305", f"sink '{spec.name}' output '{name}': connector '{manifest.name}' cannot "
-                                     f"{out.strategy} (it supports: {', '.join(caps.strategies)})",
-                           place=locate(spec.file, (*base, "strategy"))))
+        diags.append(
+            error(
+                "PZ0305",
+                f"sink '{spec.name}' output '{name}': connector '{manifest.name}' cannot "
+                f"{out.strategy} (it supports: {', '.join(caps.strategies)})",
+                place=locate(spec.file, (*base, "strategy")),
+            )
+        )
     if out.strategy == "merge" and not out.keys:
-        diags.append(error("PZ0305", f"sink '{spec.name}' output '{name}': strategy merge needs keys",
-                           place=locate(spec.file, base), next_step="add keys: [<key column>, ...]"))
+        diags.append(
+            error(
+                "PZ0305",
+                f"sink '{spec.name}' output '{name}': strategy merge needs keys",
+                place=locate(spec.file, base),
+                next_step="add keys: [<key column>, ...]",
+            )
+        )
     if out.on_delete and out.strategy != "merge":
-        diags.append(error("PZ0305", f"sink '{spec.name}' output '{name}': on_delete only applies to merge",
-                           place=locate(spec.file, (*base, "on_delete"))))
+        diags.append(
+            error(
+                "PZ0305",
+                f"sink '{spec.name}' output '{name}': on_delete only applies to merge",
+                place=locate(spec.file, (*base, "on_delete")),
+            )
+        )
     if out.duplicates and out.strategy != "append":
-        diags.append(error("PZ0305", f"sink '{spec.name}' output '{name}': duplicates only applies to append",
-                           place=locate(spec.file, (*base, "duplicates"))))
+        diags.append(
+            error(
+                "PZ0305",
+                f"sink '{spec.name}' output '{name}': duplicates only applies to append",
+                place=locate(spec.file, (*base, "duplicates")),
+            )
+        )
     return diags
 
 
-def _connector_rules(spec: SourceSpec | SinkSpec, connection: dict[str, Any], datasets: dict[str, dict[str, Any]],
-                     outputs: dict[str, dict[str, Any]], locate: Locator) -> list[Diagnostic]:
+def _connector_rules(
+    spec: SourceSpec | SinkSpec,
+    connection: dict[str, Any],
+    datasets: dict[str, dict[str, Any]],
+    outputs: dict[str, dict[str, Any]],
+    locate: Locator,
+) -> list[Diagnostic]:
     try:
         cls = registry.load_class(spec.connector)
         issues = cls.validate(connection, datasets, outputs)
     except ConnectorHostError as exc:
-        return [error(d.code, f"{spec.kind} '{spec.name}': {d.message}", place=locate(spec.file, ("connector",)))
-                for d in exc.diagnostics]
+        return [
+            error(d.code, f"{spec.kind} '{spec.name}': {d.message}", place=locate(spec.file, ("connector",)))
+            for d in exc.diagnostics
+        ]
     except Exception as exc:  # third-party validate code: report, never crash
-        return [error("PZ0701", f"connector '{spec.connector}' validate() crashed: {type(exc).__name__}: {exc}",
-                      place=locate(spec.file, ("connector",)))]
+        return [
+            error(
+                "PZ0701",
+                f"connector '{spec.connector}' validate() crashed: {type(exc).__name__}: {exc}",
+                place=locate(spec.file, ("connector",)),
+            )
+        ]
     diags = []
     for issue in issues:
         base: tuple[str | int, ...] = ("connection",)
@@ -156,7 +231,11 @@ def _connector_rules(spec: SourceSpec | SinkSpec, connection: dict[str, Any], da
             base = ("datasets", issue.name or "")
         elif issue.block == "output":
             base = ("outputs", issue.name or "")
-        diags.append(error("PZ0304", f"{spec.kind} '{spec.name}': {issue.message}",
-                           place=locate(spec.file, (*base, *issue.path))))
+        diags.append(
+            error(
+                "PZ0304",
+                f"{spec.kind} '{spec.name}': {issue.message}",
+                place=locate(spec.file, (*base, *issue.path)),
+            )
+        )
     return diags
-

@@ -16,8 +16,17 @@ from pipelinez.config.model import CheckSpec, Project
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.sqlnames import quote_ident
 
-from .nodes import CHECK, PIPELINE, SINK_WRITE, SOURCE_LOAD, CheckNode, Node, PipelineNode, SinkWriteNode, \
-    SourceLoadNode
+from .nodes import (
+    CHECK,
+    PIPELINE,
+    SINK_WRITE,
+    SOURCE_LOAD,
+    CheckNode,
+    Node,
+    PipelineNode,
+    SinkWriteNode,
+    SourceLoadNode,
+)
 
 _SOURCE_CALL = re.compile(r"""^\s*source\(\s*['"]([A-Za-z_]\w*)['"]\s*,\s*['"]([A-Za-z_]\w*)['"]\s*\)\s*$""")
 
@@ -30,7 +39,7 @@ class CompiledDag:
     values: ResolvedValues
     sources: dict[str, ResolvedInstance]
     sinks: dict[str, ResolvedInstance]
-    nodes: dict[str, Node]                      # name -> node, in topological order
+    nodes: dict[str, Node]  # name -> node, in topological order
     warnings: list[Diagnostic] = field(default_factory=list)
     redactor: Redactor = field(default_factory=Redactor)
 
@@ -87,11 +96,15 @@ def check_target(to: str, project: Project, infos: dict[str, PipelineInfo]) -> s
     return None
 
 
-def build_nodes(project: Project, infos: dict[str, PipelineInfo], sources: dict[str, ResolvedInstance],
-                sinks: dict[str, ResolvedInstance]) -> tuple[dict[str, Node], list[Diagnostic]]:
+def build_nodes(
+    project: Project,
+    infos: dict[str, PipelineInfo],
+    sources: dict[str, ResolvedInstance],
+    sinks: dict[str, ResolvedInstance],
+) -> tuple[dict[str, Node], list[Diagnostic]]:
     resolver = _RefResolver(infos)
     diags: list[Diagnostic] = []
-    specs: dict[str, dict[str, object]] = {}    # name -> kwargs except id
+    specs: dict[str, dict[str, object]] = {}  # name -> kwargs except id
     payloads: dict[str, dict[str, object]] = {}
     blocking_checks: dict[str, list[str]] = {}  # checked node -> its error-severity check nodes
 
@@ -103,15 +116,30 @@ def build_nodes(project: Project, infos: dict[str, PipelineInfo], sources: dict[
             if check.type == "relationships":
                 to = check_target(str(check.options.get("to", "")), project, infos)
                 if to is None:
-                    diags.append(error("PZ0219", f"check '{check.name}' on '{target}': `to: "
-                                                 f"{check.options.get('to')}` names no pipeline or declared "
-                                                 "source dataset", place=check.place))
+                    diags.append(
+                        error(
+                            "PZ0219",
+                            f"check '{check.name}' on '{target}': `to: "
+                            f"{check.options.get('to')}` names no pipeline or declared "
+                            "source dataset",
+                            place=check.place,
+                        )
+                    )
                     continue
                 ref_table = quote_ident(to)
                 deps.append(to)
             sql = check_sql(check, quote_ident(target), ref_table)
-            specs[name] = {"cls": CheckNode, "name": name, "kind": CHECK, "deps": tuple(deps),
-                           "place": check.place, "tags": tags, "target": target, "check": check, "sql": sql}
+            specs[name] = {
+                "cls": CheckNode,
+                "name": name,
+                "kind": CHECK,
+                "deps": tuple(deps),
+                "place": check.place,
+                "tags": tags,
+                "target": target,
+                "check": check,
+                "sql": sql,
+            }
             payloads[name] = {"sql": sql, "severity": check.severity}
             if check.severity == "error":
                 blocking_checks.setdefault(target, []).append(name)
@@ -127,12 +155,24 @@ def build_nodes(project: Project, infos: dict[str, PipelineInfo], sources: dict[
             loads[(src, dataset)] = table
             spec = project.sources[src]
             ds = spec.datasets[dataset]
-            specs[table] = {"cls": SourceLoadNode, "name": table, "kind": SOURCE_LOAD, "deps": (),
-                            "place": ds.place, "source": src, "dataset": dataset, "table": table,
-                            "retry": (spec.retry, ds.retry)}
+            specs[table] = {
+                "cls": SourceLoadNode,
+                "name": table,
+                "kind": SOURCE_LOAD,
+                "deps": (),
+                "place": ds.place,
+                "source": src,
+                "dataset": dataset,
+                "table": table,
+                "retry": (spec.retry, ds.retry),
+            }
             inst = sources[src]
-            payloads[table] = {"connector": spec.connector, "connection": inst.connection,
-                               "options": inst.blocks.get(dataset, {}), "columns": ds.columns}
+            payloads[table] = {
+                "connector": spec.connector,
+                "connection": inst.connection,
+                "options": inst.blocks.get(dataset, {}),
+                "columns": ds.columns,
+            }
             add_checks(table, ds.checks, ())
 
     for name, info in sorted(infos.items()):
@@ -142,10 +182,18 @@ def build_nodes(project: Project, infos: dict[str, PipelineInfo], sources: dict[
         deps = [loads[r] for r in reads] + tables
         deps += [c for d in list(deps) for c in blocking_checks.get(d, [])]
         sql = resolver.resolve(info.query)
-        specs[name] = {"cls": PipelineNode, "name": name, "kind": PIPELINE, "deps": tuple(dict.fromkeys(deps)),
-                       "place": Place(info.source.file), "tags": info.source.tags, "pipeline": name, "sql": sql,
-                       "display_sql": resolver.resolve(info.display_query, display=True),
-                       "sinks": tuple(info.sinks)}
+        specs[name] = {
+            "cls": PipelineNode,
+            "name": name,
+            "kind": PIPELINE,
+            "deps": tuple(dict.fromkeys(deps)),
+            "place": Place(info.source.file),
+            "tags": info.source.tags,
+            "pipeline": name,
+            "sql": sql,
+            "display_sql": resolver.resolve(info.display_query, display=True),
+            "sinks": tuple(info.sinks),
+        }
         payloads[name] = {"sql": sql}
         add_checks(name, info.source.sidecar.checks if info.source.sidecar else (), info.source.tags)
 
@@ -156,17 +204,30 @@ def build_nodes(project: Project, infos: dict[str, PipelineInfo], sources: dict[
             node_name = f"{sink}.{output}"
             sink_spec = project.sinks[sink]
             out = sink_spec.outputs.get(output)
-            deps = (name, *blocking_checks.get(name, []))
-            specs[node_name] = {"cls": SinkWriteNode, "name": node_name, "kind": SINK_WRITE, "deps": deps,
-                                "place": place, "tags": info.source.tags, "sink": sink, "output": output,
-                                "pipeline": name, "retry": (sink_spec.retry, out.retry if out else None)}
+            write_deps = (name, *blocking_checks.get(name, []))
+            specs[node_name] = {
+                "cls": SinkWriteNode,
+                "name": node_name,
+                "kind": SINK_WRITE,
+                "deps": write_deps,
+                "place": place,
+                "tags": info.source.tags,
+                "sink": sink,
+                "output": output,
+                "pipeline": name,
+                "retry": (sink_spec.retry, out.retry if out else None),
+            }
             inst = sinks[sink]
             payloads[node_name] = {
-                "connector": sink_spec.connector, "connection": inst.connection,
+                "connector": sink_spec.connector,
+                "connection": inst.connection,
                 "options": inst.blocks.get(output, {}),
-                "strategy": out.strategy if out else "replace", "keys": list(out.keys) if out else [],
-                "on_delete": out.on_delete if out else None, "duplicates": out.duplicates if out else None,
-                "allow_empty": out.allow_empty if out else False}
+                "strategy": out.strategy if out else "replace",
+                "keys": list(out.keys) if out else [],
+                "on_delete": out.on_delete if out else None,
+                "duplicates": out.duplicates if out else None,
+                "allow_empty": out.allow_empty if out else False,
+            }
 
     order = topological_order({n: tuple(s["deps"]) for n, s in specs.items()})  # type: ignore[arg-type]
     nodes: dict[str, Node] = {}

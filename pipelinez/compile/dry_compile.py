@@ -25,10 +25,10 @@ _LINE = re.compile(r"^LINE (\d+): (.*)$")
 
 @dataclass(frozen=True)
 class DuckError:
-    kind: str            # Parser, Binder, Catalog, Conversion, ...
-    summary: str         # message before any LINE context, without the "X Error: " prefix
-    line: int | None     # 1-based line in the executed text
-    caret: int | None    # 0-based offset of the caret within the executed line
+    kind: str  # Parser, Binder, Catalog, Conversion, ...
+    summary: str  # message before any LINE context, without the "X Error: " prefix
+    line: int | None  # 1-based line in the executed text
+    caret: int | None  # 0-based offset of the caret within the executed line
 
 
 def parse_duck_error(message: str, executed: str) -> DuckError:
@@ -116,9 +116,14 @@ class DryCompiler:
                 columns = self.schema_of(node)
                 if columns is None:
                     loose.add(name)
-                    warnings.append(warning(
-                        "PZ0406", f"dataset '{node.source}.{node.dataset}' has no declared columns and no cached "
-                                  "schema: pipelines reading it are parsed, not bound", place=node.place))
+                    warnings.append(
+                        warning(
+                            "PZ0406",
+                            f"dataset '{node.source}.{node.dataset}' has no declared columns and no cached "
+                            "schema: pipelines reading it are parsed, not bound",
+                            place=node.place,
+                        )
+                    )
                     continue
                 diag = self._create_source(node, columns)
             elif isinstance(node, PipelineNode):
@@ -146,9 +151,13 @@ class DryCompiler:
             if not _is_duck_error(exc):
                 raise
             err = parse_duck_error(str(exc), "")
-            return error("PZ0302", f"dataset '{node.source}.{node.dataset}' columns: contract is not valid: "
-                                   f"{_first_line(err.summary)}", place=node.place,
-                         next_step="use DuckDB type names such as bigint, varchar, decimal(18,2), date, timestamp")
+            return error(
+                "PZ0302",
+                f"dataset '{node.source}.{node.dataset}' columns: contract is not valid: "
+                f"{_first_line(err.summary)}",
+                place=node.place,
+                next_step="use DuckDB type names such as bigint, varchar, decimal(18,2), date, timestamp",
+            )
         return None
 
     def _statement_problem(self, sql: str) -> str | None:
@@ -186,8 +195,9 @@ class DryCompiler:
         except Exception as exc:
             if not _is_duck_error(exc):
                 raise
-            return map_sql_error(parse_duck_error(str(exc), executed), node.place.file or "", len(prefix),
-                                 node.name)
+            return map_sql_error(
+                parse_duck_error(str(exc), executed), node.place.file or "", len(prefix), node.name
+            )
         return None
 
     def _bind_check(self, node: CheckNode) -> Diagnostic | None:
@@ -200,8 +210,11 @@ class DryCompiler:
             if not (_is_duck_error(exc) or isinstance(exc, ValueError)):
                 raise
             summary = parse_duck_error(str(exc), node.sql).summary if _is_duck_error(exc) else str(exc)
-            return error("PZ0405", f"check '{node.check.name}' on '{node.target}': {_first_line(summary)}",
-                         place=node.check.place)
+            return error(
+                "PZ0405",
+                f"check '{node.check.name}' on '{node.target}': {_first_line(summary)}",
+                place=node.check.place,
+            )
         return None
 
 
@@ -213,4 +226,3 @@ def cached_schemas(state_dir: Path) -> dict[str, list[tuple[str, str]]]:
         return {k: [(str(c), str(t)) for c, t in v] for k, v in data.get("datasets", data).items()}
     except (OSError, ValueError, TypeError, AttributeError):
         return {}
-

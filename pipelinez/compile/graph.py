@@ -18,7 +18,7 @@ def find_cycle(edges: Mapping[str, Sequence[str]]) -> list[str] | None:
             if dep not in color:
                 continue
             if color[dep] == grey:
-                return [*stack[stack.index(dep):], dep]
+                return [*stack[stack.index(dep) :], dep]
             if color[dep] == white:
                 found = visit(dep)
                 if found:

@@ -10,6 +10,10 @@ ID_LENGTH = 16
 
 
 def content_id(kind: str, payload: dict[str, Any], input_ids: list[str]) -> str:
-    canonical = json.dumps({"kind": kind, "payload": payload, "inputs": sorted(input_ids)},
-                           sort_keys=True, default=str, separators=(",", ":"))
+    canonical = json.dumps(
+        {"kind": kind, "payload": payload, "inputs": sorted(input_ids)},
+        sort_keys=True,
+        default=str,
+        separators=(",", ":"),
+    )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:ID_LENGTH]

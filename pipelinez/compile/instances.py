@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipelinez.compile.templating import Templater, TemplateFailure
+from pipelinez.compile.templating import TemplateFailure, Templater
 from pipelinez.config.model import InstanceSpec, Project, SinkSpec, SourceSpec
 from pipelinez.core.diagnostics import Diagnostic
 
@@ -13,9 +13,9 @@ from pipelinez.core.diagnostics import Diagnostic
 @dataclass(frozen=True)
 class ResolvedInstance:
     spec: InstanceSpec
-    connection: dict[str, Any]               # real values (may hold secrets)
-    display_connection: dict[str, Any]       # secrets masked
-    blocks: dict[str, dict[str, Any]]        # dataset/output name -> rendered connector options
+    connection: dict[str, Any]  # real values (may hold secrets)
+    display_connection: dict[str, Any]  # secrets masked
+    blocks: dict[str, dict[str, Any]]  # dataset/output name -> rendered connector options
 
     @property
     def name(self) -> str:
@@ -26,8 +26,9 @@ class ResolvedInstance:
         return self.spec.connector
 
 
-def resolve_instances(project: Project, templater: Templater
-                      ) -> tuple[dict[str, ResolvedInstance], dict[str, ResolvedInstance], list[Diagnostic]]:
+def resolve_instances(
+    project: Project, templater: Templater
+) -> tuple[dict[str, ResolvedInstance], dict[str, ResolvedInstance], list[Diagnostic]]:
     diags: list[Diagnostic] = []
 
     def resolve(spec: SourceSpec | SinkSpec) -> ResolvedInstance:

@@ -18,7 +18,7 @@ class Node:
     name: str
     kind: str
     id: str
-    deps: tuple[str, ...]             # names of nodes this one needs
+    deps: tuple[str, ...]  # names of nodes this one needs
     place: Place
     tags: tuple[str, ...] = ()
 
@@ -32,7 +32,7 @@ class Node:
 class SourceLoadNode(Node):
     source: str = ""
     dataset: str = ""
-    table: str = ""                   # staging table name (unquoted)
+    table: str = ""  # staging table name (unquoted)
     retry: tuple[RetrySpec, ...] = ()  # nearest last: instance, dataset
 
     @property
@@ -43,23 +43,23 @@ class SourceLoadNode(Node):
 @dataclass(frozen=True)
 class PipelineNode(Node):
     pipeline: str = ""
-    sql: str = ""                     # the runnable query (refs resolved), line layout of the file
-    display_sql: str = ""             # the same with secrets masked
+    sql: str = ""  # the runnable query (refs resolved), line layout of the file
+    display_sql: str = ""  # the same with secrets masked
     sinks: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
 class CheckNode(Node):
-    target: str = ""                  # the pipeline or source load it checks (node name)
+    target: str = ""  # the pipeline or source load it checks (node name)
     check: CheckSpec | None = None
-    sql: str = ""                     # returns (failing BIGINT, detail VARCHAR)
+    sql: str = ""  # returns (failing BIGINT, detail VARCHAR)
 
 
 @dataclass(frozen=True)
 class SinkWriteNode(Node):
     sink: str = ""
     output: str = ""
-    pipeline: str = ""                # the pipeline whose table it writes
+    pipeline: str = ""  # the pipeline whose table it writes
     retry: tuple[RetrySpec, ...] = field(default_factory=tuple)
 
     @property

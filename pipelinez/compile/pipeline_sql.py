@@ -17,9 +17,9 @@ _CLAUSE = re.compile(r"INSERT\s+INTO\s+__pz_sink_(\d+)__", re.I)
 
 @dataclass(frozen=True)
 class SplitPipeline:
-    sink_indexes: tuple[int, ...]     # indexes of sink() calls used as leading clauses, in order
-    query: str                        # the rendered query, blank-padded to keep line numbers
-    misplaced: tuple[int, ...]        # sink() calls found anywhere else
+    sink_indexes: tuple[int, ...]  # indexes of sink() calls used as leading clauses, in order
+    query: str  # the rendered query, blank-padded to keep line numbers
+    misplaced: tuple[int, ...]  # sink() calls found anywhere else
 
 
 def _blank(text: str) -> str:

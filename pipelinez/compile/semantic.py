@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from pipelinez.compile.graph import find_cycle
 from pipelinez.compile.pipeline_sql import has_query, split_pipeline
-from pipelinez.compile.templating import Call, Rendered, Templater, TemplateFailure, staging_table
+from pipelinez.compile.templating import Call, Rendered, TemplateFailure, Templater, staging_table
 from pipelinez.config.model import PipelineSource, Project
 from pipelinez.core.diagnostics import Diagnostic, Place, error, warning
 
@@ -22,11 +22,11 @@ from pipelinez.core.diagnostics import Diagnostic, Place, error, warning
 class PipelineInfo:
     source: PipelineSource
     rendered: Rendered
-    query: str                                       # refs still as tokens
+    query: str  # refs still as tokens
     display_query: str
     sinks: list[tuple[str, str]] = field(default_factory=list)
     sink_places: list[Place] = field(default_factory=list)
-    reads: list[tuple[str, str]] = field(default_factory=list)     # (source, dataset), own calls only
+    reads: list[tuple[str, str]] = field(default_factory=list)  # (source, dataset), own calls only
     refs: list[str] = field(default_factory=list)
 
     @property
@@ -43,8 +43,9 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-def analyse_pipelines(project: Project, templater: Templater
-                      ) -> tuple[dict[str, PipelineInfo], list[Diagnostic], list[Diagnostic]]:
+def analyse_pipelines(
+    project: Project, templater: Templater
+) -> tuple[dict[str, PipelineInfo], list[Diagnostic], list[Diagnostic]]:
     """(pipelines that rendered, errors, warnings)."""
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
@@ -64,15 +65,25 @@ def analyse_pipelines(project: Project, templater: Templater
         used_vars.update(c.args[0] for c in rendered.of("var"))
         for index in split.misplaced:
             call = sink_calls[index]
-            errors.append(error("PZ0208", f"sink('{call.args[0]}', '{call.args[1]}') is not a leading "
-                                          "INSERT INTO clause", place=call.place))
+            errors.append(
+                error(
+                    "PZ0208",
+                    f"sink('{call.args[0]}', '{call.args[1]}') is not a leading INSERT INTO clause",
+                    place=call.place,
+                )
+            )
         seen: set[tuple[str, str]] = set()
         for index in split.sink_indexes:
             call = sink_calls[index]
             target = (call.args[0], call.args[1])
             if target in seen:
-                errors.append(error("PZ0208", f"pipeline '{name}' names output '{target[0]}.{target[1]}' "
-                                              "twice", place=call.place))
+                errors.append(
+                    error(
+                        "PZ0208",
+                        f"pipeline '{name}' names output '{target[0]}.{target[1]}' twice",
+                        place=call.place,
+                    )
+                )
                 continue
             seen.add(target)
             info.sinks.append(target)
@@ -80,12 +91,17 @@ def analyse_pipelines(project: Project, templater: Templater
         info.reads = list(dict.fromkeys((c.args[0], c.args[1]) for c in rendered.of("source")))
         info.refs = list(dict.fromkeys(c.args[0] for c in rendered.of("ref")))
         if not has_query(split.query):
-            errors.append(error("PZ0217", f"pipeline '{name}' has no query after its sink clauses",
-                                file=pipe.file))
+            errors.append(
+                error("PZ0217", f"pipeline '{name}' has no query after its sink clauses", file=pipe.file)
+            )
         if info.ephemeral and (info.sinks or (pipe.sidecar and pipe.sidecar.checks)):
-            errors.append(error("PZ0218", f"ephemeral pipeline '{name}' has "
-                                          f"{'sink clauses' if info.sinks else 'checks'}",
-                                file=pipe.sidecar.file if pipe.sidecar and not info.sinks else pipe.file))
+            errors.append(
+                error(
+                    "PZ0218",
+                    f"ephemeral pipeline '{name}' has {'sink clauses' if info.sinks else 'checks'}",
+                    file=pipe.sidecar.file if pipe.sidecar and not info.sinks else pipe.file,
+                )
+            )
         infos[name] = info
 
     errors += _check_names(project, infos)
@@ -106,41 +122,69 @@ def _check_names(project: Project, infos: dict[str, PipelineInfo]) -> list[Diagn
                 src, dataset = call.args
                 if src not in project.sources:
                     declared = ", ".join(sorted(project.sources)) or "none"
-                    diags.append(error("PZ0202", f"source() names undeclared source '{src}'"
-                                                 f"{did_you_mean(src, project.sources)}",
-                                       next_step=f"declare sources/{src}.yml, or use one of: {declared}",
-                                       place=call.place))
+                    diags.append(
+                        error(
+                            "PZ0202",
+                            f"source() names undeclared source '{src}'{did_you_mean(src, project.sources)}",
+                            next_step=f"declare sources/{src}.yml, or use one of: {declared}",
+                            place=call.place,
+                        )
+                    )
                 elif dataset not in project.sources[src].datasets:
                     datasets = project.sources[src].datasets
-                    diags.append(error("PZ0202", f"source '{src}' declares no dataset '{dataset}'"
-                                                 f"{did_you_mean(dataset, datasets)}",
-                                       next_step=f"add '{dataset}' under datasets: in "
-                                                 f"{project.sources[src].file}, or use one of: "
-                                                 f"{', '.join(sorted(datasets)) or 'none'}",
-                                       place=call.place))
+                    diags.append(
+                        error(
+                            "PZ0202",
+                            f"source '{src}' declares no dataset '{dataset}'"
+                            f"{did_you_mean(dataset, datasets)}",
+                            next_step=f"add '{dataset}' under datasets: in "
+                            f"{project.sources[src].file}, or use one of: "
+                            f"{', '.join(sorted(datasets)) or 'none'}",
+                            place=call.place,
+                        )
+                    )
             elif call.function == "ref" and call.args[0] not in project.pipelines:
-                diags.append(error("PZ0203", f"ref() names unknown pipeline '{call.args[0]}'"
-                                             f"{did_you_mean(call.args[0], project.pipelines)}",
-                                   place=call.place))
+                diags.append(
+                    error(
+                        "PZ0203",
+                        f"ref() names unknown pipeline '{call.args[0]}'"
+                        f"{did_you_mean(call.args[0], project.pipelines)}",
+                        place=call.place,
+                    )
+                )
         for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
             if sink not in project.sinks:
                 declared = ", ".join(sorted(project.sinks)) or "none declared"
-                diags.append(error("PZ0201", f"sink() names undeclared sink '{sink}'"
-                                             f"{did_you_mean(sink, project.sinks)}",
-                                   next_step=f"declare sinks/{sink}.yml, or use one of: {declared}",
-                                   place=place))
+                diags.append(
+                    error(
+                        "PZ0201",
+                        f"sink() names undeclared sink '{sink}'{did_you_mean(sink, project.sinks)}",
+                        next_step=f"declare sinks/{sink}.yml, or use one of: {declared}",
+                        place=place,
+                    )
+                )
                 continue
             if (sink, output) in claimed:
                 other, other_place = claimed[(sink, output)]
-                diags.append(error("PZ0206", f"output '{sink}.{output}' is written by both '{other}' "
-                                             f"({other_place.render()}) and '{name}'",
-                                   place=place))
+                diags.append(
+                    error(
+                        "PZ0206",
+                        f"output '{sink}.{output}' is written by both '{other}' "
+                        f"({other_place.render()}) and '{name}'",
+                        place=place,
+                    )
+                )
             else:
                 claimed[(sink, output)] = (name, place)
         if name in staging_names or name.startswith("chk_"):
-            diags.append(error("PZ0216", f"pipeline name '{name}' collides with a "
-                                         f"{'source load' if name in staging_names else 'check'} node name",
-                               file=info.source.file))
+            diags.append(
+                error(
+                    "PZ0216",
+                    f"pipeline name '{name}' collides with a "
+                    f"{'source load' if name in staging_names else 'check'} node name",
+                    file=info.source.file,
+                )
+            )
     return diags
 
 
@@ -152,26 +196,37 @@ def _check_cycles(infos: dict[str, PipelineInfo]) -> list[Diagnostic]:
     first = infos[cycle[0]]
     ref_call = next((c for c in first.rendered.of("ref") if c.args[0] == cycle[1]), None)
     place = ref_call.place if ref_call else Place(first.source.file)
-    return [error("PZ0205", "ref() calls form a cycle: " + " -> ".join(cycle),
-                  place=place)]
+    return [error("PZ0205", "ref() calls form a cycle: " + " -> ".join(cycle), place=place)]
 
 
 def _unused_vars(project: Project, used: set[str], infos: dict[str, PipelineInfo]) -> list[Diagnostic]:
-    yaml_text = " ".join(str(s.connection) + str([d.options for d in s.datasets.values()])
-                         for s in project.sources.values())
-    yaml_text += " ".join(str(s.connection) + str([o.options for o in s.outputs.values()])
-                          for s in project.sinks.values())
+    yaml_text = " ".join(
+        str(s.connection) + str([d.options for d in s.datasets.values()]) for s in project.sources.values()
+    )
+    yaml_text += " ".join(
+        str(s.connection) + str([o.options for o in s.outputs.values()]) for s in project.sinks.values()
+    )
     diags = []
     for name, spec in project.vars.items():
         if name not in used and name not in yaml_text:
-            diags.append(warning("PZ0222", f"variable '{name}' is declared but never used",
-                                 file=spec.place.file, line=spec.place.line, col=spec.place.col))
+            diags.append(
+                warning(
+                    "PZ0222",
+                    f"variable '{name}' is declared but never used",
+                    file=spec.place.file,
+                    line=spec.place.line,
+                    col=spec.place.col,
+                )
+            )
     return diags
 
 
 def _dead_leaves(infos: dict[str, PipelineInfo]) -> list[Diagnostic]:
     consumed = {r for info in infos.values() for r in info.refs}
-    return [warning("PZ0223", f"pipeline '{name}' has no INSERT INTO and no ref() consumer",
-                    file=info.source.file)
-            for name, info in sorted(infos.items())
-            if not info.ephemeral and not info.sinks and name not in consumed]
+    return [
+        warning(
+            "PZ0223", f"pipeline '{name}' has no INSERT INTO and no ref() consumer", file=info.source.file
+        )
+        for name, info in sorted(infos.items())
+        if not info.ephemeral and not info.sinks and name not in consumed
+    ]

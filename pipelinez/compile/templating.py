@@ -40,7 +40,7 @@ class Call:
 class Rendered:
     text: str
     calls: list[Call] = field(default_factory=list)
-    display_text: str = ""            # the same rendering with secret values masked
+    display_text: str = ""  # the same rendering with secret values masked
 
     def of(self, function: str) -> list[Call]:
         return [c for c in self.calls if c.function == function]
@@ -73,8 +73,9 @@ class Templater:
 
     def __init__(self, values: ResolvedValues):
         self.values = values
-        self._env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False,
-                                         keep_trailing_newline=True)
+        self._env = SandboxedEnvironment(
+            undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
+        )
 
     # ---------------------------------------------------------------------------------------
     def render_sql(self, raw: str, file: str) -> Rendered:
@@ -104,13 +105,18 @@ class Templater:
             def watermark(src: str, dataset: str) -> str:
                 record("watermark", str(src), str(dataset))
                 loc = _locate(raw, "watermark", (str(src), str(dataset)))
-                raise TemplateFailure(error(
-                    "PZ0213", f"watermark('{src}', '{dataset}') is not available in this version of pz",
-                    file=file, line=loc[0] if loc else None, col=loc[1] if loc else None,
-                    next_step="remove the watermark() filter; incremental reads ship in a later version"))
+                raise TemplateFailure(
+                    error(
+                        "PZ0213",
+                        f"watermark('{src}', '{dataset}') is not available in this version of pz",
+                        file=file,
+                        line=loc[0] if loc else None,
+                        col=loc[1] if loc else None,
+                        next_step="remove the watermark() filter; incremental reads ship in a later version",
+                    )
+                )
 
-            return {"source": source, "ref": ref, "sink": sink, "watermark": watermark,
-                    "__record__": record}
+            return {"source": source, "ref": ref, "sink": sink, "watermark": watermark, "__record__": record}
 
         text, display = self._render_twice(raw, file, functions, sql=True)
         return Rendered(text, calls, display)
@@ -134,9 +140,15 @@ class Templater:
         return value, value
 
     # ---------------------------------------------------------------------------------------
-    def _render_twice(self, raw: str, file: str,
-                      functions: Callable[[bool], dict[str, Callable[..., Any]]], *, sql: bool,
-                      place: Place | None = None) -> tuple[str, str]:
+    def _render_twice(
+        self,
+        raw: str,
+        file: str,
+        functions: Callable[[bool], dict[str, Callable[..., Any]]],
+        *,
+        sql: bool,
+        place: Place | None = None,
+    ) -> tuple[str, str]:
         base = place or Place(file)
 
         def fail(code: str, message: str, function: str = "", args: tuple[str, ...] = ()) -> TemplateFailure:
@@ -154,8 +166,12 @@ class Templater:
                     record("var", name)
                 if name not in self.values.vars:
                     declared = ", ".join(sorted(self.values.vars)) or "none"
-                    raise fail("PZ0209", f"var('{name}') is not declared in project.yml vars: "
-                                         f"(declared: {declared})", "var", (name,))
+                    raise fail(
+                        "PZ0209",
+                        f"var('{name}') is not declared in project.yml vars: (declared: {declared})",
+                        "var",
+                        (name,),
+                    )
                 spec, value = self.values.vars[name]
                 if value is None:
                     return "NULL" if sql else ""
@@ -169,8 +185,9 @@ class Templater:
                     raise fail("PZ0211", f"env('{name}') is not declared in project.yml env:", "env", (name,))
                 spec, value = self.values.env[name]
                 if value is None:
-                    raise fail("PZ0212", f"environment variable {name} is not set and has no default",
-                               "env", (name,))
+                    raise fail(
+                        "PZ0212", f"environment variable {name} is not set and has no default", "env", (name,)
+                    )
                 if masked and spec.secret:
                     value = "***"
                 return quote_literal(value) if sql else value
@@ -185,15 +202,22 @@ class Templater:
             except TemplateFailure:
                 raise
             except jinja2.TemplateSyntaxError as exc:
-                raise TemplateFailure(error("PZ0213", f"template syntax error: {exc.message}", file=file,
-                                            line=(exc.lineno if sql else base.line), col=base.col if not sql
-                                            else None)) from exc
+                raise TemplateFailure(
+                    error(
+                        "PZ0213",
+                        f"template syntax error: {exc.message}",
+                        file=file,
+                        line=(exc.lineno if sql else base.line),
+                        col=base.col if not sql else None,
+                    )
+                ) from exc
             except jinja2.UndefinedError as exc:
-                raise fail("PZ0213", f"template error: {exc.message}; available functions: source, ref, "
-                                     "sink, var, env") from exc
+                raise fail(
+                    "PZ0213",
+                    f"template error: {exc.message}; available functions: source, ref, sink, var, env",
+                ) from exc
             except jinja2.exceptions.SecurityError as exc:
                 raise fail("PZ0213", f"the template sandbox refused an operation: {exc}") from exc
             except Exception as exc:  # a user template can raise anything (ZeroDivision, TypeError, ...)
                 raise fail("PZ0213", f"template error: {type(exc).__name__}: {exc}") from exc
         return results[0], results[1]
-

@@ -90,16 +90,22 @@ class ResolvedValues:
         return tuple(v for spec, v in self.env.values() if spec.secret and v)
 
 
-def resolve_values(project: Project, overrides: Mapping[str, str],
-                   environ: Mapping[str, str] | None = None) -> tuple[ResolvedValues, list[Diagnostic]]:
+def resolve_values(
+    project: Project, overrides: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> tuple[ResolvedValues, list[Diagnostic]]:
     environ = os.environ if environ is None else environ
     diags: list[Diagnostic] = []
     resolved = ResolvedValues()
-    for name, raw in overrides.items():
+    for name in overrides:
         if name not in project.vars:
             known = ", ".join(sorted(project.vars)) or "none declared"
-            diags.append(error("PZ0209", f"--var {name}=… names an undeclared variable (declared: {known})",
-                               file="project.yml"))
+            diags.append(
+                error(
+                    "PZ0209",
+                    f"--var {name}=… names an undeclared variable (declared: {known})",
+                    file="project.yml",
+                )
+            )
     for name, spec in project.vars.items():
         source = f"--var {name}" if name in overrides else "default"
         raw = overrides.get(name, spec.default)
@@ -110,15 +116,29 @@ def resolve_values(project: Project, overrides: Mapping[str, str],
             resolved.vars[name] = (spec, parse_typed(spec.type, raw))
         except ValueError as exc:
             p = spec.place
-            diags.append(error("PZ0210", f"variable '{name}' ({source}) is not a valid {spec.type}: {exc}",
-                               file=p.file, line=p.line, col=p.col))
+            diags.append(
+                error(
+                    "PZ0210",
+                    f"variable '{name}' ({source}) is not a valid {spec.type}: {exc}",
+                    file=p.file,
+                    line=p.line,
+                    col=p.col,
+                )
+            )
     for name, env_spec in project.env.items():
         value = environ.get(name, env_spec.default)
         if value is None and env_spec.required:
             p = env_spec.place
-            diags.append(error("PZ0212", f"required environment variable {name} is not set",
-                               file=p.file, line=p.line, col=p.col,
-                               next_step=f"export {name}=… before running pz, or give it a default"))
+            diags.append(
+                error(
+                    "PZ0212",
+                    f"required environment variable {name} is not set",
+                    file=p.file,
+                    line=p.line,
+                    col=p.col,
+                    next_step=f"export {name}=… before running pz, or give it a default",
+                )
+            )
         resolved.env[name] = (env_spec, value)
     return resolved, diags
 

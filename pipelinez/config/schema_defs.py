@@ -164,7 +164,8 @@ def _instance_properties(kind: str) -> dict[str, Any]:
         "connector": {"type": "string", "minLength": 1, "description": "the connector, e.g. postgres"},
         "connection": {
             "type": ["object", "null"],
-            "description": "connector-owned; checked against the connector's schema",
+            "additionalProperties": True,
+            "description": "connector-owned; checked against the connector's schema (tier 3)",
         },
         "max_concurrency": {
             "type": "integer",

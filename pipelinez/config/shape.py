@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any, TypeGuard
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
 
 from pipelinez.config.checks import CHECK_TYPES
 from pipelinez.config.positions import JsonPath, dotted
@@ -30,11 +31,18 @@ def validate_shape(doc: YamlDoc, kind: str) -> list[Diagnostic]:
     if kind not in KINDS:
         raise ValueError(f"unknown file kind {kind!r}")
     found: list[Diagnostic] = []
-    for err in _validator(kind).iter_errors(doc.data):
+    for err in _relevant(_validator(kind).iter_errors(doc.data)):
         found.extend(diagnose(err, doc, kind))
     found.extend(_retry_rules(doc, kind))
     found.extend(_check_rules(doc, kind))
     return sort_diagnostics(found)
+
+
+def _relevant(errors: Iterable[ValidationError]) -> list[ValidationError]:
+    """Drop the errors a wrong type makes moot: once a value has the wrong type, its bounds don't matter."""
+    errors = list(errors)
+    mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
+    return [e for e in errors if e.validator == "type" or tuple(e.absolute_path) not in mistyped]
 
 
 def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:

@@ -206,9 +206,9 @@ class _Converter:
             key = _key_text(raw_key)
             child = (*path, key)
             key_pos = _lc(node, "key", raw_key) or own
+            self.keys[child] = key_pos
             if key in result:
                 raise _ShapeError(f"key '{key}' appears twice in this mapping", child)
-            self.keys[child] = key_pos
             self.values[child] = _lc(node, "value", raw_key) or key_pos
             result[key] = self.value(node[raw_key], child, depth + 1)
         self.active.discard(id(node))

@@ -32,8 +32,9 @@ def installed() -> dict[str, InstalledConnector]:
     found: dict[str, InstalledConnector] = {}
     for ep in entry_points(group=GROUP):
         dist = ep.dist
-        found[ep.name] = InstalledConnector(ep.name, ep, dist.name if dist else None,
-                                            dist.version if dist else None)
+        found[ep.name] = InstalledConnector(
+            ep.name, ep, dist.name if dist else None, dist.version if dist else None
+        )
     return found
 
 
@@ -55,13 +56,15 @@ def manifest_of(name: str) -> Manifest:
     folder = _module_dir(conn.entry_point)
     path = folder / "manifest.json" if folder else None
     if path is None or not path.is_file():
-        raise ConnectorHostError([error(
-            "PZ0702", f"connector '{name}' ships no manifest.json next to {conn.entry_point.value}")])
+        raise ConnectorHostError(
+            [error("PZ0702", f"connector '{name}' ships no manifest.json next to {conn.entry_point.value}")]
+        )
     try:
         return Manifest.load(path)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConnectorHostError([error("PZ0702", f"connector '{name}' manifest {path} is malformed: {exc}")]) \
-            from exc
+        raise ConnectorHostError(
+            [error("PZ0702", f"connector '{name}' manifest {path} is malformed: {exc}")]
+        ) from exc
 
 
 def load_class(name: str) -> type[Connector]:
@@ -73,9 +76,17 @@ def load_class(name: str) -> type[Connector]:
         module = importlib.import_module(module_name)
         cls = getattr(module, attr)
     except Exception as exc:  # any import-time failure of third-party code is a host error
-        raise ConnectorHostError([error(
-            "PZ0701", f"connector '{name}' ({conn.distribution or conn.entry_point.value}) failed to load: "
-                      f"{type(exc).__name__}: {exc}")]) from exc
+        raise ConnectorHostError(
+            [
+                error(
+                    "PZ0701",
+                    f"connector '{name}' ({conn.distribution or conn.entry_point.value}) failed to load: "
+                    f"{type(exc).__name__}: {exc}",
+                )
+            ]
+        ) from exc
     if not (isinstance(cls, type) and issubclass(cls, Connector)):
-        raise ConnectorHostError([error("PZ0701", f"connector '{name}' entry point is not a Connector class")])
+        raise ConnectorHostError(
+            [error("PZ0701", f"connector '{name}' entry point is not a Connector class")]
+        )
     return cls

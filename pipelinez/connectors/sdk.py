@@ -6,7 +6,7 @@ connector's code (see `registry.py`).
 
 Data-plane tiers:
 - native: DuckDB reads/writes the external system itself. The engine hands the connector a DuckDB
-  connection of the run's staging database; the connector runs SQL in it (read_csv, postgres_scan, COPY TO...).
+  connection of the run's staging database; the connector runs SQL in it (read_csv, COPY TO, ...).
 - universal: the connector yields Arrow record batches (`extract_batches`) that the engine ingests into
   staging, or consumes a stream of record batches the engine reads from staging (`write_batches`).
 
@@ -36,15 +36,15 @@ UNIVERSAL = "universal"
 class Capabilities:
     source: bool = False
     sink: bool = False
-    source_tiers: tuple[str, ...] = ()            # tiers the source supports at all
+    source_tiers: tuple[str, ...] = ()  # tiers the source supports at all
     sink_tiers: tuple[str, ...] = ()
-    strategies: tuple[str, ...] = ()              # replace, merge, append
-    atomic_replace: bool = False                  # replace never leaves a half-replaced target
-    transactional_merge: bool = False             # merge runs in one transaction
+    strategies: tuple[str, ...] = ()  # replace, merge, append
+    atomic_replace: bool = False  # replace never leaves a half-replaced target
+    transactional_merge: bool = False  # merge runs in one transaction
     checkpointed_delivery: bool = False
-    partitions: bool = False                      # source reads can be split into resumable partitions
+    partitions: bool = False  # source reads can be split into resumable partitions
     windowed_reads: bool = False
-    native_only_formats: tuple[str, ...] = ()     # formats of a dual-tier connector with no universal route
+    native_only_formats: tuple[str, ...] = ()  # formats of a dual-tier connector with no universal route
 
     @property
     def native_only_source(self) -> bool:
@@ -63,7 +63,7 @@ class Manifest:
     dataset_schema: dict[str, Any]
     output_schema: dict[str, Any]
     capabilities: Capabilities
-    formats: dict[str, tuple[str, ...]] = field(default_factory=dict)   # format -> tiers
+    formats: dict[str, tuple[str, ...]] = field(default_factory=dict)  # format -> tiers
     description: str = ""
 
     @staticmethod
@@ -73,7 +73,8 @@ class Manifest:
             if key in caps:
                 caps[key] = tuple(caps[key])
         return Manifest(
-            name=data["name"], version=data["version"],
+            name=data["name"],
+            version=data["version"],
             connection_schema=data.get("connection_schema", {"type": "object"}),
             dataset_schema=data.get("dataset_schema", {"type": "object"}),
             output_schema=data.get("output_schema", {"type": "object"}),
@@ -93,17 +94,17 @@ class ConnectorIssue:
 
     message: str
     path: tuple[str, ...] = ()
-    block: str = "connection"    # connection | dataset | output
-    name: str | None = None      # dataset/output name when block is dataset/output
+    block: str = "connection"  # connection | dataset | output
+    name: str | None = None  # dataset/output name when block is dataset/output
 
 
 @dataclass(frozen=True)
 class DatasetRequest:
     """What the engine asks a source to extract."""
 
-    name: str                              # dataset name
-    options: dict[str, Any]                # the dataset's connector keys, templates rendered
-    columns: dict[str, str] | None         # the declared contract (name -> DuckDB type), if any
+    name: str  # dataset name
+    options: dict[str, Any]  # the dataset's connector keys, templates rendered
+    columns: dict[str, str] | None  # the declared contract (name -> DuckDB type), if any
     force_universal: bool = False
 
 
@@ -119,8 +120,8 @@ class Partition:
 @dataclass(frozen=True)
 class OutputRequest:
     name: str
-    options: dict[str, Any]                # the output's connector keys, templates rendered
-    strategy: str                          # replace | merge | append
+    options: dict[str, Any]  # the output's connector keys, templates rendered
+    strategy: str  # replace | merge | append
     keys: tuple[str, ...] = ()
     on_delete: str | None = None
     allow_empty: bool = False
@@ -137,9 +138,9 @@ class WriteResult:
 class ConnectorContext:
     """What the engine gives a connector instance."""
 
-    instance: str                          # instance name (file stem)
+    instance: str  # instance name (file stem)
     project_dir: Path
-    connection: dict[str, Any]             # rendered connection block (may hold secrets: never print it)
+    connection: dict[str, Any]  # rendered connection block (may hold secrets: never print it)
     note: Callable[[str], None] = lambda _msg: None
 
 
@@ -162,8 +163,12 @@ class Connector:
         return Manifest.load(Path(inspect.getfile(cls)).parent / cls.manifest_file)
 
     @classmethod
-    def validate(cls, connection: dict[str, Any], datasets: dict[str, dict[str, Any]],
-                 outputs: dict[str, dict[str, Any]]) -> list[ConnectorIssue]:
+    def validate(
+        cls,
+        connection: dict[str, Any],
+        datasets: dict[str, dict[str, Any]],
+        outputs: dict[str, dict[str, Any]],
+    ) -> list[ConnectorIssue]:
         """Cross-field rules beyond the manifest's JSON Schemas (tier 3). Values are raw (templated)."""
         return []
 
@@ -190,8 +195,9 @@ class Connector:
     def partitions(self, dataset: DatasetRequest) -> list[Partition]:
         return [Partition(0, "all")]
 
-    def extract_native(self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest,
-                       partition: Partition, target: str) -> None:
+    def extract_native(
+        self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest, partition: Partition, target: str
+    ) -> None:
         """Run SQL in the staging connection that inserts the partition's rows into `target`
         (a quoted, already-created-or-not table name; create it with CREATE TABLE … AS when absent)."""
         raise self.unsupported("has no native source tier")

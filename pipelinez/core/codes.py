@@ -33,167 +33,461 @@ _TIERS = {
 
 REGISTRY: tuple[Code, ...] = (
     # --- 01: shape / config -----------------------------------------------------------------
-    Code("PZ0101", "YamlSyntax", "a YAML file cannot be parsed (bad indentation, tabs, unclosed quote, duplicate key)",
-         "fix the YAML at the line shown; a YAML linter or your editor's schema support helps"),
-    Code("PZ0102", "UnknownKey", "a key is not part of the file's JSON Schema",
-         "remove or rename the key; `pz schema` writes the schemas for editor autocomplete"),
-    Code("PZ0103", "InvalidValue", "a value has the wrong type or is outside the allowed values",
-         "change the value to one the schema allows (shown in the message)"),
+    Code(
+        "PZ0101",
+        "YamlSyntax",
+        "a YAML file cannot be parsed (bad indentation, tabs, unclosed quote, duplicate key)",
+        "fix the YAML at the line shown; a YAML linter or your editor's schema support helps",
+    ),
+    Code(
+        "PZ0102",
+        "UnknownKey",
+        "a key is not part of the file's JSON Schema",
+        "remove or rename the key; `pz schema` writes the schemas for editor autocomplete",
+    ),
+    Code(
+        "PZ0103",
+        "InvalidValue",
+        "a value has the wrong type or is outside the allowed values",
+        "change the value to one the schema allows (shown in the message)",
+    ),
     Code("PZ0104", "MissingKey", "a required key is missing", "add the key shown in the message"),
-    Code("PZ0105", "ProjectNotFound", "no project.yml in the given folder or any folder above it",
-         "run pz inside a project, pass --project DIR, or create one with `pz init`"),
-    Code("PZ0106", "InvalidDuration", "a duration is not written as a number and a unit (500ms, 2s, 5m, 1h, 1d)",
-         "write the duration like 2s or 5m"),
-    Code("PZ0107", "InvalidName", "a file stem or dataset/output name is not a valid name (letters, digits, _; "
-         "not starting with a digit)", "rename the file or key to a name like orders_daily"),
-    Code("PZ0108", "UnreadableFile", "a project file cannot be read (permissions, not UTF-8, larger than 10 MiB)",
-         "check the file's permissions and encoding; project files must be UTF-8 text"),
-    Code("PZ0109", "OrphanSidecar", "a sidecar pipelines/<name>.yml has no pipelines/<name>.sql in the same folder",
-         "rename the sidecar to match its pipeline's .sql file (same folder and stem), or delete it"),
-    Code("PZ0112", "OutputInputRemoved", "a sink output declares `input:`; load is inline in the pipeline SQL now",
-         "remove `input:` and add INSERT INTO {{ sink('<sink>', '<output>') }} to the pipeline that feeds it"),
-    Code("PZ0113", "InvalidCheck", "a sidecar/dataset check has an unknown type, a bad option shape or an unknown "
-         "option key", "use one of the check types with its documented options (docs/project-files.md#checks)"),
-    Code("PZ0120", "InvalidBreaker", "`engine.breaker` is malformed (unknown key, non-positive failure_threshold, "
-         "bad cool_down)", "write engine.breaker as { failure_threshold: 5, cool_down: 30s }"),
-    Code("PZ0121", "InvalidRetry", "a `retry:` block is malformed (max_attempts < 1, base_delay > max_delay)",
-         "write retry as { max_attempts: 3, base_delay: 1s, max_delay: 30s }"),
+    Code(
+        "PZ0105",
+        "ProjectNotFound",
+        "no project.yml in the given folder or any folder above it",
+        "run pz inside a project, pass --project DIR, or create one with `pz init`",
+    ),
+    Code(
+        "PZ0106",
+        "InvalidDuration",
+        "a duration is not written as a number and a unit (500ms, 2s, 5m, 1h, 1d)",
+        "write the duration like 2s or 5m",
+    ),
+    Code(
+        "PZ0107",
+        "InvalidName",
+        "a file stem or dataset/output name is not a valid name (letters, digits, _; "
+        "not starting with a digit)",
+        "rename the file or key to a name like orders_daily",
+    ),
+    Code(
+        "PZ0108",
+        "UnreadableFile",
+        "a project file cannot be read (permissions, not UTF-8, larger than 10 MiB)",
+        "check the file's permissions and encoding; project files must be UTF-8 text",
+    ),
+    Code(
+        "PZ0109",
+        "OrphanSidecar",
+        "a sidecar pipelines/<name>.yml has no pipelines/<name>.sql in the same folder",
+        "rename the sidecar to match its pipeline's .sql file (same folder and stem), or delete it",
+    ),
+    Code(
+        "PZ0112",
+        "OutputInputRemoved",
+        "a sink output declares `input:`; load is inline in the pipeline SQL now",
+        "remove `input:` and add INSERT INTO {{ sink('<sink>', '<output>') }} to the pipeline that feeds it",
+    ),
+    Code(
+        "PZ0113",
+        "InvalidCheck",
+        "a sidecar/dataset check has an unknown type, a bad option shape or an unknown option key",
+        "use one of the check types with its documented options (docs/project-files.md#checks)",
+    ),
+    Code(
+        "PZ0120",
+        "InvalidBreaker",
+        "`engine.breaker` is malformed (unknown key, non-positive failure_threshold, bad cool_down)",
+        "write engine.breaker as { failure_threshold: 5, cool_down: 30s }",
+    ),
+    Code(
+        "PZ0121",
+        "InvalidRetry",
+        "a `retry:` block is malformed (max_attempts < 1, base_delay > max_delay)",
+        "write retry as { max_attempts: 3, base_delay: 1s, max_delay: 30s }",
+    ),
     # --- 02: semantic ------------------------------------------------------------------------
-    Code("PZ0201", "UndeclaredSink", "sink() names a sink instance that has no sinks/<name>.yml",
-         "declare sinks/<name>.yml, or use one of the declared sinks"),
-    Code("PZ0202", "UndeclaredSource", "source() names a source instance or dataset that is not declared",
-         "declare the dataset under `datasets:` in sources/<source>.yml, or fix the name"),
-    Code("PZ0203", "UnknownRef", "ref() names a pipeline that does not exist",
-         "fix the name, or add pipelines/<name>.sql"),
-    Code("PZ0204", "DuplicateName", "two pipelines share a file stem, or two project files declare the same name",
-         "rename one of them; names must be unique across pipelines/ and its sub-folders"),
-    Code("PZ0205", "Cycle", "ref() calls form a cycle", "break the cycle shown by removing one of the ref() calls"),
-    Code("PZ0206", "OutputClaimedTwice", "two pipelines write to the same sink output",
-         "write each output from exactly one pipeline, or give one of them a new output name"),
-    Code("PZ0207", "OrphanSinkOutput", "retired: outputs are created by the sink() call naming them",
-         "nothing to do; this code is never reused", retired=True),
-    Code("PZ0208", "MisplacedSink", "sink() appears anywhere but a leading INSERT INTO clause, or names the same "
-         "output twice in one pipeline", "write sink() only as leading INSERT INTO {{ sink('s', 'o') }} clauses, "
-         "one per output"),
-    Code("PZ0209", "UndeclaredVar", "var() or --var names a variable not declared under `vars:`",
-         "declare it under vars: in project.yml with a type and default"),
-    Code("PZ0210", "InvalidVarValue", "a variable's default or --var value does not parse as its declared type",
-         "give a value of the declared type (e.g. 2025-01-01 for date)"),
-    Code("PZ0211", "UndeclaredEnv", "env() names an environment variable not declared under `env:`",
-         "declare it under env: in project.yml (add secret: true for passwords)"),
-    Code("PZ0212", "MissingEnv", "a required environment variable is not set and has no default",
-         "export the variable before running pz, or give it a default in project.yml"),
-    Code("PZ0213", "TemplateError", "a template cannot be rendered: Jinja syntax error, unknown function, or an "
-         "operation the sandbox forbids", "fix the template at the place shown; available functions: source, ref, "
-         "sink, var, env"),
-    Code("PZ0214", "AppendDuplicates", "an incremental source feeds an append output that does not say "
-         "`duplicates: accept`", "add duplicates: accept to the output, or use strategy merge with keys"),
-    Code("PZ0215", "UnknownConnector", "a source/sink names a connector that is not installed",
-         "install the connector package (pz restore), or use one of the installed connectors"),
-    Code("PZ0216", "NameCollision", "a pipeline's name equals a staging table name of a source load",
-         "rename the pipeline; names starting with src_ are taken by source loads"),
-    Code("PZ0217", "EmptyPipeline", "a pipeline file has no query after its sink clauses",
-         "write one SELECT query after the INSERT INTO clauses"),
-    Code("PZ0218", "EphemeralMisuse", "an ephemeral pipeline has sink clauses or checks (it never becomes a node)",
-         "make it materialized: table, or move the sink clauses/checks to a consumer"),
-    Code("PZ0219", "UnknownCheckTarget", "a relationships check's `to` names no pipeline or declared source dataset",
-         "name a pipeline, or write to: \"source('src', 'dataset')\""),
-    Code("PZ0220", "ConnectorPinMismatch", "the installed version of a connector does not satisfy the pin in "
-         "project.yml `connectors:`", "run pz restore, or change the pin"),
-    Code("PZ0221", "EmptySelection", "--select/--exclude leaves no node to run",
-         "check the names; `pz plan` lists every node"),
-    Code("PZ0222", "UnusedVar", "a declared variable is never used (warning)",
-         "remove it from vars:, or use it with {{ var('name') }}"),
-    Code("PZ0223", "DeadLeafPipeline", "a non-ephemeral pipeline has no INSERT INTO and is consumed by no ref() "
-         "(warning)", "add INSERT INTO {{ sink(...) }} or a ref() consumer, or leave it while inspecting data"),
-    Code("PZ0224", "UnrecognizedWatermark", "a watermark() call is not a recognized lower-bound comparison",
-         "rewrite as <cursor column> > / >= <expression containing {{ watermark(source, dataset) }}>"),
-    Code("PZ0225", "ConflictingIncremental", "a dataset is declared incremental in both YAML and SQL, a "
-         "watermark() targets a windowed dataset, or pipelines infer different cursors",
-         "pick one route: YAML sync: { mode: incremental } or SQL watermark()"),
-    Code("PZ0226", "InconsistentIncrementalConsumers", "a dataset is SQL-declared incremental by one pipeline "
-         "while another reads it without a watermark() filter",
-         "add a watermark() comparison to that read, or declare the dataset incremental in YAML"),
-    Code("PZ0227", "WatermarkCursorUndeclared", "the inferred cursor column is missing from the dataset's "
-         "columns: contract or has a type outside int, bigint, decimal, date, timestamp",
-         "add or fix the columns: entry with an allowed cursor type"),
+    Code(
+        "PZ0201",
+        "UndeclaredSink",
+        "sink() names a sink instance that has no sinks/<name>.yml",
+        "declare sinks/<name>.yml, or use one of the declared sinks",
+    ),
+    Code(
+        "PZ0202",
+        "UndeclaredSource",
+        "source() names a source instance or dataset that is not declared",
+        "declare the dataset under `datasets:` in sources/<source>.yml, or fix the name",
+    ),
+    Code(
+        "PZ0203",
+        "UnknownRef",
+        "ref() names a pipeline that does not exist",
+        "fix the name, or add pipelines/<name>.sql",
+    ),
+    Code(
+        "PZ0204",
+        "DuplicateName",
+        "two pipelines share a file stem, or two project files declare the same name",
+        "rename one of them; names must be unique across pipelines/ and its sub-folders",
+    ),
+    Code(
+        "PZ0205",
+        "Cycle",
+        "ref() calls form a cycle",
+        "break the cycle shown by removing one of the ref() calls",
+    ),
+    Code(
+        "PZ0206",
+        "OutputClaimedTwice",
+        "two pipelines write to the same sink output",
+        "write each output from exactly one pipeline, or give one of them a new output name",
+    ),
+    Code(
+        "PZ0207",
+        "OrphanSinkOutput",
+        "retired: outputs are created by the sink() call naming them",
+        "nothing to do; this code is never reused",
+        retired=True,
+    ),
+    Code(
+        "PZ0208",
+        "MisplacedSink",
+        "sink() appears anywhere but a leading INSERT INTO clause, or names the same "
+        "output twice in one pipeline",
+        "write sink() only as leading INSERT INTO {{ sink('s', 'o') }} clauses, one per output",
+    ),
+    Code(
+        "PZ0209",
+        "UndeclaredVar",
+        "var() or --var names a variable not declared under `vars:`",
+        "declare it under vars: in project.yml with a type and default",
+    ),
+    Code(
+        "PZ0210",
+        "InvalidVarValue",
+        "a variable's default or --var value does not parse as its declared type",
+        "give a value of the declared type (e.g. 2025-01-01 for date)",
+    ),
+    Code(
+        "PZ0211",
+        "UndeclaredEnv",
+        "env() names an environment variable not declared under `env:`",
+        "declare it under env: in project.yml (add secret: true for passwords)",
+    ),
+    Code(
+        "PZ0212",
+        "MissingEnv",
+        "a required environment variable is not set and has no default",
+        "export the variable before running pz, or give it a default in project.yml",
+    ),
+    Code(
+        "PZ0213",
+        "TemplateError",
+        "a template cannot be rendered: Jinja syntax error, unknown function, or an "
+        "operation the sandbox forbids",
+        "fix the template at the place shown; available functions: source, ref, sink, var, env",
+    ),
+    Code(
+        "PZ0214",
+        "AppendDuplicates",
+        "an incremental source feeds an append output that does not say `duplicates: accept`",
+        "add duplicates: accept to the output, or use strategy merge with keys",
+    ),
+    Code(
+        "PZ0215",
+        "UnknownConnector",
+        "a source/sink names a connector that is not installed",
+        "install the connector package (pz restore), or use one of the installed connectors",
+    ),
+    Code(
+        "PZ0216",
+        "NameCollision",
+        "a pipeline's name equals a staging table name of a source load",
+        "rename the pipeline; names starting with src_ are taken by source loads",
+    ),
+    Code(
+        "PZ0217",
+        "EmptyPipeline",
+        "a pipeline file has no query after its sink clauses",
+        "write one SELECT query after the INSERT INTO clauses",
+    ),
+    Code(
+        "PZ0218",
+        "EphemeralMisuse",
+        "an ephemeral pipeline has sink clauses or checks (it never becomes a node)",
+        "make it materialized: table, or move the sink clauses/checks to a consumer",
+    ),
+    Code(
+        "PZ0219",
+        "UnknownCheckTarget",
+        "a relationships check's `to` names no pipeline or declared source dataset",
+        "name a pipeline, or write to: \"source('src', 'dataset')\"",
+    ),
+    Code(
+        "PZ0220",
+        "ConnectorPinMismatch",
+        "the installed version of a connector does not satisfy the pin in project.yml `connectors:`",
+        "run pz restore, or change the pin",
+    ),
+    Code(
+        "PZ0221",
+        "EmptySelection",
+        "--select/--exclude leaves no node to run",
+        "check the names; `pz plan` lists every node",
+    ),
+    Code(
+        "PZ0222",
+        "UnusedVar",
+        "a declared variable is never used (warning)",
+        "remove it from vars:, or use it with {{ var('name') }}",
+    ),
+    Code(
+        "PZ0223",
+        "DeadLeafPipeline",
+        "a non-ephemeral pipeline has no INSERT INTO and is consumed by no ref() (warning)",
+        "add INSERT INTO {{ sink(...) }} or a ref() consumer, or leave it while inspecting data",
+    ),
+    Code(
+        "PZ0224",
+        "UnrecognizedWatermark",
+        "a watermark() call is not a recognized lower-bound comparison",
+        "rewrite as <cursor column> > / >= <expression containing {{ watermark(source, dataset) }}>",
+    ),
+    Code(
+        "PZ0225",
+        "ConflictingIncremental",
+        "a dataset is declared incremental in both YAML and SQL, a "
+        "watermark() targets a windowed dataset, or pipelines infer different cursors",
+        "pick one route: YAML sync: { mode: incremental } or SQL watermark()",
+    ),
+    Code(
+        "PZ0226",
+        "InconsistentIncrementalConsumers",
+        "a dataset is SQL-declared incremental by one pipeline "
+        "while another reads it without a watermark() filter",
+        "add a watermark() comparison to that read, or declare the dataset incremental in YAML",
+    ),
+    Code(
+        "PZ0227",
+        "WatermarkCursorUndeclared",
+        "the inferred cursor column is missing from the dataset's "
+        "columns: contract or has a type outside int, bigint, decimal, date, timestamp",
+        "add or fix the columns: entry with an allowed cursor type",
+    ),
     # --- 03: connectors and tiers ------------------------------------------------------------
-    Code("PZ0301", "InvalidConnection", "a `connection:` block does not match the connector's schema",
-         "fix the key shown; the connector's keys are listed in docs/connectors.md"),
-    Code("PZ0302", "InvalidDataset", "a dataset block does not match the connector's dataset schema",
-         "fix the key shown; the connector's dataset keys are listed in docs/connectors.md"),
-    Code("PZ0303", "InvalidOutput", "an output block does not match the connector's output schema",
-         "fix the key shown; the connector's output keys are listed in docs/connectors.md"),
-    Code("PZ0304", "ConnectorRule", "the connector's own validation refused a combination of settings",
-         "follow the connector's message"),
-    Code("PZ0305", "UnsupportedStrategy", "an output asks for a strategy the connector cannot do, or merge has "
-         "no keys, or on_delete/duplicates is used with the wrong strategy",
-         "pick a strategy the connector supports (pz plan shows capabilities); merge needs keys: [...]"),
-    Code("PZ0306", "NotASource", "a source file names a connector that cannot read, or a sink file one that "
-         "cannot write", "use a connector that supports this direction (docs/connectors.md)"),
-    Code("PZ0312", "NativePathRequired", "configuration requires the universal tier on a native-only connector or "
-         "format (force_universal, files_per_partition)", "remove engine.force_universal (or files_per_partition) "
-         "for this source/sink"),
-    Code("PZ0313", "WindowNotSupported", "a windowed dataset is read through a connector that cannot bound its "
-         "native extraction", "remove window:, or use a connector that supports windowed reads"),
+    Code(
+        "PZ0301",
+        "InvalidConnection",
+        "a `connection:` block does not match the connector's schema",
+        "fix the key shown; the connector's keys are listed in docs/connectors.md",
+    ),
+    Code(
+        "PZ0302",
+        "InvalidDataset",
+        "a dataset block does not match the connector's dataset schema",
+        "fix the key shown; the connector's dataset keys are listed in docs/connectors.md",
+    ),
+    Code(
+        "PZ0303",
+        "InvalidOutput",
+        "an output block does not match the connector's output schema",
+        "fix the key shown; the connector's output keys are listed in docs/connectors.md",
+    ),
+    Code(
+        "PZ0304",
+        "ConnectorRule",
+        "the connector's own validation refused a combination of settings",
+        "follow the connector's message",
+    ),
+    Code(
+        "PZ0305",
+        "UnsupportedStrategy",
+        "an output asks for a strategy the connector cannot do, or merge has "
+        "no keys, or on_delete/duplicates is used with the wrong strategy",
+        "pick a strategy the connector supports (pz plan shows capabilities); merge needs keys: [...]",
+    ),
+    Code(
+        "PZ0306",
+        "NotASource",
+        "a source file names a connector that cannot read, or a sink file one that cannot write",
+        "use a connector that supports this direction (docs/connectors.md)",
+    ),
+    Code(
+        "PZ0312",
+        "NativePathRequired",
+        "configuration requires the universal tier on a native-only connector or "
+        "format (force_universal, files_per_partition)",
+        "remove engine.force_universal (or files_per_partition) for this source/sink",
+    ),
+    Code(
+        "PZ0313",
+        "WindowNotSupported",
+        "a windowed dataset is read through a connector that cannot bound its native extraction",
+        "remove window:, or use a connector that supports windowed reads",
+    ),
     # --- 04: SQL compile ---------------------------------------------------------------------
-    Code("PZ0401", "SqlSyntax", "a pipeline's SQL does not parse", "fix the SQL at the line and column shown"),
-    Code("PZ0402", "UnknownRelation", "the SQL names a table or function DuckDB cannot find",
-         "read tables with {{ source('src', 'dataset') }} or {{ ref('pipeline') }}, never by raw name"),
-    Code("PZ0403", "SqlBinding", "the SQL does not type-check (no matching function or operator, bad cast)",
-         "add an explicit CAST or fix the expression at the place shown"),
-    Code("PZ0404", "NotAQuery", "a pipeline holds more than one statement, or a statement that is not a query",
-         "keep one SELECT (or WITH … SELECT) after the INSERT INTO clauses"),
-    Code("PZ0405", "CheckSql", "a check's generated SQL does not compile (unknown column or bad expression)",
-         "fix the check's columns/expression in the sidecar"),
-    Code("PZ0406", "LooseCompile", "a dataset has no declared columns and no cached schema, so pipelines reading "
-         "it were only parsed, not bound (warning)",
-         "declare columns: for the dataset, or run `pz validate --connect` to cache its schema"),
-    Code("PZ0412", "UnknownColumn", "the SQL names a column that does not exist in its input",
-         "fix the column name (candidates are shown), or add it to the source's columns: contract"),
+    Code(
+        "PZ0401", "SqlSyntax", "a pipeline's SQL does not parse", "fix the SQL at the line and column shown"
+    ),
+    Code(
+        "PZ0402",
+        "UnknownRelation",
+        "the SQL names a table or function DuckDB cannot find",
+        "read tables with {{ source('src', 'dataset') }} or {{ ref('pipeline') }}, never by raw name",
+    ),
+    Code(
+        "PZ0403",
+        "SqlBinding",
+        "the SQL does not type-check (no matching function or operator, bad cast)",
+        "add an explicit CAST or fix the expression at the place shown",
+    ),
+    Code(
+        "PZ0404",
+        "NotAQuery",
+        "a pipeline holds more than one statement, or a statement that is not a query",
+        "keep one SELECT (or WITH … SELECT) after the INSERT INTO clauses",
+    ),
+    Code(
+        "PZ0405",
+        "CheckSql",
+        "a check's generated SQL does not compile (unknown column or bad expression)",
+        "fix the check's columns/expression in the sidecar",
+    ),
+    Code(
+        "PZ0406",
+        "LooseCompile",
+        "a dataset has no declared columns and no cached schema, so pipelines reading "
+        "it were only parsed, not bound (warning)",
+        "declare columns: for the dataset, or run `pz validate --connect` to cache its schema",
+    ),
+    Code(
+        "PZ0412",
+        "UnknownColumn",
+        "the SQL names a column that does not exist in its input",
+        "fix the column name (candidates are shown), or add it to the source's columns: contract",
+    ),
     # --- 05: runtime -------------------------------------------------------------------------
     Code("PZ0501", "SinkWriteFailed", "writing an output failed", "fix the cause shown, then `pz retry`"),
     Code("PZ0502", "NothingToRetry", "pz retry found no earlier run", "run `pz run`"),
-    Code("PZ0503", "RunInterrupted", "the last run was interrupted (crash or kill), so its statuses can't be trusted",
-         "run `pz run` again"),
-    Code("PZ0504", "OrchestratorFailed", "the last run failed at the orchestrator level, not at a node",
-         "run `pz run` again"),
-    Code("PZ0505", "ExtractionFailed", "extracting a source dataset failed", "fix the cause shown, then `pz retry`"),
-    Code("PZ0506", "BreakerOpen", "a circuit breaker stayed open past the bounded wait",
-         "wait for the source/sink to recover, then `pz retry`"),
-    Code("PZ0507", "PipelineFailed", "a pipeline's query failed while running in staging",
-         "fix the SQL or the data it trips on, then `pz retry`"),
-    Code("PZ0508", "CheckFailed", "a check with severity error found offending rows",
-         "fix the data or the pipeline, or set severity: warn; sink writes of this pipeline were skipped"),
-    Code("PZ0509", "EmptyReplaceRefused", "a replace write would empty its target because the result has no rows",
-         "find out why the input is empty, or set allow_empty: true on the output"),
-    Code("PZ0510", "CheckWarning", "a check with severity warn found offending rows (warning)",
-         "look at the data; nothing was blocked"),
-    Code("PZ0511", "ProjectLocked", "another pz process holds the project lock (.pz/lock)",
-         "wait for the other run to finish; if it died, the stale lock is cleared automatically"),
+    Code(
+        "PZ0503",
+        "RunInterrupted",
+        "the last run was interrupted (crash or kill), so its statuses can't be trusted",
+        "run `pz run` again",
+    ),
+    Code(
+        "PZ0504",
+        "OrchestratorFailed",
+        "the last run failed at the orchestrator level, not at a node",
+        "run `pz run` again",
+    ),
+    Code(
+        "PZ0505",
+        "ExtractionFailed",
+        "extracting a source dataset failed",
+        "fix the cause shown, then `pz retry`",
+    ),
+    Code(
+        "PZ0506",
+        "BreakerOpen",
+        "a circuit breaker stayed open past the bounded wait",
+        "wait for the source/sink to recover, then `pz retry`",
+    ),
+    Code(
+        "PZ0507",
+        "PipelineFailed",
+        "a pipeline's query failed while running in staging",
+        "fix the SQL or the data it trips on, then `pz retry`",
+    ),
+    Code(
+        "PZ0508",
+        "CheckFailed",
+        "a check with severity error found offending rows",
+        "fix the data or the pipeline, or set severity: warn; sink writes of this pipeline were skipped",
+    ),
+    Code(
+        "PZ0509",
+        "EmptyReplaceRefused",
+        "a replace write would empty its target because the result has no rows",
+        "find out why the input is empty, or set allow_empty: true on the output",
+    ),
+    Code(
+        "PZ0510",
+        "CheckWarning",
+        "a check with severity warn found offending rows (warning)",
+        "look at the data; nothing was blocked",
+    ),
+    Code(
+        "PZ0511",
+        "ProjectLocked",
+        "another pz process holds the project lock (.pz/lock)",
+        "wait for the other run to finish; if it died, the stale lock is cleared automatically",
+    ),
     Code("PZ0512", "InternalError", "pz hit a bug", "report it with the log file named in the message"),
-    Code("PZ0513", "UsageError", "the command line is malformed (unknown flag, bad --var syntax)",
-         "see `pz <command> --help`"),
+    Code(
+        "PZ0513",
+        "UsageError",
+        "the command line is malformed (unknown flag, bad --var syntax)",
+        "see `pz <command> --help`",
+    ),
     # --- 06: connectivity --------------------------------------------------------------------
-    Code("PZ0601", "ConnectionFailed", "pz validate --connect could not connect to a source or sink",
-         "check host, port, credentials and network access"),
-    Code("PZ0602", "DatasetMissing", "a declared dataset does not exist at the source",
-         "fix the table/path, or create it"),
-    Code("PZ0603", "ColumnMissing", "a contract column does not exist in the live dataset",
-         "update columns: to match the source, or fix the source"),
-    Code("PZ0604", "ColumnTypeDrift", "a contract column's type differs from the live column's type",
-         "update the type in columns:, or cast at the source"),
-    Code("PZ0605", "ColumnUndeclared", "the live dataset has a column the contract does not declare (warning)",
-         "add it to columns: if pipelines need it"),
-    Code("PZ0606", "SinkPermission", "the sink permission probe could not create or replace the target",
-         "grant the user create/replace rights on the target schema or folder"),
+    Code(
+        "PZ0601",
+        "ConnectionFailed",
+        "pz validate --connect could not connect to a source or sink",
+        "check host, port, credentials and network access",
+    ),
+    Code(
+        "PZ0602",
+        "DatasetMissing",
+        "a declared dataset does not exist at the source",
+        "fix the table/path, or create it",
+    ),
+    Code(
+        "PZ0603",
+        "ColumnMissing",
+        "a contract column does not exist in the live dataset",
+        "update columns: to match the source, or fix the source",
+    ),
+    Code(
+        "PZ0604",
+        "ColumnTypeDrift",
+        "a contract column's type differs from the live column's type",
+        "update the type in columns:, or cast at the source",
+    ),
+    Code(
+        "PZ0605",
+        "ColumnUndeclared",
+        "the live dataset has a column the contract does not declare (warning)",
+        "add it to columns: if pipelines need it",
+    ),
+    Code(
+        "PZ0606",
+        "SinkPermission",
+        "the sink permission probe could not create or replace the target",
+        "grant the user create/replace rights on the target schema or folder",
+    ),
     # --- 07: restore / host ------------------------------------------------------------------
-    Code("PZ0701", "ConnectorLoadFailed", "a connector's entry point or code failed to load",
-         "reinstall the connector package (pz restore); the message names the package"),
-    Code("PZ0702", "ManifestInvalid", "a connector's manifest.json is missing or malformed",
-         "reinstall or upgrade the connector package"),
-    Code("PZ0703", "RestoreFailed", "pz restore could not resolve or install a pinned connector",
-         "check the pin in project.yml connectors: and your package index access"),
+    Code(
+        "PZ0701",
+        "ConnectorLoadFailed",
+        "a connector's entry point or code failed to load",
+        "reinstall the connector package (pz restore); the message names the package",
+    ),
+    Code(
+        "PZ0702",
+        "ManifestInvalid",
+        "a connector's manifest.json is missing or malformed",
+        "reinstall or upgrade the connector package",
+    ),
+    Code(
+        "PZ0703",
+        "RestoreFailed",
+        "pz restore could not resolve or install a pinned connector",
+        "check the pin in project.yml connectors: and your package index access",
+    ),
 )
 
 BY_CODE: dict[str, Code] = {c.code: c for c in REGISTRY}
@@ -205,16 +499,24 @@ def lookup(code: str) -> Code:
 
 def render_markdown() -> str:
     """The docs page of error codes, generated from REGISTRY."""
-    lines = ["# Error codes", "",
-             "Generated from `pipelinez/core/codes.py` by `python -m pipelinez.core.codes > docs/errors.md`.",
-             "Every error pz prints names its code, the file/node, the cause and the next step below.", ""]
+    lines = [
+        "# Error codes",
+        "",
+        "Generated from `pipelinez/core/codes.py` by `python -m pipelinez.core.codes > docs/errors.md`.",
+        "Every error pz prints names its code, the file/node, the cause and the next step below.",
+        "",
+    ]
     current = ""
     for c in REGISTRY:
         tier = c.code[2:4]
         if tier != current:
             current = tier
-            lines += [f"## PZ{tier}xx: {_TIERS[tier]}", "", "| code | name | fires when | next step |",
-                      "| --- | --- | --- | --- |"]
+            lines += [
+                f"## PZ{tier}xx: {_TIERS[tier]}",
+                "",
+                "| code | name | fires when | next step |",
+                "| --- | --- | --- | --- |",
+            ]
         name = f"~~{c.name}~~ (retired)" if c.retired else c.name
         lines.append(f"| {c.code} | {name} | {c.when} | {c.next_step} |")
         if c is REGISTRY[-1] or REGISTRY[REGISTRY.index(c) + 1].code[2:4] != tier:

@@ -53,15 +53,31 @@ class Diagnostic:
         return data
 
 
-def error(code: str, message: str, *, place: Place | None = None, file: str | None = None,
-          line: int | None = None, col: int | None = None, node: str | None = None,
-          next_step: str = "") -> Diagnostic:
+def error(
+    code: str,
+    message: str,
+    *,
+    place: Place | None = None,
+    file: str | None = None,
+    line: int | None = None,
+    col: int | None = None,
+    node: str | None = None,
+    next_step: str = "",
+) -> Diagnostic:
     return Diagnostic(code, message, place or Place(file, line, col, node), next_step, "error")
 
 
-def warning(code: str, message: str, *, place: Place | None = None, file: str | None = None,
-            line: int | None = None, col: int | None = None, node: str | None = None,
-            next_step: str = "") -> Diagnostic:
+def warning(
+    code: str,
+    message: str,
+    *,
+    place: Place | None = None,
+    file: str | None = None,
+    line: int | None = None,
+    col: int | None = None,
+    node: str | None = None,
+    next_step: str = "",
+) -> Diagnostic:
     return Diagnostic(code, message, place or Place(file, line, col, node), next_step, "warning")
 
 
@@ -97,8 +113,14 @@ class PzConnectorError(Exception):
     Anything a connector raises that is not a PzConnectorError counts as terminal: never retried.
     """
 
-    def __init__(self, message: str, *, is_transient: bool = False, retry_after: float | None = None,
-                 code: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        is_transient: bool = False,
+        retry_after: float | None = None,
+        code: str | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.is_transient = is_transient

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.instances import ResolvedInstance
+from pipelinez.compile.nodes import SinkWriteNode
 from pipelinez.connectors import registry
 from pipelinez.connectors.sdk import Connector, ConnectorContext, DatasetRequest, OutputRequest
 from pipelinez.core.diagnostics import Diagnostic, PzConnectorError, error, warning
@@ -17,10 +18,24 @@ from pipelinez.core.diagnostics import Diagnostic, PzConnectorError, error, warn
 
 def _norm_type(t: str) -> str:
     t = re.sub(r"\s+", " ", t.strip().upper())
-    aliases = {"INT": "INTEGER", "INT4": "INTEGER", "INT8": "BIGINT", "LONG": "BIGINT", "STRING": "VARCHAR",
-               "TEXT": "VARCHAR", "BOOL": "BOOLEAN", "FLOAT8": "DOUBLE", "FLOAT4": "FLOAT", "REAL": "FLOAT",
-               "NUMERIC": "DECIMAL(18,3)", "DECIMAL": "DECIMAL(18,3)", "TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE",
-               "DATETIME": "TIMESTAMP", "INT2": "SMALLINT", "SHORT": "SMALLINT"}
+    aliases = {
+        "INT": "INTEGER",
+        "INT4": "INTEGER",
+        "INT8": "BIGINT",
+        "LONG": "BIGINT",
+        "STRING": "VARCHAR",
+        "TEXT": "VARCHAR",
+        "BOOL": "BOOLEAN",
+        "FLOAT8": "DOUBLE",
+        "FLOAT4": "FLOAT",
+        "REAL": "FLOAT",
+        "NUMERIC": "DECIMAL(18,3)",
+        "DECIMAL": "DECIMAL(18,3)",
+        "TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE",
+        "DATETIME": "TIMESTAMP",
+        "INT2": "SMALLINT",
+        "SHORT": "SMALLINT",
+    }
     t = re.sub(r"^(NUMERIC|DECIMAL)\s*\(", "DECIMAL(", t).replace(", ", ",")
     if t.startswith("VARCHAR("):
         return "VARCHAR"
@@ -49,7 +64,9 @@ def check_connectivity(dag: CompiledDag) -> tuple[list[Diagnostic], list[Diagnos
                 try:
                     connector.check_connection()
                 except PzConnectorError as exc:
-                    errors.append(error("PZ0601", redact(f"{kind} '{name}': {exc.message}"), place=spec.place))
+                    errors.append(
+                        error("PZ0601", redact(f"{kind} '{name}': {exc.message}"), place=spec.place)
+                    )
                     continue
                 if kind == "source":
                     e, w = _source_checks(dag, name, inst, connector, schemas)
@@ -63,8 +80,13 @@ def check_connectivity(dag: CompiledDag) -> tuple[list[Diagnostic], list[Diagnos
     return errors, warnings
 
 
-def _source_checks(dag: CompiledDag, name: str, inst: ResolvedInstance, connector: Connector,
-                   schemas: dict[str, list[tuple[str, str]]]) -> tuple[list[Diagnostic], list[Diagnostic]]:
+def _source_checks(
+    dag: CompiledDag,
+    name: str,
+    inst: ResolvedInstance,
+    connector: Connector,
+    schemas: dict[str, list[tuple[str, str]]],
+) -> tuple[list[Diagnostic], list[Diagnostic]]:
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     spec = dag.project.sources[name]
@@ -73,8 +95,13 @@ def _source_checks(dag: CompiledDag, name: str, inst: ResolvedInstance, connecto
         try:
             live = connector.fetch_schema(request)
         except PzConnectorError as exc:
-            errors.append(error("PZ0602", dag.redactor(f"source '{name}' dataset '{ds_name}': {exc.message}"),
-                                place=ds.place))
+            errors.append(
+                error(
+                    "PZ0602",
+                    dag.redactor(f"source '{name}' dataset '{ds_name}': {exc.message}"),
+                    place=ds.place,
+                )
+            )
             continue
         schemas[f"{name}.{ds_name}"] = live
         if not ds.columns:
@@ -82,34 +109,57 @@ def _source_checks(dag: CompiledDag, name: str, inst: ResolvedInstance, connecto
         live_types = {c: t for c, t in live}
         for col, declared in ds.columns.items():
             if col not in live_types:
-                errors.append(error("PZ0603", f"source '{name}' dataset '{ds_name}': column '{col}' is in the "
-                                              f"contract but not in the live dataset (live: "
-                                              f"{', '.join(live_types)})", place=ds.place))
+                errors.append(
+                    error(
+                        "PZ0603",
+                        f"source '{name}' dataset '{ds_name}': column '{col}' is in the "
+                        f"contract but not in the live dataset (live: "
+                        f"{', '.join(live_types)})",
+                        place=ds.place,
+                    )
+                )
             elif _norm_type(declared) != _norm_type(live_types[col]):
-                errors.append(error("PZ0604", f"source '{name}' dataset '{ds_name}': column '{col}' is declared "
-                                              f"{declared} but is {live_types[col]} in the live dataset",
-                                    place=ds.place))
+                errors.append(
+                    error(
+                        "PZ0604",
+                        f"source '{name}' dataset '{ds_name}': column '{col}' is declared "
+                        f"{declared} but is {live_types[col]} in the live dataset",
+                        place=ds.place,
+                    )
+                )
         for col in live_types:
             if col not in ds.columns:
-                warnings.append(warning("PZ0605", f"source '{name}' dataset '{ds_name}': live column '{col}' "
-                                                  "is not in the contract", place=ds.place))
+                warnings.append(
+                    warning(
+                        "PZ0605",
+                        f"source '{name}' dataset '{ds_name}': live column '{col}' is not in the contract",
+                        place=ds.place,
+                    )
+                )
     return errors, warnings
 
 
-def _sink_checks(dag: CompiledDag, name: str, inst: ResolvedInstance, connector: Connector
-                 ) -> tuple[list[Diagnostic], list[Diagnostic]]:
+def _sink_checks(
+    dag: CompiledDag, name: str, inst: ResolvedInstance, connector: Connector
+) -> tuple[list[Diagnostic], list[Diagnostic]]:
     errors: list[Diagnostic] = []
     spec = dag.project.sinks[name]
-    outputs = {n.output for n in dag.nodes.values() if getattr(n, "sink", None) == name}
+    outputs = {n.output for n in dag.nodes.values() if isinstance(n, SinkWriteNode) and n.sink == name}
     for output in sorted(outputs | set(spec.outputs)):
         out = spec.outputs.get(output)
-        request = OutputRequest(output, inst.blocks.get(output, {}), out.strategy if out else "replace",
-                                out.keys if out else ())
+        request = OutputRequest(
+            output, inst.blocks.get(output, {}), out.strategy if out else "replace", out.keys if out else ()
+        )
         try:
             connector.probe_output(request)
         except PzConnectorError as exc:
-            errors.append(error("PZ0606", dag.redactor(f"sink '{name}' output '{output}': {exc.message}"),
-                                place=out.place if out else spec.place))
+            errors.append(
+                error(
+                    "PZ0606",
+                    dag.redactor(f"sink '{name}' output '{output}': {exc.message}"),
+                    place=out.place if out else spec.place,
+                )
+            )
     return errors, []
 
 

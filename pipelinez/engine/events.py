@@ -62,7 +62,7 @@ class NodeCompleted(Event):
     duration_ms: int = 0
     provenance: str | None = None
     error: dict[str, Any] | None = None
-    reason: str | None = None          # skipped: which upstream failed; warn: the check message
+    reason: str | None = None  # skipped: which upstream failed; warn: the check message
 
 
 @dataclass(frozen=True)

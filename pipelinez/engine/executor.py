@@ -35,7 +35,7 @@ class Executor:
         self.fail_fast = fail_fast
         self.results = {n.name: n for n in writer.results.nodes}
         self.planned = {p.node.name: p for p in ctx.plan.nodes}
-        self.failed_root: dict[str, str] = {}     # node -> the failed node that made it skip
+        self.failed_root: dict[str, str] = {}  # node -> the failed node that made it skip
 
     def run(self) -> None:
         pending = [p.node.name for p in self.ctx.plan.nodes if self.results[p.node.name].status == "pending"]
@@ -99,19 +99,28 @@ class Executor:
         started = time.monotonic()
 
         def attempt(number: int) -> NodeOutput:
-            self.ctx.bus.publish(NodeStarted(self.ctx.run_id, name=node.name, id=node.id, kind=node.kind,
-                                             attempt=number))
+            self.ctx.bus.publish(
+                NodeStarted(self.ctx.run_id, name=node.name, id=node.id, kind=node.kind, attempt=number)
+            )
             try:
                 return runner(self.ctx, planned, number)
             except NodeFailure:
                 raise
             except Exception as exc:  # a runner bug: reported as the node's failure, never a crash
-                raise NodeFailure("PZ0512", f"internal error in {node.kind} '{node.name}': "
-                                            f"{type(exc).__name__}: {exc}") from exc
+                raise NodeFailure(
+                    "PZ0512", f"internal error in {node.kind} '{node.name}': {type(exc).__name__}: {exc}"
+                ) from exc
 
         def on_retry(number: int, delay: float, failure: NodeFailure) -> None:
-            self.ctx.bus.publish(NodeRetry(self.ctx.run_id, name=node.name, attempt=number,
-                                           delay_ms=int(delay * 1000), error=failure.to_dict()))
+            self.ctx.bus.publish(
+                NodeRetry(
+                    self.ctx.run_id,
+                    name=node.name,
+                    attempt=number,
+                    delay_ms=int(delay * 1000),
+                    error=failure.to_dict(),
+                )
+            )
 
         try:
             output, attempts = run_with_retry(attempt, planned.retry, on_retry)
@@ -147,7 +156,17 @@ class Executor:
     def _publish(self, result: NodeResult) -> None:
         self.writer.write()
         reason = result.skipped_because or result.message
-        self.ctx.bus.publish(NodeCompleted(
-            self.ctx.run_id, name=result.name, id=result.id, kind=result.kind, status=result.status,
-            rows=result.rows, duration_ms=result.duration_ms, provenance=result.provenance,
-            error=result.error, reason=reason))
+        self.ctx.bus.publish(
+            NodeCompleted(
+                self.ctx.run_id,
+                name=result.name,
+                id=result.id,
+                kind=result.kind,
+                status=result.status,
+                rows=result.rows,
+                duration_ms=result.duration_ms,
+                provenance=result.provenance,
+                error=result.error,
+                reason=reason,
+            )
+        )

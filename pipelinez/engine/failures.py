@@ -44,8 +44,13 @@ def classify(exc: BaseException, default_code: str, what: str) -> NodeFailure:
     if isinstance(exc, NodeFailure):
         return exc
     if isinstance(exc, PzConnectorError):
-        return NodeFailure(exc.code or default_code, f"{what}: {exc.message}", exc.is_transient,
-                           exc.retry_after, getattr(exc, "batches_committed", None))
+        return NodeFailure(
+            exc.code or default_code,
+            f"{what}: {exc.message}",
+            exc.is_transient,
+            exc.retry_after,
+            getattr(exc, "batches_committed", None),
+        )
     if _is_duck_error(exc):
         message = str(exc)
         return NodeFailure(default_code, f"{what}: {duck_summary(message)}", is_transient_native(message))

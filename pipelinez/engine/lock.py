@@ -30,15 +30,23 @@ class ProjectLock:
         except BlockingIOError:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise ProjectLocked([error("PZ0511", f"another pz process (pid {holder}) is running in this project",
-                                       file=".pz/lock")]) from None
+            raise ProjectLocked(
+                [
+                    error(
+                        "PZ0511",
+                        f"another pz process (pid {holder}) is running in this project",
+                        file=".pz/lock",
+                    )
+                ]
+            ) from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._fd is not None:
             os.ftruncate(self._fd, 0)
             fcntl.flock(self._fd, fcntl.LOCK_UN)

@@ -53,13 +53,22 @@ def _count(cur: duckdb.DuckDBPyConnection, table: str) -> int:
 
 
 def _table_exists(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
-    row = cur.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main' "
-                      "AND database_name = current_database()", [name]).fetchone()
+    row = cur.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main' "
+        "AND database_name = current_database()",
+        [name],
+    ).fetchone()
     return bool(row and row[0])
 
 
-def ingest_batches(cur: duckdb.DuckDBPyConnection, batches: Iterable[pa.RecordBatch], table: str,
-                   exists: bool, columns: dict[str, str] | None, view_name: str) -> None:
+def ingest_batches(
+    cur: duckdb.DuckDBPyConnection,
+    batches: Iterable[pa.RecordBatch],
+    table: str,
+    exists: bool,
+    columns: dict[str, str] | None,
+    view_name: str,
+) -> None:
     """Stream Arrow record batches into the staging table `table` (unquoted), casting to the contract."""
     import pyarrow as pa
 
@@ -69,8 +78,11 @@ def ingest_batches(cur: duckdb.DuckDBPyConnection, batches: Iterable[pa.RecordBa
     if first is None:
         if not exists:
             if not columns:
-                raise NodeFailure("PZ0505", "the source returned no data and the dataset declares no columns: "
-                                            "cannot create its staging table")
+                raise NodeFailure(
+                    "PZ0505",
+                    "the source returned no data and the dataset declares no columns: "
+                    "cannot create its staging table",
+                )
             cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in columns.items())
             cur.execute(f"CREATE TABLE {target} ({cols})")
         return
@@ -79,8 +91,11 @@ def ingest_batches(cur: duckdb.DuckDBPyConnection, batches: Iterable[pa.RecordBa
     if columns:
         missing = [c for c in columns if c not in first.schema.names]
         if missing:
-            raise NodeFailure("PZ0505", f"columns {', '.join(missing)} of the contract are missing from the data "
-                                        f"(found: {', '.join(first.schema.names)})")
+            raise NodeFailure(
+                "PZ0505",
+                f"columns {', '.join(missing)} of the contract are missing from the data "
+                f"(found: {', '.join(first.schema.names)})",
+            )
         select = ", ".join(f"CAST({quote_ident(c)} AS {t}) AS {quote_ident(c)}" for c, t in columns.items())
     cur.register(view_name, reader)
     try:
@@ -99,9 +114,12 @@ def run_source_load(ctx: RunContext, planned: PlannedNode, attempt: int) -> Node
     what = f"source '{node.source}' dataset '{node.dataset}'"
     inst = ctx.dag.sources[node.source]
     spec = ctx.project.sources[node.source]
-    request = DatasetRequest(node.dataset, inst.blocks.get(node.dataset, {}),
-                             spec.datasets[node.dataset].columns,
-                             force_universal=bool(ctx.project.engine.force_universal or spec.force_universal))
+    request = DatasetRequest(
+        node.dataset,
+        inst.blocks.get(node.dataset, {}),
+        spec.datasets[node.dataset].columns,
+        force_universal=bool(ctx.project.engine.force_universal or spec.force_universal),
+    )
     cur = ctx.cursor()
     target = quote_ident(node.table)
     connector = None
@@ -115,8 +133,14 @@ def run_source_load(ctx: RunContext, planned: PlannedNode, attempt: int) -> Node
             if tier == NATIVE:
                 connector.extract_native(cur, request, partition, target)
             else:
-                ingest_batches(cur, connector.extract_batches(request, partition), node.table,
-                               _table_exists(cur, node.table), request.columns, f"__pz_ingest_{node.table}")
+                ingest_batches(
+                    cur,
+                    connector.extract_batches(request, partition),
+                    node.table,
+                    _table_exists(cur, node.table),
+                    request.columns,
+                    f"__pz_ingest_{node.table}",
+                )
             after = _count(cur, target)
             parts.append({"index": partition.index, "rows": after - before, "status": "success"})
             before = after
@@ -172,16 +196,25 @@ def run_sink_write(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeO
     what = f"sink '{node.sink}' output '{node.output}'"
     inst = ctx.dag.sinks[node.sink]
     out = ctx.project.sinks[node.sink].outputs.get(node.output)
-    request = OutputRequest(node.output, inst.blocks.get(node.output, {}), planned.strategy or "replace",
-                            out.keys if out else (), out.on_delete if out else None,
-                            out.allow_empty if out else False, ctx.run_id)
+    request = OutputRequest(
+        node.output,
+        inst.blocks.get(node.output, {}),
+        planned.strategy or "replace",
+        out.keys if out else (),
+        out.on_delete if out else None,
+        out.allow_empty if out else False,
+        ctx.run_id,
+    )
     source = quote_ident(node.pipeline)
     cur = ctx.cursor()
     connector = None
     try:
         if request.strategy == "replace" and not request.allow_empty and _count(cur, source) == 0:
-            raise NodeFailure("PZ0509", f"{what}: pipeline '{node.pipeline}' returned no rows; replace would "
-                                        "empty the target, so it was left as it was")
+            raise NodeFailure(
+                "PZ0509",
+                f"{what}: pipeline '{node.pipeline}' returned no rows; replace would "
+                "empty the target, so it was left as it was",
+            )
         connector = make_connector(ctx, inst)
         if planned.tier == NATIVE:
             result = connector.write_native(cur, request, source)
@@ -204,5 +237,9 @@ def _drop_quietly(cur: duckdb.DuckDBPyConnection, target: str) -> None:
         return
 
 
-RUNNERS = {"source_load": run_source_load, "pipeline": run_pipeline, "check": run_check,
-           "sink_write": run_sink_write}
+RUNNERS = {
+    "source_load": run_source_load,
+    "pipeline": run_pipeline,
+    "check": run_check,
+    "sink_write": run_sink_write,
+}

@@ -14,20 +14,24 @@ from pipelinez.plan.policy import RetryPolicy
 T = TypeVar("T")
 
 
-def backoff_delay(policy: RetryPolicy, attempt: int, retry_after: float | None,
-                  rand: Callable[[], float] = random.random) -> float:
+def backoff_delay(
+    policy: RetryPolicy, attempt: int, retry_after: float | None, rand: Callable[[], float] = random.random
+) -> float:
     """Seconds to wait after failed attempt number `attempt` (1-based)."""
     ceiling = min(policy.max_delay, policy.base_delay * (2 ** (attempt - 1)))
-    delay = ceiling * rand()
+    delay = float(ceiling * rand())
     if retry_after is not None:
         delay = max(delay, retry_after)
     return delay
 
 
-def run_with_retry(attempt_fn: Callable[[int], T], policy: RetryPolicy,
-                   on_retry: Callable[[int, float, NodeFailure], None],
-                   sleep: Callable[[float], None] = time.sleep) -> tuple[T, int]:
-    """(result, attempts used). Raises AttemptsFailed when attempts are exhausted or the failure is terminal."""
+def run_with_retry(
+    attempt_fn: Callable[[int], T],
+    policy: RetryPolicy,
+    on_retry: Callable[[int, float, NodeFailure], None],
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[T, int]:
+    """(result, attempts used). AttemptsFailed when attempts run out or the failure is terminal."""
     attempt = 1
     while True:
         try:

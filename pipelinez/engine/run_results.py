@@ -63,10 +63,20 @@ class RunResults:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "$schema": SCHEMA_VERSION, "schema_version": 1, "run_id": self.run_id, "pz_version": __version__,
-            "command": self.command, "started_at": self.started_at, "finished_at": self.finished_at,
-            "status": self.status, "retry_of": self.retry_of, "selection": self.selection, "args": self.args,
-            "pid": self.pid, "error": self.error, "nodes": [n.to_dict() for n in self.nodes],
+            "$schema": SCHEMA_VERSION,
+            "schema_version": 1,
+            "run_id": self.run_id,
+            "pz_version": __version__,
+            "command": self.command,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "status": self.status,
+            "retry_of": self.retry_of,
+            "selection": self.selection,
+            "args": self.args,
+            "pid": self.pid,
+            "error": self.error,
+            "nodes": [n.to_dict() for n in self.nodes],
         }
 
 

@@ -66,12 +66,20 @@ def history(state_dir: Path, limit: int | None = None) -> list[RunSummary]:
         for node in data.get("nodes", []):
             counts[node.get("status", "?")] = counts.get(node.get("status", "?"), 0) + 1
         nodes = data.get("nodes", [])
-        out.append(RunSummary(
-            run_id, str(data.get("started_at")), data.get("finished_at"), str(data.get("status")),
-            str(data.get("command")), counts,
-            sum(1 for n in nodes if n.get("provenance") == "reused"),
-            sum(1 for n in nodes if n.get("provenance") == "carried_forward"),
-            _duration(data), (runs_dir(state_dir) / run_id / STAGING_FILE).exists()))
+        out.append(
+            RunSummary(
+                run_id,
+                str(data.get("started_at")),
+                data.get("finished_at"),
+                str(data.get("status")),
+                str(data.get("command")),
+                counts,
+                sum(1 for n in nodes if n.get("provenance") == "reused"),
+                sum(1 for n in nodes if n.get("provenance") == "carried_forward"),
+                _duration(data),
+                (runs_dir(state_dir) / run_id / STAGING_FILE).exists(),
+            )
+        )
     return out
 
 

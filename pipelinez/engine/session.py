@@ -31,7 +31,7 @@ from pipelinez.plan.planner import Plan
 @dataclass(frozen=True)
 class RunOutcome:
     run_id: str
-    status: str                 # success | failed | error
+    status: str  # success | failed | error
     results: RunResults
     log_file: Path | None = None
 
@@ -40,9 +40,17 @@ class RunOutcome:
         return 0 if self.status == "success" else 1
 
 
-def execute(plan: Plan, *, command: str, args: dict[str, Any], warnings: Sequence[Diagnostic] = (),
-            subscribers: Sequence[Subscriber] = (), threads: int | None = None, fail_fast: bool | None = None,
-            retry_of: str | None = None) -> RunOutcome:
+def execute(
+    plan: Plan,
+    *,
+    command: str,
+    args: dict[str, Any],
+    warnings: Sequence[Diagnostic] = (),
+    subscribers: Sequence[Subscriber] = (),
+    threads: int | None = None,
+    fail_fast: bool | None = None,
+    retry_of: str | None = None,
+) -> RunOutcome:
     project = plan.dag.project
     state_dir = project.state_dir
     with ProjectLock(state_dir):
@@ -59,11 +67,17 @@ def execute(plan: Plan, *, command: str, args: dict[str, Any], warnings: Sequenc
         writer = ResultsWriter(run_dir / "run_results.json", results, plan.dag.redactor)
         writer.write()
         started = time.monotonic()
-        bus.publish(RunStarted(run_id, command=command, selection=plan.selection, nodes=len(plan.nodes),
-                               retry_of=retry_of))
+        bus.publish(
+            RunStarted(
+                run_id, command=command, selection=plan.selection, nodes=len(plan.nodes), retry_of=retry_of
+            )
+        )
         for w in warnings:
-            bus.publish(WarningEvent(run_id, code=w.code, message=w.message, place=w.place.render(),
-                                     next_step=w.next_step))
+            bus.publish(
+                WarningEvent(
+                    run_id, code=w.code, message=w.message, place=w.place.render(), next_step=w.next_step
+                )
+            )
         log_file = None
         staging = None
         try:
@@ -78,8 +92,11 @@ def execute(plan: Plan, *, command: str, args: dict[str, Any], warnings: Sequenc
             log_file = run_dir / "pz.log"
             log_file.write_text(plan.dag.redactor(traceback.format_exc()), encoding="utf-8")
             results.status = "error"
-            results.error = {"code": "PZ0512", "message": plan.dag.redactor(f"{type(exc).__name__}: {exc}"),
-                             "transient": False}
+            results.error = {
+                "code": "PZ0512",
+                "message": plan.dag.redactor(f"{type(exc).__name__}: {exc}"),
+                "transient": False,
+            }
         finally:
             if staging is not None:
                 staging.close()
@@ -88,8 +105,14 @@ def execute(plan: Plan, *, command: str, args: dict[str, Any], warnings: Sequenc
             counts: dict[str, int] = {}
             for n in results.nodes:
                 counts[n.status] = counts.get(n.status, 0) + 1
-            bus.publish(RunCompleted(run_id, status=results.status,
-                                     duration_ms=int((time.monotonic() - started) * 1000), counts=counts))
+            bus.publish(
+                RunCompleted(
+                    run_id,
+                    status=results.status,
+                    duration_ms=int((time.monotonic() - started) * 1000),
+                    counts=counts,
+                )
+            )
             events.close()
             sweep(state_dir, project.keep_last, current=run_id)
         return RunOutcome(run_id, results.status, results, log_file)

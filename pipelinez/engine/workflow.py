@@ -49,8 +49,12 @@ def _locator(root: Path) -> Locator:
     return locate
 
 
-def validate(project_dir: Path | None, overrides: Mapping[str, str] | None = None,
-             environ: Mapping[str, str] | None = None, connect: bool = False) -> Validation:
+def validate(
+    project_dir: Path | None,
+    overrides: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    connect: bool = False,
+) -> Validation:
     """Tiers 1-4 (and 5 with `connect`); every diagnostic gathered. Never raises for user errors."""
     root = find_project_root(project_dir or Path.cwd())
     project, diags = load_project(root)
@@ -68,9 +72,13 @@ def validate(project_dir: Path | None, overrides: Mapping[str, str] | None = Non
     return Validation(project, errors, warnings, compiled)
 
 
-def plan(project_dir: Path | None, select: Sequence[str] = (), exclude: Sequence[str] = (),
-         overrides: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None
-         ) -> tuple[Plan, list[Diagnostic]]:
+def plan(
+    project_dir: Path | None,
+    select: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    overrides: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[Plan, list[Diagnostic]]:
     """(plan, warnings); raises PzValidationError with every error."""
     checked = validate(project_dir, overrides, environ)
     if checked.errors or checked.compiled is None or checked.compiled.dag is None:
@@ -82,15 +90,37 @@ def plan(project_dir: Path | None, select: Sequence[str] = (), exclude: Sequence
     return the_plan, checked.warnings
 
 
-def run(project_dir: Path | None, *, select: Sequence[str] = (), exclude: Sequence[str] = (),
-        overrides: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None,
-        threads: int | None = None, fail_fast: bool | None = None, full_refresh: bool = False,
-        subscribers: Sequence[Subscriber] = (), command: str = "run") -> RunOutcome:
+def run(
+    project_dir: Path | None,
+    *,
+    select: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    overrides: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    threads: int | None = None,
+    fail_fast: bool | None = None,
+    full_refresh: bool = False,
+    subscribers: Sequence[Subscriber] = (),
+    command: str = "run",
+) -> RunOutcome:
     the_plan, warnings = plan(project_dir, select, exclude, overrides, environ)
-    args = {"select": list(select), "exclude": list(exclude), "vars": dict(overrides or {}),
-            "threads": threads, "fail_fast": fail_fast, "full_refresh": full_refresh}
-    return execute(the_plan, command=command, args=args, warnings=warnings, subscribers=subscribers,
-                   threads=threads, fail_fast=fail_fast)
+    args = {
+        "select": list(select),
+        "exclude": list(exclude),
+        "vars": dict(overrides or {}),
+        "threads": threads,
+        "fail_fast": fail_fast,
+        "full_refresh": full_refresh,
+    }
+    return execute(
+        the_plan,
+        command=command,
+        args=args,
+        warnings=warnings,
+        subscribers=subscribers,
+        threads=threads,
+        fail_fast=fail_fast,
+    )
 
 
 def history(project_dir: Path | None, limit: int | None = None) -> list[RunSummary]:

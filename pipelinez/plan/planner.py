@@ -19,12 +19,12 @@ from pipelinez.plan.selection import select_nodes
 @dataclass(frozen=True)
 class PlannedNode:
     node: Node
-    tier: str | None                  # native | universal for source loads and sink writes
+    tier: str | None  # native | universal for source loads and sink writes
     strategy: str | None
     retry: RetryPolicy
     declares_retry: bool
     max_concurrency: int | None
-    guarantee: str | None             # what a sink write's delivery guarantee is, honestly
+    guarantee: str | None  # what a sink write's delivery guarantee is, honestly
     connector: str | None = None
 
 
@@ -44,10 +44,15 @@ class Plan:
 
 def _guarantee(strategy: str, caps: Capabilities) -> str:
     if strategy == "replace":
-        return "effectively-once (atomic swap)" if caps.atomic_replace else \
-            "effectively-once on success; a failed write may leave a partial target"
+        return (
+            "effectively-once (atomic swap)"
+            if caps.atomic_replace
+            else "effectively-once on success; a failed write may leave a partial target"
+        )
     if strategy == "merge":
-        return "effectively-once (upsert on keys" + (", one transaction)" if caps.transactional_merge else ")")
+        return "effectively-once (upsert on keys" + (
+            ", one transaction)" if caps.transactional_merge else ")"
+        )
     return "at-least-once (append)" + ("; checkpointed delivery" if caps.checkpointed_delivery else "")
 
 
@@ -57,8 +62,9 @@ def _tier(caps_tiers: tuple[str, ...], force: bool) -> str:
     return NATIVE if NATIVE in caps_tiers else UNIVERSAL
 
 
-def build_plan(dag: CompiledDag, select: Sequence[str] = (), exclude: Sequence[str] = ()
-               ) -> tuple[Plan, list[Diagnostic]]:
+def build_plan(
+    dag: CompiledDag, select: Sequence[str] = (), exclude: Sequence[str] = ()
+) -> tuple[Plan, list[Diagnostic]]:
     names, diags = select_nodes(dag, select, exclude)
     project = dag.project
     engine_retry: RetrySpec = project.engine.retry
@@ -69,7 +75,9 @@ def build_plan(dag: CompiledDag, select: Sequence[str] = (), exclude: Sequence[s
         max_conc = None
         levels: tuple[RetrySpec | None, ...] = ()
         if isinstance(node, SourceLoadNode | SinkWriteNode):
-            spec = project.sources[node.source] if isinstance(node, SourceLoadNode) else project.sinks[node.sink]
+            spec = (
+                project.sources[node.source] if isinstance(node, SourceLoadNode) else project.sinks[node.sink]
+            )
             connector = spec.connector
             force = bool(project.engine.force_universal or spec.force_universal)
             try:
@@ -81,19 +89,43 @@ def build_plan(dag: CompiledDag, select: Sequence[str] = (), exclude: Sequence[s
             max_conc = spec.max_concurrency
             if isinstance(node, SourceLoadNode):
                 if force and caps.native_only_source:
-                    diags.append(error("PZ0312", f"source '{node.source}': engine.force_universal needs the "
-                                                 f"universal tier, but connector '{spec.connector}' is "
-                                                 "native-only", file=spec.file, node=name))
+                    diags.append(
+                        error(
+                            "PZ0312",
+                            f"source '{node.source}': engine.force_universal needs the "
+                            f"universal tier, but connector '{spec.connector}' is "
+                            "native-only",
+                            file=spec.file,
+                            node=name,
+                        )
+                    )
                 tier = _tier(caps.source_tiers, force)
             else:
                 if force and caps.native_only_sink:
-                    diags.append(error("PZ0312", f"sink '{node.sink}': engine.force_universal needs the "
-                                                 f"universal tier, but connector '{spec.connector}' is "
-                                                 "native-only", file=spec.file, node=name))
+                    diags.append(
+                        error(
+                            "PZ0312",
+                            f"sink '{node.sink}': engine.force_universal needs the "
+                            f"universal tier, but connector '{spec.connector}' is "
+                            "native-only",
+                            file=spec.file,
+                            node=name,
+                        )
+                    )
                 out = project.sinks[node.sink].outputs.get(node.output)
                 strategy = out.strategy if out else "replace"
                 tier = _tier(caps.sink_tiers, force)
                 guarantee = _guarantee(strategy, caps)
-        plan.nodes.append(PlannedNode(node, tier, strategy, effective_policy(levels), declares_retry(levels[1:]),
-                                      max_conc, guarantee, connector))
+        plan.nodes.append(
+            PlannedNode(
+                node,
+                tier,
+                strategy,
+                effective_policy(levels),
+                declares_retry(levels[1:]),
+                max_conc,
+                guarantee,
+                connector,
+            )
+        )
     return plan, diags

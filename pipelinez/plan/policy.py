@@ -19,14 +19,18 @@ class RetryPolicy:
     max_delay: float
 
     def render(self) -> str:
-        return (f"max_attempts {self.max_attempts}, base_delay {format_duration(self.base_delay)}, "
-                f"max_delay {format_duration(self.max_delay)}")
+        return (
+            f"max_attempts {self.max_attempts}, base_delay {format_duration(self.base_delay)}, "
+            f"max_delay {format_duration(self.max_delay)}"
+        )
 
 
 ENGINE_DEFAULT = RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=30.0)
 
 
-def effective_policy(levels: Sequence[RetrySpec | None], default: RetryPolicy = ENGINE_DEFAULT) -> RetryPolicy:
+def effective_policy(
+    levels: Sequence[RetrySpec | None], default: RetryPolicy = ENGINE_DEFAULT
+) -> RetryPolicy:
     """`levels` from outermost (project engine.retry) to nearest (dataset/output)."""
     attempts, base, cap = default.max_attempts, default.base_delay, default.max_delay
     for level in levels:

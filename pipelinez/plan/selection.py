@@ -27,9 +27,12 @@ def _base_matches(term: str, nodes: dict[str, Node]) -> set[str]:
         return {n for n, node in nodes.items() if tag in node.tags}
     found = {term} if term in nodes else set()
     if isinstance(nodes.get(term), PipelineNode):
-        found |= {n for n, node in nodes.items()
-                  if (isinstance(node, SinkWriteNode) and node.pipeline == term)
-                  or (isinstance(node, CheckNode) and node.target == term)}
+        found |= {
+            n
+            for n, node in nodes.items()
+            if (isinstance(node, SinkWriteNode) and node.pipeline == term)
+            or (isinstance(node, CheckNode) and node.target == term)
+        }
     return found
 
 
@@ -49,8 +52,9 @@ def resolve_selector(selector: str, dag: CompiledDag) -> tuple[set[str], Diagnos
     return result, None
 
 
-def select_nodes(dag: CompiledDag, select: Sequence[str], exclude: Sequence[str]
-                 ) -> tuple[list[str], list[Diagnostic]]:
+def select_nodes(
+    dag: CompiledDag, select: Sequence[str], exclude: Sequence[str]
+) -> tuple[list[str], list[Diagnostic]]:
     """The node names to run, in dependency order, and any selector errors."""
     diags: list[Diagnostic] = []
     chosen: set[str] = set()

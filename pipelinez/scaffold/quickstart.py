@@ -122,8 +122,15 @@ def write_quickstart(directory: Path, force: bool = False) -> list[Path]:
     import duckdb
 
     if directory.exists() and any(directory.iterdir()) and not force:
-        raise PzConfigError([error("PZ0105", f"{directory} is not empty; pz init writes a new project",
-                                   next_step="pick an empty folder, or pass --force to write into it")])
+        raise PzConfigError(
+            [
+                error(
+                    "PZ0105",
+                    f"{directory} is not empty; pz init writes a new project",
+                    next_step="pick an empty folder, or pass --force to write into it",
+                )
+            ]
+        )
     written = []
     for rel, text in FILES.items():
         path = directory / rel

@@ -62,18 +62,23 @@ def _wh_rows(project: Path, sql: str) -> list[tuple[object, ...]]:
 
 
 def test_happy_path_writes_every_sink_and_prints_ok_lines(project_dir: Path) -> None:
-    write_project(project_dir, {**BASE,
-        "pipelines/totals.sql": """
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/totals.sql": """
             INSERT INTO {{ sink('wh', 'totals') }}
             SELECT o.customer, c.country, sum(o.amount) AS total
             FROM {{ source('files', 'orders') }} AS o
             JOIN {{ source('files', 'customers') }} AS c ON c.name = o.customer
             GROUP BY ALL ORDER BY 1
         """,
-        "pipelines/orders_copy.sql": """
+            "pipelines/orders_copy.sql": """
             INSERT INTO {{ sink('lake', 'orders_copy') }}
             SELECT * FROM {{ source('files', 'orders') }}
-        """})
+        """,
+        },
+    )
     result = pz(project_dir, "run")
     assert result.exit_code == 0, result.output
     lines = result.lines
@@ -82,37 +87,54 @@ def test_happy_path_writes_every_sink_and_prints_ok_lines(project_dir: Path) -> 
     assert any(line.startswith("ok wh.totals 2 rows") for line in lines)
     assert any(line.startswith("ok lake.orders_copy 3 rows") for line in lines)
     assert _wh_rows(project_dir, "SELECT * FROM totals ORDER BY 1") == [
-        ("ada", "GB", pytest.approx(15.75)), ("grace", "US", pytest.approx(20.0))]
-    lake = duckdb.sql(f"SELECT count(*) FROM '{project_dir}/out/lake/orders_copy.parquet/*.parquet'").fetchone()
+        ("ada", "GB", pytest.approx(15.75)),
+        ("grace", "US", pytest.approx(20.0)),
+    ]
+    lake = duckdb.sql(
+        f"SELECT count(*) FROM '{project_dir}/out/lake/orders_copy.parquet/*.parquet'"
+    ).fetchone()
     assert lake == (3,)
     results = result.run_results()
     assert results["status"] == "success"
     assert {n["name"] for n in results["nodes"]} == {
-        "src_files__orders", "src_files__customers", "totals", "orders_copy", "wh.totals", "lake.orders_copy"}
+        "src_files__orders",
+        "src_files__customers",
+        "totals",
+        "orders_copy",
+        "wh.totals",
+        "lake.orders_copy",
+    }
     for node in results["nodes"]:
         assert node["status"] == "success" and len(node["id"]) == 16 and node["duration_ms"] >= 0
 
 
 def test_failed_branch_skips_descendants_and_other_branch_commits(project_dir: Path) -> None:
-    write_project(project_dir, {**BASE,
-        # fails at run time only: 'x' cannot be cast, which dry-compile cannot know
-        "pipelines/bad_totals.sql": """
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            # fails at run time only: 'x' cannot be cast, which dry-compile cannot know
+            "pipelines/bad_totals.sql": """
             INSERT INTO {{ sink('wh', 'bad_totals') }}
             SELECT customer, sum(CAST(code AS INTEGER)) AS n FROM {{ source('files', 'orders') }} GROUP BY 1
         """,
-        "pipelines/bad_totals.yml": """
+            "pipelines/bad_totals.yml": """
             checks:
               - not_null: { columns: [customer] }
         """,
-        "pipelines/orders_copy.sql": """
+            "pipelines/orders_copy.sql": """
             INSERT INTO {{ sink('lake', 'orders_copy') }}
             SELECT * FROM {{ source('files', 'orders') }}
-        """})
+        """,
+        },
+    )
     result = pz(project_dir, "run")
     assert result.exit_code == 1, result.output
     assert any(line.startswith("FAIL bad_totals 0 rows") for line in result.lines)
-    assert any(line.startswith("  PZ0507: pipeline 'bad_totals'") and "Could not convert" in line
-               for line in result.lines), result.output
+    assert any(
+        line.startswith("  PZ0507: pipeline 'bad_totals'") and "Could not convert" in line
+        for line in result.lines
+    ), result.output
     assert "SKIP wh.bad_totals (upstream bad_totals failed)" in result.lines
     assert "SKIP chk_bad_totals__not_null_customer (upstream bad_totals failed)" in result.lines
     assert result.node("lake.orders_copy")["status"] == "success"
@@ -125,17 +147,22 @@ def test_failed_branch_skips_descendants_and_other_branch_commits(project_dir: P
 
 
 def test_sink_failure_leaves_other_sink_committed(project_dir: Path) -> None:
-    write_project(project_dir, {**BASE,
-        "sinks/wh.yml": """
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "sinks/wh.yml": """
             connector: duckdb
             connection: { path: blocker/wh.duckdb }
         """,
-        "blocker": "a file where the sink wants a folder\n",
-        "pipelines/totals.sql": """
+            "blocker": "a file where the sink wants a folder\n",
+            "pipelines/totals.sql": """
             INSERT INTO {{ sink('wh', 'totals') }}
             INSERT INTO {{ sink('lake', 'orders_copy') }}
             SELECT customer, sum(amount) AS total FROM {{ source('files', 'orders') }} GROUP BY 1
-        """})
+        """,
+        },
+    )
     result = pz(project_dir, "run")
     assert result.exit_code == 1, result.output
     assert any(line.startswith("FAIL wh.totals 0 rows") for line in result.lines)
@@ -144,16 +171,21 @@ def test_sink_failure_leaves_other_sink_committed(project_dir: Path) -> None:
 
 
 def test_fail_fast_cancels_pending_nodes(project_dir: Path) -> None:
-    write_project(project_dir, {**BASE,
-        "project.yml": "name: shop\nengine: { threads: 1 }\n",
-        "pipelines/a_bad.sql": """
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "project.yml": "name: shop\nengine: { threads: 1 }\n",
+            "pipelines/a_bad.sql": """
             INSERT INTO {{ sink('wh', 'bad_totals') }}
             SELECT CAST(code AS INTEGER) AS n FROM {{ source('files', 'orders') }}
         """,
-        "pipelines/z_copy.sql": """
+            "pipelines/z_copy.sql": """
             INSERT INTO {{ sink('lake', 'orders_copy') }}
             SELECT * FROM {{ source('files', 'customers') }}
-        """})
+        """,
+        },
+    )
     result = pz(project_dir, "run", "--fail-fast")
     assert result.exit_code == 1
     statuses = {n["name"]: n["status"] for n in result.run_results()["nodes"]}
@@ -163,26 +195,35 @@ def test_fail_fast_cancels_pending_nodes(project_dir: Path) -> None:
 
 
 def test_warning_only_project_runs_and_exits_zero(project_dir: Path) -> None:
-    write_project(project_dir, {**BASE,
-        "pipelines/scratch.sql": "SELECT * FROM {{ source('files', 'orders') }}\n"})
+    write_project(
+        project_dir, {**BASE, "pipelines/scratch.sql": "SELECT * FROM {{ source('files', 'orders') }}\n"}
+    )
     result = pz(project_dir, "run")
     assert result.exit_code == 0, result.output
-    assert ("warning: PZ0223 pipelines/scratch.sql: pipeline 'scratch' has no INSERT INTO and no ref() consumer"
-            in result.lines)
+    assert (
+        "warning: PZ0223 pipelines/scratch.sql: pipeline 'scratch' has no INSERT INTO and no ref() consumer"
+        in result.lines
+    )
     assert any(line.startswith("ok scratch 3 rows") for line in result.lines)
     validate = pz(project_dir, "validate")
     assert validate.exit_code == 0
     assert "1 warning" in validate.lines
 
 
-def test_replace_failing_before_swap_leaves_previous_target(project_dir: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    write_project(project_dir, {**BASE,
-        "pipelines/totals.sql": """
+def test_replace_failing_before_swap_leaves_previous_target(
+    project_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/totals.sql": """
             INSERT INTO {{ sink('wh', 'totals') }}
             INSERT INTO {{ sink('lake', 'orders_copy') }}
             SELECT customer, sum(amount) AS total FROM {{ source('files', 'orders') }} GROUP BY 1
-        """})
+        """,
+        },
+    )
     assert pz(project_dir, "run").exit_code == 0
     before_rows = _wh_rows(project_dir, "SELECT * FROM totals ORDER BY 1")
     lake = project_dir / "out" / "lake" / "orders_copy.parquet"
@@ -197,11 +238,16 @@ def test_replace_failing_before_swap_leaves_previous_target(project_dir: Path,
 
 
 def test_replace_killed_before_swap_leaves_previous_target(project_dir: Path) -> None:
-    write_project(project_dir, {**BASE,
-        "pipelines/totals.sql": """
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/totals.sql": """
             INSERT INTO {{ sink('wh', 'totals') }}
             SELECT customer, sum(amount) AS total FROM {{ source('files', 'orders') }} GROUP BY 1
-        """})
+        """,
+        },
+    )
     assert pz(project_dir, "run").exit_code == 0
     before = _wh_rows(project_dir, "SELECT * FROM totals ORDER BY 1")
     (project_dir / "data" / "orders.csv").write_text("id,customer,amount,code\n9,zed,1.00,1\n")
@@ -211,10 +257,14 @@ def test_replace_killed_before_swap_leaves_previous_target(project_dir: Path) ->
 
 
 def test_empty_result_never_replaces_a_table(project_dir: Path) -> None:
-    files = {**BASE, "pipelines/totals.sql": """
+    files = {
+        **BASE,
+        "pipelines/totals.sql": """
             INSERT INTO {{ sink('wh', 'totals') }}
             SELECT customer, amount FROM {{ source('files', 'orders') }} WHERE amount > {{ var('floor') }}
-        """, "project.yml": "name: shop\nvars:\n  floor: { type: int, default: 0 }\n"}
+        """,
+        "project.yml": "name: shop\nvars:\n  floor: { type: int, default: 0 }\n",
+    }
     write_project(project_dir, files)
     assert pz(project_dir, "run").exit_code == 0
     result = pz(project_dir, "run", "--var", "floor=1000")
@@ -226,10 +276,16 @@ def test_empty_result_never_replaces_a_table(project_dir: Path) -> None:
 def test_json_log_format_prints_one_event_per_line(project_dir: Path) -> None:
     import json
 
-    write_project(project_dir, {**BASE, "pipelines/orders_copy.sql": """
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/orders_copy.sql": """
             INSERT INTO {{ sink('lake', 'orders_copy') }}
             SELECT * FROM {{ source('files', 'orders') }}
-        """})
+        """,
+        },
+    )
     result = pz(project_dir, "--log-format", "json", "run")
     assert result.exit_code == 0
     events = [json.loads(line) for line in result.lines]
@@ -246,10 +302,16 @@ def test_second_concurrent_run_is_refused(project_dir: Path) -> None:
     import fcntl
     import os
 
-    write_project(project_dir, {**BASE, "pipelines/orders_copy.sql": """
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/orders_copy.sql": """
             INSERT INTO {{ sink('lake', 'orders_copy') }}
             SELECT * FROM {{ source('files', 'orders') }}
-        """})
+        """,
+        },
+    )
     lock = project_dir / ".pz" / "lock"
     lock.parent.mkdir(parents=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT)
@@ -264,11 +326,17 @@ def test_second_concurrent_run_is_refused(project_dir: Path) -> None:
 
 
 def test_retention_keeps_last_staging_databases(project_dir: Path) -> None:
-    write_project(project_dir, {**BASE, "project.yml": "name: shop\nretention: { keep_last: 2 }\n",
-                                "pipelines/orders_copy.sql": """
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "project.yml": "name: shop\nretention: { keep_last: 2 }\n",
+            "pipelines/orders_copy.sql": """
             INSERT INTO {{ sink('lake', 'orders_copy') }}
             SELECT * FROM {{ source('files', 'orders') }}
-        """})
+        """,
+        },
+    )
     for _ in range(4):
         assert pz(project_dir, "run").exit_code == 0
     runs = sorted((project_dir / ".pz" / "runs").iterdir())

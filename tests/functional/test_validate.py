@@ -7,6 +7,8 @@ from pathlib import Path
 
 from tests.conftest import pz, pz_subprocess, write_project
 
+P_SQL = "INSERT INTO {{ sink('lake', 'p') }}\nSELECT * FROM {{ source('files', 'orders') }}\n"
+
 GOOD_BASE = {
     "project.yml": """
         name: shop
@@ -33,9 +35,11 @@ ERROR_LINE = re.compile(r"^error: (PZ\d{4}) (\S+?)(:\d+(:\d+)?)?: .+$")
 
 
 def test_broken_project_reports_every_error_at_once(project_dir: Path) -> None:
-    write_project(project_dir, {
-        **GOOD_BASE,
-        "sources/files.yml": """
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "sources/files.yml": """
             connector: localfiles
             connection: { root: data, rooot: data }
             datasets:
@@ -44,41 +48,42 @@ def test_broken_project_reports_every_error_at_once(project_dir: Path) -> None:
                 path: orders.csv
                 columns: { id: bigint, customer: varchar, amount: double }
         """,
-        "sinks/lake.yml": """
+            "sinks/lake.yml": """
             connector: localfiles
             connection: { root: out }
             outputs:
               merged: { strategy: merge }
               typo: { formatt: csv }
         """,
-        "pipelines/a.sql": """
+            "pipelines/a.sql": """
             INSERT INTO {{ sink('wh', 'totals') }}
             SELECT * FROM {{ source('files', 'nope') }} JOIN {{ ref('orderz') }} USING (id)
         """,
-        "pipelines/orders.sql": """
+            "pipelines/orders.sql": """
             INSERT INTO {{ sink('lake', 'merged') }}
             SELECT id, customer, amount FROM {{ source('files', 'orders') }}
         """,
-        "pipelines/b.sql": """
+            "pipelines/b.sql": """
             INSERT INTO {{ sink('lake', 'dup') }}
             INSERT INTO {{ sink('lake', 'dup') }}
             SELECT 1 AS x
         """,
-        "pipelines/c.sql": """
+            "pipelines/c.sql": """
             INSERT INTO {{ sink('lake', 'c_out') }}
             SELECT id,
                    custmer
             FROM {{ source('files', 'orders') }}
         """,
-        "pipelines/d.sql": """
+            "pipelines/d.sql": """
             INSERT INTO {{ sink('lake', 'shared') }}
             SELECT 1 AS x
         """,
-        "pipelines/e.sql": """
+            "pipelines/e.sql": """
             INSERT INTO {{ sink('lake', 'shared') }}
             SELECT {{ var('max_total') }} AS x
         """,
-    })
+        },
+    )
     result = pz_subprocess(project_dir, "validate")
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
@@ -92,35 +97,40 @@ def test_broken_project_reports_every_error_at_once(project_dir: Path) -> None:
         if line.startswith("error: "):
             assert result.lines[i + 1].startswith("  next: "), line
     assert "error: PZ0201 pipelines/a.sql:1:13: sink() names undeclared sink 'wh'" in result.lines
-    assert any(line.startswith("error: PZ0203 pipelines/a.sql:2:") and "did you mean 'orders'?" in line
-               for line in errors)
+    assert any(
+        line.startswith("error: PZ0203 pipelines/a.sql:2:") and "did you mean 'orders'?" in line
+        for line in errors
+    )
     assert any(line.startswith("error: PZ0412 pipelines/c.sql:3:") and "custmer" in line for line in errors)
     assert any(line.startswith("error: PZ0301 sources/files.yml:2:") and "rooot" in line for line in errors)
     assert result.lines[-1].startswith(f"{len(errors)} errors")
 
 
 def test_shape_errors_of_several_files_are_reported_together(project_dir: Path) -> None:
-    write_project(project_dir, {
-        **GOOD_BASE,
-        "project.yml": """
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "project.yml": """
             name: shop
             engine:
               breaker: { failure_threshold: 0 }
               threads: many
         """,
-        "sinks/lake.yml": """
+            "sinks/lake.yml": """
             connector: localfiles
             connection: { root: out }
             outputs:
               x: { input: orders }
         """,
-        "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'x') }}\nSELECT 1 AS a\n",
-        "pipelines/p.yml": """
+            "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'x') }}\nSELECT 1 AS a\n",
+            "pipelines/p.yml": """
             checks:
               - not_nul: { columns: [a] }
               - unique: { column: a }
         """,
-    })
+        },
+    )
     result = pz(project_dir, "validate")
     assert result.exit_code == 2
     codes = [line.split()[1] for line in result.lines if line.startswith("error: ")]
@@ -129,21 +139,31 @@ def test_shape_errors_of_several_files_are_reported_together(project_dir: Path) 
 
 
 def test_cycle_is_printed(project_dir: Path) -> None:
-    write_project(project_dir, {**GOOD_BASE,
-        "pipelines/a.sql": "SELECT * FROM {{ ref('b') }}\n",
-        "pipelines/b.sql": "INSERT INTO {{ sink('lake', 'b') }}\nSELECT * FROM {{ ref('a') }}\n"})
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "pipelines/a.sql": "SELECT * FROM {{ ref('b') }}\n",
+            "pipelines/b.sql": "INSERT INTO {{ sink('lake', 'b') }}\nSELECT * FROM {{ ref('a') }}\n",
+        },
+    )
     result = pz(project_dir, "validate")
     assert result.exit_code == 2
     assert any("PZ0205" in line and "a -> b -> a" in line for line in result.lines), result.output
 
 
 def test_hostile_check_expression_is_refused_before_running(project_dir: Path) -> None:
-    write_project(project_dir, {**GOOD_BASE,
-        "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'p') }}\nSELECT * FROM {{ source('files', 'orders') }}\n",
-        "pipelines/p.yml": """
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "pipelines/p.sql": P_SQL,
+            "pipelines/p.yml": """
             checks:
               - expression: { sql: "TRUE); DROP TABLE p; SELECT (1", name: evil }
-        """})
+        """,
+        },
+    )
     result = pz(project_dir, "run")
     assert result.exit_code == 2
     assert any(line.startswith("error: PZ0405 pipelines/p.yml") for line in result.lines), result.output
@@ -151,24 +171,34 @@ def test_hostile_check_expression_is_refused_before_running(project_dir: Path) -
 
 
 def test_pipeline_must_be_one_query(project_dir: Path) -> None:
-    write_project(project_dir, {**GOOD_BASE,
-        "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'p') }}\nSELECT 1 AS a; DROP TABLE x\n"})
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'p') }}\nSELECT 1 AS a; DROP TABLE x\n",
+        },
+    )
     result = pz(project_dir, "validate")
     assert result.exit_code == 2
     assert any("PZ0404" in line for line in result.lines), result.output
 
 
 def test_secret_env_never_printed(project_dir: Path) -> None:
-    write_project(project_dir, {**GOOD_BASE,
-        "project.yml": """
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "project.yml": """
             name: shop
             env:
               LAKE_TOKEN: { required: true, secret: true }
         """,
-        "pipelines/p.sql": """
+            "pipelines/p.sql": """
             INSERT INTO {{ sink('lake', 'p') }}
             SELECT {{ env('LAKE_TOKEN') }} AS token, nosuchcolumn FROM {{ source('files', 'orders') }}
-        """})
+        """,
+        },
+    )
     result = pz(project_dir, "validate", env={"LAKE_TOKEN": "hunter2-very-secret"})
     assert result.exit_code == 2
     assert "hunter2-very-secret" not in result.output
@@ -177,15 +207,20 @@ def test_secret_env_never_printed(project_dir: Path) -> None:
 
 
 def test_plan_prints_nodes_with_tier_strategy_and_retry(project_dir: Path) -> None:
-    write_project(project_dir, {**GOOD_BASE,
-        "sinks/lake.yml": """
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "sinks/lake.yml": """
             connector: localfiles
             connection: { root: out }
             retry: { max_attempts: 6 }
             outputs:
               p: { format: csv, retry: { base_delay: 2s } }
         """,
-        "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'p') }}\nSELECT * FROM {{ source('files', 'orders') }}\n"})
+            "pipelines/p.sql": P_SQL,
+        },
+    )
     result = pz(project_dir, "plan")
     assert result.exit_code == 0, result.output
     text = result.output

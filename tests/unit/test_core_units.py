@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pipelinez.compile.graph import ancestors, descendants, find_cycle, topological_order
 from pipelinez.compile.pipeline_sql import split_pipeline
-from pipelinez.compile.templating import Templater, TemplateFailure
+from pipelinez.compile.templating import TemplateFailure, Templater
 from pipelinez.compile.values import Redactor, ResolvedValues, parse_typed, sql_literal
 from pipelinez.config.model import RetrySpec
 from pipelinez.core import codes
@@ -30,9 +30,28 @@ def test_codes_are_well_formed_unique_and_documented() -> None:
         assert code.code not in seen
         seen.add(code.code)
         assert code.name and code.when and code.next_step
-    for named in ("PZ0112", "PZ0113", "PZ0120", "PZ0201", "PZ0206", "PZ0208", "PZ0214", "PZ0223", "PZ0224",
-                  "PZ0225", "PZ0226", "PZ0227", "PZ0312", "PZ0313", "PZ0412", "PZ0501", "PZ0502", "PZ0503",
-                  "PZ0504", "PZ0506"):
+    for named in (
+        "PZ0112",
+        "PZ0113",
+        "PZ0120",
+        "PZ0201",
+        "PZ0206",
+        "PZ0208",
+        "PZ0214",
+        "PZ0223",
+        "PZ0224",
+        "PZ0225",
+        "PZ0226",
+        "PZ0227",
+        "PZ0312",
+        "PZ0313",
+        "PZ0412",
+        "PZ0501",
+        "PZ0502",
+        "PZ0503",
+        "PZ0504",
+        "PZ0506",
+    ):
         assert named in codes.BY_CODE
     assert codes.BY_CODE["PZ0207"].retired
 
@@ -41,19 +60,33 @@ def test_error_docs_page_is_generated_from_registry() -> None:
     from pathlib import Path
 
     page = Path(__file__).parents[2] / "docs" / "errors.md"
-    assert page.read_text() == codes.render_markdown(), "regenerate: python -m pipelinez.core.codes > docs/errors.md"
+    assert page.read_text() == codes.render_markdown(), (
+        "regenerate: python -m pipelinez.core.codes > docs/errors.md"
+    )
 
 
 def test_every_diagnostic_and_event_serializes() -> None:
     d = error("PZ0201", "x", place=Place("a.sql", 1, 2))
     assert json.loads(json.dumps(d.to_dict()))["place"] == {"file": "a.sql", "line": 1, "col": 2}
-    for cls in (events.RunStarted, events.NodeStarted, events.NodeCompleted, events.NodeRetry,
-                events.BreakerStateChanged, events.WarningEvent, events.Note, events.RunCompleted):
+    for cls in (
+        events.RunStarted,
+        events.NodeStarted,
+        events.NodeCompleted,
+        events.NodeRetry,
+        events.BreakerStateChanged,
+        events.WarningEvent,
+        events.Note,
+        events.RunCompleted,
+    ):
         data = cls("run").to_dict()
         assert data["event"] == cls.EVENT and data["run_id"] == "run" and "ts" in data
         json.dumps(data)
-    assert events.BreakerStateChanged("r", instance="source:pg", from_state="closed",
-                                      to_state="open").to_dict()["from"] == "closed"
+    assert (
+        events.BreakerStateChanged("r", instance="source:pg", from_state="closed", to_state="open").to_dict()[
+            "from"
+        ]
+        == "closed"
+    )
 
 
 def test_diagnostic_takes_next_step_from_registry() -> None:
@@ -87,7 +120,9 @@ def test_only_transient_failures_retry_until_attempts_run_out() -> None:
             raise NodeFailure("PZ0505", "connection reset", transient=True)
         return "done"
 
-    result = run_with_retry(flaky, RetryPolicy(3, 0.0, 0.0), lambda a, d, f: retries.append(a), sleep=lambda s: None)
+    result = run_with_retry(
+        flaky, RetryPolicy(3, 0.0, 0.0), lambda a, d, f: retries.append(a), sleep=lambda s: None
+    )
     assert result == ("done", 3) and retries == [1, 2]
 
     def terminal(attempt: int) -> str:
@@ -130,9 +165,13 @@ def test_sink_clauses_split_keeps_line_numbers() -> None:
 def test_templating_records_calls_with_positions_and_quotes_values() -> None:
     values = ResolvedValues()
     t = Templater(values)
-    rendered = t.render_sql("INSERT INTO {{ sink('lake', 'o') }}\nSELECT * FROM {{ source('s', 'd') }}", "p.sql")
+    rendered = t.render_sql(
+        "INSERT INTO {{ sink('lake', 'o') }}\nSELECT * FROM {{ source('s', 'd') }}", "p.sql"
+    )
     assert [(c.function, c.args, c.place.line, c.place.col) for c in rendered.calls] == [
-        ("sink", ("lake", "o"), 1, 13), ("source", ("s", "d"), 2, 15)]
+        ("sink", ("lake", "o"), 1, 13),
+        ("source", ("s", "d"), 2, 15),
+    ]
     assert '"src_s__d"' in rendered.text
     with pytest.raises(TemplateFailure) as info:
         t.render_sql("SELECT {{ var('nope') }}", "p.sql")
