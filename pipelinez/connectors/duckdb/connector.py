@@ -1,0 +1,286 @@
+"""The `duckdb` connector: tables of a DuckDB database file, as sources and sinks (the default warehouse).
+
+Source: `table` (`orders`, `analytics.orders`) or `query`. A query runs with the source file as the default
+database, so it names tables as it would inside that file (`orders`, `analytics.orders`), never the staging
+tables. A `columns:` contract selects those columns, cast to the contract's types.
+- native: the file is attached READ_ONLY to the staging database under a unique alias, the rows are copied
+  with CREATE TABLE … AS / INSERT INTO … BY NAME, and the file is detached.
+- universal: a separate read-only connection to the file streams Arrow record batches.
+Sink: replace / merge / append in one transaction each (see `strategies`), into the file attached to the
+staging database (native) or opened by a separate connection that ingests the Arrow stream (universal).
+The file (and its folder) is created when missing.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipelinez.connectors.duckdb import strategies
+from pipelinez.connectors.duckdb.files import attached, connected, resolve_path
+from pipelinez.connectors.duckdb.names import TableName
+from pipelinez.connectors.duckdb.sql import canonical_contract, land, wrap
+from pipelinez.connectors.sdk import (
+    Connector,
+    ConnectorContext,
+    ConnectorIssue,
+    DatasetRequest,
+    OutputRequest,
+    Partition,
+    WriteResult,
+)
+from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.sqlnames import quote_ident, split_qualified
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+BATCH_ROWS = 122_880
+_STREAM = "__pz_stream"
+_INCOMING = "__pz_incoming"
+_STAGED = f'"temp"."main"."{_INCOMING}"'
+
+
+class DuckDBConnector(Connector):
+    def __init__(self, context: ConnectorContext):
+        super().__init__(context)
+        self.path: Path = resolve_path(context.project_dir, context.connection.get("path", ""))
+
+    # -- static ------------------------------------------------------------------------------
+    @classmethod
+    def validate(
+        cls,
+        connection: dict[str, Any],
+        datasets: dict[str, dict[str, Any]],
+        outputs: dict[str, dict[str, Any]],
+    ) -> list[ConnectorIssue]:
+        issues: list[ConnectorIssue] = []
+        for name, block in datasets.items():
+            has_table, has_query = "table" in block, "query" in block
+            if has_table == has_query:
+                issues.append(
+                    ConnectorIssue(
+                        "a duckdb dataset needs exactly one of table: or query:",
+                        ("table",) if has_table else (),
+                        "dataset",
+                        name,
+                    )
+                )
+            issues += _name_issue(block.get("table"), "dataset", name)
+        for name, block in outputs.items():
+            issues += _name_issue(block.get("table"), "output", name)
+        return issues
+
+    def static_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]] | None:
+        if not self.path.is_file():
+            return None
+        try:
+            return self.fetch_schema(dataset)
+        except PzConnectorError:
+            return None
+
+    # -- source ------------------------------------------------------------------------------
+    def extract_native(
+        self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest, partition: Partition, target: str
+    ) -> None:
+        import duckdb
+
+        where = self._where(dataset)
+        self._require_file(where, "PZ0505")
+        try:
+            with attached(con, self.path, read_only=True) as alias:
+                if "query" not in dataset.options:
+                    land(con, target, self._select(dataset, alias))
+                    return
+                row = con.execute("SELECT current_database(), current_schema()").fetchone()
+                assert row is not None
+                qualified = _qualify(target, str(row[0]), str(row[1]))
+                con.execute(f"USE {quote_ident(alias)}")
+                try:
+                    land(con, qualified, self._select(dataset, None))
+                finally:
+                    con.execute(f"USE {quote_ident(str(row[0]))}.{quote_ident(str(row[1]))}")
+        except duckdb.Error as exc:
+            raise wrap(exc, where, "PZ0505") from exc
+
+    def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
+        import duckdb
+
+        where = self._where(dataset)
+        self._require_file(where, "PZ0505")
+        try:
+            with connected(self.path, read_only=True) as con:
+                con.execute("SET arrow_lossless_conversion = true")
+                yield from con.execute(self._select(dataset, None)).to_arrow_reader(BATCH_ROWS)
+        except duckdb.Error as exc:
+            raise wrap(exc, where, "PZ0505") from exc
+
+    # -- sink --------------------------------------------------------------------------------
+    def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
+        import duckdb
+
+        where = self._sink_where(output)
+        target = self._target(output)
+        cur = con.cursor()
+        try:
+            rows, cols = self._prepare(cur, output, source, target, where)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with attached(con, self.path, read_only=False) as alias:
+                return strategies.write(cur, alias, target, output, source, cols, rows)
+        except duckdb.Error as exc:
+            raise wrap(exc, where, "PZ0501") from exc
+        except OSError as exc:
+            raise PzConnectorError(f"{where}: {exc}", code="PZ0501") from exc
+        finally:
+            cur.close()
+
+    def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:
+        import duckdb
+
+        where = self._sink_where(output)
+        target = self._target(output)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with connected(self.path, read_only=False) as con:
+                con.register(_STREAM, reader)
+                con.execute(f"CREATE TEMP TABLE {quote_ident(_INCOMING)} AS SELECT * FROM {_STREAM}")
+                con.unregister(_STREAM)
+                rows, cols = self._prepare(con, output, _STAGED, target, where)
+                row = con.execute("SELECT current_database()").fetchone()
+                assert row is not None
+                return strategies.write(con, str(row[0]), target, output, _STAGED, cols, rows)
+        except duckdb.Error as exc:
+            raise wrap(exc, where, "PZ0501") from exc
+        except OSError as exc:
+            raise PzConnectorError(f"{where}: {exc}", code="PZ0501") from exc
+
+    # -- connectivity ----------------------------------------------------------------------------
+    def check_connection(self) -> None:
+        import duckdb
+
+        if not self.path.exists():
+            return  # a sink creates it; a source's datasets report PZ0602 from fetch_schema
+        try:
+            with connected(self.path, read_only=True) as con:
+                con.execute("SELECT 1").fetchall()
+        except duckdb.Error as exc:
+            raise wrap(exc, f"duckdb '{self.context.instance}': cannot open {self.path}", "PZ0601") from exc
+
+    def fetch_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]]:
+        import duckdb
+
+        where = self._where(dataset)
+        self._require_file(where, "PZ0602")
+        try:
+            with connected(self.path, read_only=True) as con:
+                return strategies.columns_of(con, f"({self._select(dataset, None)})")
+        except duckdb.Error as exc:
+            raise wrap(exc, where, "PZ0602") from exc
+
+    def probe_output(self, output: OutputRequest) -> None:
+        import duckdb
+
+        where = self._sink_where(output)
+        target = self._target(output)
+        if not self.path.exists():
+            folder = self.path.parent
+            while not folder.exists() and folder != folder.parent:
+                folder = folder.parent
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise PzConnectorError(
+                    f"{where}: cannot create {self.path}: folder {folder} is not writable", code="PZ0606"
+                )
+            return
+        try:
+            with connected(self.path, read_only=False) as con:
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(target.schema)}")
+                    probe = TableName(target.schema, f"__pz_probe_{secrets.token_hex(4)}")
+                    con.execute(f"CREATE TABLE {probe.sql()} (x INTEGER)")
+                finally:
+                    con.execute("ROLLBACK")
+        except duckdb.Error as exc:
+            raise wrap(exc, f"{where}: cannot write table {target} in {self.path}", "PZ0606") from exc
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _where(self, dataset: DatasetRequest) -> str:
+        return f"source '{self.context.instance}' dataset '{dataset.name}'"
+
+    def _sink_where(self, output: OutputRequest) -> str:
+        return f"sink '{self.context.instance}' output '{output.name}'"
+
+    def _require_file(self, where: str, code: str) -> None:
+        if not self.path.is_file():
+            raise PzConnectorError(f"{where}: database file {self.path} does not exist", code=code)
+
+    def _target(self, output: OutputRequest) -> TableName:
+        text = output.options.get("table") or output.name
+        try:
+            return TableName.parse(str(text))
+        except ValueError as exc:
+            raise PzConnectorError(f"{self._sink_where(output)}: table: {exc}", code="PZ0303") from exc
+
+    def _select(self, dataset: DatasetRequest, catalog: str | None) -> str:
+        """The dataset's SELECT: its table (in `catalog` when given) or its query, cast to the contract."""
+        where = self._where(dataset)
+        if "query" in dataset.options:
+            query = str(dataset.options["query"]).strip().rstrip(";").strip()
+            base = f"SELECT * FROM (\n{query}\n) AS pz_query"
+        else:
+            try:
+                table = TableName.parse(str(dataset.options.get("table", "")))
+            except ValueError as exc:
+                raise PzConnectorError(f"{where}: table: {exc}", code="PZ0302") from exc
+            base = f"SELECT * FROM {table.sql(catalog)}"
+        columns = dataset.columns
+        if columns is None and isinstance(dataset.options.get("columns"), dict):
+            columns = {str(k): str(v) for k, v in dataset.options["columns"].items()}
+        contract = canonical_contract(columns, where)
+        if not contract:
+            return base
+        cols = ", ".join(f"CAST({quote_ident(n)} AS {t}) AS {quote_ident(n)}" for n, t in contract)
+        return f"SELECT {cols} FROM ({base}) AS pz_src"
+
+    def _prepare(
+        self,
+        cur: duckdb.DuckDBPyConnection,
+        output: OutputRequest,
+        source: str,
+        target: TableName,
+        where: str,
+    ) -> tuple[int, list[tuple[str, str]]]:
+        """Row count and columns of the source, after the checks that pass before the target is touched."""
+        rows = strategies.count_rows(cur, source)
+        if output.strategy == "replace" and rows == 0 and not output.allow_empty:
+            raise strategies.refuse_empty(where, target)
+        if output.strategy not in ("replace", "merge", "append"):
+            raise PzConnectorError(f"{where}: unknown strategy '{output.strategy}'", code="PZ0305")
+        cols = strategies.columns_of(cur, source)
+        if output.strategy == "merge":
+            strategies.check_merge(cur, output, source, cols, where)
+        return rows, cols
+
+
+def _qualify(target: str, database: str, schema: str) -> str:
+    """`target` (quoted, maybe qualified) with its database and schema spelled out."""
+    parts = split_qualified(target)
+    if len(parts) == 1:
+        parts = [database, schema, *parts]
+    elif len(parts) == 2:
+        parts = [database, *parts]
+    return ".".join(quote_ident(p) for p in parts)
+
+
+def _name_issue(value: object, block: str, name: str) -> list[ConnectorIssue]:
+    if not isinstance(value, str) or "{{" in value:
+        return []
+    try:
+        TableName.parse(value)
+    except ValueError as exc:
+        return [ConnectorIssue(f"table: {exc}", ("table",), block, name)]
+    return []

@@ -1,0 +1,96 @@
+"""DuckDB SQL helpers shared by the builtin connectors: contract types, landing rows, error messages."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.sqlnames import split_qualified
+from pipelinez.core.transient import is_transient_native
+
+if TYPE_CHECKING:
+    import duckdb
+
+_LINE_CONTEXT = re.compile(r"\n[ \t]*LINE |LINE \d+:")
+_LOCK_CONFLICT = "Could not set lock on file"
+_EXACT = "lower(database_name) = lower(?) AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)"
+_LOCK_HOLDER = re.compile(r"PID (\d+)")
+
+
+def summary(message: str) -> str:
+    """A DuckDB error message without its `LINE n:` statement context."""
+    cut = _LINE_CONTEXT.search(message)
+    return (message[: cut.start()] if cut else message).strip()
+
+
+def wrap(exc: BaseException, prefix: str, code: str) -> PzConnectorError:
+    """A DuckDB error as a PzConnectorError naming what failed (`prefix`) and the cause. A file lock held by
+    another process is transient: it clears when that process closes the file."""
+    text = summary(str(exc))
+    if _LOCK_CONFLICT in text:
+        holder = _LOCK_HOLDER.search(text)
+        who = f" (PID {holder.group(1)})" if holder else ""
+        return PzConnectorError(
+            f"{prefix}: another process holds the database file open{who}; close it (a DuckDB shell, a "
+            f"notebook, another pz run) and retry. DuckDB said: {text.splitlines()[0]}",
+            is_transient=True,
+            code=code,
+        )
+    return PzConnectorError(f"{prefix}: {text}", is_transient=is_transient_native(text), code=code)
+
+
+def canonical_type(text: str) -> str:
+    """A contract type as DuckDB spells it (`decimal(18,2)` -> `DECIMAL(18,2)`), parsed by DuckDB itself, so
+    the result is safe to place in SQL. ValueError when DuckDB does not know the type."""
+    import duckdb
+
+    try:
+        return str(duckdb.sqltype(str(text)))
+    except duckdb.Error as exc:
+        raise ValueError(summary(str(exc))) from exc
+
+
+def canonical_contract(columns: Mapping[str, str] | None, where: str) -> list[tuple[str, str]] | None:
+    if not columns:
+        return None
+    result: list[tuple[str, str]] = []
+    for name, typ in columns.items():
+        try:
+            result.append((str(name), canonical_type(typ)))
+        except ValueError as exc:
+            raise PzConnectorError(
+                f"{where}: column '{name}' has type '{typ}' that DuckDB does not know ({exc})", code="PZ0505"
+            ) from exc
+    return result
+
+
+def table_exists(con: duckdb.DuckDBPyConnection, quoted: str) -> bool:
+    """Whether the (quoted, maybe qualified) table exists, looked up without touching it."""
+    parts = split_qualified(quoted)
+    row = con.execute("SELECT current_database(), current_schema()").fetchone()
+    assert row is not None
+    db, schema = str(row[0]), str(row[1])
+    if len(parts) == 1:
+        where = (
+            "((lower(database_name) = lower(?) AND lower(schema_name) = lower(?)) OR database_name = 'temp') "
+            "AND lower(table_name) = lower(?)"
+        )
+        params = [db, schema, parts[0]]
+    elif len(parts) == 2:
+        where = _EXACT
+        params = [db, parts[0], parts[1]]
+    else:
+        where = _EXACT
+        params = parts[-3:]
+    found = con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE {where}", params).fetchone()
+    return bool(found and found[0])
+
+
+def land(con: duckdb.DuckDBPyConnection, target: str, select: str) -> None:
+    """Create `target` from `select`, or insert into it by column name when it exists already."""
+    if table_exists(con, target):
+        con.execute(f"INSERT INTO {target} BY NAME {select}")
+    else:
+        con.execute(f"CREATE TABLE {target} AS {select}")

@@ -1,0 +1,150 @@
+"""Write strategies into a DuckDB database, each in one transaction on the target database.
+
+`source` is a table the cursor can read (a staging table, or a temp table holding the universal stream);
+`catalog` is the target database's name on that cursor (an ATTACH alias, or the file's own name).
+
+- replace: CREATE TABLE <schema>."__pz_tmp_<table>_<run>" AS SELECT * FROM source; DROP TABLE IF EXISTS
+  target; ALTER TABLE tmp RENAME TO target; COMMIT. DuckDB runs the three in one transaction, so readers
+  and crashes see the old table or the new one, never none. (CREATE OR REPLACE would be atomic too; the temp
+  table gives the swap a seam that tests can fail on: failpoint `sink.before_swap`.)
+- merge: `MERGE INTO target USING source ON (keys)` (DuckDB >= 1.4): rows whose `on_delete` column is true
+  delete their key; other rows update the matched row or are inserted. Keys compare with IS NOT DISTINCT
+  FROM, so NULL keys match themselves and merging twice equals merging once. Two source rows with the same
+  key are refused: which one should win is not defined.
+- append: INSERT INTO target BY NAME SELECT * FROM source; batches_committed = 1.
+Columns are matched by name everywhere. A missing target (and schema) is created from the source's shape.
+Source columns the target lacks are added to it (ALTER TABLE ADD COLUMN) in the same transaction; target
+columns the source lacks are left NULL on insert and untouched on update.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pipelinez.connectors.duckdb.names import TableName
+from pipelinez.connectors.sdk import OutputRequest, WriteResult
+from pipelinez.core import failpoints
+from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.sqlnames import quote_ident
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+def count_rows(cur: duckdb.DuckDBPyConnection, source: str) -> int:
+    row = cur.execute(f"SELECT count(*) FROM {source}").fetchone()
+    return int(row[0]) if row else 0
+
+
+def columns_of(cur: duckdb.DuckDBPyConnection, relation: str) -> list[tuple[str, str]]:
+    return [(str(r[0]), str(r[1])) for r in cur.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()]
+
+
+def refuse_empty(where: str, target: TableName) -> PzConnectorError:
+    return PzConnectorError(
+        f"{where}: the result has no rows, and replace would leave table {target} empty; nothing was written "
+        "(set allow_empty: true to allow it)",
+        code="PZ0509",
+    )
+
+
+def check_merge(
+    cur: duckdb.DuckDBPyConnection,
+    output: OutputRequest,
+    source: str,
+    source_cols: Sequence[tuple[str, str]],
+    where: str,
+) -> None:
+    """Merge preconditions, checked on the source before the target is touched."""
+    names = {n.lower() for n, _ in source_cols}
+    if not output.keys:
+        raise PzConnectorError(f"{where}: merge needs keys: [...]", code="PZ0305")
+    missing = [k for k in output.keys if k.lower() not in names]
+    if output.on_delete and output.on_delete.lower() not in names:
+        missing.append(output.on_delete)
+    if missing:
+        raise PzConnectorError(
+            f"{where}: the result has no column(s) {', '.join(repr(m) for m in missing)} "
+            f"(it has: {', '.join(n for n, _ in source_cols)})",
+            code="PZ0501",
+        )
+    keys = ", ".join(quote_ident(k) for k in output.keys)
+    dup = cur.execute(
+        f"SELECT count(*) FROM (SELECT {keys} FROM {source} GROUP BY ALL HAVING count(*) > 1)"
+    ).fetchone()
+    if dup and dup[0]:
+        raise PzConnectorError(
+            f"{where}: {dup[0]} key value(s) of ({', '.join(output.keys)}) repeat in the "
+            "result; merge needs one row per key (deduplicate the pipeline's result)",
+            code="PZ0501",
+        )
+
+
+def _add_missing_columns(
+    cur: duckdb.DuckDBPyConnection, target: str, source_cols: Sequence[tuple[str, str]]
+) -> None:
+    have = {n.lower() for n, _ in columns_of(cur, target)}
+    for name, typ in source_cols:
+        if name.lower() not in have:
+            cur.execute(f"ALTER TABLE {target} ADD COLUMN {quote_ident(name)} {typ}")
+
+
+def write(
+    cur: duckdb.DuckDBPyConnection,
+    catalog: str,
+    target: TableName,
+    output: OutputRequest,
+    source: str,
+    source_cols: Sequence[tuple[str, str]],
+    rows: int,
+) -> WriteResult:
+    """Run the output's strategy in one transaction; the previous state stays on any failure."""
+    qtarget = target.sql(catalog)
+    cur.execute("BEGIN TRANSACTION")
+    try:
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(catalog)}.{quote_ident(target.schema)}")
+        if output.strategy == "replace":
+            tmp = TableName(target.schema, f"__pz_tmp_{target.table}_{output.run_id or 'run'}")
+            cur.execute(f"DROP TABLE IF EXISTS {tmp.sql(catalog)}")
+            cur.execute(f"CREATE TABLE {tmp.sql(catalog)} AS SELECT * FROM {source}")
+            failpoints.hit("sink.before_swap")
+            cur.execute(f"DROP TABLE IF EXISTS {qtarget}")
+            cur.execute(f"ALTER TABLE {tmp.sql(catalog)} RENAME TO {quote_ident(target.table)}")
+            result = WriteResult(rows)
+        else:
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {qtarget} AS SELECT * FROM {source} WITH NO DATA")
+            _add_missing_columns(cur, qtarget, source_cols)
+            if output.strategy == "append":
+                cur.execute(f"INSERT INTO {qtarget} BY NAME SELECT * FROM {source}")
+                result = WriteResult(rows, batches_committed=1)
+            else:
+                cur.execute(_merge_sql(qtarget, output, source, source_cols))
+                result = WriteResult(rows)
+        cur.execute("COMMIT")
+        return result
+    except BaseException:
+        with contextlib.suppress(Exception):
+            cur.execute("ROLLBACK")
+        raise
+
+
+def _merge_sql(
+    qtarget: str, output: OutputRequest, source: str, source_cols: Sequence[tuple[str, str]]
+) -> str:
+    keys = {k.lower() for k in output.keys}
+    on = " AND ".join(f"t.{quote_ident(k)} IS NOT DISTINCT FROM s.{quote_ident(k)}" for k in output.keys)
+    names = [n for n, _ in source_cols]
+    clauses: list[str] = []
+    flag = f"s.{quote_ident(output.on_delete)}" if output.on_delete else None
+    if flag:
+        clauses.append(f"WHEN MATCHED AND {flag} IS TRUE THEN DELETE")
+    updates = ", ".join(f"{quote_ident(n)} = s.{quote_ident(n)}" for n in names if n.lower() not in keys)
+    if updates:
+        clauses.append(f"WHEN MATCHED THEN UPDATE SET {updates}")
+    cols = ", ".join(quote_ident(n) for n in names)
+    values = ", ".join(f"s.{quote_ident(n)}" for n in names)
+    guard = f" AND {flag} IS NOT TRUE" if flag else ""
+    clauses.append(f"WHEN NOT MATCHED{guard} THEN INSERT ({cols}) VALUES ({values})")
+    return f"MERGE INTO {qtarget} AS t USING {source} AS s ON ({on})\n" + "\n".join(clauses)

@@ -1,0 +1,1 @@
+"""The builtin `localfiles` connector (CSV, Parquet and JSON files under a root folder)."""

@@ -1,0 +1,276 @@
+"""The `localfiles` connector: CSV, Parquet and JSON files under a root folder, as sources and sinks.
+
+Source: `format` csv (native `read_csv` and universal pyarrow streams, same result), parquet and json
+(native-only: PZ0312 when the universal tier is forced). `path` is a file, a folder or a glob under `root`;
+matching files are read in sorted order, `files_per_partition: N` splits them into resumable partitions.
+Sink: an output is a folder of data files; replace swaps a temp folder in atomically, append adds one file.
+See `reading`, `csvformat`, `writing` and `folders` for the exact rules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from pipelinez.connectors.duckdb.sql import land, wrap
+from pipelinez.connectors.localfiles import csvformat, reading, writing
+from pipelinez.connectors.localfiles.csvformat import ReadSchema
+from pipelinez.connectors.localfiles.paths import (
+    escape_problem,
+    format_of_path,
+    is_templated,
+    resolve_root,
+)
+from pipelinez.connectors.sdk import (
+    NATIVE,
+    UNIVERSAL,
+    Connector,
+    ConnectorContext,
+    ConnectorIssue,
+    DatasetRequest,
+    OutputRequest,
+    Partition,
+    WriteResult,
+)
+from pipelinez.core.diagnostics import PzConnectorError
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+_CSV_ONLY = ("delimiter", "header", "quote", "null", "dateformat", "timestampformat")
+
+
+class LocalFilesConnector(Connector):
+    def __init__(self, context: ConnectorContext):
+        super().__init__(context)
+        self.root = resolve_root(context.project_dir, context.connection.get("root"))
+        self._schemas: dict[str, ReadSchema] = {}
+        self._lock = threading.Lock()
+
+    # -- static ------------------------------------------------------------------------------
+    @classmethod
+    def validate(
+        cls,
+        connection: dict[str, Any],
+        datasets: dict[str, dict[str, Any]],
+        outputs: dict[str, dict[str, Any]],
+    ) -> list[ConnectorIssue]:
+        issues: list[ConnectorIssue] = []
+        for name, block in datasets.items():
+            issues += _dataset_issues(name, block)
+        for name, block in outputs.items():
+            issues += _output_issues(name, block)
+        return issues
+
+    def source_tier(self, dataset: DatasetRequest) -> str:
+        fmt = self._dataset(dataset).fmt
+        if not dataset.force_universal:
+            return NATIVE
+        if fmt != "csv":
+            raise PzConnectorError(
+                f"{self._where(dataset)}: force_universal needs the universal tier, but localfiles reads "
+                f"{fmt} natively only (DuckDB read_{fmt}); remove force_universal for this source, or "
+                "convert the files to csv",
+                code="PZ0312",
+            )
+        return UNIVERSAL
+
+    def static_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]] | None:
+        ds = self._dataset(dataset)
+        if not ds.files():
+            return None
+        return list(self._schema(ds, dataset).columns)
+
+    # -- source ------------------------------------------------------------------------------
+    def partitions(self, dataset: DatasetRequest) -> list[Partition]:
+        return self._dataset(dataset).partitions(self._where(dataset))
+
+    def extract_native(
+        self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest, partition: Partition, target: str
+    ) -> None:
+        import duckdb
+
+        ds = self._dataset(dataset)
+        files = ds.partition_files(partition, self._where(dataset))
+        try:
+            schema = self._schema(ds, dataset)
+            helper = duckdb.connect()
+            try:
+                select = reading.native_select(helper, ds, schema, files)
+            finally:
+                helper.close()
+            land(con, target, select)
+        except duckdb.Error as exc:
+            raise wrap(exc, self._where(dataset, partition), "PZ0505") from exc
+
+    def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
+        import duckdb
+
+        ds = self._dataset(dataset)
+        if ds.fmt != "csv":
+            raise PzConnectorError(
+                f"{self._where(dataset)}: localfiles reads {ds.fmt} natively only", code="PZ0312"
+            )
+        files = ds.partition_files(partition, self._where(dataset))
+        try:
+            schema = self._schema(ds, dataset)
+            yield from csvformat.universal_batches(files, ds.dialect, schema)
+        except duckdb.Error as exc:
+            raise wrap(exc, self._where(dataset, partition), "PZ0505") from exc
+
+    # -- sink --------------------------------------------------------------------------------
+    def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
+        import duckdb
+
+        out = writing.FileOutput.of(self.root, output)
+        try:
+            return writing.write_native(con, out, source)
+        except duckdb.Error as exc:
+            raise wrap(exc, self._sink_where(output), "PZ0501") from exc
+        except OSError as exc:
+            raise PzConnectorError(f"{self._sink_where(output)}: {exc}", code="PZ0501") from exc
+
+    def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:
+        import duckdb
+        import pyarrow as pa
+
+        out = writing.FileOutput.of(self.root, output)
+        try:
+            return writing.write_batches(out, reader)
+        except duckdb.Error as exc:
+            raise wrap(exc, self._sink_where(output), "PZ0501") from exc
+        except (OSError, pa.ArrowException) as exc:
+            raise PzConnectorError(f"{self._sink_where(output)}: {exc}", code="PZ0501") from exc
+
+    # -- connectivity ----------------------------------------------------------------------------
+    def check_connection(self) -> None:
+        if os.path.lexists(self.root) and not self.root.is_dir():
+            raise PzConnectorError(
+                f"localfiles '{self.context.instance}': root {self.root} is not a folder", code="PZ0601"
+            )
+
+    def fetch_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]]:
+        import duckdb
+
+        ds = self._dataset(dataset)
+        files = ds.files()
+        if not files:
+            raise PzConnectorError(
+                f"{self._where(dataset)}: no file matches '{ds.path}' under root {self.root}", code="PZ0602"
+            )
+        try:
+            return list(self._schema(ds, dataset).columns)
+        except duckdb.Error as exc:
+            raise wrap(exc, self._where(dataset), "PZ0602") from exc
+
+    def probe_output(self, output: OutputRequest) -> None:
+        out = writing.FileOutput.of(self.root, output)
+        if os.path.lexists(out.folder) and not out.folder.is_dir():
+            raise PzConnectorError(
+                f"{self._sink_where(output)}: {out.folder} exists and is not a folder", code="PZ0606"
+            )
+        existing = out.folder if out.folder.is_dir() else out.folder.parent
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        probe = existing / f".pz-probe-{secrets.token_hex(4)}"
+        try:
+            probe.mkdir()
+        except OSError as exc:
+            raise PzConnectorError(
+                f"{self._sink_where(output)}: cannot create folders in {existing}: {exc.strerror or exc}",
+                code="PZ0606",
+            ) from exc
+        shutil.rmtree(probe, ignore_errors=True)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _where(self, dataset: DatasetRequest, partition: Partition | None = None) -> str:
+        text = f"source '{self.context.instance}' dataset '{dataset.name}'"
+        if partition is not None and partition.spec.get("files"):
+            text += f" ({partition.description})"
+        return text
+
+    def _sink_where(self, output: OutputRequest) -> str:
+        return f"sink '{self.context.instance}' output '{output.name}'"
+
+    def _dataset(self, dataset: DatasetRequest) -> reading.FileDataset:
+        return reading.FileDataset.of(self.root, dataset, self._where(dataset))
+
+    def _schema(self, ds: reading.FileDataset, dataset: DatasetRequest) -> ReadSchema:
+        """The dataset's schema, decided once per connector instance over all of the dataset's files."""
+        import duckdb
+
+        key = json.dumps([dataset.name, dataset.options, ds.contract], sort_keys=True, default=str)
+        with self._lock:
+            cached = self._schemas.get(key)
+            if cached is not None:
+                return cached
+            files = ds.absolute(ds.require_files(self._where(dataset)))
+            con = duckdb.connect()
+            try:
+                schema = reading.resolve_schema(con, ds, files)
+            finally:
+                con.close()
+            self._schemas[key] = schema
+            return schema
+
+
+def _dataset_issues(name: str, block: dict[str, Any]) -> list[ConnectorIssue]:
+    issues: list[ConnectorIssue] = []
+
+    def issue(message: str, *path: str) -> None:
+        issues.append(ConnectorIssue(message, path, "dataset", name))
+
+    path = block.get("path")
+    if isinstance(path, str) and not is_templated(path):
+        problem = escape_problem(path)
+        if problem:
+            issue(problem, "path")
+    fmt = block.get("format")
+    if fmt is None and isinstance(path, str) and not is_templated(path):
+        fmt = format_of_path(path)
+        if fmt is None:
+            issue(
+                f"cannot tell the format of '{path}' from its extension; set format: csv, parquet or json",
+                "format",
+            )
+    if fmt in ("parquet", "json"):
+        for key in _CSV_ONLY:
+            if key in block:
+                issue(f"'{key}' is a csv option, but this dataset's format is {fmt}", key)
+    for key in ("delimiter", "quote"):
+        value = block.get(key)
+        if (
+            isinstance(value, str)
+            and not is_templated(value)
+            and value
+            and (len(value) != 1 or not value.isascii())
+        ):
+            issue(f"{key} must be a single ASCII character, got {value!r}", key)
+    delimiter, quote = block.get("delimiter", ","), block.get("quote", '"')
+    if isinstance(delimiter, str) and delimiter and delimiter == quote:
+        issue(f"delimiter and quote are both {delimiter!r}", "quote")
+    return issues
+
+
+def _output_issues(name: str, block: dict[str, Any]) -> list[ConnectorIssue]:
+    issues: list[ConnectorIssue] = []
+    path = block.get("path")
+    if isinstance(path, str) and not is_templated(path):
+        problem = escape_problem(path)
+        if problem:
+            issues.append(ConnectorIssue(problem, ("path",), "output", name))
+        named = format_of_path(path)
+        fmt = block.get("format")
+        if isinstance(fmt, str) and not is_templated(fmt) and named and named != fmt:
+            issues.append(
+                ConnectorIssue(
+                    f"path '{path}' names a {named} file, but format is {fmt}", ("format",), "output", name
+                )
+            )
+    return issues
