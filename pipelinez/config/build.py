@@ -171,7 +171,7 @@ def _output(doc: YamlDoc, name: str, entry: dict[str, Any]) -> OutputSpec:
         name=name,
         options={k: v for k, v in entry.items() if k not in OUTPUT_ENGINE_KEYS},
         strategy=str(entry.get("strategy", "replace")),
-        keys=tuple(str(k) for k in entry.get("keys", ())),
+        keys=tuple(str(k) for k in entry.get("keys") or ()),
         on_delete=None if on_delete is None else str(on_delete["column"]),
         duplicates=None if duplicates is None else str(duplicates),
         allow_empty=bool(entry.get("allow_empty", False)),
@@ -187,7 +187,7 @@ def build_sidecar(doc: YamlDoc) -> SidecarSpec:
         file=doc.file,
         description=None if description is None else str(description),
         materialized=str(data.get("materialized", "table")),
-        tags=tuple(str(t) for t in data.get("tags", ())),
+        tags=tuple(str(t) for t in data.get("tags") or ()),
         checks=build_checks(doc, ("checks",)),
     )
 

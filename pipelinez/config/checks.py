@@ -127,7 +127,7 @@ def check_defs() -> dict[str, Any]:
     defs: dict[str, Any] = {f"check_{t}": schema for t, schema in CHECK_TYPES.items()}
     defs["check"] = check_item_schema()
     defs["checks"] = {
-        "type": "array",
+        "type": ["array", "null"],
         "items": {"$ref": "#/$defs/check"},
         "description": "data tests run in staging after the table is built",
     }

@@ -37,7 +37,7 @@ def _duration(description: str) -> dict[str, Any]:
 def _names(values: dict[str, Any], description: str) -> dict[str, Any]:
     """A mapping whose keys are names (letters, digits, _; not starting with a digit)."""
     return {
-        "type": "object",
+        "type": ["object", "null"],
         "description": description,
         "propertyNames": {"pattern": NAME_PATTERN},
         "additionalProperties": values,
@@ -123,7 +123,7 @@ def project_schema() -> dict[str, Any]:
         },
     }
     engine = {
-        "type": "object",
+        "type": ["object", "null"],
         "additionalProperties": False,
         "properties": {
             "threads": {"type": "integer", "minimum": 1, "description": "nodes run at once (default: CPUs)"},
@@ -138,14 +138,14 @@ def project_schema() -> dict[str, Any]:
         "vars": _names(var, "typed variables: {{ var('name') }}, overridden with --var name=value"),
         "env": _names(env, "every environment variable the project reads: {{ env('NAME') }}"),
         "connectors": {
-            "type": "object",
+            "type": ["object", "null"],
             "description": "pins of connector package versions",
             "propertyNames": {"minLength": 1},
             "additionalProperties": {"type": "string", "minLength": 1},
         },
         "engine": engine,
         "retention": {
-            "type": "object",
+            "type": ["object", "null"],
             "additionalProperties": False,
             "properties": {
                 "keep_last": {
@@ -198,7 +198,7 @@ def source_schema() -> dict[str, Any]:
         "additionalProperties": True,
         "properties": {
             "columns": {
-                "type": "object",
+                "type": ["object", "null"],
                 "description": "the contract: column name -> DuckDB type",
                 "propertyNames": {"minLength": 1},
                 "additionalProperties": {"type": "string", "minLength": 1},
@@ -255,7 +255,7 @@ def sidecar_schema() -> dict[str, Any]:
             "description": "table (default) | ephemeral (inlined into consumers)",
         },
         "tags": {
-            "type": "array",
+            "type": ["array", "null"],
             "items": {"type": "string", "minLength": 1},
             "uniqueItems": True,
             "description": "selectable with --select tag:<t>",

@@ -541,3 +541,24 @@ def test_any_mapping_shape_yields_diagnostics_never_raises(which: str, data: dic
         assert (project is None) == any(d.is_error for d in diagnostics)
     finally:
         shutil.rmtree(root)
+
+
+def test_empty_collections_are_allowed(tmp_path: Path) -> None:
+    project = load_ok(
+        write(
+            tmp_path,
+            {
+                "project.yml": "name: x\nvars:\nenv:\nconnectors:\nengine:\nretention:\n",
+                "sources/s.yml": "connector: x\nconnection:\ndatasets:\n  t: { columns: ~, checks: ~ }\n",
+                "sinks/k.yml": "connector: duckdb\noutputs:\n",
+                "pipelines/p.sql": "select 1",
+                "pipelines/p.yml": "description: x\ntags:\nchecks:\n",
+            },
+        )
+    )
+    assert project.vars == {} and project.engine == EngineSpec() and project.keep_last == 10
+    dataset = project.sources["s"].datasets["t"]
+    assert (dataset.columns, dataset.checks, dataset.options) == (None, (), {})
+    assert project.sinks["k"].outputs == {}
+    sidecar = project.pipelines["p"].sidecar
+    assert sidecar is not None and (sidecar.tags, sidecar.checks) == ((), ())
