@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pipelinez.connectors.duckdb import strategies
 from pipelinez.connectors.duckdb.files import attached, connected, resolve_path
 from pipelinez.connectors.duckdb.names import TableName
-from pipelinez.connectors.duckdb.sql import canonical_contract, land, wrap
+from pipelinez.connectors.duckdb.sql import canonical_contract, land, with_schema, wrap
 from pipelinez.connectors.sdk import (
     Connector,
     ConnectorContext,
@@ -115,7 +115,8 @@ class DuckDBConnector(Connector):
         try:
             with connected(self.path, read_only=True) as con:
                 con.execute("SET arrow_lossless_conversion = true")
-                yield from con.execute(self._select(dataset, None)).to_arrow_reader(BATCH_ROWS)
+                reader = con.execute(self._select(dataset, None)).to_arrow_reader(BATCH_ROWS)
+                yield from with_schema(reader, reader.schema)
         except duckdb.Error as exc:
             raise wrap(exc, where, "PZ0505") from exc
 

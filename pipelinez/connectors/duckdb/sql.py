@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from pipelinez.core.diagnostics import PzConnectorError
@@ -12,6 +12,7 @@ from pipelinez.core.transient import is_transient_native
 
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
 
 _LINE_CONTEXT = re.compile(r"\n[ \t]*LINE |LINE \d+:")
 _LOCK_CONFLICT = "Could not set lock on file"
@@ -94,3 +95,16 @@ def land(con: duckdb.DuckDBPyConnection, target: str, select: str) -> None:
         con.execute(f"INSERT INTO {target} BY NAME {select}")
     else:
         con.execute(f"CREATE TABLE {target} AS {select}")
+
+
+def with_schema(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """`batches`, or one empty batch of `schema` when there are none, so a consumer always learns the
+    columns (an empty source still lands an empty table of the right shape)."""
+    import pyarrow as pa
+
+    empty = True
+    for batch in batches:
+        empty = False
+        yield batch
+    if empty:
+        yield pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)

@@ -108,6 +108,8 @@ class LocalFilesConnector(Connector):
             land(con, target, select)
         except duckdb.Error as exc:
             raise wrap(exc, self._where(dataset, partition), "PZ0505") from exc
+        except PzConnectorError as exc:
+            raise _prefixed(exc, self._where(dataset, partition), self._where(dataset)) from exc
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
         import duckdb
@@ -123,6 +125,8 @@ class LocalFilesConnector(Connector):
             yield from csvformat.universal_batches(files, ds.dialect, schema)
         except duckdb.Error as exc:
             raise wrap(exc, self._where(dataset, partition), "PZ0505") from exc
+        except PzConnectorError as exc:
+            raise _prefixed(exc, self._where(dataset, partition), self._where(dataset)) from exc
 
     # -- sink --------------------------------------------------------------------------------
     def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
@@ -218,6 +222,15 @@ class LocalFilesConnector(Connector):
                 con.close()
             self._schemas[key] = schema
             return schema
+
+
+def _prefixed(exc: PzConnectorError, where: str, base: str) -> PzConnectorError:
+    """`exc` with its message prefixed by `where`, unless it already names the dataset (`base`)."""
+    if exc.message.startswith(base):
+        return exc
+    return PzConnectorError(
+        f"{where}: {exc.message}", is_transient=exc.is_transient, retry_after=exc.retry_after, code=exc.code
+    )
 
 
 def _dataset_issues(name: str, block: dict[str, Any]) -> list[ConnectorIssue]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelinez.connectors.duckdb.sql import summary, with_schema
 from pipelinez.connectors.localfiles.paths import duckdb_path
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, quote_literal
@@ -216,6 +217,7 @@ def universal_batches(
                 f"of {_describe_files(files)} (headers have: {', '.join(sorted(union))})",
                 code="PZ0505",
             )
+        produced, last_schema = False, None
         for file, names in zip(files, per_file, strict=True):
             fields = [f"c{i}" for i in range(len(names))]
             position = {name: i for i, name in enumerate(names)}
@@ -228,34 +230,44 @@ def universal_batches(
                 )
                 for n, t in schema.columns
             )
-            reader = pacsv.open_csv(
-                pa.input_stream(str(file), compression="detect"),
-                read_options=pacsv.ReadOptions(
-                    column_names=fields,
-                    skip_rows_after_names=1 if dialect.header else 0,
-                    block_size=BLOCK_SIZE,
-                ),
-                parse_options=pacsv.ParseOptions(
-                    delimiter=dialect.delimiter,
-                    quote_char=dialect.quote or False,
-                    double_quote=True,
-                    escape_char=False,
-                    newlines_in_values=True,
-                    ignore_empty_lines=len(fields) > 1,
-                ),
-                convert_options=pacsv.ConvertOptions(
-                    column_types={f: pa.string() for f in fields},
-                    include_columns=wanted or fields[:1],
-                    null_values=[dialect.null],
-                    strings_can_be_null=True,
-                    quoted_strings_can_be_null=True,
-                ),
-            )
+            try:
+                reader = pacsv.open_csv(
+                    pa.input_stream(str(file), compression="detect"),
+                    read_options=pacsv.ReadOptions(
+                        column_names=fields,
+                        skip_rows_after_names=1 if dialect.header else 0,
+                        block_size=BLOCK_SIZE,
+                    ),
+                    parse_options=pacsv.ParseOptions(
+                        delimiter=dialect.delimiter,
+                        quote_char=dialect.quote or False,
+                        double_quote=True,
+                        escape_char=False,
+                        newlines_in_values=True,
+                        ignore_empty_lines=len(fields) > 1,
+                    ),
+                    convert_options=pacsv.ConvertOptions(
+                        column_types={f: pa.string() for f in fields},
+                        include_columns=wanted or fields[:1],
+                        null_values=[dialect.null],
+                        strings_can_be_null=True,
+                        quoted_strings_can_be_null=True,
+                    ),
+                )
+            except pa.ArrowException as exc:
+                raise PzConnectorError(f"file {file}: {exc}", code="PZ0505") from exc
             con.register("pz_csv_stream", reader)
             try:
                 result = con.execute(f"SELECT {exprs} FROM pz_csv_stream").to_arrow_reader(batch_rows)
-                yield from result
+                last_schema = result.schema
+                for batch in result:
+                    produced = True
+                    yield batch
+            except duckdb.Error as exc:
+                raise PzConnectorError(f"file {file}: {summary(str(exc))}", code="PZ0505") from exc
             finally:
                 con.unregister("pz_csv_stream")
+        if not produced and last_schema is not None:
+            yield from with_schema((), last_schema)
     finally:
         con.close()

@@ -85,7 +85,9 @@ def list_files(root: Path, pattern: str) -> list[str]:
     elif full.is_file():
         found = [full]
     elif has_glob(pattern):
-        found = [Path(p) for p in glob.glob(str(full), recursive=True) if os.path.isfile(p)]
+        rel_pattern = os.path.relpath(full, root)  # root itself may hold glob characters: match under it
+        matches = glob.glob(rel_pattern, root_dir=root, recursive=True)
+        found = [root / p for p in matches if os.path.isfile(root / p)]
     else:
         found = []
     rel = {p.relative_to(root).as_posix() for p in found if root in p.parents}
