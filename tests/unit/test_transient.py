@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 
 from pipelinez.core.transient import (
@@ -175,10 +176,8 @@ def test_transient_match_names_the_hit() -> None:
     assert transient_match("Catalog Error: nope") is None
 
 
-def _httpfs_connection():  # type: ignore[no-untyped-def]
+def _httpfs_connection() -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with httpfs loaded, or skip (the extension is not a pz dependency)."""
-    import duckdb
-
     con = duckdb.connect()
     try:
         con.execute("LOAD httpfs")
@@ -186,7 +185,7 @@ def _httpfs_connection():  # type: ignore[no-untyped-def]
     except duckdb.Error:
         pass
     try:
-        import duckdb_extension_httpfs  # type: ignore[import-not-found]
+        import duckdb_extension_httpfs  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError:
         pytest.skip("httpfs extension not available offline")
     from pathlib import Path

@@ -1,0 +1,736 @@
+"""The mysql connector (MySQL and MariaDB), universal tier only.
+
+Reads: ConnectorX `read_sql(..., return_type="arrow_stream")` yields Arrow record batches straight from the
+server; nothing is materialised in Python. Before each read, a `LIMIT 0` query through PyMySQL describes the
+result (and fails fast with a real MySQL error number: ConnectorX's connection pool would otherwise retry a
+refused or denied connection for 30 s, and connectors never retry). The column expressions and the
+batch conversions are in `types.py`, with the type mapping table.
+
+`partitions: {column, count}` reads MIN/MAX of the (integer) column once and splits [min, max] into `count`
+contiguous ranges; NULLs of the column go to partition 0, so every row lands in exactly one partition.
+
+Writes (PyMySQL, bulk path LOAD DATA LOCAL INFILE): each Arrow batch is encoded to LOAD DATA's default
+tab-separated format with vectorised pyarrow kernels and streamed to a temp file; every ~64 MiB (or
+CHUNK_ROWS rows) the file is loaded with one LOAD DATA LOCAL INFILE. LOAD DATA is the fastest load path
+MySQL offers; multi-row INSERTs would format every value in Python. With LOCAL, MySQL turns data errors
+into warnings, so every load is followed by SHOW WARNINGS and any warning fails the write (rolled back).
+
+- replace: CREATE `<table>__pz_tmp_<run>` from the Arrow schema, load it, failpoint `sink.before_swap`,
+  then one `RENAME TABLE t TO <old>, <tmp> TO t` (atomic in MySQL/MariaDB), then DROP the old table.
+  The new table is created from the result's schema: the old table's indexes and grants are not copied.
+- merge: load `<table>__pz_tmp_<run>`, then in ONE transaction: DELETE target rows whose key is flagged by
+  `on_delete`, and INSERT … SELECT … ON DUPLICATE KEY UPDATE when the target has a unique index on exactly
+  the keys (the sink creates the target with PRIMARY KEY(keys) when it is missing), else DELETE matching
+  keys + INSERT. DDL auto-commits in MySQL: only the DML is transactional.
+- append: each LOAD DATA chunk is one committed batch; a failure raises PzConnectorError with the
+  attribute `batches_committed`.
+
+Tables the sink creates use utf8mb4 with a binary, no-pad collation (MariaDB `utf8mb4_nopad_bin`, MySQL 8
+`utf8mb4_0900_bin`), so keys compare exactly as in DuckDB. Sessions use time_zone '+00:00'.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from pipelinez.connectors.mysql.settings import (
+    Settings,
+    TableName,
+    connector_error,
+    quote_ident,
+    sql_literal,
+)
+from pipelinez.connectors.mysql.types import (
+    KEY_BYTES,
+    ColumnPlan,
+    SourceField,
+    arrow_schema,
+    convert_batch,
+    encode_tsv,
+    is_binary_like,
+    mysql_column_type,
+    plan_column,
+    write_lines,
+)
+from pipelinez.connectors.sdk import (
+    Connector,
+    ConnectorContext,
+    ConnectorIssue,
+    DatasetRequest,
+    OutputRequest,
+    Partition,
+    WriteResult,
+)
+from pipelinez.core import failpoints
+from pipelinez.core.diagnostics import PzConnectorError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pymysql
+    import pymysql.cursors
+
+BATCH_ROWS = 65_536  # rows per Arrow batch read from ConnectorX
+CHUNK_BYTES = 64 * 1024 * 1024  # bytes of TSV per LOAD DATA
+CHUNK_ROWS = 1_000_000  # rows per LOAD DATA
+_LOAD_FORMAT = "CHARACTER SET binary FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n'"
+_CONNECTION_KEYS = ("host", "port", "database", "user", "password")
+
+
+class MySQLConnector(Connector):
+    def __init__(self, context: ConnectorContext):
+        super().__init__(context)
+        self._settings: Settings | None = None
+        self._plans: dict[str, list[ColumnPlan]] = {}
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = Settings.from_connection(self.context.connection)
+        return self._settings
+
+    # -- static --------------------------------------------------------------------------------------
+    @classmethod
+    def validate(
+        cls,
+        connection: dict[str, Any],
+        datasets: dict[str, dict[str, Any]],
+        outputs: dict[str, dict[str, Any]],
+    ) -> list[ConnectorIssue]:
+        issues: list[ConnectorIssue] = []
+        if connection.get("dsn") is not None:
+            for key in _CONNECTION_KEYS:
+                if key in connection:
+                    issues.append(
+                        ConnectorIssue(f"connection has both dsn and {key}; give one or the other", (key,))
+                    )
+            dsn = str(connection["dsn"])
+            if "{{" not in dsn and not re.match(r"^(mysql|mariadb)://", dsn):
+                issues.append(
+                    ConnectorIssue("connection dsn must start with mysql:// (or mariadb://)", ("dsn",))
+                )
+        elif not connection.get("host"):
+            issues.append(ConnectorIssue("connection needs host (or a dsn)", ()))
+        for name, block in datasets.items():
+            has_table, has_query = "table" in block, "query" in block
+            if has_table == has_query:
+                issues.append(
+                    ConnectorIssue(
+                        "dataset needs exactly one of table or query"
+                        if not has_table
+                        else "dataset has both table and query; keep one",
+                        (),
+                        "dataset",
+                        name,
+                    )
+                )
+            if has_query and not re.match(r"^\s*(\(|select\b|with\b)", str(block["query"]), re.IGNORECASE):
+                issues.append(
+                    ConnectorIssue(
+                        "dataset query must be a SELECT (or WITH … SELECT) statement",
+                        ("query",),
+                        "dataset",
+                        name,
+                    )
+                )
+        return issues
+
+    # -- connections -------------------------------------------------------------------------------------
+    def _connect(
+        self, what: str, code: str, *, local_infile: bool = False
+    ) -> pymysql.connections.Connection[Any]:
+        import pymysql
+
+        settings = self.settings
+        try:
+            con = pymysql.connect(**settings.pymysql_kwargs(local_infile=local_infile))
+        except pymysql.MySQLError as exc:
+            raise connector_error(
+                settings, f"{what}: cannot connect to {settings.describe()}", exc, code=code
+            ) from None
+        try:
+            with con.cursor() as cur:
+                for statement in settings.session_statements():
+                    cur.execute(statement)
+        except pymysql.MySQLError as exc:
+            con.close()
+            raise connector_error(settings, f"{what}: session setup failed", exc, code=code) from None
+        return con
+
+    # -- source ------------------------------------------------------------------------------------------
+    def _relation(self, dataset: DatasetRequest) -> str:
+        options = dataset.options
+        if options.get("table"):
+            return TableName.parse(str(options["table"])).sql()
+        query = str(options.get("query") or "").strip().rstrip(";").strip()
+        if not query:
+            raise PzConnectorError(f"dataset '{dataset.name}' needs table or query", code="PZ0302")
+        return f"({query}) AS `_pz_q`"
+
+    def _what(self, dataset: DatasetRequest) -> str:
+        return f"source '{self.context.instance}' dataset '{dataset.name}'"
+
+    def _describe(self, cur: pymysql.cursors.Cursor, dataset: DatasetRequest) -> list[ColumnPlan]:
+        cur.execute(f"SELECT * FROM {self._relation(dataset)} LIMIT 0")
+        fields = getattr(getattr(cur, "_result", None), "fields", None) or []
+        found = [
+            SourceField(
+                str(f.name),
+                int(f.type_code),
+                int(f.length or 0),
+                int(getattr(f, "scale", 0) or 0),
+                int(f.flags or 0),
+                int(f.charsetnr or 0),
+            )
+            for f in fields
+        ]
+        seen: set[str] = set()
+        for field in found:
+            if field.name.lower() in seen:
+                raise PzConnectorError(
+                    f"{self._what(dataset)}: the result has two columns named '{field.name}'; "
+                    "alias them apart in the query",
+                    code="PZ0505",
+                )
+            seen.add(field.name.lower())
+        if dataset.columns:
+            by_name = {field.name.lower(): field for field in found}
+            missing = [name for name in dataset.columns if name.lower() not in by_name]
+            if missing:
+                raise PzConnectorError(
+                    f"{self._what(dataset)}: declared column(s) {', '.join(missing)} not in the source "
+                    f"(it has: {', '.join(f.name for f in found)})",
+                    code="PZ0603",
+                )
+            found = [by_name[name.lower()] for name in dataset.columns]
+        return [plan_column(field, dataset.columns) for field in found]
+
+    def _plans_for(self, dataset: DatasetRequest, code: str) -> list[ColumnPlan]:
+        import pymysql
+
+        con = self._connect(self._what(dataset), code)
+        try:
+            with con.cursor() as cur:
+                return self._describe(cur, dataset)
+        except pymysql.MySQLError as exc:
+            raise connector_error(
+                self.settings,
+                f"{self._what(dataset)}: cannot read the source",
+                exc,
+                code="PZ0602" if _number(exc) in (1146, 1049) else code,
+            ) from None
+        finally:
+            con.close()
+
+    def partitions(self, dataset: DatasetRequest) -> list[Partition]:
+        spec = dataset.options.get("partitions")
+        if not spec:
+            return [Partition(0, "all")]
+        import pymysql
+
+        column = str(spec["column"])
+        count = int(spec["count"])
+        con = self._connect(self._what(dataset), "PZ0505")
+        try:
+            with con.cursor() as cur:
+                col = quote_ident(column)
+                cur.execute(f"SELECT MIN({col}), MAX({col}) FROM {self._relation(dataset)}")
+                row = cur.fetchone()
+        except pymysql.MySQLError as exc:
+            raise connector_error(
+                self.settings, f"{self._what(dataset)}: cannot compute partition bounds", exc, code="PZ0505"
+            ) from None
+        finally:
+            con.close()
+        low, high = (row or (None, None))[:2]
+        if low is None or high is None:
+            return [Partition(0, f"{column}: all (no bounds)", {"column": column, "all": True})]
+        low, high = _integral(low, column, self._what(dataset)), _integral(high, column, self._what(dataset))
+        span = high - low + 1
+        n = max(1, min(count, span))
+        bounds = [low + (span * i) // n for i in range(n)] + [high]
+        parts = []
+        for i in range(n):
+            last = i == n - 1
+            lower, upper = bounds[i], bounds[i + 1]
+            text = f"{column} in [{lower}, {upper}{']' if last else ')'}" + (" or NULL" if i == 0 else "")
+            parts.append(
+                Partition(
+                    i, text, {"column": column, "lower": lower, "upper": upper, "last": last, "nulls": i == 0}
+                )
+            )
+        return parts
+
+    @staticmethod
+    def _partition_where(partition: Partition) -> str:
+        spec = partition.spec
+        if not spec or spec.get("all"):
+            return ""
+        col = quote_ident(str(spec["column"]))
+        lower, upper = int(spec["lower"]), int(spec["upper"])
+        cond = f"({col} >= {lower} AND {col} {'<=' if spec.get('last') else '<'} {upper})"
+        if spec.get("nulls"):
+            cond = f"({cond} OR {col} IS NULL)"
+        return f" WHERE {cond}"
+
+    def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
+        plans = self._plans_for(dataset, "PZ0505")
+        select = ", ".join(f"{plan.select_sql} AS {quote_ident(plan.name)}" for plan in plans)
+        sql = f"SELECT {select} FROM {self._relation(dataset)}{self._partition_where(partition)}"
+        schema = arrow_schema(plans)
+        where = self._what(dataset)
+        return self._stream(sql, plans, schema, where)
+
+    def _stream(
+        self, sql: str, plans: list[ColumnPlan], schema: pa.Schema, where: str
+    ) -> Iterator[pa.RecordBatch]:
+        import connectorx as cx
+
+        settings = self.settings
+        reader: Any = None
+        try:
+            reader = cx.read_sql(
+                settings.connectorx_url(),
+                sql,
+                return_type="arrow_stream",
+                batch_size=BATCH_ROWS,
+                pre_execution_query=settings.session_statements(),
+            )
+            yielded = False
+            for batch in reader:
+                if batch.num_rows:
+                    yielded = True
+                    yield convert_batch(batch, plans, schema, where)
+            if not yielded:  # an empty read still tells the engine its columns
+                yield _empty(schema)
+        except PzConnectorError:
+            raise
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except (
+            BaseException
+        ) as exc:  # ConnectorX raises RuntimeError, and pyo3 PanicException (a BaseException)
+            if type(exc).__name__ == "PanicException":
+                raise PzConnectorError(
+                    settings.redact(
+                        f"{where}: the MySQL reader cannot convert a value: {_first_line(exc)}; zero dates "
+                        "('0000-00-00') and values outside the documented types fail; select them through a "
+                        "query: with NULLIF/CAST"
+                    ),
+                    code="PZ0505",
+                ) from None
+            raise connector_error(settings, f"{where}: read failed", exc, code="PZ0505") from None
+        finally:
+            if reader is not None and hasattr(reader, "close"):
+                with contextlib.suppress(Exception):
+                    reader.close()
+
+    # -- sink --------------------------------------------------------------------------------------------
+    def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:
+        import pymysql
+
+        table = TableName.parse(str(output.options.get("table") or output.name))
+        what = f"sink '{self.context.instance}' output '{output.name}' ({table.display()})"
+        if output.strategy not in ("replace", "merge", "append"):
+            raise PzConnectorError(f"{what}: unknown strategy '{output.strategy}'", code="PZ0305")
+        for name in reader.schema.names:
+            if len(name) > 64 or not name:
+                raise PzConnectorError(
+                    f"{what}: column name '{name[:80]}' is not a valid MySQL column name (1-64 characters)",
+                    code="PZ0501",
+                )
+        con = self._connect(what, "PZ0501", local_infile=True)
+        writer = _Writer(self.settings, con, table, output, reader, what)
+        try:
+            if output.strategy == "replace":
+                return writer.replace()
+            if output.strategy == "merge":
+                return writer.merge()
+            return writer.append()
+        except pymysql.MySQLError as exc:
+            with contextlib.suppress(Exception):
+                con.rollback()
+            raise connector_error(
+                self.settings, f"{what}: {output.strategy} failed", exc, code="PZ0501"
+            ) from None
+        finally:
+            with contextlib.suppress(Exception):
+                con.close()
+
+    # -- tier 5 -------------------------------------------------------------------------------------------
+    def check_connection(self) -> None:
+        import pymysql
+
+        con = self._connect(f"source/sink '{self.context.instance}'", "PZ0601")
+        try:
+            with con.cursor() as cur:
+                cur.execute("SELECT 1")
+        except pymysql.MySQLError as exc:
+            raise connector_error(
+                self.settings, f"'{self.context.instance}': connection check failed", exc, code="PZ0601"
+            ) from None
+        finally:
+            con.close()
+
+    def fetch_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]]:
+        plans = self._plans_for(dataset, "PZ0601")
+        return [(plan.name, plan.duckdb) for plan in plans]
+
+    def probe_output(self, output: OutputRequest) -> None:
+        import pymysql
+
+        table = TableName.parse(str(output.options.get("table") or output.name))
+        what = f"sink '{self.context.instance}' output '{output.name}' ({table.display()})"
+        con = self._connect(what, "PZ0606")
+        tag = secrets.token_hex(4)
+        probe, renamed = table.sibling(f"__pz_probe_{tag}"), table.sibling(f"__pz_probe2_{tag}")
+        try:
+            with con.cursor() as cur:
+                cur.execute(f"CREATE TABLE {probe.sql()} (x INT)")
+                try:
+                    cur.execute(f"INSERT INTO {probe.sql()} VALUES (1)")
+                    con.commit()
+                    cur.execute(f"RENAME TABLE {probe.sql()} TO {renamed.sql()}")
+                    cur.execute(f"DROP TABLE {renamed.sql()}")
+                finally:
+                    cur.execute(f"DROP TABLE IF EXISTS {probe.sql()}")
+        except pymysql.MySQLError as exc:
+            raise connector_error(
+                self.settings,
+                f"{what}: cannot create, rename and drop tables next to the target",
+                exc,
+                code="PZ0606",
+            ) from None
+        finally:
+            con.close()
+
+
+# -- the sink's work ---------------------------------------------------------------------------------------
+class _Writer:
+    def __init__(
+        self,
+        settings: Settings,
+        con: pymysql.connections.Connection[Any],
+        table: TableName,
+        output: OutputRequest,
+        reader: pa.RecordBatchReader,
+        what: str,
+    ):
+        self.settings = settings
+        self.con = con
+        self.cur = con.cursor()
+        self.table = table
+        self.output = output
+        self.reader = reader
+        self.schema = reader.schema
+        self.what = what
+        run = re.sub(r"[^A-Za-z0-9_]", "_", output.run_id) or secrets.token_hex(6)
+        self.tmp = table.sibling(f"__pz_tmp_{run}")
+        self.old = table.sibling(f"__pz_old_{run}")
+
+    # helpers
+    def exec(self, sql: str) -> int:
+        return int(self.cur.execute(sql))
+
+    def exists(self, table: TableName) -> bool:
+        db = sql_literal(table.database) if table.database else "DATABASE()"
+        self.exec(
+            f"SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = {db} "
+            f"AND TABLE_NAME = {sql_literal(table.table)}"
+        )
+        row = self.cur.fetchone()
+        return bool(row and row[0])
+
+    def target_columns(self) -> dict[str, str]:
+        db = sql_literal(self.table.database) if self.table.database else "DATABASE()"
+        self.exec(
+            f"SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = {db} "
+            f"AND TABLE_NAME = {sql_literal(self.table.table)} ORDER BY ORDINAL_POSITION"
+        )
+        return {str(name).lower(): str(kind) for name, kind in self.cur.fetchall()}
+
+    def collation(self) -> str:
+        self.exec("SELECT VERSION()")
+        row = self.cur.fetchone()
+        version = str(row[0]) if row else ""
+        if "mariadb" in version.lower():
+            return "utf8mb4_nopad_bin"
+        major = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+        if major and tuple(int(x) for x in major.groups()) >= (8, 0, 17):
+            return "utf8mb4_0900_bin"
+        return "utf8mb4_bin"
+
+    def create(self, table: TableName, keys: tuple[str, ...] = ()) -> None:
+        lowered = {k.lower() for k in keys}
+        text_keys = [
+            f for f in self.schema if f.name.lower() in lowered and mysql_column_type(f.type) == "LONGTEXT"
+        ]
+        binary_keys = [f for f in self.schema if f.name.lower() in lowered and is_binary_like(f.type)]
+        key_chars = max(16, min(768, KEY_BYTES // (4 * max(1, len(text_keys) + len(binary_keys)))))
+        columns = []
+        for f in self.schema:
+            is_key = f.name.lower() in lowered
+            kind = mysql_column_type(f.type, key=is_key, key_chars=key_chars)
+            columns.append(f"{quote_ident(f.name)} {kind}{' NOT NULL' if is_key else ' NULL'}")
+        if keys:
+            columns.append(f"PRIMARY KEY ({', '.join(quote_ident(k) for k in self._schema_names(keys))})")
+        self.exec(
+            f"CREATE TABLE {table.sql()} ({', '.join(columns)}) ENGINE=InnoDB "
+            f"DEFAULT CHARSET=utf8mb4 COLLATE={self.collation()}"
+        )
+
+    def _schema_names(self, names: tuple[str, ...]) -> list[str]:
+        by_lower = {n.lower(): n for n in self.schema.names}
+        return [by_lower.get(n.lower(), n) for n in names]
+
+    def check_target_columns(self) -> None:
+        have = self.target_columns()
+        missing = [n for n in self.schema.names if n.lower() not in have]
+        if missing:
+            raise PzConnectorError(
+                f"{self.what}: the target table has no column(s) {', '.join(missing)}; "
+                "add them (ALTER TABLE) or write with strategy replace",
+                code="PZ0501",
+            )
+
+    def load(self, into: TableName, on_chunk: Callable[[int], None] | None = None) -> int:
+        """Stream the reader into `into` through LOAD DATA LOCAL INFILE, one load per chunk. `on_chunk` runs
+        after each load (append commits there). Returns the rows loaded."""
+        columns = ", ".join(quote_ident(n) for n in self.schema.names)
+        fd, path = tempfile.mkstemp(prefix="pz_mysql_", suffix=".tsv")
+        total = 0
+        try:
+            with os.fdopen(fd, "wb") as out:
+                pending_rows = pending_bytes = 0
+                for batch in self.reader:
+                    if not batch.num_rows:
+                        continue
+                    pending_bytes += write_lines(encode_tsv(batch), out)
+                    pending_rows += batch.num_rows
+                    if pending_bytes >= CHUNK_BYTES or pending_rows >= CHUNK_ROWS:
+                        total += self._load_file(out, path, into, columns, pending_rows)
+                        pending_rows = pending_bytes = 0
+                        if on_chunk:
+                            on_chunk(total)
+                if pending_rows:
+                    total += self._load_file(out, path, into, columns, pending_rows)
+                    if on_chunk:
+                        on_chunk(total)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        return total
+
+    def _load_file(self, out: Any, path: str, into: TableName, columns: str, rows: int) -> int:
+        out.flush()
+        loaded = self.exec(
+            f"LOAD DATA LOCAL INFILE {sql_literal(path)} INTO TABLE {into.sql()} {_LOAD_FORMAT} ({columns})"
+        )
+        self.exec("SHOW WARNINGS LIMIT 3")
+        warnings = self.cur.fetchall()
+        if warnings:
+            self.con.rollback()
+            shown = "; ".join(f"{level} {code}: {message}" for level, code, message in warnings)
+            raise PzConnectorError(
+                self.settings.redact(
+                    f"{self.what}: the server changed or refused values while loading ({shown})"
+                ),
+                code="PZ0501",
+            )
+        if loaded != rows:
+            self.con.rollback()
+            raise PzConnectorError(f"{self.what}: loaded {loaded} rows of {rows}", code="PZ0501")
+        out.seek(0)
+        out.truncate()
+        return rows
+
+    def drop(self, table: TableName) -> None:
+        with contextlib.suppress(Exception):
+            self.con.rollback()
+            self.exec(f"DROP TABLE IF EXISTS {table.sql()}")
+
+    # strategies
+    def replace(self) -> WriteResult:
+        self.exec(f"DROP TABLE IF EXISTS {self.tmp.sql()}")
+        self.create(self.tmp)
+        try:
+            rows = self.load(self.tmp)
+            self.con.commit()
+            if rows == 0 and not self.output.allow_empty:
+                raise PzConnectorError(
+                    f"{self.what}: the result has no rows; replace would empty the table "
+                    "(set allow_empty: true to allow it)",
+                    code="PZ0509",
+                )
+            failpoints.hit("sink.before_swap")
+            if self.exists(self.table):
+                self.exec(f"DROP TABLE IF EXISTS {self.old.sql()}")
+                target, old, tmp = self.table.sql(), self.old.sql(), self.tmp.sql()
+                self.exec(f"RENAME TABLE {target} TO {old}, {tmp} TO {target}")
+                self.exec(f"DROP TABLE IF EXISTS {self.old.sql()}")
+            else:
+                self.exec(f"RENAME TABLE {self.tmp.sql()} TO {self.table.sql()}")
+        except BaseException:
+            self.drop(self.tmp)
+            raise
+        return WriteResult(rows)
+
+    def merge(self) -> WriteResult:
+        keys = tuple(self.output.keys)
+        if not keys:
+            raise PzConnectorError(f"{self.what}: strategy merge needs keys", code="PZ0305")
+        names = {n.lower(): n for n in self.schema.names}
+        missing = [k for k in keys if k.lower() not in names]
+        if missing:
+            raise PzConnectorError(
+                f"{self.what}: merge key(s) {', '.join(missing)} not in the result "
+                f"(columns: {', '.join(self.schema.names)})",
+                code="PZ0501",
+            )
+        flag = self.output.on_delete
+        if flag:
+            if flag.lower() not in names:
+                raise PzConnectorError(
+                    f"{self.what}: on_delete column '{flag}' not in the result", code="PZ0501"
+                )
+            import pyarrow as pa
+
+            flag_type = self.schema.field(names[flag.lower()]).type
+            if not (pa.types.is_boolean(flag_type) or pa.types.is_integer(flag_type)):
+                raise PzConnectorError(
+                    f"{self.what}: on_delete column '{flag}' must be boolean, not {flag_type}", code="PZ0501"
+                )
+        if self.exists(self.table):
+            self.check_target_columns()
+        else:
+            self.create(self.table, keys)
+        self.exec(f"DROP TABLE IF EXISTS {self.tmp.sql()}")
+        self.create(self.tmp)
+        try:
+            rows = self.load(self.tmp)
+            self.con.commit()
+            self._merge_dml(keys, flag)
+        except BaseException:
+            self.drop(self.tmp)
+            raise
+        self.drop(self.tmp)
+        return WriteResult(rows)
+
+    def _has_unique_key(self, keys: tuple[str, ...]) -> bool:
+        db = sql_literal(self.table.database) if self.table.database else "DATABASE()"
+        self.exec(
+            f"SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = {db} "
+            f"AND TABLE_NAME = {sql_literal(self.table.table)} AND NON_UNIQUE = 0"
+        )
+        indexes: dict[str, set[str]] = {}
+        for index, column in self.cur.fetchall():
+            indexes.setdefault(str(index), set()).add(str(column).lower())
+        wanted = {k.lower() for k in keys}
+        return any(cols == wanted for cols in indexes.values())
+
+    def _merge_dml(self, keys: tuple[str, ...], flag: str | None) -> None:
+        target, tmp = self.table.sql(), self.tmp.sql()
+        cols = [quote_ident(n) for n in self.schema.names]
+        col_list = ", ".join(cols)
+        select = ", ".join(f"s.{c}" for c in cols)
+        match = " AND ".join(f"t.{quote_ident(k)} <=> s.{quote_ident(k)}" for k in keys)
+        flagged = f"COALESCE(s.{quote_ident(flag)}, 0) <> 0" if flag else ""
+        keep = f" WHERE NOT ({flagged})" if flag else ""
+        upsert = self._has_unique_key(keys)
+        self.con.begin()
+        if upsert:
+            if flag:
+                self.exec(f"DELETE t FROM {target} AS t JOIN {tmp} AS s ON {match} WHERE {flagged}")
+            lowered = {k.lower() for k in keys}
+            updates = [
+                f"{c} = VALUES({c})"
+                for n, c in zip(self.schema.names, cols, strict=True)
+                if n.lower() not in lowered
+            ]
+            if not updates:
+                first = quote_ident(keys[0])
+                updates = [f"{first} = {first}"]
+            self.exec(
+                f"INSERT INTO {target} ({col_list}) SELECT {select} FROM {tmp} AS s{keep} "
+                f"ON DUPLICATE KEY UPDATE {', '.join(updates)}"
+            )
+        else:
+            self.exec(f"DELETE t FROM {target} AS t JOIN {tmp} AS s ON {match}")
+            self.exec(f"INSERT INTO {target} ({col_list}) SELECT {select} FROM {tmp} AS s{keep}")
+        self.con.commit()
+
+    def append(self) -> WriteResult:
+        if self.exists(self.table):
+            self.check_target_columns()
+        else:
+            self.create(self.table)
+        committed = 0
+        rows = 0
+
+        def commit(total: int) -> None:
+            nonlocal committed, rows
+            self.con.commit()
+            committed += 1
+            rows = total
+
+        try:
+            self.load(self.table, on_chunk=commit)
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                self.con.rollback()
+            if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+                raise
+            import pymysql
+
+            if isinstance(exc, pymysql.MySQLError):
+                err = connector_error(self.settings, f"{self.what}: append failed", exc, code="PZ0501")
+            elif isinstance(exc, PzConnectorError):
+                err = exc
+            else:
+                err = PzConnectorError(
+                    self.settings.redact(f"{self.what}: append failed: {exc}"), code="PZ0501"
+                )
+            err.message = f"{err.message} ({committed} batch(es), {rows} row(s) committed before the failure)"
+            err.args = (err.message,)
+            err.batches_committed = committed  # type: ignore[attr-defined]
+            raise err from exc
+        return WriteResult(rows, batches_committed=committed)
+
+
+def _number(exc: BaseException) -> int | None:
+    args = getattr(exc, "args", ())
+    return int(args[0]) if args and isinstance(args[0], int) else None
+
+
+def _integral(value: Any, column: str, what: str) -> int:
+    from decimal import Decimal
+
+    if isinstance(value, bool) or not isinstance(value, int | Decimal):
+        raise PzConnectorError(
+            f"{what}: partitions.column '{column}' must be an integer column "
+            f"(its bounds are {type(value).__name__})",
+            code="PZ0505",
+        )
+    if isinstance(value, Decimal):
+        if value != value.to_integral_value():
+            raise PzConnectorError(
+                f"{what}: partitions.column '{column}' must be an integer column", code="PZ0505"
+            )
+        return int(value)
+    return value
+
+
+def _empty(schema: pa.Schema) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
