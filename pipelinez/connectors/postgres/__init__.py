@@ -1,0 +1,1 @@
+"""The builtin `postgres` connector (PostgreSQL source and sink, native and universal tiers)."""

@@ -1,0 +1,209 @@
+"""The `postgres` connector: PostgreSQL tables and queries as sources, tables as sinks, in both tiers.
+
+Source (see `source.py`, type mapping in `types.py`):
+- native: DuckDB's postgres extension, LOADed from the file the `duckdb-extension-postgres-scanner` package
+  ships (no network). Unpartitioned tables are read with the extension's parallel binary table scan, queries
+  and partitions with `postgres_query` and a server-side projection.
+- universal: ADBC's PostgreSQL driver (COPY BINARY streamed as Arrow record batches), converted with
+  pyarrow kernels to the same Arrow types; no row passes through Python objects.
+- both tiers stage the same DuckDB types with the same values; `partitions: {column, count}` splits a
+  table or query into contiguous ranges that land one after another into the staging table.
+
+Sink (see `sink.py`): replace (temp table, then one swap transaction that keeps grants), merge (load table,
+then one transaction: delete flagged keys, INSERT ... ON CONFLICT or MERGE), append (COPY in batches, each
+its own transaction; `batches_committed` on the result and on the error). Native writes go through the
+extension (ATTACH READ_WRITE, binary COPY), universal writes through ADBC's bulk ingest (binary COPY).
+
+Errors are `PzConnectorError`s classified by SQLSTATE / connection failure (`settings.classify`), with the
+password scrubbed from every message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from pipelinez.connectors.postgres import sink
+from pipelinez.connectors.postgres.settings import Settings, TableRef
+from pipelinez.connectors.postgres.source import (
+    Relation,
+    describe,
+    extract_batches,
+    extract_native,
+    make_partitions,
+)
+from pipelinez.connectors.sdk import (
+    Connector,
+    ConnectorContext,
+    ConnectorIssue,
+    DatasetRequest,
+    OutputRequest,
+    Partition,
+    WriteResult,
+)
+from pipelinez.core.diagnostics import PzConnectorError
+
+if TYPE_CHECKING:
+    import duckdb
+    import psycopg
+    import pyarrow as pa
+
+_DSN_EXCLUSIVE = ("host", "port", "database", "user", "sslmode")
+
+
+class PostgresConnector(Connector):
+    # rows per committed append batch (each batch is one COPY in its own transaction)
+    append_batch_rows: int = sink.APPEND_BATCH_ROWS
+
+    def __init__(self, context: ConnectorContext):
+        super().__init__(context)
+        self._settings: Settings | None = None
+        self._control: psycopg.Connection[Any] | None = None
+        self._relations: dict[str, Relation] = {}
+
+    # -- static ------------------------------------------------------------------------------
+    @classmethod
+    def validate(
+        cls,
+        connection: dict[str, Any],
+        datasets: dict[str, dict[str, Any]],
+        outputs: dict[str, dict[str, Any]],
+    ) -> list[ConnectorIssue]:
+        issues: list[ConnectorIssue] = []
+        if connection.get("dsn"):
+            for key in _DSN_EXCLUSIVE:
+                if key in connection:
+                    issues.append(
+                        ConnectorIssue(
+                            f"connection: '{key}' and 'dsn' exclude each other; put {key} into the dsn "
+                            "or drop the dsn",
+                            (key,),
+                        )
+                    )
+        for name, block in datasets.items():
+            has_table, has_query = bool(block.get("table")), bool(block.get("query"))
+            if has_table == has_query:
+                issues.append(
+                    ConnectorIssue(
+                        "a postgres dataset needs exactly one of table: or query:",
+                        ("table",) if has_table else (),
+                        "dataset",
+                        name,
+                    )
+                )
+            issues += _name_issues(block.get("table"), "dataset", name)
+        for name, block in outputs.items():
+            issues += _name_issues(block.get("table"), "output", name)
+        return issues
+
+    # -- helpers -----------------------------------------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = Settings.from_connection(self.context.connection)
+        return self._settings
+
+    def control(self) -> psycopg.Connection[Any]:
+        """The psycopg connection for catalog lookups and control statements (autocommit)."""
+        if self._control is None or self._control.closed:
+            self._control = self.settings.psycopg(autocommit=True)
+        return self._control
+
+    def _where(self, dataset: DatasetRequest) -> str:
+        return f"source '{self.context.instance}' dataset '{dataset.name}'"
+
+    def _sink_where(self, output: OutputRequest) -> str:
+        return f"sink '{self.context.instance}' output '{output.name}'"
+
+    def relation(self, dataset: DatasetRequest, code: str = "PZ0505") -> Relation:
+        key = repr((dataset.name, sorted(dataset.options.items(), key=lambda kv: kv[0]), dataset.columns))
+        if key not in self._relations:
+            where = self._where(dataset)
+            try:
+                self._relations[key] = describe(self.control(), dataset, where, code)
+            except PzConnectorError:
+                raise
+            except Exception as exc:
+                raise self.settings.error(exc, where, code) from exc
+        return self._relations[key]
+
+    # -- source ------------------------------------------------------------------------------
+    def partitions(self, dataset: DatasetRequest) -> list[Partition]:
+        spec = dataset.options.get("partitions")
+        if not spec:
+            return [Partition(0, "all")]
+        relation = self.relation(dataset)
+        try:
+            return make_partitions(self.control(), relation, dict(spec), self._where(dataset))
+        except PzConnectorError:
+            raise
+        except Exception as exc:
+            raise self.settings.error(exc, self._where(dataset), "PZ0505") from exc
+
+    def extract_native(
+        self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest, partition: Partition, target: str
+    ) -> None:
+        relation = self.relation(dataset)
+        extract_native(con, self.control(), self.settings, relation, partition, target, self._where(dataset))
+
+    def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
+        relation = self.relation(dataset)
+        return extract_batches(self.settings, relation, partition, self._where(dataset))
+
+    def staging_columns(self, dataset: DatasetRequest) -> list[tuple[str, str]]:
+        """The (name, DuckDB type) columns both tiers stage for `dataset` (before any contract cast)."""
+        return [(p.name, p.duck) for p in self.relation(dataset).plans]
+
+    # -- sink --------------------------------------------------------------------------------
+    def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
+        writer = sink.Writer(
+            self.settings, self.control(), output, self._sink_where(output), self.append_batch_rows
+        )
+        return writer.write_native(con, source)
+
+    def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:
+        writer = sink.Writer(
+            self.settings, self.control(), output, self._sink_where(output), self.append_batch_rows
+        )
+        return writer.write_batches(reader)
+
+    # -- connectivity (tier 5) ------------------------------------------------------------------
+    def check_connection(self) -> None:
+        where = f"postgres '{self.context.instance}'"
+        try:
+            self.control().execute("SELECT 1").fetchone()
+        except PzConnectorError as exc:
+            raise PzConnectorError(
+                f"{where}: {exc.message}",
+                is_transient=exc.is_transient,
+                retry_after=exc.retry_after,
+                code="PZ0601",
+            ) from exc
+        except Exception as exc:
+            raise self.settings.error(exc, where, "PZ0601") from exc
+
+    def fetch_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]]:
+        plain = DatasetRequest(dataset.name, dataset.options, None, dataset.force_universal)
+        return [(p.name, p.duck) for p in self.relation(plain, code="PZ0602").plans]
+
+    def probe_output(self, output: OutputRequest) -> None:
+        sink.Writer(
+            self.settings, self.control(), output, self._sink_where(output), self.append_batch_rows
+        ).probe()
+
+    def close(self) -> None:
+        if self._control is not None:
+            with contextlib.suppress(Exception):
+                self._control.close()
+            self._control = None
+
+
+def _name_issues(value: object, block: str, name: str) -> list[ConnectorIssue]:
+    if not isinstance(value, str) or "{{" in value or not value:
+        return []
+    try:
+        TableRef.parse(value)
+    except ValueError as exc:
+        return [ConnectorIssue(f"table: {exc}", ("table",), block, name)]
+    return []

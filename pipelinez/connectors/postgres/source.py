@@ -1,0 +1,515 @@
+"""Reading a postgres dataset: describing it, splitting it into partitions, and the two tiers.
+
+A dataset is a `table` (`orders`, `public.orders`; resolved through the catalog, so an unqualified name
+follows the connection's search_path) or a `query` (run as a subquery). Its columns are planned once from
+the catalog (see `types.py`); a `columns:` contract selects those columns.
+
+Native tier (`extract_native`): the extension is LOADed from the file the PyPI package ships (no network),
+the database is ATTACHed READ_ONLY under a unique alias with the password in a temporary DuckDB secret, the
+rows land with CREATE TABLE ... AS / INSERT INTO ... BY NAME, and the alias and secret are dropped again.
+- an unpartitioned table whose columns the extension decodes exactly: its parallel binary table scan;
+- anything else: `postgres_query` with a server-side projection (and the partition's range).
+Universal tier (`extract_batches`): ADBC's PostgreSQL driver (COPY BINARY into Arrow record batches) runs
+the server-side projection; batches are converted column by column with pyarrow kernels, never per row.
+
+Partitions (`partitions: {column, count}`): MIN/MAX of the column once (integers, numeric, date,
+timestamp[tz]); `count` contiguous ranges, the first open below (and holding the column's NULLs), the last
+open above, so every row lands in exactly one partition even when rows arrive after the bounds were read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from pipelinez.connectors.postgres.settings import Settings, TableRef
+from pipelinez.connectors.postgres.types import (
+    DATE,
+    INT2,
+    INT4,
+    INT8,
+    NUMERIC,
+    TIMESTAMP,
+    TIMESTAMPTZ,
+    ColumnPlan,
+    PgColumn,
+    arrow_schema,
+    convert_batch,
+    fetch_types,
+    plan_column,
+)
+from pipelinez.connectors.sdk import DatasetRequest, Partition
+from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.sqlnames import quote_ident, quote_literal, split_qualified
+
+if TYPE_CHECKING:
+    import duckdb
+    import psycopg
+    import pyarrow as pa
+
+_SRC = "pz_src"
+_INTEGER_TYPES = (INT2, INT4, INT8)
+_PARTITION_TYPES = (*_INTEGER_TYPES, NUMERIC, DATE, TIMESTAMP, TIMESTAMPTZ)
+
+
+@dataclass(frozen=True)
+class PartitionColumn:
+    name: str
+    base_oid: int
+    type_sql: str
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A described dataset: where its rows come from and how each selected column is read."""
+
+    schema: str | None  # table datasets: resolved schema and name
+    table: str | None
+    query: str | None
+    plans: list[ColumnPlan]  # the selected columns (the contract's, in its order, or all)
+    all_columns: dict[str, PartitionColumn]
+    contract: dict[str, str] | None  # canonical DuckDB types of the contract
+
+    def from_sql(self) -> str:
+        if self.table is not None:
+            assert self.schema is not None
+            return f"{quote_ident(self.schema)}.{quote_ident(self.table)} AS {_SRC}"
+        return f"(\n{self.query}\n) AS {_SRC}"
+
+    def select_sql(self, universal: bool, where: str) -> str:
+        """The server-side SELECT of a tier (native query path or universal)."""
+        items = []
+        for plan in self.plans:
+            ref = f"{_SRC}.{quote_ident(plan.name)}"
+            expr = plan.universal_sql(ref) if universal else plan.native_sql(ref)
+            items.append(f"{expr} AS {quote_ident(plan.name)}")
+        sql = f"SELECT {', '.join(items) or 'NULL'} FROM {self.from_sql()}"
+        return f"{sql} WHERE {where}" if where else sql
+
+    def duck_projection(self) -> str:
+        """The DuckDB-side casts to the canonical types (then to the contract's types)."""
+        items = []
+        for plan in self.plans:
+            expr = f"CAST({quote_ident(plan.name)} AS {plan.duck})"
+            if self.contract and self.contract.get(plan.name, plan.duck) != plan.duck:
+                expr = f"CAST({expr} AS {self.contract[plan.name]})"
+            items.append(f"{expr} AS {quote_ident(plan.name)}")
+        return ", ".join(items)
+
+    def attach_scan_ok(self, partition: Partition) -> bool:
+        """Whether the extension's own table scan reads this exactly (see types.py)."""
+        if self.table is None or partition.spec:
+            return False
+        for plan in self.plans:
+            if not plan.attach_ok:
+                return False
+            if plan.nan_guard and self.contract and self.contract.get(plan.name, plan.duck) != plan.duck:
+                return False
+        return True
+
+
+# -- describing ----------------------------------------------------------------------------------------
+def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str, code: str) -> Relation:
+    """Describe the dataset through the catalog (tables) or a LIMIT 0 run (queries)."""
+    options = dataset.options
+    has_table, has_query = bool(options.get("table")), bool(options.get("query"))
+    if has_table == has_query:
+        raise PzConnectorError(
+            f"{where}: a postgres dataset needs exactly one of table: or query:", code="PZ0302"
+        )
+    cur = conn.cursor()
+    schema = table = query = None
+    if has_table:
+        try:
+            ref = TableRef.parse(str(options["table"]))
+        except ValueError as exc:
+            raise PzConnectorError(f"{where}: table: {exc}", code="PZ0302") from exc
+        cur.execute(
+            "SELECT c.oid::int8, n.nspname, c.relname FROM pg_catalog.pg_class c "
+            "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%s)",
+            [ref.sql()],
+        )
+        row = cur.fetchone()
+        if row is None:
+            raise PzConnectorError(
+                f"{where}: table {ref} does not exist (or is not visible to this user)",
+                code="PZ0602" if code == "PZ0602" else code,
+            )
+        relid, schema, table = int(row[0]), str(row[1]), str(row[2])
+        cur.execute(
+            "SELECT attname, atttypid::int8, atttypmod, attndims FROM pg_catalog.pg_attribute "
+            "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            [relid],
+        )
+        columns = [PgColumn(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in cur.fetchall()]
+    else:
+        query = str(options["query"]).strip().rstrip(";").strip()
+        cur.execute(f"SELECT * FROM (\n{query}\n) AS {_SRC} LIMIT 0")
+        if cur.description is None or cur.pgresult is None:
+            raise PzConnectorError(f"{where}: query: returns no result set", code="PZ0302")
+        columns = [
+            PgColumn(d.name, int(d.type_code), int(cur.pgresult.fmod(i)), 0)
+            for i, d in enumerate(cur.description)
+        ]
+    seen: set[str] = set()
+    for col in columns:
+        if col.name in seen:
+            raise PzConnectorError(f"{where}: the dataset has two columns named {col.name}", code=code)
+        seen.add(col.name)
+    types = fetch_types(cur, {c.type_oid for c in columns})
+    rendered: dict[tuple[int, int], str] = {}
+
+    def type_sql(oid: int, typmod: int) -> str:
+        if (oid, typmod) not in rendered:
+            cur.execute("SELECT format_type(%s::oid, %s)", [oid, typmod])
+            found = cur.fetchone()
+            assert found is not None
+            rendered[(oid, typmod)] = str(found[0])
+        return rendered[(oid, typmod)]
+
+    plans = [plan_column(col, types, type_sql) for col in columns]
+    all_columns = {}
+    for col in columns:
+        base, typmod = col.type_oid, col.typmod
+        info = types.get(base)
+        while info is not None and info.typtype == "d":
+            typmod = info.typmod if info.typmod != -1 else typmod
+            base = info.basetype
+            info = types.get(base)
+        all_columns[col.name] = PartitionColumn(col.name, base, type_sql(base, typmod))
+    contract = canonical_contract(dataset.columns, where)
+    if contract:
+        by_name = {p.name: p for p in plans}
+        missing = [name for name in contract if name not in by_name]
+        if missing:
+            raise PzConnectorError(
+                f"{where}: contract column(s) {', '.join(missing)} not found in the source (it has: "
+                f"{', '.join(by_name)})",
+                code=code if code != "PZ0505" else "PZ0505",
+            )
+        plans = [by_name[name] for name in contract]
+    return Relation(schema, table, query, plans, all_columns, contract)
+
+
+def canonical_contract(columns: dict[str, str] | None, where: str) -> dict[str, str] | None:
+    """The contract's types as DuckDB spells them (parsed by DuckDB, so safe to place in SQL)."""
+    if not columns:
+        return None
+    import duckdb
+
+    result: dict[str, str] = {}
+    for name, typ in columns.items():
+        try:
+            result[str(name)] = str(duckdb.sqltype(str(typ)))
+        except duckdb.Error as exc:
+            raise PzConnectorError(
+                f"{where}: contract column '{name}' has type '{typ}' that DuckDB does not know", code="PZ0505"
+            ) from exc
+    return result
+
+
+# -- partitions ----------------------------------------------------------------------------------------
+def make_partitions(
+    conn: psycopg.Connection[Any], relation: Relation, spec: dict[str, Any], where: str
+) -> list[Partition]:
+    column = str(spec.get("column", ""))
+    try:
+        count = int(spec.get("count", 1))
+    except (TypeError, ValueError) as exc:
+        raise PzConnectorError(f"{where}: partitions.count must be a whole number", code="PZ0302") from exc
+    info = relation.all_columns.get(column)
+    if info is None:
+        raise PzConnectorError(
+            f"{where}: partitions.column '{column}' is not a column of the dataset", code="PZ0302"
+        )
+    if info.base_oid not in _PARTITION_TYPES:
+        raise PzConnectorError(
+            f"{where}: partitions.column '{column}' has type {info.type_sql}; partitions need an integer, "
+            "numeric, date or timestamp column",
+            code="PZ0302",
+        )
+    if count <= 1:
+        return [Partition(0, "all")]
+    bounds = _bounds(conn, relation, info, count)
+    if not bounds:
+        return [Partition(0, "all")]
+    parts: list[Partition] = []
+    edges: list[str | None] = [None, *bounds, None]
+    for index in range(len(edges) - 1):
+        lower, upper = edges[index], edges[index + 1]
+        if lower is None:
+            text = f"{column} < {upper} (and NULL)"
+        elif upper is None:
+            text = f"{column} >= {lower}"
+        else:
+            text = f"{lower} <= {column} < {upper}"
+        parts.append(Partition(index, text, {"column": column, "lower": lower, "upper": upper}))
+    return parts
+
+
+def _bounds(
+    conn: psycopg.Connection[Any], relation: Relation, info: PartitionColumn, count: int
+) -> list[str]:
+    ref = f"{_SRC}.{quote_ident(info.name)}"
+    cur = conn.cursor()
+    if info.base_oid in (*_INTEGER_TYPES, NUMERIC):
+        finite = ""
+        if info.base_oid == NUMERIC:
+            finite = f" WHERE {ref} NOT IN ('NaN'::numeric, 'Infinity'::numeric, '-Infinity'::numeric)"
+        cur.execute(f"SELECT min({ref})::text, max({ref})::text FROM {relation.from_sql()}{finite}")
+        row = cur.fetchone()
+        if row is None or row[0] is None:
+            return []
+        low, high = Decimal(str(row[0])), Decimal(str(row[1]))
+        values: list[str] = []
+        for i in range(1, count):
+            if info.base_oid in _INTEGER_TYPES:
+                edge = str(int(low) + ((int(high) - int(low) + 1) * i) // count)
+            else:
+                edge = str(low + (high - low) * i / count)
+            if (not values or edge != values[-1]) and Decimal(edge) > low:
+                values.append(edge)
+        return values
+    if info.base_oid == DATE:
+        step = f"lo + (((hi - lo)::int8 * g) / {count})::int4"
+    else:
+        step = f"lo + (hi - lo) * (g::float8 / {count})"
+    cur.execute(
+        f"WITH b AS (SELECT min({ref}) AS lo, max({ref}) AS hi FROM {relation.from_sql()} "
+        f"WHERE isfinite({ref})) SELECT DISTINCT ({step})::text, g "
+        f"FROM b, generate_series(1, {count - 1}) AS g "
+        "WHERE lo IS NOT NULL AND lo < hi ORDER BY g"
+    )
+    out: list[str] = []
+    for text, _g in cur.fetchall():
+        if text not in out:
+            out.append(str(text))
+    return out
+
+
+def partition_where(relation: Relation, partition: Partition) -> str:
+    """The server-side predicate of a partition (bounds re-typed from the catalog, never from the spec)."""
+    spec = partition.spec
+    if not spec:
+        return ""
+    info = relation.all_columns.get(str(spec.get("column")))
+    if info is None:
+        raise PzConnectorError(
+            f"partition column {spec.get('column')!r} is not a column of the dataset", code="PZ0505"
+        )
+    ref = f"{_SRC}.{quote_ident(info.name)}"
+
+    def literal(value: Any) -> str:
+        return f"CAST({quote_literal(str(value))} AS {info.type_sql})"
+
+    lower, upper = spec.get("lower"), spec.get("upper")
+    parts = []
+    if lower is not None:
+        parts.append(f"{ref} >= {literal(lower)}")
+    if upper is not None:
+        parts.append(f"{ref} < {literal(upper)}")
+    clause = " AND ".join(parts)
+    if lower is None and clause:
+        clause = f"({clause} OR {ref} IS NULL)"
+    return clause
+
+
+# -- native tier --------------------------------------------------------------------------------------
+def extension_path() -> str:
+    """The postgres_scanner extension file shipped by the `duckdb-extension-postgres-scanner` package."""
+    import duckdb
+    import duckdb_extension_postgres_scanner as package
+
+    folder = os.path.join(os.path.dirname(package.__file__), "extensions")
+    wanted = os.path.join(folder, f"v{duckdb.__version__}", "postgres_scanner.duckdb_extension")
+    if os.path.isfile(wanted):
+        return wanted
+    found = sorted(glob.glob(os.path.join(folder, "*", "postgres_scanner.duckdb_extension")))
+    if not found:
+        raise PzConnectorError(
+            "the duckdb-extension-postgres-scanner package ships no extension file; reinstall pipelinez",
+            code="PZ0505",
+        )
+    return found[-1]
+
+
+@contextlib.contextmanager
+def attached(con: duckdb.DuckDBPyConnection, settings: Settings, *, read_only: bool) -> Iterator[str]:
+    """ATTACH the database to `con`'s DuckDB instance under a fresh alias for the block.
+
+    ATTACH/DETACH and the secret run on a sibling cursor (they belong to the database instance; a DETACH on
+    the caller's connection would fail inside its transaction). The password goes through a temporary
+    secret: the ATTACH string, which DuckDB quotes in its errors, never holds it."""
+    token = secrets.token_hex(6)
+    alias, secret = f"__pz_pg_{token}", f"__pz_pg_secret_{token}"
+    aux = con.cursor()
+    try:
+        aux.execute(f"LOAD {quote_literal(extension_path())}")
+        options = f"TYPE postgres{', READ_ONLY' if read_only else ''}"
+        if settings.password:
+            aux.execute(
+                f"CREATE TEMPORARY SECRET {quote_ident(secret)} "
+                f"(TYPE postgres, PASSWORD {quote_literal(settings.password)})"
+            )
+            options += f", SECRET {quote_ident(secret)}"
+        try:
+            aux.execute(
+                f"ATTACH {quote_literal(settings.libpq(with_password=False))} AS {quote_ident(alias)} "
+                f"({options})"
+            )
+            try:
+                yield alias
+            finally:
+                with contextlib.suppress(Exception):
+                    aux.execute(f"DETACH {quote_ident(alias)}")
+        finally:
+            if settings.password:
+                with contextlib.suppress(Exception):
+                    aux.execute(f"DROP TEMPORARY SECRET IF EXISTS {quote_ident(secret)}")
+    finally:
+        aux.close()
+
+
+def extract_native(
+    con: duckdb.DuckDBPyConnection,
+    conn: psycopg.Connection[Any],
+    settings: Settings,
+    relation: Relation,
+    partition: Partition,
+    target: str,
+    where: str,
+) -> None:
+    import duckdb
+
+    try:
+        with attached(con, settings, read_only=True) as alias:
+            if relation.attach_scan_ok(partition):
+                assert relation.schema is not None and relation.table is not None
+                source = f"{quote_ident(alias)}.{quote_ident(relation.schema)}.{quote_ident(relation.table)}"
+            else:
+                pg_sql = relation.select_sql(False, partition_where(relation, partition))
+                source = f"postgres_query({quote_literal(alias)}, {quote_literal(pg_sql)})"
+            land(con, target, f"SELECT {relation.duck_projection() or '*'} FROM {source}")
+    except duckdb.Error as exc:
+        raise settings.error(exc, where, "PZ0505") from exc
+    if relation.attach_scan_ok(partition):
+        _nan_guard(con, conn, settings, relation, target, where)
+
+
+def _nan_guard(
+    con: duckdb.DuckDBPyConnection,
+    conn: psycopg.Connection[Any],
+    settings: Settings,
+    relation: Relation,
+    target: str,
+    where: str,
+) -> None:
+    """The extension's binary reader decodes numeric NaN as 0. When a numeric(p<=38) column was staged
+    with a zero, ask the server whether that zero was a NaN (which DECIMAL cannot hold), and refuse."""
+    guarded = [p for p in relation.plans if p.nan_guard]
+    if not guarded:
+        return
+    checks = []
+    for plan in guarded:
+        col = quote_ident(plan.name)
+        zero = f"CAST(0 AS {plan.canon.duck().removesuffix('[]')})"
+        checks.append(
+            f"bool_or(list_contains({col}, {zero}))" if plan.canon.is_list else f"bool_or({col} = 0)"
+        )
+    row = con.execute(f"SELECT {', '.join(checks)} FROM {target}").fetchone()
+    suspects = [plan for plan, zero in zip(guarded, row or (), strict=False) if zero]
+    if not suspects:
+        return
+    conditions = []
+    for plan in suspects:
+        ref = f"{_SRC}.{quote_ident(plan.name)}"
+        conditions.append(f"'NaN'::numeric = ANY({ref})" if plan.canon.is_list else f"{ref} = 'NaN'::numeric")
+    cur = conn.cursor()
+    try:
+        cur.execute(
+            f"SELECT {', '.join(f'bool_or({c})' for c in conditions)} FROM {relation.from_sql()} "
+            f"WHERE {' OR '.join(conditions)}"
+        )
+        found = cur.fetchone()
+    except Exception as exc:
+        raise settings.error(exc, where, "PZ0505") from exc
+    bad = [plan.name for plan, hit in zip(suspects, found or (), strict=False) if hit]
+    if bad:
+        raise PzConnectorError(
+            f"{where}: column(s) {', '.join(bad)} hold NaN, which DECIMAL cannot hold; read the dataset with "
+            "a query: that maps it (e.g. NULLIF(col, 'NaN'))",
+            code="PZ0505",
+        )
+
+
+def land(con: duckdb.DuckDBPyConnection, target: str, select: str) -> None:
+    """Create `target` from `select`, or insert into it by column name when it exists already."""
+    if table_exists(con, target):
+        con.execute(f"INSERT INTO {target} BY NAME {select}")
+    else:
+        con.execute(f"CREATE TABLE {target} AS {select}")
+
+
+def table_exists(con: duckdb.DuckDBPyConnection, quoted: str) -> bool:
+    """Whether the staging table `quoted` (quoted, maybe qualified) exists."""
+    parts = split_qualified(quoted)
+    row = con.execute("SELECT current_database(), current_schema()").fetchone()
+    assert row is not None
+    if len(parts) == 1:
+        full = [str(row[0]), str(row[1]), parts[0]]
+    elif len(parts) == 2:
+        full = [str(row[0]), *parts]
+    else:
+        full = parts[-3:]
+    found = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE lower(database_name) = lower(?) "
+        "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
+        full,
+    ).fetchone()
+    return bool(found and found[0])
+
+
+# -- universal tier ---------------------------------------------------------------------------------
+def extract_batches(
+    settings: Settings, relation: Relation, partition: Partition, where: str
+) -> Iterator[pa.RecordBatch]:
+    import pyarrow as pa
+
+    sql = relation.select_sql(True, partition_where(relation, partition))
+    schema = arrow_schema(relation.plans)
+    conn = settings.adbc()
+    try:
+        cur = conn.cursor()
+        try:
+            try:
+                cur.execute(sql)
+                reader = cur.fetch_record_batch()
+            except Exception as exc:
+                raise settings.error(exc, where, "PZ0505") from exc
+            produced = False
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    break
+                except Exception as exc:
+                    raise settings.error(exc, where, "PZ0505") from exc
+                produced = True
+                try:
+                    yield convert_batch(batch, relation.plans, schema)
+                except PzConnectorError as exc:
+                    raise PzConnectorError(f"{where}: {settings.scrub(exc.message)}", code="PZ0505") from exc
+            if not produced:
+                yield pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
+        finally:
+            with contextlib.suppress(Exception):
+                cur.close()
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()
