@@ -293,8 +293,7 @@ def test_empty_replace_of_a_missing_file_creates_nothing(tmp_path: Path, tier: s
     con = staging_with(tmp_path, "r", "SELECT 1 AS id WHERE false")
     with pytest.raises(PzConnectorError):
         write(connector(tmp_path, "new.duckdb"), con, tier, OutputRequest("o", {}, "replace"), "r")
-    if tier == NATIVE:
-        assert not (tmp_path / "new.duckdb").exists()
+    assert not (tmp_path / "new.duckdb").exists()
 
 
 MERGE_V1 = """SELECT * FROM (VALUES (1, 'a', false, 10), (2, 'b', false, 20), (NULL, 'null key', false, 0))

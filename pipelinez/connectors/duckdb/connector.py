@@ -13,6 +13,7 @@ The file (and its folder) is created when missing.
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pipelinez.connectors.duckdb import strategies
 from pipelinez.connectors.duckdb.files import attached, connected, resolve_path
 from pipelinez.connectors.duckdb.names import TableName
-from pipelinez.connectors.duckdb.sql import canonical_contract, land, with_schema, wrap
+from pipelinez.connectors.duckdb.sql import canonical_contract, land, peek_rows, with_schema, wrap
 from pipelinez.connectors.sdk import (
     Connector,
     ConnectorContext,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 BATCH_ROWS = 122_880
 _STREAM = "__pz_stream"
+_SHAPE = "__pz_shape"
 _INCOMING = "__pz_incoming"
 _STAGED = f'"temp"."main"."{_INCOMING}"'
 
@@ -140,20 +142,34 @@ class DuckDBConnector(Connector):
             cur.close()
 
     def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:
+        """Replace and append stream `reader` straight into the target; merge lands it in a temp table
+        first (it reads the result more than once: key checks, then MERGE)."""
         import duckdb
+        import pyarrow as pa
 
         where = self._sink_where(output)
         target = self._target(output)
+        first, rest = peek_rows(reader)
+        if first is None and output.strategy == "replace" and not output.allow_empty:
+            raise strategies.refuse_empty(where, target)
+        batches = itertools.chain([first] if first is not None else [], rest)
+        stream = pa.RecordBatchReader.from_batches(reader.schema, batches)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with connected(self.path, read_only=False) as con:
-                con.register(_STREAM, reader)
-                con.execute(f"CREATE TEMP TABLE {quote_ident(_INCOMING)} AS SELECT * FROM {_STREAM}")
-                con.unregister(_STREAM)
-                rows, cols = self._prepare(con, output, _STAGED, target, where)
                 row = con.execute("SELECT current_database()").fetchone()
                 assert row is not None
-                return strategies.write(con, str(row[0]), target, output, _STAGED, cols, rows)
+                catalog = str(row[0])
+                con.register(_STREAM, stream)
+                if output.strategy == "merge":
+                    con.execute(f"CREATE TEMP TABLE {quote_ident(_INCOMING)} AS SELECT * FROM {_STREAM}")
+                    rows, cols = self._prepare(con, output, _STAGED, target, where)
+                    return strategies.write(con, catalog, target, output, _STAGED, cols, rows)
+                if output.strategy not in ("replace", "append"):
+                    raise PzConnectorError(f"{where}: unknown strategy '{output.strategy}'", code="PZ0305")
+                con.register(_SHAPE, reader.schema.empty_table())
+                cols = strategies.columns_of(con, _SHAPE)
+                return strategies.write(con, catalog, target, output, _STREAM, cols, None, shape=_SHAPE)
         except duckdb.Error as exc:
             raise wrap(exc, where, "PZ0501") from exc
         except OSError as exc:

@@ -108,3 +108,12 @@ def with_schema(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterato
         yield batch
     if empty:
         yield pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
+
+
+def peek_rows(reader: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch | None, Iterator[pa.RecordBatch]]:
+    """The first batch of `reader` holding rows (None when it has none) and the batches after it."""
+    batches = iter(reader)
+    for batch in batches:
+        if batch.num_rows:
+            return batch, batches
+    return None, batches

@@ -98,9 +98,13 @@ def write(
     output: OutputRequest,
     source: str,
     source_cols: Sequence[tuple[str, str]],
-    rows: int,
+    rows: int | None,
+    shape: str | None = None,
 ) -> WriteResult:
-    """Run the output's strategy in one transaction; the previous state stays on any failure."""
+    """Run the output's strategy in one transaction; the previous state stays on any failure.
+
+    `rows` is the source's row count, or None when the source is a one-shot stream (replace and append
+    only): then it is counted as it lands, and `shape` names an empty relation with the source's columns."""
     qtarget = target.sql(catalog)
     cur.execute("BEGIN TRANSACTION")
     try:
@@ -109,17 +113,23 @@ def write(
             tmp = TableName(target.schema, f"__pz_tmp_{target.table}_{output.run_id or 'run'}")
             cur.execute(f"DROP TABLE IF EXISTS {tmp.sql(catalog)}")
             cur.execute(f"CREATE TABLE {tmp.sql(catalog)} AS SELECT * FROM {source}")
+            if rows is None:
+                rows = count_rows(cur, tmp.sql(catalog))
             failpoints.hit("sink.before_swap")
             cur.execute(f"DROP TABLE IF EXISTS {qtarget}")
             cur.execute(f"ALTER TABLE {tmp.sql(catalog)} RENAME TO {quote_ident(target.table)}")
             result = WriteResult(rows)
         else:
-            cur.execute(f"CREATE TABLE IF NOT EXISTS {qtarget} AS SELECT * FROM {source} WITH NO DATA")
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {qtarget} AS SELECT * FROM {shape or source} WITH NO DATA"
+            )
             _add_missing_columns(cur, qtarget, source_cols)
             if output.strategy == "append":
-                cur.execute(f"INSERT INTO {qtarget} BY NAME SELECT * FROM {source}")
-                result = WriteResult(rows, batches_committed=1)
+                inserted = cur.execute(f"INSERT INTO {qtarget} BY NAME SELECT * FROM {source}").fetchone()
+                result = WriteResult(rows if rows is not None else int(inserted[0] if inserted else 0), 1)
             else:
+                if rows is None:
+                    raise ValueError("merge needs a source it can read twice")
                 cur.execute(_merge_sql(qtarget, output, source, source_cols))
                 result = WriteResult(rows)
         cur.execute("COMMIT")

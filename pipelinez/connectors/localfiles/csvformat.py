@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-BLOCK_SIZE = 16 << 20  # pyarrow block: must hold the longest row (DuckDB's max_line_size is 2 MiB)
+BLOCK_SIZE = 4 << 20  # pyarrow block: holds the longest row (DuckDB max_line_size: 2 MiB); bounds memory
 BATCH_ROWS = 122_880
 
 

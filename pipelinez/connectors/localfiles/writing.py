@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelinez.connectors.duckdb.sql import peek_rows
 from pipelinez.connectors.localfiles.folders import append_file, replace_folder
 from pipelinez.connectors.localfiles.paths import format_of_path, under_root
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
@@ -92,15 +93,6 @@ def write_native(con: duckdb.DuckDBPyConnection, out: FileOutput, source: str) -
         cur.close()
 
 
-def _nonempty(reader: pa.RecordBatchReader) -> tuple[pa.RecordBatch | None, Iterator[pa.RecordBatch]]:
-    """The first batch holding rows (None when the stream has none) and the rest of the stream."""
-    batches = iter(reader)
-    for batch in batches:
-        if batch.num_rows:
-            return batch, batches
-    return None, batches
-
-
 class _Counted:
     def __init__(self, first: pa.RecordBatch | None, rest: Iterator[pa.RecordBatch]):
         self.first, self.rest, self.rows = first, rest, 0
@@ -143,7 +135,7 @@ def _write_stream(fmt: str, dest: Path, schema: pa.Schema, batches: _Counted) ->
 
 
 def write_batches(out: FileOutput, reader: pa.RecordBatchReader) -> WriteResult:
-    first, rest = _nonempty(reader)
+    first, rest = peek_rows(reader)
     if first is None and out.strategy == "replace" and not out.allow_empty:
         raise out.refuse_empty()
     counted = _Counted(first, rest)
