@@ -25,8 +25,9 @@ that type with exactly the same values:
 | oid                                 | UINTEGER                  | binary                                |
 | enum types                          | VARCHAR                   | the label                             |
 | 1-D arrays of the types above       | <element type>[]          | element rules apply; NULL elements    |
-|  (not money / wide numeric)         |                           | kept; a 2-D value is refused          |
-| 1-D arrays of other types           | VARCHAR[]                 | `::text[]`                            |
+|  (not bytea/money/wide numeric)     |                           | kept; a 2-D value is refused          |
+| 1-D arrays of other types (bytea,   | VARCHAR[]                 | `::text[]` (bytea elements as         |
+|  inet, wide numeric, ...)           |                           |  `\\x00ff` text)                       |
 | arrays declared [][] (2+ dims)      | VARCHAR                   | array text, e.g. `{{1,2},{3,4}}`      |
 | domains                             | as their base type        | cast to the base type server-side     |
 | anything else: inet, cidr, macaddr, | VARCHAR                   | `::text` as PostgreSQL renders it     |
@@ -325,7 +326,6 @@ _LIST_ELEMENTS = {
     VARCHAR,
     NAME,
     BPCHAR,
-    BYTEA,
     DATE,
     TIME,
     TIMESTAMP,
