@@ -434,7 +434,7 @@ def _storage(array: pa.Array) -> pa.Array:
 
     if isinstance(array, pa.ExtensionArray):
         return array.storage
-    if isinstance(array.type, pa.ListType) and isinstance(array.type.value_type, pa.ExtensionType):
+    if isinstance(array.type, pa.ListType) and isinstance(array.type.value_type, pa.BaseExtensionType):
         return _map_list(array, lambda values: values.storage)
     return array
 
@@ -578,7 +578,7 @@ def pg_type_for_arrow(typ: pa.DataType) -> tuple[str, Callable[[pa.Array], pa.Ar
     def cast_to(target: pa.DataType) -> Callable[[pa.Array], pa.Array]:
         return lambda arr: arr.cast(target)
 
-    if isinstance(typ, pa.ExtensionType):
+    if isinstance(typ, pa.BaseExtensionType):
         name = typ.extension_name
         if name == "arrow.uuid":
             return "uuid", None
