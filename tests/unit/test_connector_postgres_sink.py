@@ -553,3 +553,89 @@ def test_sink_errors_never_hold_the_password(database: str, table: str) -> None:
         with pytest.raises(PzConnectorError) as exc:
             call()
         assert exc.value.is_transient and "sink-secret-pw" not in exc.value.message
+
+
+# -- through the engine: pz validate --connect / pz run with postgres on both sides ------------------
+def _project(root: Path, database: str, table: str, force_universal: bool) -> Path:
+    from tests.conftest import write_project
+
+    connection_yaml = f"""
+        host: 127.0.0.1
+        port: 5432
+        database: {database}
+        user: postgres
+        password: "{{{{ env('PG_PASSWORD') }}}}"
+    """
+    return write_project(
+        root,
+        {
+            "project.yml": f"""
+                name: pgshop
+                env:
+                  PG_PASSWORD: {{ required: true, secret: true }}
+                engine: {{ threads: 2, force_universal: {str(force_universal).lower()} }}
+            """,
+            "sources/pg.yml": "connector: postgres\nconnection:"
+            + textwrap.indent(textwrap.dedent(connection_yaml), "  ")
+            + textwrap.dedent(f"""
+                datasets:
+                  orders:
+                    table: wh.{table}_src
+                    partitions: {{ column: id, count: 3 }}
+                """),
+            "sinks/wh.yml": "connector: postgres\nconnection:"
+            + textwrap.indent(textwrap.dedent(connection_yaml), "  ")
+            + textwrap.dedent(f"""
+                outputs:
+                  totals:
+                    table: wh.{table}_totals
+                  latest:
+                    table: wh.{table}_latest
+                    strategy: merge
+                    keys: [id]
+                  log:
+                    table: wh.{table}_log
+                    strategy: append
+                """),
+            "pipelines/totals.sql": """
+                INSERT INTO {{ sink('wh', 'totals') }}
+                SELECT status, count(*) AS n, sum(amount) AS total
+                FROM {{ source('pg', 'orders') }} GROUP BY status
+            """,
+            "pipelines/latest.sql": """
+                INSERT INTO {{ sink('wh', 'latest') }}
+                INSERT INTO {{ sink('wh', 'log') }}
+                SELECT id, status, amount, updated_at FROM {{ source('pg', 'orders') }}
+            """,
+        },
+    )
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_pz_run_postgres_to_postgres(
+    pg: psycopg.Connection[Any], database: str, table: str, tier: str, tmp_path: Path
+) -> None:
+    from tests.conftest import pz
+
+    pg.execute(
+        f"CREATE TABLE wh.{table}_src AS SELECT g AS id, (ARRAY['open','shipped'])[1 + g % 2] AS status, "
+        f"(g * 1.5)::numeric(10,2) AS amount, timestamptz '2024-01-01 00:00:00+00' + g * interval '1 hour' "
+        "AS updated_at FROM generate_series(1, 1000) g"
+    )
+    project = _project(tmp_path / "proj", database, table, tier == "universal")
+    env = {"PG_PASSWORD": "pz-e2e-secret"}
+    validate = pz(project, "validate", "--connect", env=env)
+    assert validate.exit_code == 0, validate.output
+    for attempt in (1, 2):
+        result = pz(project, "run", env=env)
+        assert result.exit_code == 0, result.output
+        node = result.node("src_pg__orders")
+        assert node["tier"] == tier and node["rows"] == 1000 and len(node["partitions"]) == 3
+        assert pg.execute(f"SELECT count(*) FROM wh.{table}_latest").fetchone() == (1000,)
+        assert pg.execute(f"SELECT count(*) FROM wh.{table}_log").fetchone() == (1000 * attempt,)
+        assert result.node("wh.log")["batches_committed"] == 1
+    totals = pg.execute(f"SELECT status, n, total::text FROM wh.{table}_totals ORDER BY status").fetchall()
+    assert totals == [("open", 500, "375750.00"), ("shipped", 500, "375000.00")]
+    for path in project.joinpath(".pz").rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".jsonl", ".log", ".txt"):
+            assert "pz-e2e-secret" not in path.read_text(errors="replace"), path
