@@ -9,11 +9,13 @@ Both tiers land the same table, types and values, because both are pinned to the
 - **Schema.** The columns that land are the `columns:` contract, in its order, with its exact types; without a
   contract, the columns and types DuckDB sniffs (sample-based) from the dataset's first file, with the date
   and timestamp formats it detected. The same schema is used for every partition, so every partition lands
-  in the same table shape.
-- **Columns by name.** With `header: true`, each file's columns are matched to the schema by header name
-  (files may order their columns differently; columns outside the schema are not read). Within one read
-  (one partition) a schema column that some files lack is NULL for those files; one that no file of the
-  read has is an error. With `header: false` columns are positional: the contract's order is the file's.
+  in the same table shape. With a contract nothing is sniffed at all.
+- **Columns by name.** With `header: true`, each file's header row (only that row, read with the same
+  dialect) names its columns: blanks are trimmed, an empty name becomes `column<i>`, a repeated name gets
+  `_1`, `_2`… Schema columns are matched to header names ignoring case, so files may order their columns
+  differently; columns outside the schema are read as text and dropped. Within one read (one partition) a
+  schema column that some files lack is NULL for those files; one that no file of the read has is an error.
+  With `header: false` columns are positional: the contract's order is the file's.
 - **Conversion.** Values are converted by DuckDB in both tiers: the universal tier has pyarrow split the
   file into text fields and casts them with DuckDB (`CAST`, or `strptime` with a date/timestamp format),
   which is exactly how DuckDB's CSV reader converts them.
@@ -23,6 +25,8 @@ Rows never become Python objects: the universal tier moves Arrow batches from py
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,43 +121,87 @@ def resolve_schema(
         return ReadSchema(tuple(contract), dialect.dateformat, dialect.timestampformat)
     row = con.execute(
         "SELECT Columns, DateFormat, TimestampFormat FROM "
-        f"sniff_csv({quote_literal(duckdb_path(first_file))}, "
-        f"{dialect.duckdb_args()})"
+        f"sniff_csv({quote_literal(duckdb_path(first_file))}, {dialect.duckdb_args()})"
     ).fetchone()
     assert row is not None
-    columns = tuple((str(c["name"]), str(c["type"])) for c in row[0])
-    return ReadSchema(columns, dialect.dateformat or row[1], dialect.timestampformat or row[2])
+    sniffed = [(str(c["name"]), str(c["type"])) for c in row[0]]
+    if dialect.header:
+        names = header_names(first_file, dialect)
+        if len(names) != len(sniffed):
+            raise PzConnectorError(
+                f"file {first_file}: its header has {len(names)} column(s) but its rows {len(sniffed)}; "
+                "check delimiter/quote, or declare columns:",
+                code="PZ0505",
+            )
+        sniffed = [(name, typ) for name, (_, typ) in zip(names, sniffed, strict=True)]
+    return ReadSchema(tuple(sniffed), dialect.dateformat or row[1], dialect.timestampformat or row[2])
 
 
-def header_names(con: duckdb.DuckDBPyConnection, file: Path, dialect: CsvDialect) -> list[str]:
-    """A file's column names as DuckDB's reader names them (duplicates get `_1`, blanks `columnN`)."""
-    row = con.execute(
-        f"SELECT Columns FROM sniff_csv({quote_literal(duckdb_path(file))}, {dialect.duckdb_args()}, "
-        "all_varchar=true)"
-    ).fetchone()
-    assert row is not None
-    return [str(c["name"]) for c in row[0]]
+def header_names(file: Path, dialect: CsvDialect) -> list[str]:
+    """The column names of a file's header row, read with the dataset's dialect (only that row is read):
+    blanks trimmed, an empty name becomes `column<i>`, a repeated name (ignoring case) gets `_1`, `_2`…"""
+    import pyarrow as pa
+
+    with (
+        pa.input_stream(str(file), compression="detect") as raw,
+        io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="") as text,
+    ):
+        reader = csv.reader(
+            text,
+            delimiter=dialect.delimiter,
+            quotechar=dialect.quote or None,
+            quoting=csv.QUOTE_MINIMAL if dialect.quote else csv.QUOTE_NONE,
+            doublequote=True,
+            strict=False,
+        )
+        fields = next(reader, None)
+    if not fields:
+        raise PzConnectorError(f"file {file} has no header row", code="PZ0505")
+    names: list[str] = []
+    taken: set[str] = set()
+    for i, field in enumerate(fields):
+        base = field.strip() or f"column{i}"
+        name, k = base, 0
+        while name.lower() in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name.lower())
+        names.append(name)
+    return names
 
 
-def _present(
-    con: duckdb.DuckDBPyConnection, files: Sequence[Path], dialect: CsvDialect, schema: ReadSchema
-) -> set[str]:
-    """Schema columns some file of the read has; error when one is in none of them."""
+@dataclass(frozen=True)
+class _Layout:
+    """Files of one read that share a header, in read order."""
+
+    names: tuple[str, ...]
+    files: tuple[Path, ...]
+
+    def position(self, column: str) -> int | None:
+        lowered = column.lower()
+        return next((i for i, n in enumerate(self.names) if n.lower() == lowered), None)
+
+
+def _layouts(files: Sequence[Path], dialect: CsvDialect, schema: ReadSchema) -> list[_Layout]:
+    """Consecutive files with the same header, grouped; error when a schema column is in no header."""
     if not dialect.header:
-        return {name for name, _ in schema.columns}
-    rows = con.execute(
-        f"DESCRIBE SELECT * FROM read_csv({_file_list(files)}, {dialect.duckdb_args()}, union_by_name=true, "
-        "all_varchar=true)"
-    ).fetchall()
-    names = {str(r[0]) for r in rows}
-    missing = [name for name, _ in schema.columns if name not in names]
+        return [_Layout(tuple(n for n, _ in schema.columns), tuple(files))]
+    layouts: list[_Layout] = []
+    for file in files:
+        names = tuple(header_names(file, dialect))
+        if layouts and layouts[-1].names == names:
+            layouts[-1] = _Layout(names, (*layouts[-1].files, file))
+        else:
+            layouts.append(_Layout(names, (file,)))
+    missing = [n for n, _ in schema.columns if all(lay.position(n) is None for lay in layouts)]
     if missing:
+        seen = sorted({n for lay in layouts for n in lay.names})
         raise PzConnectorError(
             f"column(s) {', '.join(repr(m) for m in missing)} of the dataset's schema are in no header "
-            f"of {_describe_files(files)} (headers have: {', '.join(sorted(names))})",
+            f"of {_describe_files(files)} (headers have: {', '.join(seen)})",
             code="PZ0505",
         )
-    return names
+    return layouts
 
 
 def _describe_files(files: Sequence[Path]) -> str:
@@ -162,25 +210,29 @@ def _describe_files(files: Sequence[Path]) -> str:
     return f"{len(files)} files ({files[0]} … {files[-1]})"
 
 
-def native_select(
-    con: duckdb.DuckDBPyConnection, files: Sequence[Path], dialect: CsvDialect, schema: ReadSchema
-) -> str:
-    """A SELECT over `files` that yields exactly the schema's columns, in order, with its types."""
+def native_select(files: Sequence[Path], dialect: CsvDialect, schema: ReadSchema) -> str:
+    """A SELECT over `files` that yields exactly the schema's columns, in order, with its types. Every read
+    is explicit (`auto_detect=false`): files sharing a header are read together, with each schema column
+    typed and every other column read as text and dropped."""
     if not dialect.header:
         return (
             f"SELECT * FROM read_csv({_file_list(files)}, {dialect.duckdb_args()}, auto_detect=false, "
             f"columns={_struct(schema.columns)}{schema.format_args()})"
         )
-    present = _present(con, files, dialect, schema)
-    typed = [(n, t) for n, t in schema.columns if n in present]
-    cols = ", ".join(
-        quote_ident(n) if n in present else f"CAST(NULL AS {t}) AS {quote_ident(n)}"
-        for n, t in schema.columns
-    )
-    return (
-        f"SELECT {cols} FROM read_csv({_file_list(files)}, {dialect.duckdb_args()}, union_by_name=true, "
-        f"all_varchar=true, types={_struct(typed)}{schema.format_args()})"
-    )
+    types = {n.lower(): t for n, t in schema.columns}
+    selects = []
+    for layout in _layouts(files, dialect, schema):
+        struct = _struct([(n, types.get(n.lower(), "VARCHAR")) for n in layout.names])
+        cols = []
+        for name, typ in schema.columns:
+            at = layout.position(name)
+            source = f"CAST(NULL AS {typ})" if at is None else quote_ident(layout.names[at])
+            cols.append(f"{source} AS {quote_ident(name)}")
+        selects.append(
+            f"SELECT {', '.join(cols)} FROM read_csv({_file_list(layout.files)}, {dialect.duckdb_args()}, "
+            f"auto_detect=false, columns={struct}{schema.format_args()})"
+        )
+    return "\nUNION ALL\n".join(selects)
 
 
 def _cast(field: str, typ: str, schema: ReadSchema) -> str:
@@ -199,75 +251,68 @@ def universal_batches(
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of `files`: pyarrow splits text fields, DuckDB converts them; one file at a time."""
     import duckdb
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
 
     con = duckdb.connect()
     try:
         con.execute("SET arrow_lossless_conversion = true")
         con.execute("SET preserve_insertion_order = true")
-        per_file = [
-            header_names(con, f, dialect) if dialect.header else [n for n, _ in schema.columns] for f in files
-        ]
-        union = {name for names in per_file for name in names}
-        missing = [name for name, _ in schema.columns if name not in union]
-        if missing:
-            raise PzConnectorError(
-                f"column(s) {', '.join(repr(m) for m in missing)} of the dataset's schema are in no header "
-                f"of {_describe_files(files)} (headers have: {', '.join(sorted(union))})",
-                code="PZ0505",
-            )
-        produced, last_schema = False, None
-        for file, names in zip(files, per_file, strict=True):
-            fields = [f"c{i}" for i in range(len(names))]
-            position = {name: i for i, name in enumerate(names)}
-            wanted = [fields[position[n]] for n, _ in schema.columns if n in position]
+        last_schema, produced = None, False
+        for layout in _layouts(files, dialect, schema):
+            fields = [f"c{i}" for i in range(len(layout.names))]
+            at = {name: layout.position(name) for name, _ in schema.columns}
             exprs = ", ".join(
-                (
-                    f"{_cast(quote_ident(fields[position[n]]), t, schema)} AS {quote_ident(n)}"
-                    if n in position
-                    else f"CAST(NULL AS {t}) AS {quote_ident(n)}"
-                )
+                f"{_cast(quote_ident(fields[i]), t, schema)} AS {quote_ident(n)}"
+                if (i := at[n]) is not None
+                else f"CAST(NULL AS {t}) AS {quote_ident(n)}"
                 for n, t in schema.columns
             )
-            try:
-                reader = pacsv.open_csv(
-                    pa.input_stream(str(file), compression="detect"),
-                    read_options=pacsv.ReadOptions(
-                        column_names=fields,
-                        skip_rows_after_names=1 if dialect.header else 0,
-                        block_size=BLOCK_SIZE,
-                    ),
-                    parse_options=pacsv.ParseOptions(
-                        delimiter=dialect.delimiter,
-                        quote_char=dialect.quote or False,
-                        double_quote=True,
-                        escape_char=False,
-                        newlines_in_values=True,
-                        ignore_empty_lines=len(fields) > 1,
-                    ),
-                    convert_options=pacsv.ConvertOptions(
-                        column_types={f: pa.string() for f in fields},
-                        include_columns=wanted or fields[:1],
-                        null_values=[dialect.null],
-                        strings_can_be_null=True,
-                        quoted_strings_can_be_null=True,
-                    ),
-                )
-            except pa.ArrowException as exc:
-                raise PzConnectorError(f"file {file}: {exc}", code="PZ0505") from exc
-            con.register("pz_csv_stream", reader)
-            try:
-                result = con.execute(f"SELECT {exprs} FROM pz_csv_stream").to_arrow_reader(batch_rows)
-                last_schema = result.schema
-                for batch in result:
-                    produced = True
-                    yield batch
-            except duckdb.Error as exc:
-                raise PzConnectorError(f"file {file}: {summary(str(exc))}", code="PZ0505") from exc
-            finally:
-                con.unregister("pz_csv_stream")
+            wanted = [fields[i] for i in at.values() if i is not None] or fields[:1]
+            for file in layout.files:
+                con.register("pz_csv_stream", _open_text_fields(file, fields, wanted, dialect))
+                try:
+                    result = con.execute(f"SELECT {exprs} FROM pz_csv_stream").to_arrow_reader(batch_rows)
+                    last_schema = result.schema
+                    for batch in result:
+                        produced = True
+                        yield batch
+                except duckdb.Error as exc:
+                    raise PzConnectorError(f"file {file}: {summary(str(exc))}", code="PZ0505") from exc
+                finally:
+                    con.unregister("pz_csv_stream")
         if not produced and last_schema is not None:
-            yield from with_schema((), last_schema)
+            yield from with_schema((), last_schema)  # one empty batch: the consumer learns the columns
     finally:
         con.close()
+
+
+def _open_text_fields(
+    file: Path, fields: list[str], wanted: list[str], dialect: CsvDialect
+) -> pa.RecordBatchReader:
+    """A pyarrow stream of the file's `wanted` columns as text, split with the dataset's dialect."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    try:
+        return pacsv.open_csv(
+            pa.input_stream(str(file), compression="detect"),
+            read_options=pacsv.ReadOptions(
+                column_names=fields, skip_rows_after_names=1 if dialect.header else 0, block_size=BLOCK_SIZE
+            ),
+            parse_options=pacsv.ParseOptions(
+                delimiter=dialect.delimiter,
+                quote_char=dialect.quote or False,
+                double_quote=True,
+                escape_char=False,
+                newlines_in_values=True,
+                ignore_empty_lines=len(fields) > 1,
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types={f: pa.string() for f in fields},
+                include_columns=wanted,
+                null_values=[dialect.null],
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=True,
+            ),
+        )
+    except pa.ArrowException as exc:
+        raise PzConnectorError(f"file {file}: {exc}", code="PZ0505") from exc

@@ -131,7 +131,7 @@ def native_select(
 ) -> str:
     """The SELECT that reads `files` as exactly the schema's columns, in order, with its types."""
     if ds.fmt == "csv":
-        return csvformat.native_select(con, files, ds.dialect, schema)
+        return csvformat.native_select(files, ds.dialect, schema)
     if ds.fmt == "json":
         return (
             f"SELECT * FROM read_json({_file_list(files)}, auto_detect=false, format='auto', "
