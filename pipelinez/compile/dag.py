@@ -180,7 +180,6 @@ def build_nodes(
             continue
         reads, tables = resolver.reads(name)
         deps = [loads[r] for r in reads] + tables
-        deps += [c for d in list(deps) for c in blocking_checks.get(d, [])]
         sql = resolver.resolve(info.query)
         specs[name] = {
             "cls": PipelineNode,
@@ -228,6 +227,12 @@ def build_nodes(
                 "duplicates": out.duplicates if out else None,
                 "allow_empty": out.allow_empty if out else False,
             }
+
+    # write-audit-publish: whatever reads a checked table also waits for its error-severity checks
+    for spec in specs.values():
+        if spec["kind"] == PIPELINE:
+            deps = list(spec["deps"])  # type: ignore[call-overload]
+            spec["deps"] = tuple(dict.fromkeys(deps + [c for d in deps for c in blocking_checks.get(d, [])]))
 
     order = topological_order({n: tuple(s["deps"]) for n, s in specs.items()})  # type: ignore[arg-type]
     nodes: dict[str, Node] = {}

@@ -137,6 +137,7 @@ class Executor:
             result.status = "failed"
             result.error = done.failure.to_dict()
             result.batches_committed = done.failure.batches_committed
+            result.rows = done.failure.rows
         elif done.output:
             out = done.output
             result.status = out.status

@@ -22,6 +22,7 @@ class NodeFailure(Exception):
     transient: bool = False
     retry_after: float | None = None
     batches_committed: int | None = None
+    rows: int = 0                  # rows the failed node reports (a failed check: its offending rows)
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "transient": self.transient}

@@ -187,7 +187,7 @@ def run_check(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput
         return NodeOutput(rows=result.rows)
     if node.check.severity == "warn":
         return NodeOutput(rows=result.rows, status="warn", message=result.message)
-    raise NodeFailure("PZ0508", result.message)
+    raise NodeFailure("PZ0508", result.message, rows=result.rows)
 
 
 def run_sink_write(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:

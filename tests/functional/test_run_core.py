@@ -346,3 +346,54 @@ def test_retention_keeps_last_staging_databases(project_dir: Path) -> None:
     assert history.exit_code == 0 and len(history.lines) == 5
     assert pz(project_dir, "clean").exit_code == 0
     assert not any((r / "staging.duckdb").exists() for r in runs)
+
+
+def test_run_results_match_the_published_schema(project_dir: Path) -> None:
+    import json
+
+    from jsonschema import Draft202012Validator
+
+    schema_path = Path(__file__).parents[2] / "pipelinez" / "engine" / "schemas" / "run_results.v1.json"
+    schema = json.loads(schema_path.read_text())
+    Draft202012Validator.check_schema(schema)
+    write_project(project_dir, {**BASE, "pipelines/bad.sql": """
+            INSERT INTO {{ sink('wh', 'bad_totals') }}
+            SELECT CAST(code AS INTEGER) AS n FROM {{ source('files', 'orders') }}
+        """, "pipelines/orders_copy.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT * FROM {{ source('files', 'orders') }}
+        """})
+    result = pz(project_dir, "run")
+    results = result.run_results()
+    Draft202012Validator(schema).validate(results)
+    fixture = Path(__file__).parents[1] / "fixtures" / "run_results" / "v1_failed_run.json"
+    Draft202012Validator(schema).validate(json.loads(fixture.read_text()))
+    assert results["args"]["select"] == [] and results["selection"] == ["--all"]
+
+
+def test_failing_error_check_blocks_sinks_and_warn_check_does_not(project_dir: Path) -> None:
+    write_project(project_dir, {**BASE,
+        "pipelines/orders_copy.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT * FROM {{ source('files', 'orders') }}
+        """,
+        "pipelines/orders_copy.yml": """
+            checks:
+              - accepted_values: { column: code, values: ["1", "2"] }
+              - unique: { columns: [customer] }
+                severity: warn
+        """,
+        "pipelines/totals.sql": """
+            INSERT INTO {{ sink('wh', 'totals') }}
+            SELECT customer, count(*) AS n FROM {{ ref('orders_copy') }} GROUP BY 1
+        """})
+    result = pz(project_dir, "run")
+    assert result.exit_code == 1, result.output
+    assert any(line.startswith("FAIL chk_orders_copy__accepted_values_code 1 rows") for line in result.lines)
+    assert any(line.startswith("  PZ0508: check 'accepted_values_code' on 'orders_copy': 1 row(s)")
+               for line in result.lines), result.output
+    assert any(line.startswith("WARN chk_orders_copy__unique_customer 2 rows") for line in result.lines)
+    assert any(line.startswith("  PZ0510: check 'unique_customer'") for line in result.lines)
+    assert "SKIP lake.orders_copy (upstream chk_orders_copy__accepted_values_code failed)" in result.lines
+    assert "SKIP wh.totals (upstream chk_orders_copy__accepted_values_code failed)" in result.lines
+    assert not (project_dir / "out" / "lake").exists()
