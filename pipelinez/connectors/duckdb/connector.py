@@ -62,6 +62,8 @@ class DuckDBConnector(Connector):
     ) -> list[ConnectorIssue]:
         issues: list[ConnectorIssue] = []
         for name, block in datasets.items():
+            if not isinstance(block, dict):
+                continue
             has_table, has_query = "table" in block, "query" in block
             if has_table == has_query:
                 issues.append(
@@ -74,7 +76,8 @@ class DuckDBConnector(Connector):
                 )
             issues += _name_issue(block.get("table"), "dataset", name)
         for name, block in outputs.items():
-            issues += _name_issue(block.get("table"), "output", name)
+            if isinstance(block, dict):
+                issues += _name_issue(block.get("table"), "output", name)
         return issues
 
     def static_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]] | None:

@@ -63,9 +63,11 @@ class LocalFilesConnector(Connector):
     ) -> list[ConnectorIssue]:
         issues: list[ConnectorIssue] = []
         for name, block in datasets.items():
-            issues += _dataset_issues(name, block)
+            if isinstance(block, dict):
+                issues += _dataset_issues(name, block)
         for name, block in outputs.items():
-            issues += _output_issues(name, block)
+            if isinstance(block, dict):
+                issues += _output_issues(name, block)
         return issues
 
     def source_tier(self, dataset: DatasetRequest) -> str:
