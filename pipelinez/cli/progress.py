@@ -17,15 +17,15 @@ class ProgressReporter:
 
         self.console = Console(no_color=not color, highlight=False)
         self.lines = TextReporter(quiet=quiet)  # prints to sys.stdout, which Live redirects above itself
-        self.live = Live(
-            console=self.console, refresh_per_second=8, transient=True, get_renderable=self._renderable
-        )
         self.total = 0
         self.done = 0
         self.rows = 0
         self.running: dict[str, float] = {}
         self.started = time.monotonic()
         self._lock = threading.Lock()
+        self.live = Live(
+            console=self.console, refresh_per_second=8, transient=True, get_renderable=self._renderable
+        )
 
     def _renderable(self) -> Any:
         from rich.text import Text

@@ -397,3 +397,33 @@ def test_failing_error_check_blocks_sinks_and_warn_check_does_not(project_dir: P
     assert "SKIP lake.orders_copy (upstream chk_orders_copy__accepted_values_code failed)" in result.lines
     assert "SKIP wh.totals (upstream chk_orders_copy__accepted_values_code failed)" in result.lines
     assert not (project_dir / "out" / "lake").exists()
+
+
+def test_terminal_gets_live_progress_and_the_same_lines(project_dir: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    write_project(project_dir, {**BASE, "pipelines/orders_copy.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT * FROM {{ source('files', 'orders') }}
+        """})
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "pipelinez.cli.main", "-p", str(project_dir), "run"],
+                            stdout=follower, stderr=follower, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=120) == 0
+    screen = b"".join(chunks).decode(errors="replace")
+    assert "nodes]" in screen  # the live progress line
+    assert "ok lake.orders_copy 3 rows" in screen
+    assert "Traceback" not in screen
