@@ -104,24 +104,25 @@ class PostgresConnector(Connector):
             self._settings = Settings.from_connection(self.context.connection)
         return self._settings
 
-    def control(self) -> psycopg.Connection[Any]:
+    def control(self, code: str = "PZ0601") -> psycopg.Connection[Any]:
         """The psycopg connection for catalog lookups and control statements (autocommit)."""
         if self._control is None or self._control.closed:
-            self._control = self.settings.psycopg(autocommit=True)
+            self._control = self.settings.psycopg(autocommit=True, code=code)
         return self._control
 
     def _where(self, dataset: DatasetRequest) -> str:
-        return f"source '{self.context.instance}' dataset '{dataset.name}'"
+        """Message prefix of source errors: none (the engine names the node in front of the message)."""
+        return ""
 
     def _sink_where(self, output: OutputRequest) -> str:
-        return f"sink '{self.context.instance}' output '{output.name}'"
+        return ""
 
     def relation(self, dataset: DatasetRequest, code: str = "PZ0505") -> Relation:
         key = repr((dataset.name, sorted(dataset.options.items(), key=lambda kv: kv[0]), dataset.columns))
         if key not in self._relations:
             where = self._where(dataset)
             try:
-                self._relations[key] = describe(self.control(), dataset, where, code)
+                self._relations[key] = describe(self.control(code), dataset, where, code)
             except PzConnectorError:
                 raise
             except Exception as exc:
@@ -135,7 +136,7 @@ class PostgresConnector(Connector):
             return [Partition(0, "all")]
         relation = self.relation(dataset)
         try:
-            return make_partitions(self.control(), relation, dict(spec), self._where(dataset))
+            return make_partitions(self.control("PZ0505"), relation, dict(spec), self._where(dataset))
         except PzConnectorError:
             raise
         except Exception as exc:
@@ -145,7 +146,9 @@ class PostgresConnector(Connector):
         self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest, partition: Partition, target: str
     ) -> None:
         relation = self.relation(dataset)
-        extract_native(con, self.control(), self.settings, relation, partition, target, self._where(dataset))
+        extract_native(
+            con, self.control("PZ0505"), self.settings, relation, partition, target, self._where(dataset)
+        )
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
         relation = self.relation(dataset)
@@ -158,24 +161,24 @@ class PostgresConnector(Connector):
     # -- sink --------------------------------------------------------------------------------
     def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
         writer = sink.Writer(
-            self.settings, self.control(), output, self._sink_where(output), self.append_batch_rows
+            self.settings, self.control("PZ0501"), output, self._sink_where(output), self.append_batch_rows
         )
         return writer.write_native(con, source)
 
     def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:
         writer = sink.Writer(
-            self.settings, self.control(), output, self._sink_where(output), self.append_batch_rows
+            self.settings, self.control("PZ0501"), output, self._sink_where(output), self.append_batch_rows
         )
         return writer.write_batches(reader)
 
     # -- connectivity (tier 5) ------------------------------------------------------------------
     def check_connection(self) -> None:
-        where = f"postgres '{self.context.instance}'"
+        where = ""
         try:
             self.control().execute("SELECT 1").fetchone()
         except PzConnectorError as exc:
             raise PzConnectorError(
-                f"{where}: {exc.message}",
+                exc.message,
                 is_transient=exc.is_transient,
                 retry_after=exc.retry_after,
                 code="PZ0601",
@@ -189,7 +192,7 @@ class PostgresConnector(Connector):
 
     def probe_output(self, output: OutputRequest) -> None:
         sink.Writer(
-            self.settings, self.control(), output, self._sink_where(output), self.append_batch_rows
+            self.settings, self.control("PZ0606"), output, self._sink_where(output), self.append_batch_rows
         ).probe()
 
     def close(self) -> None:

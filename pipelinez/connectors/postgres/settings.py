@@ -134,7 +134,7 @@ class Settings:
             items["password"] = self.password
         return " ".join(f"{key}={libpq_quote(value)}" for key, value in items.items())
 
-    def psycopg(self, *, autocommit: bool = True) -> psycopg.Connection[Any]:
+    def psycopg(self, *, autocommit: bool = True, code: str = "PZ0601") -> psycopg.Connection[Any]:
         """A psycopg connection (autocommit unless asked); PzConnectorError when it cannot connect."""
         import psycopg
 
@@ -144,16 +144,16 @@ class Settings:
         try:
             return psycopg.connect(autocommit=autocommit, **kwargs)
         except Exception as exc:
-            raise self.error(exc, f"cannot connect to PostgreSQL at {self.describe()}", "PZ0601") from exc
+            raise self.error(exc, f"cannot connect to PostgreSQL at {self.describe()}", code) from exc
 
-    def adbc(self) -> Any:
+    def adbc(self, code: str = "PZ0601") -> Any:
         """An ADBC DB-API connection (autocommit off); PzConnectorError when it cannot connect."""
         import adbc_driver_postgresql.dbapi as pg_dbapi
 
         try:
             return pg_dbapi.connect(self.libpq(with_password=True))
         except Exception as exc:
-            raise self.error(exc, f"cannot connect to PostgreSQL at {self.describe()}", "PZ0601") from exc
+            raise self.error(exc, f"cannot connect to PostgreSQL at {self.describe()}", code) from exc
 
     def describe(self) -> str:
         """Where the connector connects, safe to print."""
@@ -185,8 +185,14 @@ class Settings:
         transient, retry_after = classify(exc)
         text = self.scrub(summary(str(exc)))
         return PzConnectorError(
-            f"{where}: {text}", is_transient=transient, retry_after=retry_after, code=code
+            f"{lead(where)}{text}", is_transient=transient, retry_after=retry_after, code=code
         )
+
+
+def lead(where: str) -> str:
+    """`where: ` as a message prefix, or nothing. The engine names the node in front of every connector
+    message, so connectors pass an empty `where` and name only what the node name does not say."""
+    return f"{where}: " if where else ""
 
 
 def libpq_quote(value: str) -> str:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.postgres.settings import Settings, TableRef
+from pipelinez.connectors.postgres.settings import Settings, TableRef, lead
 from pipelinez.connectors.postgres.source import attached, table_exists
 from pipelinez.connectors.postgres.types import describe_types, pg_type_for_arrow, pg_type_for_duckdb
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
@@ -109,13 +109,13 @@ class Writer:
         try:
             ref = TableRef.parse(str(output.options.get("table") or output.name))
         except ValueError as exc:
-            raise PzConnectorError(f"{where}: table: {exc}", code="PZ0303") from exc
+            raise PzConnectorError(f"{lead(where)}table: {exc}", code="PZ0303") from exc
         schema = ref.schema
         if schema is None:
             row = self._run("SELECT current_schema()").fetchone()
             if row is None or row[0] is None:
                 raise PzConnectorError(
-                    f"{where}: the connection has no current schema; write schema.table", code="PZ0303"
+                    f"{lead(where)}the connection has no current schema; write schema.table", code="PZ0303"
                 )
             schema = str(row[0])
         self.schema, self.name = schema, ref.name
@@ -132,7 +132,7 @@ class Writer:
     def _fail(self, exc: BaseException) -> PzConnectorError:
         if isinstance(exc, PzConnectorError):
             return exc
-        return self.settings.error(exc, f"{self.where} ({self.display})", "PZ0501")
+        return self.settings.error(exc, self.display, "PZ0501")
 
     def work_table(self, kind: str) -> str:
         """`<table>__pz_<kind>_<run id>_<hash>`, at most 63 bytes."""
@@ -154,7 +154,7 @@ class Writer:
         ).fetchone()
         if not (row and row[0]):
             raise PzConnectorError(
-                f"{self.where}: another pz writer is writing {self.display} right now",
+                f"{lead(self.where)}another pz writer is writing {self.display} right now",
                 is_transient=True,
                 retry_after=5.0,
                 code="PZ0501",
@@ -214,8 +214,8 @@ class Writer:
 
     def _refuse_empty(self) -> PzConnectorError:
         return PzConnectorError(
-            f"{self.where}: the result has no rows, so replace would empty {self.display}; it was left as it "
-            "was (set allow_empty: true on the output to allow an empty replace)",
+            f"{lead(self.where)}the result has no rows, so replace would empty {self.display}; it was left "
+            "as it was (set allow_empty: true on the output to allow an empty replace)",
             code="PZ0509",
         )
 
@@ -224,25 +224,27 @@ class Writer:
         keys = list(self.output.keys)
         if self.output.strategy == "merge":
             if not keys:
-                raise PzConnectorError(f"{self.where}: merge needs keys", code="PZ0305")
+                raise PzConnectorError(f"{lead(self.where)}merge needs keys", code="PZ0305")
             missing = [k for k in keys if k not in names]
             if missing:
                 raise PzConnectorError(
-                    f"{self.where}: merge key(s) {', '.join(missing)} are not columns of the "
+                    f"{lead(self.where)}merge key(s) {', '.join(missing)} are not columns of the "
                     f"result (it has: {', '.join(names)})",
                     code="PZ0501",
                 )
             flag = self.output.on_delete
             if flag and flag not in names:
                 raise PzConnectorError(
-                    f"{self.where}: on_delete column {flag} is not a column of the result", code="PZ0501"
+                    f"{lead(self.where)}on_delete column {flag} is not a column of the result", code="PZ0501"
                 )
             if flag and flag in keys:
                 raise PzConnectorError(
-                    f"{self.where}: on_delete column {flag} cannot be a key", code="PZ0501"
+                    f"{lead(self.where)}on_delete column {flag} cannot be a key", code="PZ0501"
                 )
         if self.output.strategy not in ("replace", "merge", "append"):
-            raise PzConnectorError(f"{self.where}: unknown strategy '{self.output.strategy}'", code="PZ0305")
+            raise PzConnectorError(
+                f"{lead(self.where)}unknown strategy '{self.output.strategy}'", code="PZ0305"
+            )
 
     # -- native tier --------------------------------------------------------------------------------
     def write_native(self, con: duckdb.DuckDBPyConnection, source: str) -> WriteResult:
@@ -301,7 +303,7 @@ class Writer:
                     + (f" WHERE {where}" if where else "")
                 )
         except duckdb.Error as exc:
-            raise self.settings.error(exc, f"{self.where} ({self.display})", "PZ0501") from exc
+            raise self.settings.error(exc, self.display, "PZ0501") from exc
 
     def _append_native(
         self, con: duckdb.DuckDBPyConnection, source: str, columns: list[Column], rows: int
@@ -345,7 +347,7 @@ class Writer:
                 columns.append(Column(field.name, pg_type))
                 converters.append(conv)
         except PzConnectorError as exc:
-            raise PzConnectorError(f"{self.where}: {exc.message}", code="PZ0501") from exc
+            raise PzConnectorError(f"{lead(self.where)}{exc.message}", code="PZ0501") from exc
         self._check_columns(columns)
         stream = _Stream(reader, converters, [c.name for c in columns])
         strategy = self.output.strategy
@@ -359,7 +361,7 @@ class Writer:
 
     def _ingest(self, table: str, batches: pa.RecordBatchReader) -> int:
         """One ADBC bulk ingest (binary COPY) of `batches` into `table`, committed."""
-        conn = self.settings.adbc()
+        conn = self.settings.adbc("PZ0501")
         try:
             cur = conn.cursor()
             try:
@@ -382,7 +384,7 @@ class Writer:
         direct = all(format_name(c.pg_type) == existing[c.name] for c in columns)
         committed = landed = 0
         load = None
-        conn = self.settings.adbc()
+        conn = self.settings.adbc("PZ0501")
         try:
             cur = conn.cursor()
             if not direct:
@@ -429,8 +431,8 @@ class Writer:
         missing = [c.name for c in columns if c.name not in existing]
         if missing:
             raise PzConnectorError(
-                f"{self.where}: {self.display} has no column(s) {', '.join(missing)} of the result; add them "
-                "to the table or drop them in the pipeline",
+                f"{lead(self.where)}{self.display} has no column(s) {', '.join(missing)} of the result; "
+                "add them to the table or drop them in the pipeline",
                 code="PZ0501",
             )
         return existing
@@ -577,8 +579,8 @@ class Writer:
                 missing = [c.name for c in data if c.name not in existing]
                 if missing:
                     raise PzConnectorError(
-                        f"{self.where}: {self.display} has no column(s) {', '.join(missing)} of the result; "
-                        "add them to the table or drop them in the pipeline",
+                        f"{lead(self.where)}{self.display} has no column(s) {', '.join(missing)} of the "
+                        "result; add them to the table or drop them in the pipeline",
                         code="PZ0501",
                     )
                 self._check_keys(cur, src, keys)
@@ -636,7 +638,7 @@ class Writer:
         row = cur.execute(f"SELECT count(*) FROM {src} WHERE {nulls}").fetchone()
         if row and row[0]:
             raise PzConnectorError(
-                f"{self.where}: {row[0]} row(s) of the result have a NULL merge key ({', '.join(keys)}); "
+                f"{lead(self.where)}{row[0]} row(s) of the result have a NULL merge key ({', '.join(keys)}); "
                 "a NULL key never matches, so merge refuses it",
                 code="PZ0501",
             )
@@ -646,7 +648,7 @@ class Writer:
         ).fetchone()
         if row and row[0]:
             raise PzConnectorError(
-                f"{self.where}: {row[0]} merge key value(s) appear more than once in the result; "
+                f"{lead(self.where)}{row[0]} merge key value(s) appear more than once in the result; "
                 f"merge needs one row per key ({', '.join(keys)})",
                 code="PZ0501",
             )
@@ -673,7 +675,7 @@ class Writer:
         ).fetchone()
         if row is None:
             raise PzConnectorError(
-                f"{self.where}: schema {self.schema} does not exist; create it first", code="PZ0606"
+                f"{lead(self.where)}schema {self.schema} does not exist; create it first", code="PZ0606"
             )
         can_create, can_use, user = bool(row[0]), bool(row[1]), str(row[2])
         if not can_use:
@@ -713,7 +715,7 @@ class Writer:
                 problems.append(f"no INSERT on {self.display}")
         if problems:
             raise PzConnectorError(
-                f"{self.where}: user {user} cannot {strategy} {self.display}: " + "; ".join(problems),
+                f"{lead(self.where)}user {user} cannot {strategy} {self.display}: " + "; ".join(problems),
                 code="PZ0606",
             )
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.postgres.settings import Settings, TableRef
+from pipelinez.connectors.postgres.settings import Settings, TableRef, lead
 from pipelinez.connectors.postgres.types import (
     DATE,
     INT2,
@@ -121,7 +121,7 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
     has_table, has_query = bool(options.get("table")), bool(options.get("query"))
     if has_table == has_query:
         raise PzConnectorError(
-            f"{where}: a postgres dataset needs exactly one of table: or query:", code="PZ0302"
+            f"{lead(where)}a postgres dataset needs exactly one of table: or query:", code="PZ0302"
         )
     cur = conn.cursor()
     schema = table = query = None
@@ -129,7 +129,7 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
         try:
             ref = TableRef.parse(str(options["table"]))
         except ValueError as exc:
-            raise PzConnectorError(f"{where}: table: {exc}", code="PZ0302") from exc
+            raise PzConnectorError(f"{lead(where)}table: {exc}", code="PZ0302") from exc
         cur.execute(
             "SELECT c.oid::int8, n.nspname, c.relname FROM pg_catalog.pg_class c "
             "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%s)",
@@ -138,7 +138,7 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
         row = cur.fetchone()
         if row is None:
             raise PzConnectorError(
-                f"{where}: table {ref} does not exist (or is not visible to this user)",
+                f"{lead(where)}table {ref} does not exist (or is not visible to this user)",
                 code="PZ0602" if code == "PZ0602" else code,
             )
         relid, schema, table = int(row[0]), str(row[1]), str(row[2])
@@ -152,7 +152,7 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
         query = str(options["query"]).strip().rstrip(";").strip()
         cur.execute(f"SELECT * FROM (\n{query}\n) AS {_SRC} LIMIT 0")
         if cur.description is None or cur.pgresult is None:
-            raise PzConnectorError(f"{where}: query: returns no result set", code="PZ0302")
+            raise PzConnectorError(f"{lead(where)}query: returns no result set", code="PZ0302")
         columns = [
             PgColumn(d.name, int(d.type_code), int(cur.pgresult.fmod(i)), 0)
             for i, d in enumerate(cur.description)
@@ -160,7 +160,7 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
     seen: set[str] = set()
     for col in columns:
         if col.name in seen:
-            raise PzConnectorError(f"{where}: the dataset has two columns named {col.name}", code=code)
+            raise PzConnectorError(f"{lead(where)}the dataset has two columns named {col.name}", code=code)
         seen.add(col.name)
     types = fetch_types(cur, {c.type_oid for c in columns})
     rendered: dict[tuple[int, int], str] = {}
@@ -189,7 +189,7 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
         missing = [name for name in contract if name not in by_name]
         if missing:
             raise PzConnectorError(
-                f"{where}: contract column(s) {', '.join(missing)} not found in the source (it has: "
+                f"{lead(where)}contract column(s) {', '.join(missing)} not found in the source (it has: "
                 f"{', '.join(by_name)})",
                 code=code if code != "PZ0505" else "PZ0505",
             )
@@ -209,7 +209,8 @@ def canonical_contract(columns: dict[str, str] | None, where: str) -> dict[str, 
             result[str(name)] = str(duckdb.sqltype(str(typ)))
         except duckdb.Error as exc:
             raise PzConnectorError(
-                f"{where}: contract column '{name}' has type '{typ}' that DuckDB does not know", code="PZ0505"
+                f"{lead(where)}contract column '{name}' has type '{typ}' that DuckDB does not know",
+                code="PZ0505",
             ) from exc
     return result
 
@@ -222,16 +223,18 @@ def make_partitions(
     try:
         count = int(spec.get("count", 1))
     except (TypeError, ValueError) as exc:
-        raise PzConnectorError(f"{where}: partitions.count must be a whole number", code="PZ0302") from exc
+        raise PzConnectorError(
+            f"{lead(where)}partitions.count must be a whole number", code="PZ0302"
+        ) from exc
     info = relation.all_columns.get(column)
     if info is None:
         raise PzConnectorError(
-            f"{where}: partitions.column '{column}' is not a column of the dataset", code="PZ0302"
+            f"{lead(where)}partitions.column '{column}' is not a column of the dataset", code="PZ0302"
         )
     if info.base_oid not in _PARTITION_TYPES:
         raise PzConnectorError(
-            f"{where}: partitions.column '{column}' has type {info.type_sql}; partitions need an integer, "
-            "numeric, date or timestamp column",
+            f"{lead(where)}partitions.column '{column}' has type {info.type_sql}; partitions need an "
+            "integer, numeric, date or timestamp column",
             code="PZ0302",
         )
     if count <= 1:
@@ -442,8 +445,8 @@ def _nan_guard(
     bad = [plan.name for plan, hit in zip(suspects, found or (), strict=False) if hit]
     if bad:
         raise PzConnectorError(
-            f"{where}: column(s) {', '.join(bad)} hold NaN, which DECIMAL cannot hold; read the dataset with "
-            "a query: that maps it (e.g. NULLIF(col, 'NaN'))",
+            f"{lead(where)}column(s) {', '.join(bad)} hold NaN, which DECIMAL cannot hold; read the "
+            "dataset with a query: that maps it (e.g. NULLIF(col, 'NaN'))",
             code="PZ0505",
         )
 
@@ -483,7 +486,7 @@ def extract_batches(
 
     sql = relation.select_sql(True, partition_where(relation, partition))
     schema = arrow_schema(relation.plans)
-    conn = settings.adbc()
+    conn = settings.adbc("PZ0505")
     try:
         cur = conn.cursor()
         try:
@@ -504,7 +507,9 @@ def extract_batches(
                 try:
                     yield convert_batch(batch, relation.plans, schema)
                 except PzConnectorError as exc:
-                    raise PzConnectorError(f"{where}: {settings.scrub(exc.message)}", code="PZ0505") from exc
+                    raise PzConnectorError(
+                        f"{lead(where)}{settings.scrub(exc.message)}", code="PZ0505"
+                    ) from exc
             if not produced:
                 yield pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
         finally:
