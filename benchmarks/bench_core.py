@@ -50,7 +50,12 @@ def write_project(root: Path, csv: Path) -> None:
                 columns: {{ id: bigint, customer: varchar, amount: "decimal(10,1)", ordered_at: date,
                             status: varchar }}
         """,
-        "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\noutputs:\n  orders: { format: parquet }\n",
+        "sinks/lake.yml": """
+            connector: localfiles
+            connection: { root: out }
+            outputs:
+              orders: { format: parquet }
+        """,
         "pipelines/orders.sql": """
             INSERT INTO {{ sink('lake', 'orders') }}
             SELECT * FROM {{ source('files', 'orders') }}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from pipelinez.compile.checks import check_sql
 from pipelinez.compile.graph import topological_order
@@ -104,8 +105,8 @@ def build_nodes(
 ) -> tuple[dict[str, Node], list[Diagnostic]]:
     resolver = _RefResolver(infos)
     diags: list[Diagnostic] = []
-    specs: dict[str, dict[str, object]] = {}  # name -> kwargs except id
-    payloads: dict[str, dict[str, object]] = {}
+    specs: dict[str, dict[str, Any]] = {}  # name -> kwargs except id
+    payloads: dict[str, dict[str, Any]] = {}
     blocking_checks: dict[str, list[str]] = {}  # checked node -> its error-severity check nodes
 
     def add_checks(target: str, checks: tuple[CheckSpec, ...], tags: tuple[str, ...]) -> None:
@@ -229,19 +230,19 @@ def build_nodes(
             }
 
     # write-audit-publish: whatever reads a checked table also waits for its error-severity checks
-    for spec in specs.values():
-        if spec["kind"] == PIPELINE:
-            deps = list(spec["deps"])  # type: ignore[call-overload]
-            spec["deps"] = tuple(dict.fromkeys(deps + [c for d in deps for c in blocking_checks.get(d, [])]))
+    for entry in specs.values():
+        if entry["kind"] == PIPELINE:
+            deps = list(entry["deps"])
+            entry["deps"] = tuple(dict.fromkeys(deps + [c for d in deps for c in blocking_checks.get(d, [])]))
 
-    order = topological_order({n: tuple(s["deps"]) for n, s in specs.items()})  # type: ignore[arg-type]
+    order = topological_order({n: tuple(s["deps"]) for n, s in specs.items()})
     nodes: dict[str, Node] = {}
     for name in order:
         kwargs = dict(specs[name])
         cls = kwargs.pop("cls")
         if "retry" in kwargs:
-            kwargs["retry"] = tuple(r for r in kwargs["retry"] if r is not None)  # type: ignore[attr-defined]
-        input_ids = [nodes[d].id for d in kwargs["deps"]]  # type: ignore[attr-defined]
+            kwargs["retry"] = tuple(r for r in kwargs["retry"] if r is not None)
+        input_ids = [nodes[d].id for d in kwargs["deps"]]
         node_id = content_id(str(kwargs["kind"]), payloads[name], input_ids)
-        nodes[name] = cls(id=node_id, **kwargs)  # type: ignore[operator]
+        nodes[name] = cls(id=node_id, **kwargs)
     return nodes, diags
