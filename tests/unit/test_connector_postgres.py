@@ -177,6 +177,11 @@ INSERT INTO shop.alltypes (id, c_bool, c_int2, c_int4, c_int8, c_float4, c_float
 INSERT INTO shop.alltypes (id, c_bool, c_int2, c_int4, c_int8, c_float4, c_float8, c_num, c_num38, c_num_int,
   c_num_wide, c_num_free, c_money, c_text) VALUES
 (6, false, 7, 7, 7, 0.1, 0.1, 0.5, 0.5, 5, 0.5, '-Infinity', -0.01, repeat('ß', 3000));
+CREATE TABLE shop.attachable AS SELECT id, c_bool, c_int2, c_int4, c_int8, c_float4, c_float8,
+  c_num, c_num38, c_num_int, c_text, c_varchar, c_char, c_name, c_bytea, c_date, c_time, c_timetz,
+  c_ts, c_tstz, c_ts3, c_interval, c_uuid, c_json, c_jsonb, c_oid, c_enum, c_int_arr, c_text_arr,
+  c_num_arr, c_char_arr, c_date_arr, c_tstz_arr, c_uuid_arr, c_jsonb_arr, c_enum_arr, c_bool_arr,
+  c_interval_arr FROM shop.alltypes;
 CREATE TABLE shop.orders AS
   SELECT i AS id, (i % 97)::int AS customer_id, round((i * 1.37)::numeric % 1000, 2)::numeric(12,2) AS amount,
          (ARRAY['open','shipped','returned'])[1 + i % 3] AS status,
@@ -276,6 +281,30 @@ def test_all_types_identical_between_tiers(conn: PostgresConnector) -> None:
     assert conn.staging_columns(request) == list(EXPECTED_TYPES.items())
     assert con.execute('SELECT count(*) FROM "nat"').fetchone() == (6,)
     assert_identical(con, "nat", "uni")
+
+
+def test_table_scan_query_path_and_universal_agree(conn: PostgresConnector) -> None:
+    """A table whose columns the extension decodes exactly is read with its own table scan; that scan, the
+    query path (taken for partitions) and the universal tier stage the same table."""
+    con = staging()
+    whole = ds(table="shop.attachable")
+    assert conn.relation(whole).attach_scan_ok(Partition(0, "all"))
+    land_native(conn, con, whole, "scan")
+    land_native(conn, con, ds(table="shop.attachable", partitions={"column": "id", "count": 3}), "query")
+    land_universal(conn, con, whole, "uni")
+    assert {t for _, t in describe(con, "scan")} >= {
+        "TIME WITH TIME ZONE",
+        "JSON[]",
+        "DECIMAL(10,2)[]",
+        "UINTEGER",
+    }
+    assert_identical(con, "scan", "query")
+    assert_identical(con, "scan", "uni")
+    land_native(conn, con, ds(table="shop.alltypes", partitions={"column": "id", "count": 3}), "all_parts")
+    land_universal(
+        conn, con, ds(table="shop.alltypes", partitions={"column": "c_date", "count": 2}), "all_uni"
+    )
+    assert_identical(con, "all_parts", "all_uni")
 
 
 def test_all_types_values_are_faithful(conn: PostgresConnector) -> None:
