@@ -451,6 +451,8 @@ def test_empty_table_and_odd_names(conn: PostgresConnector) -> None:
     assert describe(con, "nat") == describe(con, "uni") == [("id", "INTEGER"), ("name", "VARCHAR")]
     land_native(conn, con, ds(table='"we ird"."ta""ble"'), "odd")
     assert con.execute('SELECT "Mixed Case" FROM odd').fetchall() == [("x",)]
+    with pytest.raises(PzConnectorError, match="case-insensitive"):
+        conn.fetch_schema(ds(query='SELECT 1 AS "ID", 2 AS id'))
 
 
 def test_nan_in_decimal_is_refused_in_both_tiers(

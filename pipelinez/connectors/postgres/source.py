@@ -39,6 +39,7 @@ from pipelinez.connectors.postgres.types import (
     TIMESTAMPTZ,
     ColumnPlan,
     PgColumn,
+    PgType,
     arrow_schema,
     convert_batch,
     fetch_types,
@@ -139,7 +140,7 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
         if row is None:
             raise PzConnectorError(
                 f"{lead(where)}table {ref} does not exist (or is not visible to this user)",
-                code="PZ0602" if code == "PZ0602" else code,
+                code=code,
             )
         relid, schema, table = int(row[0]), str(row[1]), str(row[2])
         cur.execute(
@@ -157,13 +158,25 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
             PgColumn(d.name, int(d.type_code), int(cur.pgresult.fmod(i)), 0)
             for i, d in enumerate(cur.description)
         ]
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     for col in columns:
-        if col.name in seen:
-            raise PzConnectorError(f"{lead(where)}the dataset has two columns named {col.name}", code=code)
-        seen.add(col.name)
+        other = seen.get(col.name.lower())
+        if other is not None:
+            raise PzConnectorError(
+                f"{lead(where)}the dataset has columns {other!r} and {col.name!r}, one name to DuckDB (names "
+                "are case-insensitive there); rename one in a query:",
+                code=code,
+            )
+        seen[col.name.lower()] = col.name
     types = fetch_types(cur, {c.type_oid for c in columns})
     rendered: dict[tuple[int, int], str] = {}
+    pairs = sorted({(c.type_oid, c.typmod) for c in columns} | {(_base(c, types)) for c in columns})
+    cur.execute(
+        "SELECT o::int8, m, format_type(o, m) FROM unnest(%s::oid[], %s::int4[]) AS u(o, m)",
+        [[o for o, _ in pairs], [m for _, m in pairs]],
+    )
+    for oid, typmod, text in cur.fetchall():
+        rendered[(int(oid), int(typmod))] = str(text)
 
     def type_sql(oid: int, typmod: int) -> str:
         if (oid, typmod) not in rendered:
@@ -176,12 +189,7 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
     plans = [plan_column(col, types, type_sql) for col in columns]
     all_columns = {}
     for col in columns:
-        base, typmod = col.type_oid, col.typmod
-        info = types.get(base)
-        while info is not None and info.typtype == "d":
-            typmod = info.typmod if info.typmod != -1 else typmod
-            base = info.basetype
-            info = types.get(base)
+        base, typmod = _base(col, types)
         all_columns[col.name] = PartitionColumn(col.name, base, type_sql(base, typmod))
     contract = canonical_contract(dataset.columns, where)
     if contract:
@@ -191,10 +199,21 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
             raise PzConnectorError(
                 f"{lead(where)}contract column(s) {', '.join(missing)} not found in the source (it has: "
                 f"{', '.join(by_name)})",
-                code=code if code != "PZ0505" else "PZ0505",
+                code=code,
             )
         plans = [by_name[name] for name in contract]
     return Relation(schema, table, query, plans, all_columns, contract)
+
+
+def _base(col: PgColumn, types: dict[int, PgType]) -> tuple[int, int]:
+    """The column's type with domains resolved: (base type OID, typmod)."""
+    base, typmod = col.type_oid, col.typmod
+    info = types.get(base)
+    while info is not None and info.typtype == "d":
+        typmod = info.typmod if info.typmod != -1 else typmod
+        base = info.basetype
+        info = types.get(base)
+    return base, typmod
 
 
 def canonical_contract(columns: dict[str, str] | None, where: str) -> dict[str, str] | None:
