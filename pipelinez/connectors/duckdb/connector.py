@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pipelinez.connectors.duckdb import strategies
 from pipelinez.connectors.duckdb.files import attached, connected, resolve_path
 from pipelinez.connectors.duckdb.names import TableName
-from pipelinez.connectors.duckdb.sql import canonical_contract, land, peek_rows, with_schema, wrap
+from pipelinez.connectors.duckdb.sql import canonical_contract, land, os_error, peek_rows, with_schema, wrap
 from pipelinez.connectors.sdk import (
     Connector,
     ConnectorContext,
@@ -140,7 +140,7 @@ class DuckDBConnector(Connector):
         except duckdb.Error as exc:
             raise wrap(exc, where, "PZ0501") from exc
         except OSError as exc:
-            raise PzConnectorError(f"{where}: {exc}", code="PZ0501") from exc
+            raise os_error(exc, where, "PZ0501") from exc
         finally:
             cur.close()
 
@@ -176,7 +176,7 @@ class DuckDBConnector(Connector):
         except duckdb.Error as exc:
             raise wrap(exc, where, "PZ0501") from exc
         except OSError as exc:
-            raise PzConnectorError(f"{where}: {exc}", code="PZ0501") from exc
+            raise os_error(exc, where, "PZ0501") from exc
 
     # -- connectivity ----------------------------------------------------------------------------
     def check_connection(self) -> None:

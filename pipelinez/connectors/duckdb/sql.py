@@ -42,6 +42,12 @@ def wrap(exc: BaseException, prefix: str, code: str) -> PzConnectorError:
     return PzConnectorError(f"{prefix}: {text}", is_transient=is_transient_native(text), code=code)
 
 
+def os_error(exc: OSError, prefix: str, code: str) -> PzConnectorError:
+    """A file-system error as a PzConnectorError: what failed, the cause and the path it concerns."""
+    where = f": {exc.filename}" if exc.filename else ""
+    return PzConnectorError(f"{prefix}: {exc.strerror or exc}{where}", code=code)
+
+
 def canonical_type(text: str) -> str:
     """A contract type as DuckDB spells it (`decimal(18,2)` -> `DECIMAL(18,2)`), parsed by DuckDB itself, so
     the result is safe to place in SQL. ValueError when DuckDB does not know the type."""

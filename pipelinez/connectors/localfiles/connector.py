@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.duckdb.sql import land, wrap
+from pipelinez.connectors.duckdb.sql import land, os_error, wrap
 from pipelinez.connectors.localfiles import csvformat, reading, writing
 from pipelinez.connectors.localfiles.csvformat import ReadSchema
 from pipelinez.connectors.localfiles.paths import (
@@ -140,7 +140,7 @@ class LocalFilesConnector(Connector):
         except duckdb.Error as exc:
             raise wrap(exc, self._sink_where(output), "PZ0501") from exc
         except OSError as exc:
-            raise PzConnectorError(f"{self._sink_where(output)}: {exc}", code="PZ0501") from exc
+            raise os_error(exc, self._sink_where(output), "PZ0501") from exc
 
     def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:
         import duckdb
@@ -151,7 +151,9 @@ class LocalFilesConnector(Connector):
             return writing.write_batches(out, reader)
         except duckdb.Error as exc:
             raise wrap(exc, self._sink_where(output), "PZ0501") from exc
-        except (OSError, pa.ArrowException) as exc:
+        except OSError as exc:
+            raise os_error(exc, self._sink_where(output), "PZ0501") from exc
+        except pa.ArrowException as exc:
             raise PzConnectorError(f"{self._sink_where(output)}: {exc}", code="PZ0501") from exc
 
     # -- connectivity ----------------------------------------------------------------------------
