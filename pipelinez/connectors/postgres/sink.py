@@ -279,19 +279,19 @@ class Writer:
             return self._merge(columns, load_merge)
         return self._append_native(con, source, columns, rows)
 
-    def _select_list(self, columns: list[Column], names: list[str] | None = None) -> str:
-        wanted = set(names) if names is not None else None
+    def _select_list(self, columns: list[Column]) -> str:
+        """The staged columns as the DuckDB expressions written (casts for types PostgreSQL lacks)."""
         items = []
         for col in columns:
-            if wanted is not None and col.name not in wanted:
-                continue
             ref = quote_ident(col.name)
             items.append(f"{col.expr.format(c=ref)} AS {ref}" if col.expr else ref)
         return ", ".join(items)
 
     def _native_insert(
-        self, con: duckdb.DuckDBPyConnection, table: str, source: str, columns: list[Column], where: str = ""
+        self, con: duckdb.DuckDBPyConnection, table: str, source: str, columns: list[Column]
     ) -> None:
+        """One DuckDB INSERT into the attached table: the extension streams it with binary COPY, in one
+        PostgreSQL transaction."""
         import duckdb
 
         names = ", ".join(quote_ident(c.name) for c in columns)
@@ -300,7 +300,6 @@ class Writer:
                 target = f"{quote_ident(alias)}.{quote_ident(self.schema)}.{quote_ident(table)}"
                 con.execute(
                     f"INSERT INTO {target} ({names}) SELECT {self._select_list(columns)} FROM {source}"
-                    + (f" WHERE {where}" if where else "")
                 )
         except duckdb.Error as exc:
             raise self.settings.error(exc, self.display, "PZ0501") from exc
@@ -310,8 +309,7 @@ class Writer:
     ) -> WriteResult:
         import duckdb
 
-        existing = self._ensure_append_target(columns)
-        write = [c for c in columns if c.name in existing]
+        self._ensure_append_target(columns)
         ranges: list[tuple[int, int] | None] = [None]
         if rows and table_exists(con, source):
             row = con.execute(f"SELECT min(rowid), max(rowid) FROM {source}").fetchone()
@@ -319,14 +317,14 @@ class Writer:
             low, high = int(row[0]), int(row[1])
             ranges = [(a, min(a + self.batch_rows, high + 1)) for a in range(low, high + 1, self.batch_rows)]
         committed = landed = 0
-        names = ", ".join(quote_ident(c.name) for c in write)
+        names = ", ".join(quote_ident(c.name) for c in columns)
         try:
             with attached(con, self.settings, read_only=False) as alias:
                 target = f"{quote_ident(alias)}.{quote_ident(self.schema)}.{quote_ident(self.name)}"
                 for span in ranges:
                     where = "" if span is None else f" WHERE rowid >= {span[0]} AND rowid < {span[1]}"
                     con.execute(
-                        f"INSERT INTO {target} ({names}) SELECT {self._select_list(write)} "
+                        f"INSERT INTO {target} ({names}) SELECT {self._select_list(columns)} "
                         f"FROM {source}{where}"
                     )
                     count = con.fetchone()
@@ -384,8 +382,9 @@ class Writer:
         direct = all(format_name(c.pg_type) == existing[c.name] for c in columns)
         committed = landed = 0
         load = None
-        conn = self.settings.adbc("PZ0501")
+        conn = None
         try:
+            conn = self.settings.adbc("PZ0501")
             cur = conn.cursor()
             if not direct:
                 load = self.work_table("load")
@@ -410,12 +409,14 @@ class Writer:
                 with contextlib.suppress(Exception):
                     cur.close()
         except Exception as exc:
-            with contextlib.suppress(Exception):
-                conn.rollback()
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.rollback()
             raise self._append_failed(exc, committed, landed) from exc
         finally:
-            with contextlib.suppress(Exception):
-                conn.close()
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
             if load is not None:
                 self._drop(load)
         return WriteResult(rows=landed, batches_committed=committed)
