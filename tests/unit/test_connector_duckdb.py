@@ -468,7 +468,7 @@ def test_errors_name_the_output_and_the_cause(tmp_path: Path) -> None:
     con = staging_with(tmp_path, "r", "SELECT NULL::INTEGER AS id")
     with pytest.raises(PzConnectorError) as err:
         connector(tmp_path).write_native(con, OutputRequest("t", {}, "append"), '"r"')
-    assert err.value.message.startswith("sink 'wh' output 't': ")
+    assert err.value.message.startswith("Constraint Error")  # the engine puts the node's name in front
     assert "NOT NULL" in err.value.message and "LINE" not in err.value.message
     assert err.value.code == "PZ0501" and not err.value.is_transient
 
@@ -525,3 +525,16 @@ def test_manifest() -> None:
     )
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"path": "x"}, m.output_schema)
+
+
+def test_summary_keeps_the_cause_only() -> None:
+    from pipelinez.connectors.duckdb.sql import summary
+
+    raw = 'Binder Error: Referenced column "x" not found\nCandidate bindings: "y"\n\nLINE 1: SELECT x FROM t\n  ^'
+    assert summary(raw) == 'Binder Error: Referenced column "x" not found\nCandidate bindings: "y"'
+    raw = "Invalid Input Error: Error when sniffing file\nIt was not possible\nThe search space used was:\nx"
+    assert summary(raw) == "Invalid Input Error: Error when sniffing file\nIt was not possible"
+    assert (
+        summary("Conversion Error: bad\n\nColumn n is being converted\n  file = a.csv")
+        == "Conversion Error: bad"
+    )

@@ -232,7 +232,7 @@ def test_csv_contract_column_in_no_file_is_an_error(tmp_path: Path) -> None:
         with pytest.raises(PzConnectorError) as err:
             load(conn, con, ds, f"t_{tier}", tier)
         assert "nmae" in err.value.message and not err.value.is_transient
-        assert "dataset 'f'" in err.value.message
+        assert "a.csv" in err.value.message
 
 
 def test_csv_bad_value_is_an_error_in_both_tiers(tmp_path: Path) -> None:
@@ -380,6 +380,18 @@ def test_partitions_of_universal_csv_share_one_schema(tmp_path: Path) -> None:
     load(conn, con, ds, "n", NATIVE)
     load(conn, con, ds, "u", UNIVERSAL)
     assert_identical(con, "n", "u")
+
+
+def test_errors_of_a_split_read_name_the_partition(tmp_path: Path) -> None:
+    write_file(tmp_path / "data" / "a.csv", "n\n1\n")
+    write_file(tmp_path / "data" / "b.csv", "n\noops\n")
+    conn, con = connector(tmp_path), staging(tmp_path)
+    ds = DatasetRequest("f", {"path": "*.csv", "files_per_partition": 1}, {"n": "int"})
+    for tier in (NATIVE, UNIVERSAL):
+        with pytest.raises(PzConnectorError) as err:
+            load(conn, con, ds, f"t_{tier}", tier)
+        assert "b.csv" in err.value.message and "oops" in err.value.message
+        assert "sample_size" not in err.value.message  # DuckDB's hints about its own options are cut
 
 
 def test_no_match_is_a_clear_terminal_error(tmp_path: Path) -> None:

@@ -94,8 +94,7 @@ class DuckDBConnector(Connector):
     ) -> None:
         import duckdb
 
-        where = self._where(dataset)
-        self._require_file(where, "PZ0505")
+        self._require_file("PZ0505")
         try:
             with attached(con, self.path, read_only=True) as alias:
                 if "query" not in dataset.options:
@@ -110,37 +109,35 @@ class DuckDBConnector(Connector):
                 finally:
                     con.execute(f"USE {quote_ident(str(row[0]))}.{quote_ident(str(row[1]))}")
         except duckdb.Error as exc:
-            raise wrap(exc, where, "PZ0505") from exc
+            raise wrap(exc, "PZ0505") from exc
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
         import duckdb
 
-        where = self._where(dataset)
-        self._require_file(where, "PZ0505")
+        self._require_file("PZ0505")
         try:
             with connected(self.path, read_only=True) as con:
                 con.execute("SET arrow_lossless_conversion = true")
                 reader = con.execute(self._select(dataset, None)).to_arrow_reader(BATCH_ROWS)
                 yield from with_schema(reader, reader.schema)
         except duckdb.Error as exc:
-            raise wrap(exc, where, "PZ0505") from exc
+            raise wrap(exc, "PZ0505") from exc
 
     # -- sink --------------------------------------------------------------------------------
     def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
         import duckdb
 
-        where = self._sink_where(output)
         target = self._target(output)
         cur = con.cursor()
         try:
-            rows, cols = self._prepare(cur, output, source, target, where)
+            rows, cols = self._prepare(cur, output, source, target)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with attached(con, self.path, read_only=False) as alias:
                 return strategies.write(cur, alias, target, output, source, cols, rows)
         except duckdb.Error as exc:
-            raise wrap(exc, where, "PZ0501") from exc
+            raise wrap(exc, "PZ0501") from exc
         except OSError as exc:
-            raise os_error(exc, where, "PZ0501") from exc
+            raise os_error(exc, "PZ0501") from exc
         finally:
             cur.close()
 
@@ -150,11 +147,10 @@ class DuckDBConnector(Connector):
         import duckdb
         import pyarrow as pa
 
-        where = self._sink_where(output)
         target = self._target(output)
         first, rest = peek_rows(reader)
         if first is None and output.strategy == "replace" and not output.allow_empty:
-            raise strategies.refuse_empty(where, target)
+            raise strategies.refuse_empty(target)
         batches = itertools.chain([first] if first is not None else [], rest)
         stream = pa.RecordBatchReader.from_batches(reader.schema, batches)
         try:
@@ -166,17 +162,17 @@ class DuckDBConnector(Connector):
                 con.register(_STREAM, stream)
                 if output.strategy == "merge":
                     con.execute(f"CREATE TEMP TABLE {quote_ident(_INCOMING)} AS SELECT * FROM {_STREAM}")
-                    rows, cols = self._prepare(con, output, _STAGED, target, where)
+                    rows, cols = self._prepare(con, output, _STAGED, target)
                     return strategies.write(con, catalog, target, output, _STAGED, cols, rows)
                 if output.strategy not in ("replace", "append"):
-                    raise PzConnectorError(f"{where}: unknown strategy '{output.strategy}'", code="PZ0305")
+                    raise PzConnectorError(f"unknown strategy '{output.strategy}'", code="PZ0305")
                 con.register(_SHAPE, reader.schema.empty_table())
                 cols = strategies.columns_of(con, _SHAPE)
                 return strategies.write(con, catalog, target, output, _STREAM, cols, None, shape=_SHAPE)
         except duckdb.Error as exc:
-            raise wrap(exc, where, "PZ0501") from exc
+            raise wrap(exc, "PZ0501") from exc
         except OSError as exc:
-            raise os_error(exc, where, "PZ0501") from exc
+            raise os_error(exc, "PZ0501") from exc
 
     # -- connectivity ----------------------------------------------------------------------------
     def check_connection(self) -> None:
@@ -188,23 +184,21 @@ class DuckDBConnector(Connector):
             with connected(self.path, read_only=True) as con:
                 con.execute("SELECT 1").fetchall()
         except duckdb.Error as exc:
-            raise wrap(exc, f"duckdb '{self.context.instance}': cannot open {self.path}", "PZ0601") from exc
+            raise wrap(exc, "PZ0601", f"cannot open {self.path}: ") from exc
 
     def fetch_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]]:
         import duckdb
 
-        where = self._where(dataset)
-        self._require_file(where, "PZ0602")
+        self._require_file("PZ0602")
         try:
             with connected(self.path, read_only=True) as con:
                 return strategies.columns_of(con, f"({self._select(dataset, None)})")
         except duckdb.Error as exc:
-            raise wrap(exc, where, "PZ0602") from exc
+            raise wrap(exc, "PZ0602") from exc
 
     def probe_output(self, output: OutputRequest) -> None:
         import duckdb
 
-        where = self._sink_where(output)
         target = self._target(output)
         if not self.path.exists():
             folder = self.path.parent
@@ -212,7 +206,7 @@ class DuckDBConnector(Connector):
                 folder = folder.parent
             if not os.access(folder, os.W_OK | os.X_OK):
                 raise PzConnectorError(
-                    f"{where}: cannot create {self.path}: folder {folder} is not writable", code="PZ0606"
+                    f"cannot create {self.path}: folder {folder} is not writable", code="PZ0606"
                 )
             return
         try:
@@ -225,29 +219,22 @@ class DuckDBConnector(Connector):
                 finally:
                     con.execute("ROLLBACK")
         except duckdb.Error as exc:
-            raise wrap(exc, f"{where}: cannot write table {target} in {self.path}", "PZ0606") from exc
+            raise wrap(exc, "PZ0606", f"cannot write table {target} in {self.path}: ") from exc
 
     # -- helpers -----------------------------------------------------------------------------
-    def _where(self, dataset: DatasetRequest) -> str:
-        return f"source '{self.context.instance}' dataset '{dataset.name}'"
-
-    def _sink_where(self, output: OutputRequest) -> str:
-        return f"sink '{self.context.instance}' output '{output.name}'"
-
-    def _require_file(self, where: str, code: str) -> None:
+    def _require_file(self, code: str) -> None:
         if not self.path.is_file():
-            raise PzConnectorError(f"{where}: database file {self.path} does not exist", code=code)
+            raise PzConnectorError(f"database file {self.path} does not exist", code=code)
 
     def _target(self, output: OutputRequest) -> TableName:
         text = output.options.get("table") or output.name
         try:
             return TableName.parse(str(text))
         except ValueError as exc:
-            raise PzConnectorError(f"{self._sink_where(output)}: table: {exc}", code="PZ0303") from exc
+            raise PzConnectorError(f"table: {exc}", code="PZ0303") from exc
 
     def _select(self, dataset: DatasetRequest, catalog: str | None) -> str:
         """The dataset's SELECT: its table (in `catalog` when given) or its query, cast to the contract."""
-        where = self._where(dataset)
         if "query" in dataset.options:
             query = str(dataset.options["query"]).strip().rstrip(";").strip()
             base = f"SELECT * FROM (\n{query}\n) AS pz_query"
@@ -255,12 +242,12 @@ class DuckDBConnector(Connector):
             try:
                 table = TableName.parse(str(dataset.options.get("table", "")))
             except ValueError as exc:
-                raise PzConnectorError(f"{where}: table: {exc}", code="PZ0302") from exc
+                raise PzConnectorError(f"table: {exc}", code="PZ0302") from exc
             base = f"SELECT * FROM {table.sql(catalog)}"
         columns = dataset.columns
         if columns is None and isinstance(dataset.options.get("columns"), dict):
             columns = {str(k): str(v) for k, v in dataset.options["columns"].items()}
-        contract = canonical_contract(columns, where)
+        contract = canonical_contract(columns)
         if not contract:
             return base
         cols = ", ".join(f"CAST({quote_ident(n)} AS {t}) AS {quote_ident(n)}" for n, t in contract)
@@ -272,17 +259,16 @@ class DuckDBConnector(Connector):
         output: OutputRequest,
         source: str,
         target: TableName,
-        where: str,
     ) -> tuple[int, list[tuple[str, str]]]:
         """Row count and columns of the source, after the checks that pass before the target is touched."""
         rows = strategies.count_rows(cur, source)
         if output.strategy == "replace" and rows == 0 and not output.allow_empty:
-            raise strategies.refuse_empty(where, target)
+            raise strategies.refuse_empty(target)
         if output.strategy not in ("replace", "merge", "append"):
-            raise PzConnectorError(f"{where}: unknown strategy '{output.strategy}'", code="PZ0305")
+            raise PzConnectorError(f"unknown strategy '{output.strategy}'", code="PZ0305")
         cols = strategies.columns_of(cur, source)
         if output.strategy == "merge":
-            strategies.check_merge(cur, output, source, cols, where)
+            strategies.check_merge(cur, output, source, cols)
         return rows, cols
 
 

@@ -15,37 +15,42 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 _LINE_CONTEXT = re.compile(r"\n[ \t]*LINE |LINE \d+:")
+_DUCKDB_HINTS = re.compile(r"\n\n|\n(?:Possible fixes|Possible solutions|The search space used was)")
 _LOCK_CONFLICT = "Could not set lock on file"
 _EXACT = "lower(database_name) = lower(?) AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)"
 _LOCK_HOLDER = re.compile(r"PID (\d+)")
 
 
 def summary(message: str) -> str:
-    """A DuckDB error message without its `LINE n:` statement context."""
+    """A DuckDB error message without its `LINE n:` statement context, and without what follows its first
+    paragraph (DuckDB's own option hints and parameter dumps, which name DuckDB settings, not pz keys)."""
     cut = _LINE_CONTEXT.search(message)
-    return (message[: cut.start()] if cut else message).strip()
+    text = (message[: cut.start()] if cut else message).strip()
+    hints = _DUCKDB_HINTS.search(text)
+    return (text[: hints.start()] if hints else text).strip()
 
 
-def wrap(exc: BaseException, prefix: str, code: str) -> PzConnectorError:
-    """A DuckDB error as a PzConnectorError naming what failed (`prefix`) and the cause. A file lock held by
-    another process is transient: it clears when that process closes the file."""
+def wrap(exc: BaseException, code: str, prefix: str = "") -> PzConnectorError:
+    """A DuckDB error as a PzConnectorError: the cause, after `prefix` (what failed, when the node name the
+    engine puts in front of every message does not say it). A file lock held by another process is
+    transient: it clears when that process closes the file."""
     text = summary(str(exc))
     if _LOCK_CONFLICT in text:
         holder = _LOCK_HOLDER.search(text)
         who = f" (PID {holder.group(1)})" if holder else ""
         return PzConnectorError(
-            f"{prefix}: another process holds the database file open{who}; close it (a DuckDB shell, a "
+            f"{prefix}another process holds the database file open{who}; close it (a DuckDB shell, a "
             f"notebook, another pz run) and retry. DuckDB said: {text.splitlines()[0]}",
             is_transient=True,
             code=code,
         )
-    return PzConnectorError(f"{prefix}: {text}", is_transient=is_transient_native(text), code=code)
+    return PzConnectorError(f"{prefix}{text}", is_transient=is_transient_native(text), code=code)
 
 
-def os_error(exc: OSError, prefix: str, code: str) -> PzConnectorError:
+def os_error(exc: OSError, code: str, prefix: str = "") -> PzConnectorError:
     """A file-system error as a PzConnectorError: what failed, the cause and the path it concerns."""
     where = f": {exc.filename}" if exc.filename else ""
-    return PzConnectorError(f"{prefix}: {exc.strerror or exc}{where}", code=code)
+    return PzConnectorError(f"{prefix}{exc.strerror or exc}{where}", code=code)
 
 
 def canonical_type(text: str) -> str:
@@ -59,7 +64,7 @@ def canonical_type(text: str) -> str:
         raise ValueError(summary(str(exc))) from exc
 
 
-def canonical_contract(columns: Mapping[str, str] | None, where: str) -> list[tuple[str, str]] | None:
+def canonical_contract(columns: Mapping[str, str] | None) -> list[tuple[str, str]] | None:
     if not columns:
         return None
     result: list[tuple[str, str]] = []
@@ -68,7 +73,7 @@ def canonical_contract(columns: Mapping[str, str] | None, where: str) -> list[tu
             result.append((str(name), canonical_type(typ)))
         except ValueError as exc:
             raise PzConnectorError(
-                f"{where}: column '{name}' has type '{typ}' that DuckDB does not know ({exc})", code="PZ0505"
+                f"column '{name}' has type '{typ}' that DuckDB does not know ({exc})", code="PZ0505"
             ) from exc
     return result
 

@@ -42,9 +42,9 @@ def columns_of(cur: duckdb.DuckDBPyConnection, relation: str) -> list[tuple[str,
     return [(str(r[0]), str(r[1])) for r in cur.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()]
 
 
-def refuse_empty(where: str, target: TableName) -> PzConnectorError:
+def refuse_empty(target: TableName) -> PzConnectorError:
     return PzConnectorError(
-        f"{where}: the result has no rows, and replace would leave table {target} empty; nothing was written "
+        f"the result has no rows, and replace would leave table {target} empty; nothing was written "
         "(set allow_empty: true to allow it)",
         code="PZ0509",
     )
@@ -55,18 +55,17 @@ def check_merge(
     output: OutputRequest,
     source: str,
     source_cols: Sequence[tuple[str, str]],
-    where: str,
 ) -> None:
     """Merge preconditions, checked on the source before the target is touched."""
     names = {n.lower() for n, _ in source_cols}
     if not output.keys:
-        raise PzConnectorError(f"{where}: merge needs keys: [...]", code="PZ0305")
+        raise PzConnectorError("strategy merge needs keys: [the columns that identify a row]", code="PZ0305")
     missing = [k for k in output.keys if k.lower() not in names]
     if output.on_delete and output.on_delete.lower() not in names:
         missing.append(output.on_delete)
     if missing:
         raise PzConnectorError(
-            f"{where}: the result has no column(s) {', '.join(repr(m) for m in missing)} "
+            f"the result has no column(s) {', '.join(repr(m) for m in missing)} "
             f"(it has: {', '.join(n for n, _ in source_cols)})",
             code="PZ0501",
         )
@@ -76,7 +75,7 @@ def check_merge(
     ).fetchone()
     if dup and dup[0]:
         raise PzConnectorError(
-            f"{where}: {dup[0]} key value(s) of ({', '.join(output.keys)}) repeat in the "
+            f"{dup[0]} key value(s) of ({', '.join(output.keys)}) repeat in the "
             "result; merge needs one row per key (deduplicate the pipeline's result)",
             code="PZ0501",
         )

@@ -76,7 +76,7 @@ class LocalFilesConnector(Connector):
             return NATIVE
         if fmt != "csv":
             raise PzConnectorError(
-                f"{self._where(dataset)}: force_universal needs the universal tier, but localfiles reads "
+                f"force_universal needs the universal tier, but localfiles reads "
                 f"{fmt} natively only (DuckDB read_{fmt}); remove force_universal for this source, or "
                 "convert the files to csv",
                 code="PZ0312",
@@ -91,7 +91,7 @@ class LocalFilesConnector(Connector):
 
     # -- source ------------------------------------------------------------------------------
     def partitions(self, dataset: DatasetRequest) -> list[Partition]:
-        return self._dataset(dataset).partitions(self._where(dataset))
+        return self._dataset(dataset).partitions()
 
     def extract_native(
         self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest, partition: Partition, target: str
@@ -99,7 +99,7 @@ class LocalFilesConnector(Connector):
         import duckdb
 
         ds = self._dataset(dataset)
-        files = ds.partition_files(partition, self._where(dataset))
+        files = ds.partition_files(partition)
         try:
             schema = self._schema(ds, dataset)
             helper = duckdb.connect()
@@ -109,26 +109,20 @@ class LocalFilesConnector(Connector):
                 helper.close()
             land(con, target, select)
         except duckdb.Error as exc:
-            raise wrap(exc, self._where(dataset, partition), "PZ0505") from exc
-        except PzConnectorError as exc:
-            raise _prefixed(exc, self._where(dataset, partition), self._where(dataset)) from exc
+            raise wrap(exc, "PZ0505", _part(ds, partition)) from exc
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
         import duckdb
 
         ds = self._dataset(dataset)
         if ds.fmt != "csv":
-            raise PzConnectorError(
-                f"{self._where(dataset)}: localfiles reads {ds.fmt} natively only", code="PZ0312"
-            )
-        files = ds.partition_files(partition, self._where(dataset))
+            raise PzConnectorError(f"localfiles reads {ds.fmt} natively only", code="PZ0312")
+        files = ds.partition_files(partition)
         try:
             schema = self._schema(ds, dataset)
             yield from csvformat.universal_batches(files, ds.dialect, schema)
         except duckdb.Error as exc:
-            raise wrap(exc, self._where(dataset, partition), "PZ0505") from exc
-        except PzConnectorError as exc:
-            raise _prefixed(exc, self._where(dataset, partition), self._where(dataset)) from exc
+            raise wrap(exc, "PZ0505", _part(ds, partition)) from exc
 
     # -- sink --------------------------------------------------------------------------------
     def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
@@ -138,9 +132,9 @@ class LocalFilesConnector(Connector):
         try:
             return writing.write_native(con, out, source)
         except duckdb.Error as exc:
-            raise wrap(exc, self._sink_where(output), "PZ0501") from exc
+            raise wrap(exc, "PZ0501") from exc
         except OSError as exc:
-            raise os_error(exc, self._sink_where(output), "PZ0501") from exc
+            raise os_error(exc, "PZ0501") from exc
 
     def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:
         import duckdb
@@ -150,11 +144,11 @@ class LocalFilesConnector(Connector):
         try:
             return writing.write_batches(out, reader)
         except duckdb.Error as exc:
-            raise wrap(exc, self._sink_where(output), "PZ0501") from exc
+            raise wrap(exc, "PZ0501") from exc
         except OSError as exc:
-            raise os_error(exc, self._sink_where(output), "PZ0501") from exc
+            raise os_error(exc, "PZ0501") from exc
         except pa.ArrowException as exc:
-            raise PzConnectorError(f"{self._sink_where(output)}: {exc}", code="PZ0501") from exc
+            raise PzConnectorError(str(exc), code="PZ0501") from exc
 
     # -- connectivity ----------------------------------------------------------------------------
     def check_connection(self) -> None:
@@ -169,20 +163,16 @@ class LocalFilesConnector(Connector):
         ds = self._dataset(dataset)
         files = ds.files()
         if not files:
-            raise PzConnectorError(
-                f"{self._where(dataset)}: no file matches '{ds.path}' under root {self.root}", code="PZ0602"
-            )
+            raise PzConnectorError(f"no file matches '{ds.path}' under root {self.root}", code="PZ0602")
         try:
             return list(self._schema(ds, dataset).columns)
         except duckdb.Error as exc:
-            raise wrap(exc, self._where(dataset), "PZ0602") from exc
+            raise wrap(exc, "PZ0602") from exc
 
     def probe_output(self, output: OutputRequest) -> None:
         out = writing.FileOutput.of(self.root, output)
         if os.path.lexists(out.folder) and not out.folder.is_dir():
-            raise PzConnectorError(
-                f"{self._sink_where(output)}: {out.folder} exists and is not a folder", code="PZ0606"
-            )
+            raise PzConnectorError(f"{out.folder} exists and is not a folder", code="PZ0606")
         existing = out.folder if out.folder.is_dir() else out.folder.parent
         while not existing.exists() and existing != existing.parent:
             existing = existing.parent
@@ -191,23 +181,14 @@ class LocalFilesConnector(Connector):
             probe.mkdir()
         except OSError as exc:
             raise PzConnectorError(
-                f"{self._sink_where(output)}: cannot create folders in {existing}: {exc.strerror or exc}",
+                f"cannot create folders in {existing}: {exc.strerror or exc}",
                 code="PZ0606",
             ) from exc
         shutil.rmtree(probe, ignore_errors=True)
 
     # -- helpers -----------------------------------------------------------------------------
-    def _where(self, dataset: DatasetRequest, partition: Partition | None = None) -> str:
-        text = f"source '{self.context.instance}' dataset '{dataset.name}'"
-        if partition is not None and partition.spec.get("files"):
-            text += f" ({partition.description})"
-        return text
-
-    def _sink_where(self, output: OutputRequest) -> str:
-        return f"sink '{self.context.instance}' output '{output.name}'"
-
     def _dataset(self, dataset: DatasetRequest) -> reading.FileDataset:
-        return reading.FileDataset.of(self.root, dataset, self._where(dataset))
+        return reading.FileDataset.of(self.root, dataset)
 
     def _schema(self, ds: reading.FileDataset, dataset: DatasetRequest) -> ReadSchema:
         """The dataset's schema, decided once per connector instance over all of the dataset's files."""
@@ -218,7 +199,7 @@ class LocalFilesConnector(Connector):
             cached = self._schemas.get(key)
             if cached is not None:
                 return cached
-            files = ds.absolute(ds.require_files(self._where(dataset)))
+            files = ds.absolute(ds.require_files())
             con = duckdb.connect()
             try:
                 schema = reading.resolve_schema(con, ds, files)
@@ -228,13 +209,10 @@ class LocalFilesConnector(Connector):
             return schema
 
 
-def _prefixed(exc: PzConnectorError, where: str, base: str) -> PzConnectorError:
-    """`exc` with its message prefixed by `where`, unless it already names the dataset (`base`)."""
-    if exc.message.startswith(base):
-        return exc
-    return PzConnectorError(
-        f"{where}: {exc.message}", is_transient=exc.is_transient, retry_after=exc.retry_after, code=exc.code
-    )
+def _part(ds: reading.FileDataset, partition: Partition) -> str:
+    """Message prefix of a read's errors: which partition, when the dataset is split (the engine puts the
+    node's name in front of every message)."""
+    return f"{partition.description}: " if ds.files_per_partition else ""
 
 
 def _dataset_issues(name: str, block: dict[str, Any]) -> list[ConnectorIssue]:

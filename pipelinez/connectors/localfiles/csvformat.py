@@ -119,10 +119,19 @@ def resolve_schema(
     already be canonical DuckDB types."""
     if contract:
         return ReadSchema(tuple(contract), dialect.dateformat, dialect.timestampformat)
-    row = con.execute(
-        "SELECT Columns, DateFormat, TimestampFormat FROM "
-        f"sniff_csv({quote_literal(duckdb_path(first_file))}, {dialect.duckdb_args()})"
-    ).fetchone()
+    import duckdb
+
+    try:
+        row = con.execute(
+            "SELECT Columns, DateFormat, TimestampFormat FROM "
+            f"sniff_csv({quote_literal(duckdb_path(first_file))}, {dialect.duckdb_args()})"
+        ).fetchone()
+    except duckdb.Error as exc:
+        raise PzConnectorError(
+            f"DuckDB could not detect the column types of {first_file}: {summary(str(exc))}; declare "
+            "columns: for this dataset (and check delimiter, quote and header)",
+            code="PZ0505",
+        ) from exc
     assert row is not None
     sniffed = [(str(c["name"]), str(c["type"])) for c in row[0]]
     if dialect.header:
@@ -258,7 +267,7 @@ def universal_batches(
         con.execute("SET preserve_insertion_order = true")
         last_schema, produced = None, False
         for layout in _layouts(files, dialect, schema):
-            fields = [f"c{i}" for i in range(len(layout.names))]
+            fields = list(layout.names)  # unique ignoring case (see header_names)
             at = {name: layout.position(name) for name, _ in schema.columns}
             exprs = ", ".join(
                 f"{_cast(quote_ident(fields[i]), t, schema)} AS {quote_ident(n)}"

@@ -39,19 +39,19 @@ class FileDataset:
     contract: tuple[tuple[str, str], ...] | None
 
     @staticmethod
-    def of(root: Path, request: DatasetRequest, where: str) -> FileDataset:
+    def of(root: Path, request: DatasetRequest) -> FileDataset:
         options: Mapping[str, Any] = request.options
         path = str(options.get("path", ""))
         fmt = str(options.get("format") or format_of_path(path) or "")
         if fmt not in ("csv", "parquet", "json"):
             raise PzConnectorError(
-                f"{where}: cannot tell the format of '{path}'; set format: csv, parquet or json",
+                f"cannot tell the format of '{path}'; set format: csv, parquet or json",
                 code="PZ0505",
             )
         columns = request.columns
         if columns is None and isinstance(options.get("columns"), Mapping):
             columns = {str(k): str(v) for k, v in options["columns"].items()}
-        contract = canonical_contract(columns, where)
+        contract = canonical_contract(columns)
         per = options.get("files_per_partition")
         return FileDataset(
             request.name,
@@ -66,19 +66,17 @@ class FileDataset:
     def files(self) -> list[str]:
         return list_files(self.root, self.path)
 
-    def require_files(self, where: str) -> list[str]:
+    def require_files(self) -> list[str]:
         files = self.files()
         if not files:
-            raise PzConnectorError(
-                f"{where}: no file matches '{self.path}' under root {self.root}", code="PZ0505"
-            )
+            raise PzConnectorError(f"no file matches '{self.path}' under root {self.root}", code="PZ0505")
         return files
 
     def absolute(self, files: Sequence[str]) -> list[Path]:
         return [under_root(self.root, f) for f in files]
 
-    def partitions(self, where: str) -> list[Partition]:
-        files = self.require_files(where)
+    def partitions(self) -> list[Partition]:
+        files = self.require_files()
         size = self.files_per_partition or len(files)
         chunks = [files[i : i + size] for i in range(0, len(files), size)]
         return [
@@ -86,10 +84,10 @@ class FileDataset:
             for i, chunk in enumerate(chunks)
         ]
 
-    def partition_files(self, partition: Partition, where: str) -> list[Path]:
+    def partition_files(self, partition: Partition) -> list[Path]:
         files = partition.spec.get("files")
         if not files:
-            files = self.require_files(where)
+            files = self.require_files()
         return self.absolute([str(f) for f in files])
 
 

@@ -47,13 +47,11 @@ class FileOutput:
         path = options.get("path")
         fmt = str(options.get("format") or (format_of_path(str(path)) if path else None) or "parquet")
         if fmt not in _COPY_OPTIONS:
-            raise PzConnectorError(
-                f"output '{output.name}': format '{fmt}' is not one of parquet, csv, json", code="PZ0303"
-            )
+            raise PzConnectorError(f"format '{fmt}' is not one of parquet, csv, json", code="PZ0303")
         rel = str(path).rstrip("/\\") if path else f"{output.name}.{fmt}"
         if output.strategy not in ("replace", "append"):
             raise PzConnectorError(
-                f"output '{output.name}': localfiles cannot '{output.strategy}' (a folder of files has "
+                f"localfiles cannot '{output.strategy}' (a folder of files has "
                 "no keys to upsert on); use strategy replace or append",
                 code="PZ0305",
             )
@@ -63,7 +61,7 @@ class FileOutput:
 
     def refuse_empty(self) -> PzConnectorError:
         return PzConnectorError(
-            f"output '{self.name}': the result has no rows, and replace would leave {self.folder} empty; "
+            f"the result has no rows, and replace would leave {self.folder} empty; "
             "nothing was written (set allow_empty: true to allow it)",
             code="PZ0509",
         )
