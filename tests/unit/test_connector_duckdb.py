@@ -530,7 +530,7 @@ def test_manifest() -> None:
 def test_summary_keeps_the_cause_only() -> None:
     from pipelinez.connectors.duckdb.sql import summary
 
-    raw = 'Binder Error: Referenced column "x" not found\nCandidate bindings: "y"\n\nLINE 1: SELECT x FROM t\n  ^'
+    raw = 'Binder Error: Referenced column "x" not found\nCandidate bindings: "y"\n\nLINE 1: SELECT x\n  ^'
     assert summary(raw) == 'Binder Error: Referenced column "x" not found\nCandidate bindings: "y"'
     raw = "Invalid Input Error: Error when sniffing file\nIt was not possible\nThe search space used was:\nx"
     assert summary(raw) == "Invalid Input Error: Error when sniffing file\nIt was not possible"
