@@ -59,17 +59,38 @@ def _parse_vars(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _silence_stdout() -> None:
+    """After the reader of stdout went away (`pz run | head`), stop Python complaining at exit."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
 def guarded(fn: F) -> F:
     """User errors become rendered diagnostics and exit 2; bugs become one line and a log file."""
 
+    @click.option(
+        "-p",
+        "--project",
+        "command_project",
+        default=None,
+        type=click.Path(path_type=Path, file_okay=False),
+        help="Project folder (also accepted before the command).",
+    )
     @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, command_project: Path | None = None, **kwargs: Any) -> Any:
         settings: Settings = click.get_current_context().obj
+        if command_project is not None:
+            settings.project = command_project
         try:
             return fn(*args, **kwargs)
         except PzError as exc:
             settings.emit_diagnostics(exc.diagnostics)
             sys.exit(exc.exit_code)
+        except BrokenPipeError:
+            _silence_stdout()
+            sys.exit(EXIT_FAILED)
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
         except Exception:

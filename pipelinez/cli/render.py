@@ -60,6 +60,20 @@ def node_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+_closed_streams: set[int] = set()
+
+
+def _write(out: TextIO, lines: list[str]) -> None:
+    """Print lines; once the reader went away (`pz run | head`) stay silent and let the run finish."""
+    if id(out) in _closed_streams or not lines:
+        return
+    try:
+        out.write("".join(line + "\n" for line in lines))
+        out.flush()
+    except BrokenPipeError:
+        _closed_streams.add(id(out))
+
+
 class TextReporter:
     """Prints the exact text lines of a run as events arrive (used when stdout is not a terminal)."""
 
@@ -83,8 +97,7 @@ class TextReporter:
             lines = [f"warning: {data['code']} {data['place']}: {data['message']}"]
             if data.get("next_step"):
                 lines.append(f"  next: {data['next_step']}")
-        for line in lines:
-            print(line, file=self.out, flush=True)
+        _write(self.out, lines)
 
 
 class JsonReporter:
@@ -94,7 +107,7 @@ class JsonReporter:
         self._out = out
 
     def __call__(self, _event: Event, data: dict[str, Any]) -> None:
-        print(json.dumps(data, default=str), file=self._out or sys.stdout, flush=True)
+        _write(self._out or sys.stdout, [json.dumps(data, default=str)])
 
 
 def plan_lines(plan: Plan) -> list[str]:

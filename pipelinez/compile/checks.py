@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelinez.config.model import CheckSpec
-from pipelinez.core.durations import format_duration, parse_duration
+from pipelinez.core.durations import parse_duration
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 
 TABLE_LEVEL = frozenset({"row_count", "freshness"})
@@ -21,6 +21,14 @@ class CheckOutcome:
     failed: bool
     rows: int
     message: str
+
+
+def human_age(seconds: float) -> str:
+    """An age in its largest whole unit, as durations are written: 3d, 5h, 12m, 40s."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(0, int(seconds))}s"
 
 
 def _value_literal(value: Any) -> str:
@@ -97,7 +105,7 @@ def outcome(check: CheckSpec, target: str, failing: int, observed: str | None) -
     elif check.type == "relationships":
         msg = f"{head}: {failing} row(s) with {o['column']} not found in {o['to']}.{o['field']}"
     else:  # freshness
-        age = format_duration(round(float(observed))) if observed not in (None, "") else None
+        age = human_age(float(observed)) if observed not in (None, "") else None
         max_age = o["max_age"]
         msg = (
             f"{head}: newest {o['column']} is {age} old (max_age {max_age})"

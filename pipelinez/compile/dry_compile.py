@@ -75,7 +75,9 @@ def map_sql_error(err: DuckError, place_file: str, prefix_len: int, node: str) -
     elif err.kind == "Catalog":
         code = "PZ0402"
         summary = _first_line(summary)
-    elif err.kind == "Binder" and re.search(r'column "[^"]*" not found|Referenced column', summary):
+    elif err.kind == "Binder" and re.search(
+        r'column "[^"]*" not found|Referenced column|does not have a column named', summary
+    ):
         code = "PZ0412"
     else:
         code = "PZ0403"

@@ -115,6 +115,7 @@ def resolve_values(
         try:
             resolved.vars[name] = (spec, parse_typed(spec.type, raw))
         except ValueError as exc:
+            resolved.vars[name] = (spec, None)  # declared; its bad value is reported once, here
             p = spec.place
             diags.append(
                 error(

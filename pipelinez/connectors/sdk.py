@@ -169,7 +169,7 @@ class Connector:
         datasets: dict[str, dict[str, Any]],
         outputs: dict[str, dict[str, Any]],
     ) -> list[ConnectorIssue]:
-        """Cross-field rules beyond the manifest's JSON Schemas (tier 3). Values are raw (templated)."""
+        """Cross-field rules beyond the manifest JSON Schemas (tier 3); values rendered, secrets as ***."""
         return []
 
     def source_tier(self, dataset: DatasetRequest) -> str:

@@ -199,7 +199,7 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0215",
         "UnknownConnector",
         "a source/sink names a connector that is not installed",
-        "install the connector package (pz restore), or use one of the installed connectors",
+        "install the connector package into the environment pz runs in, or use an installed connector",
     ),
     Code(
         "PZ0216",

@@ -22,7 +22,7 @@ class NodeFailure(Exception):
     transient: bool = False
     retry_after: float | None = None
     batches_committed: int | None = None
-    rows: int = 0                  # rows the failed node reports (a failed check: its offending rows)
+    rows: int = 0  # rows the failed node reports (a failed check: its offending rows)
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "transient": self.transient}
@@ -46,7 +46,7 @@ def classify(exc: BaseException, default_code: str, what: str) -> NodeFailure:
         return exc
     if isinstance(exc, PzConnectorError):
         return NodeFailure(
-            exc.code or default_code,
+            exc.code if exc.code and (exc.code.startswith("PZ05") or exc.code == "PZ0312") else default_code,
             f"{what}: {exc.message}",
             exc.is_transient,
             exc.retry_after,

@@ -92,6 +92,10 @@ def execute(
             log_file = run_dir / "pz.log"
             log_file.write_text(plan.dag.redactor(traceback.format_exc()), encoding="utf-8")
             results.status = "error"
+            for node in results.nodes:
+                if node.status in ("pending", "running"):
+                    node.status = "cancelled"
+                    node.skipped_because = "the run stopped at the orchestrator level"
             results.error = {
                 "code": "PZ0512",
                 "message": plan.dag.redactor(f"{type(exc).__name__}: {exc}"),

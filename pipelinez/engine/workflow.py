@@ -18,6 +18,7 @@ from pipelinez.config.yaml_loader import YamlDoc, load_yaml_file, position_of
 from pipelinez.core.diagnostics import Diagnostic, Place, PzValidationError
 from pipelinez.engine.connectivity import check_connectivity
 from pipelinez.engine.events import Subscriber
+from pipelinez.engine.lock import ProjectLock
 from pipelinez.engine.runs import RunSummary
 from pipelinez.engine.runs import clean as clean_runs
 from pipelinez.engine.runs import history as run_history
@@ -128,4 +129,7 @@ def history(project_dir: Path | None, limit: int | None = None) -> list[RunSumma
 
 
 def clean(project_dir: Path | None) -> list[str]:
-    return clean_runs(find_project_root(project_dir or Path.cwd()) / ".pz")
+    """Delete every staging database; refused (PZ0511) while a run holds the project lock."""
+    state_dir = find_project_root(project_dir or Path.cwd()) / ".pz"
+    with ProjectLock(state_dir):
+        return clean_runs(state_dir)

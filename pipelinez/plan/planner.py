@@ -73,7 +73,7 @@ def build_plan(
         node = dag.nodes[name]
         tier = strategy = guarantee = connector = None
         max_conc = None
-        levels: tuple[RetrySpec | None, ...] = ()
+        levels: tuple[RetrySpec | None, ...] = (engine_retry,)
         if isinstance(node, SourceLoadNode | SinkWriteNode):
             spec = (
                 project.sources[node.source] if isinstance(node, SourceLoadNode) else project.sinks[node.sink]

@@ -125,7 +125,7 @@ def write_quickstart(directory: Path, force: bool = False) -> list[Path]:
         raise PzConfigError(
             [
                 error(
-                    "PZ0105",
+                    "PZ0513",
                     f"{directory} is not empty; pz init writes a new project",
                     next_step="pick an empty folder, or pass --force to write into it",
                 )
