@@ -153,9 +153,7 @@ class LocalFilesConnector(Connector):
     # -- connectivity ----------------------------------------------------------------------------
     def check_connection(self) -> None:
         if os.path.lexists(self.root) and not self.root.is_dir():
-            raise PzConnectorError(
-                f"localfiles '{self.context.instance}': root {self.root} is not a folder", code="PZ0601"
-            )
+            raise PzConnectorError(f"root {self.root} is not a folder", code="PZ0601")
 
     def fetch_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]]:
         import duckdb
