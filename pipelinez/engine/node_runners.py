@@ -219,7 +219,7 @@ def run_sink_write(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeO
         if planned.tier == NATIVE:
             result = connector.write_native(cur, request, source)
         else:
-            reader = cur.execute(f"SELECT * FROM {source}").fetch_record_batch(SINK_BATCH_ROWS)
+            reader = cur.execute(f"SELECT * FROM {source}").to_arrow_reader(SINK_BATCH_ROWS)
             result = connector.write_batches(request, reader)
         return NodeOutput(rows=result.rows, tier=planned.tier, batches_committed=result.batches_committed)
     except Exception as exc:
