@@ -25,7 +25,8 @@ def pg_schema() -> Iterator[str]:
     with psycopg.connect(PG_DSN, autocommit=True) as con:
         con.execute(f'CREATE SCHEMA "{schema}"')
         con.execute(f'''CREATE TABLE "{schema}".orders (
-            id bigint PRIMARY KEY, customer text, amount numeric(12,2), placed_at timestamptz, tags text[])''')
+            id bigint PRIMARY KEY, customer text, amount numeric(12,2),
+            placed_at timestamptz, tags text[])''')
         con.execute(f'''INSERT INTO "{schema}".orders VALUES
             (1, 'ada', 10.50, '2026-01-01 10:00+00', '{{a,b}}'),
             (2, 'grace', 20.00, '2026-01-02 11:00+00', NULL),

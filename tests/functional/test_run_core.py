@@ -356,13 +356,20 @@ def test_run_results_match_the_published_schema(project_dir: Path) -> None:
     schema_path = Path(__file__).parents[2] / "pipelinez" / "engine" / "schemas" / "run_results.v1.json"
     schema = json.loads(schema_path.read_text())
     Draft202012Validator.check_schema(schema)
-    write_project(project_dir, {**BASE, "pipelines/bad.sql": """
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/bad.sql": """
             INSERT INTO {{ sink('wh', 'bad_totals') }}
             SELECT CAST(code AS INTEGER) AS n FROM {{ source('files', 'orders') }}
-        """, "pipelines/orders_copy.sql": """
+        """,
+            "pipelines/orders_copy.sql": """
             INSERT INTO {{ sink('lake', 'orders_copy') }}
             SELECT * FROM {{ source('files', 'orders') }}
-        """})
+        """,
+        },
+    )
     result = pz(project_dir, "run")
     results = result.run_results()
     Draft202012Validator(schema).validate(results)
@@ -372,26 +379,33 @@ def test_run_results_match_the_published_schema(project_dir: Path) -> None:
 
 
 def test_failing_error_check_blocks_sinks_and_warn_check_does_not(project_dir: Path) -> None:
-    write_project(project_dir, {**BASE,
-        "pipelines/orders_copy.sql": """
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/orders_copy.sql": """
             INSERT INTO {{ sink('lake', 'orders_copy') }}
             SELECT * FROM {{ source('files', 'orders') }}
         """,
-        "pipelines/orders_copy.yml": """
+            "pipelines/orders_copy.yml": """
             checks:
               - accepted_values: { column: code, values: ["1", "2"] }
               - unique: { columns: [customer] }
                 severity: warn
         """,
-        "pipelines/totals.sql": """
+            "pipelines/totals.sql": """
             INSERT INTO {{ sink('wh', 'totals') }}
             SELECT customer, count(*) AS n FROM {{ ref('orders_copy') }} GROUP BY 1
-        """})
+        """,
+        },
+    )
     result = pz(project_dir, "run")
     assert result.exit_code == 1, result.output
     assert any(line.startswith("FAIL chk_orders_copy__accepted_values_code 1 rows") for line in result.lines)
-    assert any(line.startswith("  PZ0508: check 'accepted_values_code' on 'orders_copy': 1 row(s)")
-               for line in result.lines), result.output
+    assert any(
+        line.startswith("  PZ0508: check 'accepted_values_code' on 'orders_copy': 1 row(s)")
+        for line in result.lines
+    ), result.output
     assert any(line.startswith("WARN chk_orders_copy__unique_customer 2 rows") for line in result.lines)
     assert any(line.startswith("  PZ0510: check 'unique_customer'") for line in result.lines)
     assert "SKIP lake.orders_copy (upstream chk_orders_copy__accepted_values_code failed)" in result.lines
@@ -405,13 +419,23 @@ def test_terminal_gets_live_progress_and_the_same_lines(project_dir: Path) -> No
     import subprocess
     import sys
 
-    write_project(project_dir, {**BASE, "pipelines/orders_copy.sql": """
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/orders_copy.sql": """
             INSERT INTO {{ sink('lake', 'orders_copy') }}
             SELECT * FROM {{ source('files', 'orders') }}
-        """})
+        """,
+        },
+    )
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "pipelinez.cli.main", "-p", str(project_dir), "run"],
-                            stdout=follower, stderr=follower, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project_dir), "run"],
+        stdout=follower,
+        stderr=follower,
+        stdin=subprocess.DEVNULL,
+    )
     os.close(follower)
     chunks = []
     while True:

@@ -23,7 +23,7 @@ FILES = {
     "pipelines/pa.yml": "tags: [nightly]\nchecks:\n  - unique: { columns: [id] }\n",
     "pipelines/pb.sql": "INSERT INTO {{ sink('wh', 'pb') }}\nSELECT * FROM {{ source('files', 'b') }}\n",
     "pipelines/both.sql": "INSERT INTO {{ sink('wh', 'both') }}\nSELECT * FROM {{ ref('pa') }} UNION ALL "
-                          "SELECT * FROM {{ ref('pb') }}\n",
+    "SELECT * FROM {{ ref('pb') }}\n",
 }
 
 
@@ -40,10 +40,22 @@ def test_pipeline_name_selects_its_file_and_needed_ancestors(project_dir: Path) 
 
 def test_descendants_tags_sources_sinks_and_exclude(project_dir: Path) -> None:
     write_project(project_dir, FILES)
-    assert _ran(project_dir, "--select", "pb+") == {"src_files__b", "pb", "wh.pb", "both", "wh.both",
-                                                    "src_files__a", "pa", "chk_pa__unique_id"}
-    assert _ran(project_dir, "--select", "tag:nightly") == {"src_files__a", "pa", "chk_pa__unique_id",
-                                                            "lake.pa"}
+    assert _ran(project_dir, "--select", "pb+") == {
+        "src_files__b",
+        "pb",
+        "wh.pb",
+        "both",
+        "wh.both",
+        "src_files__a",
+        "pa",
+        "chk_pa__unique_id",
+    }
+    assert _ran(project_dir, "--select", "tag:nightly") == {
+        "src_files__a",
+        "pa",
+        "chk_pa__unique_id",
+        "lake.pa",
+    }
     assert _ran(project_dir, "--select", "source:files") == {"src_files__a", "src_files__b"}
     assert _ran(project_dir, "--select", "sink:wh", "--exclude", "wh.both") == {"src_files__b", "pb", "wh.pb"}
     assert _ran(project_dir, "--select", "+wh.both") >= {"pa", "pb", "both", "wh.both"}

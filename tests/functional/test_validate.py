@@ -234,10 +234,16 @@ def test_project_flag_works_after_the_command_and_bad_var_is_one_error(project_d
 
     from pipelinez.cli.main import cli
 
-    write_project(project_dir, {**GOOD_BASE, "pipelines/p.sql": """
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "pipelines/p.sql": """
         INSERT INTO {{ sink('lake', 'p') }}
         SELECT * FROM {{ source('files', 'orders') }} WHERE amount > {{ var('min_total') }}
-    """})
+    """,
+        },
+    )
     result = CliRunner().invoke(cli, ["validate", "-p", str(project_dir), "--var", "min_total=abc"])
     assert result.exit_code == 2
     errors = [line for line in result.output.splitlines() if line.startswith(("error:", "warning:"))]
@@ -245,9 +251,15 @@ def test_project_flag_works_after_the_command_and_bad_var_is_one_error(project_d
 
 
 def test_qualified_column_typo_is_pz0412(project_dir: Path) -> None:
-    write_project(project_dir, {**GOOD_BASE, "pipelines/p.sql": """
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "pipelines/p.sql": """
         INSERT INTO {{ sink('lake', 'p') }}
         SELECT o.custmer FROM {{ source('files', 'orders') }} AS o
-    """})
+    """,
+        },
+    )
     result = pz(project_dir, "validate")
     assert any(line.startswith("error: PZ0412 pipelines/p.sql:2:") for line in result.lines), result.output
