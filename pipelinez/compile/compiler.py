@@ -106,7 +106,7 @@ def compile_project(
     if any(d.code == "PZ0205" for d in errors):
         bad = set(infos)
     good = {n: i for n, i in infos.items() if n not in bad}
-    nodes, found = build_nodes(project, good, sources, sinks)
+    nodes, found = build_nodes(project, good, sources, sinks, templater)
     errors += found
 
     # tier 4

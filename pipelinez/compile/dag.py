@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +12,7 @@ from pipelinez.compile.graph import topological_order
 from pipelinez.compile.ids import content_id
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.compile.semantic import PipelineInfo
-from pipelinez.compile.templating import REF_TOKEN_RE, staging_table
+from pipelinez.compile.templating import REF_TOKEN_RE, TemplateFailure, Templater, staging_table
 from pipelinez.compile.values import Redactor, ResolvedValues
 from pipelinez.config.model import CheckSpec, Project
 from pipelinez.core.diagnostics import Diagnostic, Place, error
@@ -102,6 +103,7 @@ def build_nodes(
     infos: dict[str, PipelineInfo],
     sources: dict[str, ResolvedInstance],
     sinks: dict[str, ResolvedInstance],
+    templater: Templater | None = None,
 ) -> tuple[dict[str, Node], list[Diagnostic]]:
     resolver = _RefResolver(infos)
     diags: list[Diagnostic] = []
@@ -110,7 +112,15 @@ def build_nodes(
     blocking_checks: dict[str, list[str]] = {}  # checked node -> its error-severity check nodes
 
     def add_checks(target: str, checks: tuple[CheckSpec, ...], tags: tuple[str, ...]) -> None:
-        for check in checks:
+        for raw_check in checks:
+            check = raw_check
+            if templater is not None and check.place.file:
+                try:  # {{ var() }} / {{ env() }} may appear in any YAML string, check options included
+                    options = templater.render_tree(check.options, check.place.file, check.place)[0]
+                    check = dataclasses.replace(check, options=options)
+                except TemplateFailure as exc:
+                    diags.append(exc.diagnostic)
+                    continue
             name = f"chk_{target}__{check.name}"
             ref_table = None
             deps = [target]

@@ -263,3 +263,26 @@ def test_qualified_column_typo_is_pz0412(project_dir: Path) -> None:
     )
     result = pz(project_dir, "validate")
     assert any(line.startswith("error: PZ0412 pipelines/p.sql:2:") for line in result.lines), result.output
+
+
+def test_vars_render_inside_check_options(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "project.yml": """
+            name: shop
+            vars:
+              allowed: { type: string, default: bob }
+        """,
+            "pipelines/p.sql": P_SQL,
+            "pipelines/p.yml": """
+            checks:
+              - accepted_values: { column: customer, values: ["{{ var('allowed') }}"] }
+        """,
+        },
+    )
+    assert pz(project_dir, "run", "--var", "allowed=ada").exit_code == 0
+    result = pz(project_dir, "run")
+    assert result.exit_code == 1
+    assert any("PZ0508" in line and "found: ada" in line for line in result.lines), result.output
