@@ -229,7 +229,7 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0220",
         "ConnectorPinMismatch",
         "the installed version of a connector does not satisfy the pin in project.yml `connectors:`",
-        "run pz restore, or change the pin",
+        "install a version that satisfies the pin, or change the pin",
     ),
     Code(
         "PZ0221",
@@ -369,7 +369,7 @@ REGISTRY: tuple[Code, ...] = (
         "fix the column name (candidates are shown), or add it to the source's columns: contract",
     ),
     # --- 05: runtime -------------------------------------------------------------------------
-    Code("PZ0501", "SinkWriteFailed", "writing an output failed", "fix the cause shown, then `pz retry`"),
+    Code("PZ0501", "SinkWriteFailed", "writing an output failed", "fix the cause shown, then run again"),
     Code("PZ0502", "NothingToRetry", "pz retry found no earlier run", "run `pz run`"),
     Code(
         "PZ0503",
@@ -387,19 +387,19 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0505",
         "ExtractionFailed",
         "extracting a source dataset failed",
-        "fix the cause shown, then `pz retry`",
+        "fix the cause shown, then run again",
     ),
     Code(
         "PZ0506",
         "BreakerOpen",
         "a circuit breaker stayed open past the bounded wait",
-        "wait for the source/sink to recover, then `pz retry`",
+        "wait for the source/sink to recover, then run again",
     ),
     Code(
         "PZ0507",
         "PipelineFailed",
         "a pipeline's query failed while running in staging",
-        "fix the SQL or the data it trips on, then `pz retry`",
+        "fix the SQL or the data it trips on, then run again",
     ),
     Code(
         "PZ0508",
@@ -474,7 +474,7 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0701",
         "ConnectorLoadFailed",
         "a connector's entry point or code failed to load",
-        "reinstall the connector package (pz restore); the message names the package",
+        "reinstall the connector package named in the message",
     ),
     Code(
         "PZ0702",
