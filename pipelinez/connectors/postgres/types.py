@@ -34,13 +34,17 @@ that type with exactly the same values:
 |  bit, varbit, xml, ranges, geometric|                           |                                       |
 |  composite, tsvector, hstore, ...   |                           |                                       |
 
+Limits: PostgreSQL timestamps after 294247-01-10 (DuckDB's maximum) fail the read; a one-dimensional array
+column holding a multi-dimensional value fails the read in both tiers (declare it [][], or cast it in a
+query:); a query's arrays count as one-dimensional (a result description carries no dimensions).
+
 Native tier: an unpartitioned table whose columns all decode exactly in DuckDB's postgres extension is read
 with the extension's own (parallel, binary) table scan and only cast in DuckDB (`attach_ok`); anything else
 (queries, partitions, columns that need server-side rendering) is read with `postgres_query` and the
 per-column server expression `native_expr`. The extension decodes numeric NaN as 0, so a table scan with
 numeric(p<=38) columns double-checks the server when a zero was staged (see source.py).
 
-Universal tier: ADBC runs `universal_expr` per column and the Arrow batches are converted by `convert` to
+Universal tier: ADBC runs `universal_expr` per column and `convert_column` converts the Arrow batches to
 the Arrow types that DuckDB ingests as the canonical types (decimal strings cast, the driver's wrapped
 +-infinity sentinels of date/timestamp turned into DuckDB's, oid reinterpreted as uint32, timetz built
 server-side as DuckDB's TIME WITH TIME ZONE bit layout).
