@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,14 @@ from pipelinez.compile.checks import outcome
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.compile.nodes import CheckNode, PipelineNode, SinkWriteNode, SourceLoadNode
 from pipelinez.connectors import registry
-from pipelinez.connectors.sdk import NATIVE, Connector, ConnectorContext, DatasetRequest, OutputRequest
+from pipelinez.connectors.sdk import (
+    NATIVE,
+    Connector,
+    ConnectorContext,
+    DatasetRequest,
+    OutputRequest,
+    Partition,
+)
 from pipelinez.core.diagnostics import ConnectorHostError
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.engine.failures import NodeFailure, classify
@@ -25,6 +33,9 @@ if TYPE_CHECKING:
     from pipelinez.engine.context import RunContext
 
 SINK_BATCH_ROWS = 122_880
+PARTITION_WORKERS = (
+    4  # parallel partition reads per source load, unless the instance's max_concurrency says less
+)
 
 
 @dataclass
@@ -123,35 +134,73 @@ def run_source_load(ctx: RunContext, planned: PlannedNode, attempt: int) -> Node
     cur = ctx.cursor()
     target = quote_ident(node.table)
     connector = None
+    part_tables: list[str] = []
     try:
         connector = make_connector(ctx, inst)
         tier = connector.source_tier(request)
         cur.execute(f"DROP TABLE IF EXISTS {target}")
-        parts: list[dict[str, Any]] = []
-        before = 0
-        for partition in connector.partitions(request):
-            if tier == NATIVE:
-                connector.extract_native(cur, request, partition, target)
-            else:
-                ingest_batches(
-                    cur,
-                    connector.extract_batches(request, partition),
-                    node.table,
-                    _table_exists(cur, node.table),
-                    request.columns,
-                    f"__pz_ingest_{node.table}",
-                )
-            after = _count(cur, target)
-            parts.append({"index": partition.index, "rows": after - before, "status": "success"})
-            before = after
-        return NodeOutput(rows=before, tier=tier, partitions=parts if len(parts) > 1 else None)
+        partitions = connector.partitions(request)
+        if len(partitions) == 1:
+            _land_partition(ctx, connector, cur, request, partitions[0], node.table, tier)
+            return NodeOutput(rows=_count(cur, target), tier=tier)
+        # Partitions are read in parallel, each landing in its own table, then combined into the staging
+        # table: the first is renamed (no copy), the others appended by column name.
+        part_tables = [f"{node.table}__part{p.index}" for p in partitions]
+        workers = min(len(partitions), max(1, ctx.plan.get(node.name).max_concurrency or PARTITION_WORKERS))
+
+        def land(job: tuple[Partition, str]) -> int:
+            partition, table = job
+            part_connector = make_connector(ctx, inst)
+            part_cur = ctx.cursor()
+            try:
+                part_cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
+                _land_partition(ctx, part_connector, part_cur, request, partition, table, tier)
+                return _count(part_cur, quote_ident(table))
+            finally:
+                part_connector.close()
+                part_cur.close()
+
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pz-partition") as pool:
+            counts = list(pool.map(land, zip(partitions, part_tables, strict=True)))
+        cur.execute(f"ALTER TABLE {quote_ident(part_tables[0])} RENAME TO {target}")
+        for table in part_tables[1:]:
+            cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {quote_ident(table)}")
+            cur.execute(f"DROP TABLE {quote_ident(table)}")
+        parts = [
+            {"index": p.index, "rows": n, "status": "success"}
+            for p, n in zip(partitions, counts, strict=True)
+        ]
+        return NodeOutput(rows=sum(counts), tier=tier, partitions=parts)
     except Exception as exc:
-        _drop_quietly(cur, target)
+        for table in [node.table, *part_tables]:
+            _drop_quietly(cur, quote_ident(table))
         raise classify(exc, "PZ0505", what) from exc
     finally:
         if connector:
             connector.close()
         cur.close()
+
+
+def _land_partition(
+    ctx: RunContext,
+    connector: Connector,
+    cur: duckdb.DuckDBPyConnection,
+    request: DatasetRequest,
+    partition: Partition,
+    table: str,
+    tier: str,
+) -> None:
+    if tier == NATIVE:
+        connector.extract_native(cur, request, partition, quote_ident(table))
+    else:
+        ingest_batches(
+            cur,
+            connector.extract_batches(request, partition),
+            table,
+            _table_exists(cur, table),
+            request.columns,
+            f"__pz_ingest_{table}",
+        )
 
 
 def run_pipeline(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:

@@ -451,3 +451,45 @@ def test_terminal_gets_live_progress_and_the_same_lines(project_dir: Path) -> No
     assert "nodes]" in screen  # the live progress line
     assert "ok lake.orders_copy 3 rows" in screen
     assert "Traceback" not in screen
+
+
+def test_partitions_land_in_parallel_and_combine_into_one_staging_table(project_dir: Path) -> None:
+    files = {
+        f"data/parts/p{i}.csv": "id,customer,amount,code\n"
+        + "".join(f"{i * 100 + j},c{j},1.00,{j}\n" for j in range(i + 1))
+        for i in range(3)
+    }
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            **files,
+            "sources/files.yml": """
+            connector: localfiles
+            connection: { root: data }
+            datasets:
+              orders:
+                format: csv
+                path: "parts/*.csv"
+                files_per_partition: 1
+                columns: { id: bigint, customer: varchar, amount: "decimal(10,2)", code: varchar }
+        """,
+            "pipelines/orders_copy.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT * FROM {{ source('files', 'orders') }}
+        """,
+        },
+    )
+    result = pz(project_dir, "run")
+    assert result.exit_code == 0, result.output
+    node = result.node("src_files__orders")
+    assert node["rows"] == 6
+    assert node["partitions"] == [{"index": i, "rows": i + 1, "status": "success"} for i in range(3)]
+    staging = sorted((project_dir / ".pz" / "runs").iterdir())[-1] / "staging.duckdb"
+    con = duckdb.connect(str(staging), read_only=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        assert tables == {"src_files__orders", "orders_copy"}
+        assert con.execute("SELECT count(DISTINCT id) FROM src_files__orders").fetchone() == (6,)
+    finally:
+        con.close()
