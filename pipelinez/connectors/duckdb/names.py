@@ -9,49 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipelinez.core.sqlnames import quote_ident
+from pipelinez.core.sqlnames import parse_parts, quote_ident
 
-
-def parse_parts(text: str) -> list[str]:
-    """Split `text` into its parts; ValueError when malformed (unbalanced or stray quotes, empty part)."""
-    parts: list[str] = []
-    i, n = 0, len(text)
-    while True:
-        if i < n and text[i] == '"':
-            i += 1
-            part = ""
-            while True:
-                if i >= n:
-                    raise ValueError(f"unbalanced double quote in {text!r}")
-                if text[i] == '"':
-                    if i + 1 < n and text[i + 1] == '"':
-                        part += '"'
-                        i += 2
-                        continue
-                    i += 1
-                    break
-                part += text[i]
-                i += 1
-        else:
-            start = i
-            while i < n and text[i] != ".":
-                if text[i] == '"':
-                    raise ValueError(
-                        f"a double quote inside a bare name part in {text!r}; quote the whole part "
-                        'and double the quote: "we""ird"'
-                    )
-                i += 1
-            part = text[start:i].strip()
-        if not part:
-            raise ValueError(f"empty name part in {text!r}")
-        if "\x00" in part:
-            raise ValueError("a name holds a NUL byte")
-        parts.append(part)
-        if i >= n:
-            return parts
-        if text[i] != ".":
-            raise ValueError(f"unexpected {text[i]!r} after a quoted part in {text!r}")
-        i += 1
+__all__ = ["TableName", "parse_parts"]
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from pipelinez.core.diagnostics import PzConnectorError
-from pipelinez.core.sqlnames import quote_ident
+from pipelinez.core.sqlnames import parse_parts, quote_ident
 from pipelinez.core.transient import is_transient_native
 
 if TYPE_CHECKING:
@@ -284,45 +284,3 @@ class TableRef:
 
     def __str__(self) -> str:
         return self.name if self.schema is None else f"{self.schema}.{self.name}"
-
-
-def parse_parts(text: str) -> list[str]:
-    """Split a dotted name into its parts: bare parts (no dots or quotes) or double-quoted parts with
-    embedded quotes doubled. ValueError when malformed."""
-    parts: list[str] = []
-    i, n = 0, len(text)
-    while True:
-        if i < n and text[i] == '"':
-            i += 1
-            part = ""
-            while True:
-                if i >= n:
-                    raise ValueError(f"unbalanced double quote in {text!r}")
-                if text[i] == '"':
-                    if i + 1 < n and text[i + 1] == '"':
-                        part += '"'
-                        i += 2
-                        continue
-                    i += 1
-                    break
-                part += text[i]
-                i += 1
-        else:
-            start = i
-            while i < n and text[i] != ".":
-                if text[i] == '"':
-                    raise ValueError(f"a double quote inside a bare name part in {text!r}")
-                i += 1
-            part = text[start:i].strip()
-        if not part:
-            raise ValueError(f"empty name part in {text!r}")
-        if "\x00" in part:
-            raise ValueError("a name holds a NUL byte")
-        if len(part.encode("utf-8")) > 63:
-            raise ValueError(f"name part {part!r} is longer than PostgreSQL's 63 bytes")
-        parts.append(part)
-        if i >= n:
-            return parts
-        if text[i] != ".":
-            raise ValueError(f"unexpected {text[i]!r} after a quoted part in {text!r}")
-        i += 1
