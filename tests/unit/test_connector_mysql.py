@@ -11,6 +11,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -621,6 +622,20 @@ def test_merge_without_unique_key_deletes_and_inserts(conn: MySQLConnector, db: 
         )
         assert read_back(db, "mrg_nokey") == normalise(change[:1])
     assert sql(db, "SELECT extra FROM mrg_nokey") == [(7,)]
+
+
+def test_merge_into_a_keyless_target_uses_an_indexed_temp_table(conn: MySQLConnector, db: Any) -> None:
+    """Regression: DELETE … JOIN between two unindexed tables is quadratic (200k rows ran for 25+ minutes)."""
+    sql(db, "CREATE TABLE mrg_big (id BIGINT, name LONGTEXT)")
+    sql(db, "INSERT INTO mrg_big SELECT seq, 'old' FROM seq_1_to_30000")
+    table = pa.table({"id": pa.array(range(15000, 45000), pa.int64()), "name": ["new"] * 30000})
+    started = time.perf_counter()
+    conn.write_batches(out("mrg_big", "merge", keys=("id",)), reader_of(table))
+    assert time.perf_counter() - started < 20
+    assert sql(db, "SELECT name, COUNT(*), COUNT(DISTINCT id) FROM mrg_big GROUP BY name ORDER BY name") == [
+        ("new", 30000, 30000),
+        ("old", 14999, 14999),
+    ]
 
 
 def test_merge_dml_is_one_transaction(conn: MySQLConnector, db: Any) -> None:

@@ -465,7 +465,10 @@ class _Writer:
             return "utf8mb4_0900_bin"
         return "utf8mb4_bin"
 
-    def create(self, table: TableName, keys: tuple[str, ...] = ()) -> None:
+    def create(self, table: TableName, keys: tuple[str, ...] = (), index: tuple[str, ...] = ()) -> None:
+        """CREATE `table` from the Arrow schema. `keys` become the PRIMARY KEY (NOT NULL, text/binary keys
+        as VARCHAR/VARBINARY); `index` gets a plain index (prefix-indexed when text/binary), used by merge's
+        temp table so the join to the target never scans it per row."""
         lowered = {k.lower() for k in keys}
         text_keys = [
             f for f in self.schema if f.name.lower() in lowered and mysql_column_type(f.type) == "LONGTEXT"
@@ -479,6 +482,15 @@ class _Writer:
             columns.append(f"{quote_ident(f.name)} {kind}{' NOT NULL' if is_key else ' NULL'}")
         if keys:
             columns.append(f"PRIMARY KEY ({', '.join(quote_ident(k) for k in self._schema_names(keys))})")
+        if index:
+            by_lower = {f.name.lower(): f for f in self.schema}
+            wide = [k for k in index if k.lower() in by_lower and _is_wide(by_lower[k.lower()].type)]
+            prefix = max(16, min(255, KEY_BYTES // (4 * max(1, len(wide)))))
+            parts = [
+                quote_ident(name) + (f"({prefix})" if k in wide else "")
+                for k, name in zip(index, self._schema_names(index), strict=True)
+            ]
+            columns.append(f"INDEX `pz_merge_keys` ({', '.join(parts)})")
         self.exec(
             f"CREATE TABLE {table.sql()} ({', '.join(columns)}) ENGINE=InnoDB "
             f"DEFAULT CHARSET=utf8mb4 COLLATE={self.collation()}"
@@ -610,7 +622,7 @@ class _Writer:
         else:
             self.create(self.table, keys)
         self.exec(f"DROP TABLE IF EXISTS {self.tmp.sql()}")
-        self.create(self.tmp)
+        self.create(self.tmp, index=keys)
         try:
             rows = self.load(self.tmp)
             self.con.commit()
@@ -700,6 +712,11 @@ class _Writer:
             err.batches_committed = committed  # type: ignore[attr-defined]
             raise err from exc
         return WriteResult(rows, batches_committed=committed)
+
+
+def _is_wide(dtype: Any) -> bool:
+    """Text and binary columns: LONGTEXT/LONGBLOB in tables the sink creates, indexable only by a prefix."""
+    return mysql_column_type(dtype) in ("LONGTEXT", "LONGBLOB", "JSON")
 
 
 def _number(exc: BaseException) -> int | None:
