@@ -366,13 +366,13 @@ class MySQLConnector(Connector):
     def check_connection(self) -> None:
         import pymysql
 
-        con = self._connect(f"source/sink '{self.context.instance}'", "PZ0601")
+        con = self._connect(f"mysql '{self.context.instance}'", "PZ0601")
         try:
             with con.cursor() as cur:
                 cur.execute("SELECT 1")
         except pymysql.MySQLError as exc:
             raise connector_error(
-                self.settings, f"'{self.context.instance}': connection check failed", exc, code="PZ0601"
+                self.settings, f"mysql '{self.context.instance}': connection check failed", exc, code="PZ0601"
             ) from None
         finally:
             con.close()

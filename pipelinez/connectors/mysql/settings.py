@@ -287,8 +287,12 @@ def connector_error(
 ) -> PzConnectorError:
     """A PzConnectorError for a driver exception: classified, password-free, naming what failed."""
     number = error_number(exc)
-    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if number is not None and str(number) not in detail:
-        detail = f"({number}) {detail}"
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    if len(args) >= 2 and isinstance(args[0], int):  # PyMySQL: (number, message)
+        detail = f"MySQL error {args[0]}: {args[1]}"
+    else:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if number is not None and str(number) not in detail:
+            detail = f"MySQL error {number}: {detail}"
     message = settings.redact(f"{what}: {detail}")
     return PzConnectorError(message, is_transient=is_transient(exc), code=code)
