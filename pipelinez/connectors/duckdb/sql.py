@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.duck_types import parse_type
 from pipelinez.core.sqlnames import split_qualified
 from pipelinez.core.transient import is_transient_native
 
@@ -56,12 +57,7 @@ def os_error(exc: OSError, code: str, prefix: str = "") -> PzConnectorError:
 def canonical_type(text: str) -> str:
     """A contract type as DuckDB spells it (`decimal(18,2)` -> `DECIMAL(18,2)`), parsed by DuckDB itself, so
     the result is safe to place in SQL. ValueError when DuckDB does not know the type."""
-    import duckdb
-
-    try:
-        return str(duckdb.sqltype(str(text)))
-    except duckdb.Error as exc:
-        raise ValueError(summary(str(exc))) from exc
+    return parse_type(text)
 
 
 def canonical_contract(columns: Mapping[str, str] | None) -> list[tuple[str, str]] | None:

@@ -47,6 +47,7 @@ from pipelinez.connectors.postgres.types import (
 )
 from pipelinez.connectors.sdk import DatasetRequest, Partition
 from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.duck_types import parse_type
 from pipelinez.core.sqlnames import quote_ident, quote_literal, split_qualified
 
 if TYPE_CHECKING:
@@ -220,13 +221,11 @@ def canonical_contract(columns: dict[str, str] | None, where: str) -> dict[str, 
     """The contract's types as DuckDB spells them (parsed by DuckDB, so safe to place in SQL)."""
     if not columns:
         return None
-    import duckdb
-
     result: dict[str, str] = {}
     for name, typ in columns.items():
         try:
-            result[str(name)] = str(duckdb.sqltype(str(typ)))
-        except duckdb.Error as exc:
+            result[str(name)] = parse_type(str(typ))
+        except ValueError as exc:
             raise PzConnectorError(
                 f"{lead(where)}contract column '{name}' has type '{typ}' that DuckDB does not know",
                 code="PZ0505",
