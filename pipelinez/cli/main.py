@@ -67,6 +67,23 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def _secret_free(root: Path, text: str) -> str:
+    """Mask the values of the project's secret env variables in a crash log."""
+    import os
+
+    from pipelinez.compile.values import Redactor
+    from pipelinez.config.loader import load_project
+
+    try:
+        project, _ = load_project(root)
+    except Exception:  # the crash may be in loading itself: then mask nothing we can't name
+        return text
+    if project is None:
+        return text
+    secrets = tuple(os.environ.get(n, spec.default or "") for n, spec in project.env.items() if spec.secret)
+    return Redactor(secrets)(text)
+
+
 def guarded(fn: F) -> F:
     """User errors become rendered diagnostics and exit 2; bugs become one line and a log file."""
 
@@ -99,7 +116,7 @@ def guarded(fn: F) -> F:
                 root = settings.project or Path.cwd()
                 log = (root / ".pz" / "pz-crash.log") if (root / "project.yml").exists() else log
                 log.parent.mkdir(parents=True, exist_ok=True)
-                log.write_text(traceback.format_exc(), encoding="utf-8")
+                log.write_text(_secret_free(root, traceback.format_exc()), encoding="utf-8")
             except OSError:
                 pass
             click.echo(f"error: PZ0512 pz hit an internal error; please report it with {log}", err=True)
