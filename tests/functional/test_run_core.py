@@ -493,3 +493,47 @@ def test_partitions_land_in_parallel_and_combine_into_one_staging_table(project_
         assert con.execute("SELECT count(DISTINCT id) FROM src_files__orders").fetchone() == (6,)
     finally:
         con.close()
+
+
+def test_dataset_checks_run_on_the_staged_extraction_and_gate_readers(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "sources/files.yml": """
+            connector: localfiles
+            connection: { root: data }
+            datasets:
+              orders:
+                format: csv
+                path: orders.csv
+                columns: { id: bigint, customer: varchar, amount: "decimal(10,2)", code: varchar }
+                checks:
+                  - row_count: { min: 10 }
+        """,
+            "pipelines/orders_copy.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT * FROM {{ source('files', 'orders') }}
+        """,
+        },
+    )
+    result = pz(project_dir, "run")
+    assert result.exit_code == 1, result.output
+    assert any(line.startswith("FAIL chk_src_files__orders__row_count 0 rows") for line in result.lines)
+    assert "SKIP orders_copy (upstream chk_src_files__orders__row_count failed)" in result.lines
+
+
+def test_schema_command_writes_every_schema(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from pipelinez.cli.main import cli
+
+    out = tmp_path / "schemas"
+    result = CliRunner().invoke(cli, ["schema", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in out.iterdir())
+    assert len(names) == 4 and all(n.endswith(".json") for n in names)
+    for path in out.iterdir():
+        assert json.loads(path.read_text())["$schema"].startswith("https://json-schema.org/")

@@ -291,10 +291,16 @@ def test_vars_render_inside_check_options(project_dir: Path) -> None:
 def test_crash_log_masks_secret_env_values(project_dir: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from pipelinez.cli.main import _secret_free
 
-    write_project(project_dir, {**GOOD_BASE, "project.yml": """
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "project.yml": """
         name: shop
         env:
           TOKEN: { secret: true }
-    """})
+    """,
+        },
+    )
     monkeypatch.setenv("TOKEN", "tok-123456")
     assert _secret_free(project_dir, "boom tok-123456 at x") == "boom *** at x"
