@@ -42,7 +42,7 @@ def database() -> Iterator[str]:
     try:
         con = _server()
     except pymysql.MySQLError as exc:
-        pytest.skip(f"MariaDB not reachable on {HOST}:{PORT}: {exc}")
+        pytest.fail(f"MariaDB not reachable on {HOST}:{PORT} (start it as .ci/run does): {exc}")
     name = f"pz_test_{secrets.token_hex(4)}"
     with con.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")

@@ -34,7 +34,7 @@ def database() -> Iterator[str]:
     try:
         admin = psycopg.connect(host=HOST, port=PORT, user=USER, dbname="postgres", autocommit=True)
     except psycopg.Error as exc:
-        pytest.skip(f"PostgreSQL not reachable on {HOST}:{PORT}: {exc}")
+        pytest.fail(f"PostgreSQL not reachable on {HOST}:{PORT} (start it as .ci/run does): {exc}")
     name = f"pz_test_{secrets.token_hex(4)}"
     admin.execute(f'CREATE DATABASE "{name}" ENCODING UTF8 TEMPLATE template0')
     try:

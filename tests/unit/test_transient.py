@@ -184,15 +184,11 @@ def _httpfs_connection() -> duckdb.DuckDBPyConnection:
         return con
     except duckdb.Error:
         pass
-    try:
-        import duckdb_extension_httpfs  # type: ignore[import-untyped,import-not-found,unused-ignore]
-    except ImportError:
-        pytest.skip("httpfs extension not available offline")
+    import duckdb_extension_httpfs  # type: ignore[import-untyped,import-not-found,unused-ignore]  # dev extra
     from pathlib import Path
 
     found = sorted(Path(duckdb_extension_httpfs.__file__).parent.glob("extensions/*/httpfs.duckdb_extension"))
-    if not found:
-        pytest.skip("httpfs extension package holds no extension file")
+    assert found, "the duckdb-extension-httpfs package holds no extension file"
     con.execute(f"LOAD '{found[0]}'")
     return con
 
