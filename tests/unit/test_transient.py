@@ -184,8 +184,9 @@ def _httpfs_connection() -> duckdb.DuckDBPyConnection:
         return con
     except duckdb.Error:
         pass
-    import duckdb_extension_httpfs  # type: ignore[import-untyped,import-not-found,unused-ignore]  # dev extra
     from pathlib import Path
+
+    import duckdb_extension_httpfs  # type: ignore[import-untyped,import-not-found,unused-ignore]  # dev extra
 
     found = sorted(Path(duckdb_extension_httpfs.__file__).parent.glob("extensions/*/httpfs.duckdb_extension"))
     assert found, "the duckdb-extension-httpfs package holds no extension file"
