@@ -1,0 +1,383 @@
+"""PostgreSQL source benchmark: loading a whole N-row table into a DuckDB file, `pz run` (native and universal
+tier) against plain DuckDB's postgres_scan, ConnectorX and dlt. Every tool runs as its own child process (peak
+RSS from os.wait4); each tool's run sits between two reference runs (R A R B R C R …) because machine speed
+drifts, and its ratio is its time over the mean of the two reference runs around it, median over rounds.
+
+For pz the time compared is the source-load node's duration_ms (run_results.json); the whole `pz run` wall
+time is shown beside it. The reference, ConnectorX and dlt time their load inside the child.
+
+    .venv/bin/python benchmarks/bench_postgres.py --rows 10000000 --rounds 3
+    .venv/bin/python benchmarks/bench_postgres.py --rows-sweep 1000000,5000000,10000000 --rounds 1
+
+The table pz_bench.orders_<N> is created once in the database and reused; remove it with
+`DROP SCHEMA pz_bench CASCADE`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / ".data"
+SCHEMA = "pz_bench"
+NODE = "src_pg__orders"
+TOOLS = ("reference", "pz-native", "pz-universal", "connectorx", "dlt")
+LABELS = {
+    "reference": "plain duckdb postgres_scan",
+    "pz-native": "pz run native (source load)",
+    "pz-universal": "pz run universal (source load)",
+    "connectorx": "connectorx arrow_stream p=2",
+    "dlt": "dlt sql_table pyarrow",
+}
+
+
+@dataclass
+class Conn:
+    host: str
+    port: int
+    user: str
+    database: str
+
+    def libpq(self) -> str:
+        return f"host={self.host} port={self.port} user={self.user} dbname={self.database}"
+
+    def uri(self, scheme: str = "postgresql") -> str:
+        return f"{scheme}://{self.user}@{self.host}:{self.port}/{self.database}"
+
+
+# -- the table -----------------------------------------------------------------------------------------
+def ensure_table(conn: Conn, rows: int) -> str:
+    """Create pz_bench.orders_<rows> server-side unless it is there with the right row count."""
+    import psycopg
+
+    table = f"orders_{rows}"
+    with psycopg.connect(conn.libpq(), autocommit=True) as con:
+        found = con.execute("SELECT to_regclass(%s) IS NOT NULL", [f"{SCHEMA}.{table}"]).fetchone()
+        if found and found[0]:
+            count = con.execute(f"SELECT count(*) FROM {SCHEMA}.{table}").fetchone()
+            if count and count[0] == rows:
+                return table
+        print(f"creating {SCHEMA}.{table} ({rows:,} rows) …", flush=True)
+        start = time.perf_counter()
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        con.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{table}")
+        con.execute(f"""
+            CREATE TABLE {SCHEMA}.{table} (
+                id bigint PRIMARY KEY, customer_id bigint, customer text, amount numeric(12,2),
+                quantity bigint, status text, placed_at timestamptz, ship_date date, is_paid boolean,
+                note text)""")
+        con.execute(f"""
+            INSERT INTO {SCHEMA}.{table}
+            SELECT i, i % 100000, 'customer_' || (i % 100000), ((i * 7919) % 1000000) / 100.0,
+                   1 + i % 20,
+                   (ARRAY['open', 'shipped', 'returned', 'cancelled'])[1 + i % 4],
+                   timestamptz '2024-01-01 00:00+00' + (i % 31536000) * interval '1 second',
+                   date '2024-01-01' + (i % 700)::int, i % 3 <> 0,
+                   CASE WHEN i % 10 = 0 THEN NULL ELSE 'note ' || md5(i::text) END
+            FROM generate_series(1::bigint, {rows}) AS g(i)""")
+        # FREEZE sets the hint bits and visibility map now, so no measured scan pays for them
+        con.execute(f"VACUUM (FREEZE, ANALYZE) {SCHEMA}.{table}")
+        print(f"  created in {time.perf_counter() - start:.0f}s", flush=True)
+    return table
+
+
+# -- children (each tool runs in its own process) ----------------------------------------------------
+def extension_path() -> str:
+    """The postgres_scanner file shipped by the duckdb-extension-postgres-scanner package (as pz finds it)."""
+    import duckdb
+    import duckdb_extension_postgres_scanner as package
+
+    folder = os.path.join(os.path.dirname(package.__file__), "extensions")
+    wanted = os.path.join(folder, f"v{duckdb.__version__}", "postgres_scanner.duckdb_extension")
+    if os.path.isfile(wanted):
+        return wanted
+    return sorted(glob.glob(os.path.join(folder, "*", "postgres_scanner.duckdb_extension")))[-1]
+
+
+def child_reference(conn: Conn, table: str, out: Path) -> dict[str, float]:
+    import duckdb
+
+    con = duckdb.connect(str(out))
+    start = time.perf_counter()
+    con.execute(f"LOAD '{extension_path()}'")
+    con.execute(f"CREATE TABLE t AS SELECT * FROM postgres_scan('{conn.libpq()}', '{SCHEMA}', '{table}')")
+    elapsed = time.perf_counter() - start
+    rows = con.execute("SELECT count(*) FROM t").fetchone()
+    con.close()
+    return {"load_s": elapsed, "rows": rows[0] if rows else 0}
+
+
+def child_connectorx(conn: Conn, table: str, out: Path) -> dict[str, float]:
+    import connectorx as cx
+    import duckdb
+
+    con = duckdb.connect(str(out))
+    start = time.perf_counter()
+    reader = cx.read_sql(
+        conn.uri(),
+        f"SELECT * FROM {SCHEMA}.{table}",
+        return_type="arrow_stream",
+        partition_on="id",
+        partition_num=2,
+    )
+    con.register("reader", reader)
+    con.execute("CREATE TABLE t AS SELECT * FROM reader")
+    elapsed = time.perf_counter() - start
+    rows = con.execute("SELECT count(*) FROM t").fetchone()
+    con.close()
+    return {"load_s": elapsed, "rows": rows[0] if rows else 0}
+
+
+def child_dlt(conn: Conn, table: str, out: Path) -> dict[str, float]:
+    import dlt
+    from dlt.sources.sql_database import sql_table
+
+    work = out.with_suffix(".dlt")
+    start = time.perf_counter()
+    resource = sql_table(
+        credentials=conn.uri("postgresql+psycopg2"),
+        schema=SCHEMA,
+        table=table,
+        backend="pyarrow",
+        chunk_size=100_000,
+    )
+    pipeline = dlt.pipeline(
+        pipeline_name="pz_bench",
+        pipelines_dir=str(work),
+        destination=dlt.destinations.duckdb(str(out)),
+        dataset_name="bench",
+    )
+    pipeline.run(resource, write_disposition="replace")
+    elapsed = time.perf_counter() - start
+    import duckdb
+
+    con = duckdb.connect(str(out), read_only=True)
+    rows = con.execute(f"SELECT count(*) FROM bench.{table}").fetchone()
+    con.close()
+    return {"load_s": elapsed, "rows": rows[0] if rows else 0}
+
+
+CHILDREN = {"reference": child_reference, "connectorx": child_connectorx, "dlt": child_dlt}
+
+
+# -- pz projects ---------------------------------------------------------------------------------------
+def write_project(root: Path, conn: Conn, table: str, force_universal: bool) -> None:
+    if root.exists():
+        shutil.rmtree(root)
+    files = {
+        "project.yml": f"""
+            name: bench_pg
+            retention: {{ keep_last: 1 }}
+            engine: {{ force_universal: {str(force_universal).lower()} }}
+        """,
+        "sources/pg.yml": f"""
+            connector: postgres
+            connection: {{ host: {conn.host}, port: {conn.port}, database: {conn.database},
+                          user: {conn.user} }}
+            datasets:
+              orders: {{ table: {SCHEMA}.{table} }}
+        """,
+        # a dead leaf (warning PZ0223): the run is the source load plus a count over the staged table
+        "pipelines/counted.sql": """
+            SELECT count(*) AS n FROM {{ source('pg', 'orders') }}
+        """,
+    }
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+
+
+def pz_result(project: Path) -> dict[str, float]:
+    runs = sorted((project / ".pz" / "runs").iterdir())
+    results = json.loads((runs[-1] / "run_results.json").read_text())
+    node = next(n for n in results["nodes"] if n["name"] == NODE)
+    if node["status"] != "success":
+        raise SystemExit(f"pz run in {project}: {NODE} is {node['status']}: {node.get('error')}")
+    return {"load_s": node["duration_ms"] / 1000, "rows": node["rows"], "tier": node["tier"]}
+
+
+# -- timing --------------------------------------------------------------------------------------------
+@dataclass
+class Run:
+    load_s: float  # the compared quantity
+    wall_s: float  # the whole child process
+    rss_mib: int
+
+
+@dataclass
+class Series:
+    runs: list[Run] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)
+
+
+def timed(cmd: list[str], cwd: Path) -> tuple[float, int, str]:
+    """(seconds, peak RSS in MiB, stdout) of one child process."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{stdout}\n{stderr[-4000:]}")
+    return elapsed, usage.ru_maxrss // 1024, stdout
+
+
+def run_tool(tool: str, conn: Conn, table: str, rows: int, projects: dict[str, Path]) -> Run:
+    if tool.startswith("pz-"):
+        project = projects[tool]
+        wall, rss, _ = timed([sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"], DATA)
+        result = pz_result(project)
+        expected_tier = tool.removeprefix("pz-")
+        if result["tier"] != expected_tier:
+            raise SystemExit(f"{tool}: the source load ran in tier {result['tier']}")
+    else:
+        out = DATA / f"pg_{tool}.duckdb"
+        remove_output(out)
+        cmd = [sys.executable, __file__, "--child", tool, "--table", table, "--out", str(out)]
+        wall, rss, stdout = timed([*cmd, *conn_args(conn)], DATA)
+        result = json.loads(stdout.strip().splitlines()[-1])
+        remove_output(out)
+    if result["rows"] != rows:
+        raise SystemExit(f"{tool} loaded {result['rows']} rows, expected {rows}")
+    return Run(float(result["load_s"]), wall, rss)
+
+
+def remove_output(out: Path) -> None:
+    """A child's DuckDB file, its WAL and dlt's working folder."""
+    for stale in (out, out.with_suffix(".duckdb.wal"), out.with_suffix(".dlt")):
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        elif stale.exists():
+            stale.unlink()
+
+
+def conn_args(conn: Conn) -> list[str]:
+    return ["--host", conn.host, "--port", str(conn.port), "--user", conn.user, "--database", conn.database]
+
+
+def measure(conn: Conn, rows: int, rounds: int, tools: list[str]) -> dict[str, Series]:
+    """R T1 R T2 R … Tk R per round; each tool's ratio is over the mean of the two references around it."""
+    table = ensure_table(conn, rows)
+    projects = {}
+    for tool in tools:
+        if tool.startswith("pz-"):
+            projects[tool] = DATA / f"pg_project_{tool.removeprefix('pz-')}_{rows}"
+            write_project(projects[tool], conn, table, force_universal=tool == "pz-universal")
+    series = {tool: Series() for tool in ["reference", *tools]}
+    for index in range(rounds):
+        ref = run_tool("reference", conn, table, rows, projects)
+        series["reference"].runs.append(ref)
+        for tool in tools:
+            mine = run_tool(tool, conn, table, rows, projects)
+            after = run_tool("reference", conn, table, rows, projects)
+            series[tool].runs.append(mine)
+            series[tool].ratios.append(mine.load_s / ((ref.load_s + after.load_s) / 2))
+            series["reference"].runs.append(after)
+            ref = after
+            print(
+                f"  round {index + 1}: {tool:<13} {mine.load_s:7.2f}s (wall {mine.wall_s:6.2f}s) "
+                f"ratio {series[tool].ratios[-1]:5.2f}  {mine.rss_mib} MiB",
+                flush=True,
+            )
+    return series
+
+
+def print_table(rows: int, rounds: int, series: dict[str, Series]) -> None:
+    print(f"\n{rows:,} rows PostgreSQL → DuckDB file, {rounds} alternating rounds")
+    head = f"{'tool':<31} {'median s':>9} {'ratio':>6} {'rows/s':>11} {'peak RSS MiB':>13} {'wall s':>7}"
+    print(head)
+    print("-" * len(head))
+    for tool, data in series.items():
+        median = statistics.median(r.load_s for r in data.runs)
+        ratio = statistics.median(data.ratios) if data.ratios else 1.0
+        wall = statistics.median(r.wall_s for r in data.runs)
+        rss = max(r.rss_mib for r in data.runs)
+        print(
+            f"{LABELS[tool]:<31} {median:>9.2f} {ratio:>6.2f} {rows / median:>11,.0f} {rss:>13} {wall:>7.2f}"
+        )
+
+
+def print_sweep(results: dict[int, dict[str, Series]]) -> None:
+    print("\nPeak RSS as rows grow (MiB; seconds and ratio to plain DuckDB in brackets)")
+    tools = list(next(iter(results.values())))
+    head = f"{'rows':>12} " + " ".join(f"{LABELS[t].split(' (')[0]:>28}" for t in tools)
+    print(head)
+    print("-" * len(head))
+    for rows, series in results.items():
+        cells = []
+        for tool in tools:
+            data = series[tool]
+            ratio = statistics.median(data.ratios) if data.ratios else 1.0
+            median = statistics.median(r.load_s for r in data.runs)
+            cells.append(f"{max(r.rss_mib for r in data.runs):>6} ({median:6.2f}s {ratio:4.2f}x)")
+        print(f"{rows:>12,} " + " ".join(f"{c:>28}" for c in cells))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--rows-sweep",
+        help="comma-separated row counts (e.g. 1000000,5000000,10000000): peak RSS of the pz tiers per count",
+    )
+    parser.add_argument(
+        "--tools",
+        default=",".join(TOOLS[1:]),
+        help=f"comma-separated, from {', '.join(TOOLS[1:])} (the reference always runs)",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=5432)
+    parser.add_argument("--user", default="postgres")
+    parser.add_argument("--database", default="test")
+    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    parser.add_argument("--table", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    conn = Conn(args.host, args.port, args.user, args.database)
+    if args.child:
+        print(json.dumps(CHILDREN[args.child](conn, args.table, Path(args.out))))
+        return
+    DATA.mkdir(parents=True, exist_ok=True)
+    tools = [t for t in args.tools.split(",") if t]
+    unknown = [t for t in tools if t not in TOOLS[1:]]
+    if unknown:
+        raise SystemExit(f"unknown tool(s): {', '.join(unknown)}")
+    if "dlt" in tools:
+        try:
+            import dlt  # noqa: F401
+        except ImportError:
+            print("note: dlt is not installed (pip install -e '.[bench]'); skipping it")
+            tools.remove("dlt")
+    if args.rows_sweep:
+        counts = [int(c.replace("_", "")) for c in args.rows_sweep.split(",") if c]
+        sweep_tools = [t for t in tools if t.startswith("pz-")] or ["pz-native", "pz-universal"]
+        results = {}
+        for rows in counts:
+            print(f"{rows:,} rows:", flush=True)
+            results[rows] = measure(conn, rows, args.rounds, sweep_tools)
+        print_sweep(results)
+        return
+    series = measure(conn, args.rows, args.rounds, tools)
+    print_table(args.rows, args.rounds, series)
+
+
+if __name__ == "__main__":
+    main()
