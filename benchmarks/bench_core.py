@@ -88,10 +88,13 @@ def main() -> None:
     project = DATA / "bench_project"
     write_project(project, csv)
     ref_out = DATA / "reference.parquet"
-    reference = [sys.executable, "-c",
-                 "import duckdb; duckdb.sql(\"COPY (SELECT * FROM read_csv('" + str(csv) + "', header=true, "
-                 "columns={'id': 'BIGINT', 'customer': 'VARCHAR', 'amount': 'DECIMAL(10,1)', "
-                 "'ordered_at': 'DATE', 'status': 'VARCHAR'})) TO '" + str(ref_out) + "' (FORMAT parquet)\")"]
+    reference = [
+        sys.executable,
+        "-c",
+        "import duckdb; duckdb.sql(\"COPY (SELECT * FROM read_csv('" + str(csv) + "', header=true, "
+        "columns={'id': 'BIGINT', 'customer': 'VARCHAR', 'amount': 'DECIMAL(10,1)', "
+        "'ordered_at': 'DATE', 'status': 'VARCHAR'})) TO '" + str(ref_out) + "' (FORMAT parquet)\")",
+    ]
     pz = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"]
     rows: dict[str, list[tuple[float, int]]] = {"plain duckdb COPY": [], "pz run": []}
     ratios = []

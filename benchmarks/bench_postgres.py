@@ -173,14 +173,16 @@ CHILDREN = {"reference": child_reference, "connectorx": child_connectorx, "dlt":
 
 
 # -- pz projects ---------------------------------------------------------------------------------------
-def write_project(root: Path, conn: Conn, table: str, force_universal: bool) -> None:
+def write_project(
+    root: Path, conn: Conn, table: str, force_universal: bool, memory_limit: str = "1GB"
+) -> None:
     if root.exists():
         shutil.rmtree(root)
     files = {
         "project.yml": f"""
             name: bench_pg
             retention: {{ keep_last: 1 }}
-            engine: {{ force_universal: {str(force_universal).lower()} }}
+            engine: {{ force_universal: {str(force_universal).lower()}, memory_limit: {memory_limit} }}
         """,
         "sources/pg.yml": f"""
             connector: postgres
@@ -272,14 +274,16 @@ def conn_args(conn: Conn) -> list[str]:
     return ["--host", conn.host, "--port", str(conn.port), "--user", conn.user, "--database", conn.database]
 
 
-def measure(conn: Conn, rows: int, rounds: int, tools: list[str]) -> dict[str, Series]:
+def measure(
+    conn: Conn, rows: int, rounds: int, tools: list[str], memory_limit: str = "1GB"
+) -> dict[str, Series]:
     """R T1 R T2 R … Tk R per round; each tool's ratio is over the mean of the two references around it."""
     table = ensure_table(conn, rows)
     projects = {}
     for tool in tools:
         if tool.startswith("pz-"):
             projects[tool] = DATA / f"pg_project_{tool.removeprefix('pz-')}_{rows}"
-            write_project(projects[tool], conn, table, force_universal=tool == "pz-universal")
+            write_project(projects[tool], conn, table, tool == "pz-universal", memory_limit)
     series = {tool: Series() for tool in ["reference", *tools]}
     for index in range(rounds):
         ref = run_tool("reference", conn, table, rows, projects)
@@ -335,6 +339,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
+        "--memory-limit", default="1GB", help="pz's engine.memory_limit for its staging database"
+    )
+    parser.add_argument(
         "--rows-sweep",
         help="comma-separated row counts (e.g. 1000000,5000000,10000000): peak RSS of the pz tiers per count",
     )
@@ -372,10 +379,10 @@ def main() -> None:
         results = {}
         for rows in counts:
             print(f"{rows:,} rows:", flush=True)
-            results[rows] = measure(conn, rows, args.rounds, sweep_tools)
+            results[rows] = measure(conn, rows, args.rounds, sweep_tools, args.memory_limit)
         print_sweep(results)
         return
-    series = measure(conn, args.rows, args.rounds, tools)
+    series = measure(conn, args.rows, args.rounds, tools, args.memory_limit)
     print_table(args.rows, args.rounds, series)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from pipelinez.config.checks import build_check
 from pipelinez.config.model import (
     DATASET_ENGINE_KEYS,
+    DEFAULT_MEMORY_LIMIT,
     OUTPUT_ENGINE_KEYS,
     BreakerSpec,
     CheckSpec,
@@ -91,6 +92,7 @@ def build_engine(engine: dict[str, Any]) -> EngineSpec:
         threads=None if threads is None else int(threads),
         fail_fast=bool(engine.get("fail_fast", False)),
         force_universal=bool(engine.get("force_universal", False)),
+        memory_limit=str(engine.get("memory_limit", DEFAULT_MEMORY_LIMIT)).strip(),
         retry=build_retry(engine.get("retry")),
         breaker=None if breaker is None else build_breaker(breaker),
     )

@@ -11,6 +11,7 @@ from pipelinez.core.diagnostics import Place
 
 VAR_TYPES = ("string", "int", "bigint", "decimal", "bool", "date", "timestamp")
 STRATEGIES = ("replace", "merge", "append")
+DEFAULT_MEMORY_LIMIT = "1GB"  # staging buffer pool: bounded, whatever the table size; bigger work spills
 DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks"})
 OUTPUT_ENGINE_KEYS = frozenset({"strategy", "keys", "on_delete", "duplicates", "allow_empty", "retry"})
 
@@ -37,6 +38,7 @@ class EngineSpec:
     force_universal: bool = False
     retry: RetrySpec = field(default_factory=RetrySpec)
     breaker: BreakerSpec | None = None
+    memory_limit: str = DEFAULT_MEMORY_LIMIT
 
 
 @dataclass(frozen=True)

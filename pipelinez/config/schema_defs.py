@@ -129,6 +129,11 @@ def project_schema() -> dict[str, Any]:
             "threads": {"type": "integer", "minimum": 1, "description": "nodes run at once (default: CPUs)"},
             "fail_fast": {"type": "boolean", "description": "any node failure cancels the whole run"},
             "force_universal": {"type": "boolean", "description": "force the universal data-plane tier"},
+            "memory_limit": {
+                "type": "string",
+                "pattern": r"^\s*\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",
+                "description": "staging DuckDB memory cap (e.g. 1GB); larger work spills to disk",
+            },
             "retry": _ref("retry"),
             "breaker": _ref("breaker"),
         },

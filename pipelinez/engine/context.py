@@ -54,10 +54,11 @@ class RunContext:
         self.bus.publish(Note(self.run_id, message=message))
 
 
-def open_staging(path: Path) -> duckdb.DuckDBPyConnection:
+def open_staging(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
     import duckdb
 
     con = duckdb.connect(str(path))
+    con.execute(f"SET memory_limit = {quote_literal(memory_limit)}")
     con.execute("SET TimeZone = 'UTC'")
     con.execute(f"SET temp_directory = {quote_literal((path.parent / 'tmp').as_posix())}")
     con.execute("SET preserve_insertion_order = true")

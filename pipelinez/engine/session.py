@@ -81,7 +81,7 @@ def execute(
         log_file = None
         staging = None
         try:
-            staging = open_staging(run_dir / STAGING_FILE)
+            staging = open_staging(run_dir / STAGING_FILE, project.engine.memory_limit)
             ctx = RunContext(run_id, run_dir, plan, bus, staging)
             n_threads = threads or project.engine.threads or os.cpu_count() or 1
             ff = project.engine.fail_fast if fail_fast is None else fail_fast

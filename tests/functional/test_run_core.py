@@ -537,3 +537,20 @@ def test_schema_command_writes_every_schema(tmp_path: Path) -> None:
     assert len(names) == 4 and all(n.endswith(".json") for n in names)
     for path in out.iterdir():
         assert json.loads(path.read_text())["$schema"].startswith("https://json-schema.org/")
+
+
+def test_engine_memory_limit_is_validated_and_applied(project_dir: Path) -> None:
+    files = {
+        **BASE,
+        "pipelines/orders_copy.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT * FROM {{ source('files', 'orders') }}
+        """,
+    }
+    write_project(project_dir, {**files, "project.yml": "name: shop\nengine: { memory_limit: lots }\n"})
+    refused = pz(project_dir, "validate")
+    assert refused.exit_code == 2 and any(
+        "PZ0103" in line and "memory_limit" in line for line in refused.lines
+    )
+    write_project(project_dir, {**files, "project.yml": "name: shop\nengine: { memory_limit: 64MB }\n"})
+    assert pz(project_dir, "run").exit_code == 0
