@@ -120,6 +120,8 @@ def _check_names(project: Project, infos: dict[str, PipelineInfo]) -> list[Diagn
         for call in calls:
             if call.function == "source":
                 src, dataset = call.args
+                if f"source:{src}" in project.broken:
+                    continue  # its file failed tier 1 and was reported there
                 if src not in project.sources:
                     declared = ", ".join(sorted(project.sources)) or "none"
                     diags.append(
@@ -153,6 +155,8 @@ def _check_names(project: Project, infos: dict[str, PipelineInfo]) -> list[Diagn
                     )
                 )
         for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
+            if f"sink:{sink}" in project.broken:
+                continue  # its file failed tier 1 and was reported there
             if sink not in project.sinks:
                 declared = ", ".join(sorted(project.sinks)) or "none declared"
                 diags.append(

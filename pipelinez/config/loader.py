@@ -37,16 +37,19 @@ def find_project_root(start: Path) -> Path:
     raise PzConfigError([_no_project(start)])
 
 
-def load_project(root: Path) -> tuple[Project | None, list[Diagnostic]]:
+def load_project(root: Path, *, partial: bool = False) -> tuple[Project | None, list[Diagnostic]]:
     """Read and shape-check every file of the project at `root`.
 
     Returns the Project (None when any error was found) and every diagnostic, sorted by file and position.
+    With `partial`, a project whose project.yml is sound is returned even when other files have errors: it
+    holds the files that passed tier 1, and `Project.broken` names the sources and sinks that did not, so
+    later tiers can still check everything else (a later tier runs only where the earlier ones passed).
     """
     root = root.expanduser().resolve()
     files = discover(root)
     if not files.project.is_file():
         return None, [_no_project(root)]
-    return _Loading(files).run()
+    return _Loading(files, partial=partial).run()
 
 
 def _no_project(where: Path) -> Diagnostic:
@@ -59,8 +62,10 @@ def _no_project(where: Path) -> Diagnostic:
 @dataclass
 class _Loading:
     files: ProjectFiles
+    partial: bool = False
     diagnostics: list[Diagnostic] = field(default_factory=list)
     positions: dict[str, Positions] = field(default_factory=dict)
+    broken: set[str] = field(default_factory=set)  # "source:<name>" / "sink:<name>" that failed tier 1
 
     def run(self) -> tuple[Project | None, list[Diagnostic]]:
         settings = self._yaml(self.files.project, "project", build_settings)
@@ -79,7 +84,7 @@ class _Loading:
                 )
 
         found = sort_diagnostics(self.diagnostics)
-        if settings is None or any(d.is_error for d in found):
+        if settings is None or (any(d.is_error for d in found) and not self.partial):
             return None, found
         project = Project(
             root=self.files.root,
@@ -93,6 +98,7 @@ class _Loading:
             sinks=sinks,
             pipelines=pipelines,
             positions=dict(sorted(self.positions.items())),
+            broken=frozenset(self.broken),
         )
         return project, found
 
@@ -119,6 +125,8 @@ class _Loading:
                 self._yaml(extra, kind, build)
             if spec is not None:
                 specs[name] = spec
+            else:
+                self.broken.add(f"{kind}:{name}")
         return dict(sorted(specs.items()))
 
     # --- pipelines and sidecars ---------------------------------------------------------------------

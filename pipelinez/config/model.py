@@ -156,6 +156,8 @@ class Project:
     pipelines: dict[str, PipelineSource]
     # where every key and value is, per project-relative file (project.yml, sources/, sinks/, sidecars)
     positions: dict[str, Positions] = field(default_factory=dict, repr=False, compare=False)
+    # with a partial load: "source:<name>" / "sink:<name>" whose files failed tier 1 (left out above)
+    broken: frozenset[str] = frozenset()
 
     @property
     def state_dir(self) -> Path:

@@ -58,7 +58,7 @@ def validate(
 ) -> Validation:
     """Tiers 1-4 (and 5 with `connect`); every diagnostic gathered. Never raises for user errors."""
     root = find_project_root(project_dir or Path.cwd())
-    project, diags = load_project(root)
+    project, diags = load_project(root, partial=True)
     errors = [d for d in diags if d.is_error]
     warnings = [d for d in diags if not d.is_error]
     if project is None:

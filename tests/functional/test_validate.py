@@ -304,3 +304,32 @@ def test_crash_log_masks_secret_env_values(project_dir: Path, monkeypatch) -> No
     )
     monkeypatch.setenv("TOKEN", "tok-123456")
     assert _secret_free(project_dir, "boom tok-123456 at x") == "boom *** at x"
+
+
+def test_later_tiers_still_check_the_files_that_passed_tier_one(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "sinks/lake.yml": """
+            connector: localfiles
+            connection: { root: out }
+            max_concurrency: lots
+        """,
+            "pipelines/writes_lake.sql": P_SQL,
+            "pipelines/typo.sql": """
+            INSERT INTO {{ sink('lake', 'typo') }}
+            SELECT custmer FROM {{ source('files', 'orders') }}
+        """,
+            "pipelines/bad_ref.sql": "SELECT * FROM {{ ref('nope') }}\n",
+        },
+    )
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2
+    codes = [line.split()[1] for line in result.lines if line.startswith("error: ")]
+    assert "PZ0103" in codes  # tier 1, sinks/lake.yml
+    assert "PZ0203" in codes  # tier 2, pipelines/bad_ref.sql
+    assert "PZ0412" in codes  # tier 4, pipelines/typo.sql
+    assert "PZ0201" not in codes, result.output  # the sink exists; only its file is broken
+    run = pz(project_dir, "run")
+    assert run.exit_code == 2 and not (project_dir / ".pz" / "runs").exists()
