@@ -122,6 +122,8 @@ def plan_lines(plan: Plan) -> list[str]:
             parts.append(p.strategy)
         parts.append(f"id {node.id}")
         lines.append("  ".join(parts).rstrip())
+        if p.note:
+            lines.append(f"       note: {p.note}")
         if p.guarantee:
             lines.append(f"       delivery: {p.guarantee}")
         if p.declares_retry:

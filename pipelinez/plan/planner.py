@@ -26,6 +26,7 @@ class PlannedNode:
     max_concurrency: int | None
     guarantee: str | None  # what a sink write's delivery guarantee is, honestly
     connector: str | None = None
+    note: str | None = None  # what the plan can already tell about this node's run
 
 
 @dataclass
@@ -71,7 +72,7 @@ def build_plan(
     plan = Plan(dag, selection=[*select, *(f"--exclude {e}" for e in exclude)] or ["--all"])
     for name in names:
         node = dag.nodes[name]
-        tier = strategy = guarantee = connector = None
+        tier = strategy = guarantee = connector = note = None
         max_conc = None
         levels: tuple[RetrySpec | None, ...] = (engine_retry,)
         if isinstance(node, SourceLoadNode | SinkWriteNode):
@@ -100,6 +101,13 @@ def build_plan(
                         )
                     )
                 tier = _tier(caps.source_tiers, force)
+                fmt = str(dag.sources[node.source].blocks.get(node.dataset, {}).get("format", ""))
+                if force and fmt in caps.native_only_formats:
+                    tier = NATIVE
+                    note = (
+                        f"format {fmt} is native-only: with force_universal this load fails with PZ0312 "
+                        "when it starts"
+                    )
             else:
                 if force and caps.native_only_sink:
                     diags.append(
@@ -126,6 +134,7 @@ def build_plan(
                 max_conc,
                 guarantee,
                 connector,
+                note,
             )
         )
     return plan, diags

@@ -554,3 +554,21 @@ def test_engine_memory_limit_is_validated_and_applied(project_dir: Path) -> None
     )
     write_project(project_dir, {**files, "project.yml": "name: shop\nengine: { memory_limit: 64MB }\n"})
     assert pz(project_dir, "run").exit_code == 0
+
+
+def test_native_only_format_under_force_universal_is_flagged_by_plan_and_refused_at_load(
+    tmp_path: Path,
+) -> None:
+    from pipelinez.scaffold.quickstart import write_quickstart
+
+    project = tmp_path / "qs"
+    write_quickstart(project)
+    yml = project / "project.yml"
+    yml.write_text(yml.read_text().replace("engine:\n", "engine:\n  force_universal: true\n"))
+    plan = pz(project, "plan")
+    assert plan.exit_code == 0
+    assert "note: format parquet is native-only" in plan.output
+    run = pz(project, "run")
+    assert run.exit_code == 1
+    assert any(line.startswith("  PZ0312: source 'files' dataset 'orders'") for line in run.lines), run.output
+    assert run.node("src_files__customers")["tier"] == "universal"
