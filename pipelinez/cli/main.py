@@ -51,6 +51,7 @@ def _parse_vars(pairs: Sequence[str]) -> dict[str, str]:
                         "PZ0513",
                         f"--var '{pair}' is not of the form name=value",
                         next_step="write --var min_date=2025-01-01",
+                        file="command line",
                     )
                 ]
             )
@@ -252,6 +253,17 @@ def run(
     threads: int | None,
 ) -> None:
     """Validate, then run the selected nodes (all by default)."""
+    if all_nodes and select:
+        raise PzError(
+            [
+                error(
+                    "PZ0513",
+                    "--all and --select contradict each other",
+                    next_step="use --all for every node, or --select for some",
+                    file="command line",
+                )
+            ]
+        )
     from pipelinez.engine import workflow
 
     outcome = workflow.run(

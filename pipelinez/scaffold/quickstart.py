@@ -128,6 +128,7 @@ def write_quickstart(directory: Path, force: bool = False) -> list[Path]:
                     "PZ0513",
                     f"{directory} is not empty; pz init writes a new project",
                     next_step="pick an empty folder, or pass --force to write into it",
+                    file=str(directory),
                 )
             ]
         )
