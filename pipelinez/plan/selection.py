@@ -43,7 +43,9 @@ def resolve_selector(selector: str, dag: CompiledDag) -> tuple[set[str], Diagnos
     base = _base_matches(term, dag.nodes)
     if not base:
         names = list(dag.nodes)
-        return set(), error("PZ0221", f"selector '{selector}' matches no node{did_you_mean(term, names)}")
+        return set(), error(
+            "PZ0221", f"selector '{selector}' matches no node{did_you_mean(term, names)}", file="command line"
+        )
     result = set(base)
     if up:
         result |= ancestors(dag.edges, sorted(base))
@@ -73,5 +75,5 @@ def select_nodes(
             diags.append(diag)
     chosen |= ancestors(dag.edges, sorted(chosen))
     if not chosen and not diags:
-        diags.append(error("PZ0221", "the selection leaves no node to run"))
+        diags.append(error("PZ0221", "the selection leaves no node to run", file="command line"))
     return [n for n in dag.nodes if n in chosen], diags
