@@ -298,22 +298,64 @@ def test_empty_replace_of_a_missing_file_creates_nothing(tmp_path: Path, tier: s
 
 MERGE_V1 = """SELECT * FROM (VALUES (1, 'a', false, 10), (2, 'b', false, 20), (NULL, 'null key', false, 0))
               AS v(id, val, deleted, n)"""
-MERGE_V2 = """SELECT * FROM (VALUES (2, 'B', false, 21), (3, 'c', false, 30), (1, 'gone', true, 0),
+MERGE_V2 = """SELECT * FROM (VALUES (2, 'B', false, 21), (3, 'c', NULL, 30), (1, 'gone', true, 0),
               (NULL, 'null key 2', false, 1), (99, 'never there', true, 0)) AS v(id, val, deleted, n)"""
 
 
 @TIERS
 def test_merge_upserts_deletes_and_is_idempotent(tmp_path: Path, tier: str) -> None:
     conn = connector(tmp_path)
+    file = tmp_path / "warehouse.duckdb"
     out = OutputRequest("m", {"table": "s.merged"}, "merge", keys=("id",), on_delete="deleted", run_id="r")
     con = staging_with(tmp_path, "r", MERGE_V1)
     assert write(conn, con, tier, out, "r").rows == 3
+    # the on_delete column is a control column: never written, not even when the sink creates the table
+    assert [n for n, _ in conn.fetch_schema(DatasetRequest("d", {"table": "s.merged"}, None))] == [
+        "id",
+        "val",
+        "n",
+    ]
     con.execute(f"CREATE OR REPLACE TABLE r AS {MERGE_V2}")
     write(conn, con, tier, out, "r")
-    once = read_target(tmp_path / "warehouse.duckdb", "s.merged")
-    assert once == [(2, "B", False, 21), (3, "c", False, 30), (None, "null key 2", False, 1)]
+    once = read_target(file, "s.merged")
+    # key 1 flagged: deleted; 99 flagged and absent: nothing; 3 has a NULL flag: not deleted, inserted
+    assert once == [(2, "B", 21), (3, "c", 30), (None, "null key 2", 1)]
     write(conn, con, tier, out, "r")  # merging the same result again changes nothing
-    assert read_target(tmp_path / "warehouse.duckdb", "s.merged") == once
+    assert read_target(file, "s.merged") == once
+    assert [n for n, _ in conn.fetch_schema(DatasetRequest("d", {"table": "s.merged"}, None))] == [
+        "id",
+        "val",
+        "n",
+    ]
+
+
+@TIERS
+def test_merge_leaves_an_existing_flag_column_alone(tmp_path: Path, tier: str) -> None:
+    """A target made by an earlier version holds the on_delete column: it is kept, and never written."""
+    file = tmp_path / "warehouse.duckdb"
+    target = duckdb.connect(str(file))
+    target.execute("CREATE TABLE t (id INTEGER, val VARCHAR, deleted BOOLEAN)")
+    target.execute("INSERT INTO t VALUES (1, 'a', NULL), (2, 'b', false), (3, 'c', NULL)")
+    target.close()
+    conn = connector(tmp_path)
+    out = OutputRequest("t", {}, "merge", keys=("id",), on_delete="DELETED", run_id="r")
+    con = staging_with(
+        tmp_path,
+        "r",
+        "SELECT * FROM (VALUES (1, 'A', false), (2, 'gone', true), (4, 'd', NULL)) AS v(id, val, deleted)",
+    )
+    for _ in range(2):  # merge twice = merge once
+        write(conn, con, tier, out, "r")
+        assert read_target(file, "t") == [(1, "A", None), (3, "c", None), (4, "d", None)]
+
+
+@TIERS
+def test_merge_refuses_the_flag_as_a_key(tmp_path: Path, tier: str) -> None:
+    conn = connector(tmp_path)
+    con = staging_with(tmp_path, "r", "SELECT 1 AS id, false AS d")
+    with pytest.raises(PzConnectorError) as err:
+        write(conn, con, tier, OutputRequest("m", {}, "merge", keys=("id", "d"), on_delete="d"), "r")
+    assert "cannot be a key" in err.value.message and err.value.code == "PZ0501"
 
 
 def test_merge_matches_columns_by_name_and_adds_new_ones(tmp_path: Path) -> None:

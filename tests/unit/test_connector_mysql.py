@@ -470,6 +470,27 @@ def normalise(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return [(r[0], r[1], r[2], r[3], r[4], None if r[5] is None else int(r[5])) for r in sorted(rows)]
 
 
+def read_merged(db: Any, table: str) -> list[tuple[Any, ...]]:
+    """A merge target's rows, without the on_delete column (a control column, never written)."""
+    return sql(db, f"SELECT id, name, amount, `at`, `blob` FROM `{table}` ORDER BY id")
+
+
+def merged(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return [r[:5] for r in sorted(rows)]
+
+
+def columns_of(db: Any, table: str) -> list[str]:
+    return [
+        str(r[0])
+        for r in sql(
+            db,
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+            "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+            [table],
+        )
+    ]
+
+
 def out(name: str, strategy: str, run_id: str = "20261010T020011408Z-7d1e", **kw: Any) -> OutputRequest:
     return OutputRequest(name, kw.pop("options", {}), strategy, run_id=run_id, **kw)
 
@@ -575,7 +596,8 @@ def test_replace_killed_between_temp_write_and_swap_keeps_old_table(
 
 def test_merge_upserts_deletes_and_is_idempotent(conn: MySQLConnector, db: Any) -> None:
     conn.write_batches(out("mrg", "merge", keys=("id",), on_delete="deleted"), reader_of(sink_table(BASE)))
-    assert read_back(db, "mrg") == normalise(BASE)
+    assert read_merged(db, "mrg") == merged(BASE)
+    assert columns_of(db, "mrg") == ["id", "name", "amount", "at", "blob"]  # the flag is not created
     assert sql(
         db,
         "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = DATABASE() "
@@ -586,15 +608,17 @@ def test_merge_upserts_deletes_and_is_idempotent(conn: MySQLConnector, db: Any) 
         (3, None, None, None, None, True),  # delete by flag
         (4, "four", Decimal("4.00"), None, b"", False),  # insert
         (99, "ghost", None, None, None, True),  # flagged but absent: nothing
+        (5, "five", None, None, None, None),  # NULL flag: not deleted, inserted
     ]
-    expected = normalise([BASE[0], change[0], change[2]])
+    expected = merged([BASE[0], change[0], change[2], change[4]])
     for attempt in range(2):  # merge twice = merge once
         result = conn.write_batches(
             out("mrg", "merge", run_id=f"m{attempt}", keys=("id",), on_delete="deleted"),
             reader_of(sink_table(change)),
         )
-        assert result.rows == 4
-        assert read_back(db, "mrg") == expected
+        assert result.rows == 5
+        assert read_merged(db, "mrg") == expected
+        assert columns_of(db, "mrg") == ["id", "name", "amount", "at", "blob"]
     assert sql(db, "SHOW TABLES LIKE 'mrg\\_\\_pz%'") == []
 
 
@@ -620,8 +644,38 @@ def test_merge_without_unique_key_deletes_and_inserts(conn: MySQLConnector, db: 
             out("mrg_nokey", "merge", run_id=f"n{attempt}", keys=("id",), on_delete="deleted"),
             reader_of(sink_table(change)),
         )
-        assert read_back(db, "mrg_nokey") == normalise(change[:1])
+        # the target's own `deleted` column (an earlier version wrote the flag) is kept but not written
+        assert read_back(db, "mrg_nokey") == [(*change[0][:5], None)]
     assert sql(db, "SELECT extra FROM mrg_nokey") == [(7,)]
+
+
+def test_merge_leaves_an_existing_flag_column_alone(conn: MySQLConnector, db: Any) -> None:
+    sql(
+        db,
+        "CREATE TABLE mrg_flag (id BIGINT PRIMARY KEY, name LONGTEXT, amount DECIMAL(12,2), "
+        "`at` DATETIME(6), `blob` LONGBLOB, deleted TINYINT(1))",
+    )
+    sql(db, "INSERT INTO mrg_flag (id, name, deleted) VALUES (1, 'old', 1), (2, 'two', 0), (3, 'c', NULL)")
+    change = [(1, "one", None, None, None, False), (2, None, None, None, None, True)]
+    for attempt in range(2):  # merge twice = merge once
+        conn.write_batches(
+            out("mrg_flag", "merge", run_id=f"f{attempt}", keys=("id",), on_delete="DELETED"),
+            reader_of(sink_table(change)),
+        )
+        assert read_back(db, "mrg_flag") == [
+            (1, "one", None, None, None, 1),  # updated; its `deleted` is left as it was
+            (3, "c", None, None, None, None),
+        ]
+
+
+def test_merge_refuses_the_flag_as_a_key(conn: MySQLConnector, db: Any) -> None:
+    with pytest.raises(PzConnectorError) as info:
+        conn.write_batches(
+            out("mrg_flagkey", "merge", keys=("id", "deleted"), on_delete="deleted"),
+            reader_of(sink_table(BASE)),
+        )
+    assert "cannot be a key" in info.value.message and info.value.code == "PZ0501"
+    assert sql(db, "SHOW TABLES LIKE 'mrg\\_flagkey%'") == []
 
 
 def test_merge_into_a_keyless_target_uses_an_indexed_temp_table(conn: MySQLConnector, db: Any) -> None:
@@ -648,7 +702,7 @@ def test_merge_dml_is_one_transaction(conn: MySQLConnector, db: Any) -> None:
             reader_of(sink_table(bad)),
         )
     assert "1048" in info.value.message and not info.value.is_transient
-    assert read_back(db, "mrg_tx") == normalise(BASE)
+    assert read_merged(db, "mrg_tx") == merged(BASE)
     assert sql(db, "SHOW TABLES LIKE 'mrg\\_tx\\_\\_pz%'") == []
 
 

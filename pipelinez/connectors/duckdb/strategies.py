@@ -8,9 +8,11 @@
   and crashes see the old table or the new one, never none. (CREATE OR REPLACE would be atomic too; the temp
   table gives the swap a seam that tests can fail on: failpoint `sink.before_swap`.)
 - merge: `MERGE INTO target USING source ON (keys)` (DuckDB >= 1.4): rows whose `on_delete` column is true
-  delete their key; other rows update the matched row or are inserted. Keys compare with IS NOT DISTINCT
-  FROM, so NULL keys match themselves and merging twice equals merging once. Two source rows with the same
-  key are refused: which one should win is not defined.
+  delete their key; other rows (false or NULL) update the matched row or are inserted. The `on_delete`
+  column is a control column: it is never written (not when the target is created, not on insert or
+  update), and a target column of that name (from an earlier write) is left as it is. Keys compare with
+  IS NOT DISTINCT FROM, so NULL keys match themselves and merging twice equals merging once. Two source
+  rows with the same key are refused: which one should win is not defined.
 - append: INSERT INTO target BY NAME SELECT * FROM source; batches_committed = 1.
 Columns are matched by name everywhere. A missing target (and schema) is created from the source's shape.
 Source columns the target lacks are added to it (ALTER TABLE ADD COLUMN) in the same transaction; target
@@ -69,6 +71,8 @@ def check_merge(
             f"(it has: {', '.join(n for n, _ in source_cols)})",
             code="PZ0501",
         )
+    if output.on_delete and output.on_delete.lower() in {k.lower() for k in output.keys}:
+        raise PzConnectorError(f"on_delete column '{output.on_delete}' cannot be a key", code="PZ0501")
     keys = ", ".join(quote_ident(k) for k in output.keys)
     dup = cur.execute(
         f"SELECT count(*) FROM (SELECT {keys} FROM {source} GROUP BY ALL HAVING count(*) > 1)"
@@ -79,6 +83,12 @@ def check_merge(
             "result; merge needs one row per key (deduplicate the pipeline's result)",
             code="PZ0501",
         )
+
+
+def written_columns(output: OutputRequest, source_cols: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The source columns that land in the target: all of them, but merge's `on_delete` control column."""
+    flag = output.on_delete.lower() if output.strategy == "merge" and output.on_delete else None
+    return [(n, t) for n, t in source_cols if n.lower() != flag]
 
 
 def _add_missing_columns(
@@ -119,10 +129,12 @@ def write(
             cur.execute(f"ALTER TABLE {tmp.sql(catalog)} RENAME TO {quote_ident(target.table)}")
             result = WriteResult(rows)
         else:
+            data = written_columns(output, source_cols)
+            select = "*" if len(data) == len(source_cols) else ", ".join(quote_ident(n) for n, _ in data)
             cur.execute(
-                f"CREATE TABLE IF NOT EXISTS {qtarget} AS SELECT * FROM {shape or source} WITH NO DATA"
+                f"CREATE TABLE IF NOT EXISTS {qtarget} AS SELECT {select} FROM {shape or source} WITH NO DATA"
             )
-            _add_missing_columns(cur, qtarget, source_cols)
+            _add_missing_columns(cur, qtarget, data)
             if output.strategy == "append":
                 inserted = cur.execute(f"INSERT INTO {qtarget} BY NAME SELECT * FROM {source}").fetchone()
                 result = WriteResult(rows if rows is not None else int(inserted[0] if inserted else 0), 1)
@@ -144,7 +156,7 @@ def _merge_sql(
 ) -> str:
     keys = {k.lower() for k in output.keys}
     on = " AND ".join(f"t.{quote_ident(k)} IS NOT DISTINCT FROM s.{quote_ident(k)}" for k in output.keys)
-    names = [n for n, _ in source_cols]
+    names = [n for n, _ in written_columns(output, source_cols)]
     clauses: list[str] = []
     flag = f"s.{quote_ident(output.on_delete)}" if output.on_delete else None
     if flag:

@@ -21,7 +21,9 @@ into warnings, so every load is followed by SHOW WARNINGS and any warning fails 
 - merge: load `<table>__pz_tmp_<run>`, then in ONE transaction: DELETE target rows whose key is flagged by
   `on_delete`, and INSERT … SELECT … ON DUPLICATE KEY UPDATE when the target has a unique index on exactly
   the keys (the sink creates the target with PRIMARY KEY(keys) when it is missing), else DELETE matching
-  keys + INSERT. DDL auto-commits in MySQL: only the DML is transactional.
+  keys + INSERT. The `on_delete` column is a control column: it is never written to the target (not when
+  the sink creates it, not on insert or update); a target column of that name is left as it is. A NULL flag
+  counts as not deleted. DDL auto-commits in MySQL: only the DML is transactional.
 - append: each LOAD DATA chunk is one committed batch; a failure raises PzConnectorError with the
   attribute `batches_committed`.
 
@@ -465,10 +467,17 @@ class _Writer:
             return "utf8mb4_0900_bin"
         return "utf8mb4_bin"
 
-    def create(self, table: TableName, keys: tuple[str, ...] = (), index: tuple[str, ...] = ()) -> None:
-        """CREATE `table` from the Arrow schema. `keys` become the PRIMARY KEY (NOT NULL, text/binary keys
-        as VARCHAR/VARBINARY); `index` gets a plain index (prefix-indexed when text/binary), used by merge's
-        temp table so the join to the target never scans it per row."""
+    def create(
+        self,
+        table: TableName,
+        keys: tuple[str, ...] = (),
+        index: tuple[str, ...] = (),
+        without: str | None = None,
+    ) -> None:
+        """CREATE `table` from the Arrow schema (less the column `without`, merge's control column). `keys`
+        become the PRIMARY KEY (NOT NULL, text/binary keys as VARCHAR/VARBINARY); `index` gets a plain index
+        (prefix-indexed when text/binary), used by merge's temp table so the join to the target never scans
+        it per row."""
         lowered = {k.lower() for k in keys}
         text_keys = [
             f for f in self.schema if f.name.lower() in lowered and mysql_column_type(f.type) == "LONGTEXT"
@@ -477,6 +486,8 @@ class _Writer:
         key_chars = max(16, min(768, KEY_BYTES // (4 * max(1, len(text_keys) + len(binary_keys)))))
         columns = []
         for f in self.schema:
+            if without is not None and f.name.lower() == without.lower():
+                continue
             is_key = f.name.lower() in lowered
             kind = mysql_column_type(f.type, key=is_key, key_chars=key_chars)
             columns.append(f"{quote_ident(f.name)} {kind}{' NOT NULL' if is_key else ' NULL'}")
@@ -500,9 +511,16 @@ class _Writer:
         by_lower = {n.lower(): n for n in self.schema.names}
         return [by_lower.get(n.lower(), n) for n in names]
 
+    def written_names(self) -> list[str]:
+        """The result columns written to the target: all of them, but merge's `on_delete` control column."""
+        flag = self.output.on_delete
+        if self.output.strategy != "merge" or not flag:
+            return list(self.schema.names)
+        return [n for n in self.schema.names if n.lower() != flag.lower()]
+
     def check_target_columns(self) -> None:
         have = self.target_columns()
-        missing = [n for n in self.schema.names if n.lower() not in have]
+        missing = [n for n in self.written_names() if n.lower() not in have]
         if missing:
             raise PzConnectorError(
                 f"{self.what}: the target table has no column(s) {', '.join(missing)}; "
@@ -617,10 +635,14 @@ class _Writer:
                 raise PzConnectorError(
                     f"{self.what}: on_delete column '{flag}' must be boolean, not {flag_type}", code="PZ0501"
                 )
+            if flag.lower() in {k.lower() for k in keys}:
+                raise PzConnectorError(
+                    f"{self.what}: on_delete column '{flag}' cannot be a key", code="PZ0501"
+                )
         if self.exists(self.table):
             self.check_target_columns()
         else:
-            self.create(self.table, keys)
+            self.create(self.table, keys, without=flag)
         self.exec(f"DROP TABLE IF EXISTS {self.tmp.sql()}")
         self.create(self.tmp, index=keys)
         try:
@@ -647,7 +669,8 @@ class _Writer:
 
     def _merge_dml(self, keys: tuple[str, ...], flag: str | None) -> None:
         target, tmp = self.table.sql(), self.tmp.sql()
-        cols = [quote_ident(n) for n in self.schema.names]
+        names = self.written_names()
+        cols = [quote_ident(n) for n in names]
         col_list = ", ".join(cols)
         select = ", ".join(f"s.{c}" for c in cols)
         match = " AND ".join(f"t.{quote_ident(k)} <=> s.{quote_ident(k)}" for k in keys)
@@ -660,9 +683,7 @@ class _Writer:
                 self.exec(f"DELETE t FROM {target} AS t JOIN {tmp} AS s ON {match} WHERE {flagged}")
             lowered = {k.lower() for k in keys}
             updates = [
-                f"{c} = VALUES({c})"
-                for n, c in zip(self.schema.names, cols, strict=True)
-                if n.lower() not in lowered
+                f"{c} = VALUES({c})" for n, c in zip(names, cols, strict=True) if n.lower() not in lowered
             ]
             if not updates:
                 first = quote_ident(keys[0])
