@@ -17,6 +17,7 @@ import psycopg
 import pyarrow as pa
 import pytest
 
+from pipelinez.connectors.postgres import source
 from pipelinez.connectors.postgres.connector import PostgresConnector
 from pipelinez.connectors.postgres.settings import Settings, classify, summary
 from pipelinez.connectors.sdk import ConnectorContext, DatasetRequest, OutputRequest, Partition
@@ -472,6 +473,141 @@ def test_nan_in_decimal_is_refused_in_both_tiers(
             list(conn.extract_batches(request, Partition(0, "all")))
     finally:
         pg.execute("DELETE FROM shop.nan_guard WHERE id = 3")
+
+
+@pytest.fixture
+def guard_paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts how the NaN guard answered: by key lookup (`key`) or by scanning the table (`scan`)."""
+    calls = {"key": 0, "scan": 0}
+    by_key, by_scan = source._nan_by_key, source._nan_by_scan
+
+    def key(*args: Any) -> Any:
+        found = by_key(*args)
+        calls["key"] += found is not None
+        return found
+
+    def scan(*args: Any) -> Any:
+        calls["scan"] += 1
+        return by_scan(*args)
+
+    monkeypatch.setattr(source, "_nan_by_key", key)
+    monkeypatch.setattr(source, "_nan_by_scan", scan)
+    return calls
+
+
+def _guard_outcome(conn: PostgresConnector, request: DatasetRequest) -> str:
+    try:
+        conn.extract_native(staging(), request, Partition(0, "all"), '"t"')
+    except PzConnectorError as exc:
+        assert exc.code == "PZ0505" and "hold NaN" in exc.message, exc.message
+        return exc.message
+    return "ok"
+
+
+def test_nan_guard_looks_up_few_zeros_by_key(
+    conn: PostgresConnector, pg: psycopg.Connection[Any], guard_paths: dict[str, int]
+) -> None:
+    pg.execute(
+        "CREATE TABLE shop.guard_pk (id bigint PRIMARY KEY, n numeric(8,2), na numeric(8,2)[]);"
+        "INSERT INTO shop.guard_pk SELECT g, g % 50, ARRAY[g % 70] FROM generate_series(1, 500) AS g;"
+        "CREATE TABLE shop.guard_pair (a int, b text, n numeric(8,2), UNIQUE (b, a));"
+        "INSERT INTO shop.guard_pair SELECT g, 'k' || g, g % 7 FROM generate_series(1, 100) AS g;"
+        "CREATE TABLE shop.guard_uuid (u uuid PRIMARY KEY, n numeric(8,2));"
+        "INSERT INTO shop.guard_uuid VALUES ('00000000-0000-0000-0000-000000000001', 0), "
+        "('00000000-0000-0000-0000-000000000002', 1)"
+    )
+    pk, pair, uid = ds(table="shop.guard_pk"), ds(table="shop.guard_pair"), ds(table="shop.guard_uuid")
+    assert [_guard_outcome(conn, r) for r in (pk, pair, uid)] == ["ok"] * 3  # real zeros pass
+    assert guard_paths == {"key": 3, "scan": 0}
+    pg.execute("UPDATE shop.guard_pk SET n = 'NaN' WHERE id = 123")
+    assert "column(s) n hold" in _guard_outcome(conn, pk)
+    pg.execute("UPDATE shop.guard_pk SET n = 1, na = '{1,NaN}' WHERE id = 123")
+    assert "column(s) na hold" in _guard_outcome(conn, pk)
+    pg.execute("UPDATE shop.guard_pair SET n = 'NaN' WHERE a = 50")
+    assert "column(s) n hold" in _guard_outcome(conn, pair)
+    pg.execute("UPDATE shop.guard_uuid SET n = 'NaN' WHERE n = 1")
+    assert "column(s) n hold" in _guard_outcome(conn, uid)
+    assert guard_paths == {"key": 7, "scan": 0}
+    # a key the contract casts is not staged exactly: the scan answers
+    cast = ds(table="shop.guard_pk", columns={"id": "VARCHAR", "n": "DECIMAL(8,2)"})
+    assert _guard_outcome(conn, cast) == "ok"  # n holds no NaN now; na (NaN) is not selected
+    pg.execute("UPDATE shop.guard_pk SET n = 'NaN', na = '{1}' WHERE id = 123")
+    assert "column(s) n hold" in _guard_outcome(conn, cast)
+    assert guard_paths == {"key": 7, "scan": 2}
+
+
+def test_nan_guard_scans_without_a_usable_key(
+    conn: PostgresConnector, pg: psycopg.Connection[Any], guard_paths: dict[str, int]
+) -> None:
+    pg.execute(
+        "CREATE TABLE shop.guard_nokey (id int, n numeric(8,2));"
+        "INSERT INTO shop.guard_nokey VALUES (1, 0), (2, 1);"
+        "CREATE TABLE shop.guard_null (id int UNIQUE, n numeric(8,2));"
+        "INSERT INTO shop.guard_null VALUES (1, 0), (NULL, 0), (2, 1);"
+        "CREATE TABLE shop.guard_hidden (id int PRIMARY KEY, n numeric(8,2));"
+        "INSERT INTO shop.guard_hidden VALUES (1, 0), (2, 1);"
+    )
+    nokey, null = ds(table="shop.guard_nokey"), ds(table="shop.guard_null")
+    hidden = ds(table="shop.guard_hidden", columns={"n": "DECIMAL(8,2)"})  # the key is not selected
+    assert [_guard_outcome(conn, r) for r in (nokey, null, hidden)] == ["ok"] * 3
+    assert guard_paths == {"key": 0, "scan": 3}
+    pg.execute("INSERT INTO shop.guard_nokey VALUES (3, 'NaN')")
+    pg.execute("UPDATE shop.guard_null SET n = 'NaN' WHERE id IS NULL")  # the NULL key cannot find it
+    pg.execute("UPDATE shop.guard_hidden SET n = 'NaN' WHERE id = 1")
+    assert all("column(s) n hold" in _guard_outcome(conn, r) for r in (nokey, null, hidden))
+    assert guard_paths == {"key": 0, "scan": 6}
+
+
+def test_nan_guard_scans_when_zeros_are_many(
+    conn: PostgresConnector, pg: psycopg.Connection[Any], guard_paths: dict[str, int]
+) -> None:
+    many = source.GUARD_KEY_LIMIT + 5
+    pg.execute(
+        "CREATE TABLE shop.guard_many (id int PRIMARY KEY, n numeric(8,2));"
+        f"INSERT INTO shop.guard_many SELECT g, 0 FROM generate_series(1, {many}) AS g;"
+        "INSERT INTO shop.guard_many VALUES (-1, 1)"
+    )
+    request = ds(table="shop.guard_many")
+    assert _guard_outcome(conn, request) == "ok"
+    pg.execute(f"UPDATE shop.guard_many SET n = 'NaN' WHERE id = {many}")
+    assert "column(s) n hold" in _guard_outcome(conn, request)
+    assert guard_paths == {"key": 0, "scan": 2}
+    pg.execute(f"DELETE FROM shop.guard_many WHERE id > {source.GUARD_KEY_LIMIT - 10}")
+    pg.execute("UPDATE shop.guard_many SET n = 'NaN' WHERE id = 7")
+    assert "column(s) n hold" in _guard_outcome(conn, request)  # few enough again: by key
+    assert guard_paths == {"key": 1, "scan": 2}
+
+
+def test_nan_guard_scans_when_a_staged_key_moved(
+    conn: PostgresConnector, pg: psycopg.Connection[Any], guard_paths: dict[str, int]
+) -> None:
+    """Rows changed between the staging scan and the guard: a staged zero row whose key no longer finds
+    it (deleted, or its key changed) sends the guard to the scan, which still finds a NaN anywhere."""
+    pg.execute(
+        "CREATE TABLE shop.guard_moved (id int PRIMARY KEY, n numeric(8,2));"
+        "INSERT INTO shop.guard_moved VALUES (1, 'NaN'), (2, 0), (3, 1)"
+    )
+    request = ds(table="shop.guard_moved")
+    relation = conn.relation(request)
+    con = staging()
+    with pytest.MonkeyPatch.context() as patch:  # stage without the guard
+        patch.setattr(source, "_nan_guard", lambda *args: None)
+        conn.extract_native(con, request, Partition(0, "all"), '"t"')
+    assert con.execute('SELECT n FROM "t" ORDER BY id').fetchall() == [(0,), (0,), (1,)]
+
+    def guard() -> None:
+        source._nan_guard(con, conn.control(), conn.settings, relation, '"t"', "")
+
+    with pytest.raises(PzConnectorError, match="column\\(s\\) n hold NaN"):
+        guard()
+    assert guard_paths == {"key": 1, "scan": 0}
+    pg.execute("UPDATE shop.guard_moved SET id = 10 WHERE id = 1")
+    with pytest.raises(PzConnectorError, match="column\\(s\\) n hold NaN"):
+        guard()
+    assert guard_paths == {"key": 1, "scan": 1}
+    pg.execute("UPDATE shop.guard_moved SET n = 5 WHERE id = 10")
+    guard()  # the NaN is gone from the server
+    assert guard_paths == {"key": 1, "scan": 2}
 
 
 def test_more_dimensions_than_declared_is_refused_in_both_tiers(conn: PostgresConnector) -> None:
