@@ -35,6 +35,10 @@ class CompileResult:
         return self.dag is not None and not self.errors
 
 
+# tier-2 errors about where a pipeline writes, not what its query reads: its query is still dry-compiled
+_QUERY_STILL_BINDS = frozenset({"PZ0201", "PZ0206", "PZ0208", "PZ0218"})
+
+
 def _default_locator(project: Project) -> Locator:
     places = {s.file: s.place for s in [*project.sources.values(), *project.sinks.values()]}
 
@@ -93,7 +97,7 @@ def compile_project(
     errors += validate_instances(project, by_file, locate)
 
     # drop pipelines with tier-2 errors and their dependents before building nodes
-    bad_files = {d.place.file for d in errors}
+    bad_files = {d.place.file for d in errors if d.code not in _QUERY_STILL_BINDS}
     bad = {
         n
         for n, i in infos.items()

@@ -333,3 +333,16 @@ def test_later_tiers_still_check_the_files_that_passed_tier_one(project_dir: Pat
     assert "PZ0201" not in codes, result.output  # the sink exists; only its file is broken
     run = pz(project_dir, "run")
     assert run.exit_code == 2 and not (project_dir / ".pz" / "runs").exists()
+
+
+def test_a_bad_sink_clause_does_not_hide_query_errors_downstream(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "pipelines/up.sql": "INSERT INTO {{ sink('wh', 'up') }}\nSELECT * FROM {{ source('files', 'orders') }}\n",
+            "pipelines/down.sql": "INSERT INTO {{ sink('lake', 'down') }}\nSELECT custmer FROM {{ ref('up') }}\n",
+        },
+    )
+    codes = [line.split()[1] for line in pz(project_dir, "validate").lines if line.startswith("error: ")]
+    assert sorted(codes) == ["PZ0201", "PZ0412"]
