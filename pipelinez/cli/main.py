@@ -109,7 +109,10 @@ def guarded(fn: F) -> F:
         except BrokenPipeError:
             _silence_stdout()
             sys.exit(EXIT_FAILED)
-        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+        except KeyboardInterrupt:
+            click.echo("interrupted: nodes that had not finished are recorded as cancelled", err=True)
+            sys.exit(130)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception:
             log = Path.home() / ".pz-crash.log"

@@ -43,54 +43,74 @@ class Executor:
         busy: dict[str, int] = {}
         cancelled = False
         with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="pz-node") as pool:
-            while pending or running:
-                progressed = False
-                for name in list(pending):
-                    if cancelled:
-                        break
-                    planned = self.planned[name]
-                    deps = [self.results[d] for d in planned.node.deps if d in self.results]
-                    if any(d.status in ("pending", "running") for d in deps):
-                        continue
-                    bad = [d for d in deps if d.status not in OK_STATUSES]
-                    if bad:
+            try:
+                while pending or running:
+                    progressed = False
+                    for name in list(pending):
+                        if cancelled:
+                            break
+                        planned = self.planned[name]
+                        deps = [self.results[d] for d in planned.node.deps if d in self.results]
+                        if any(d.status in ("pending", "running") for d in deps):
+                            continue
+                        bad = [d for d in deps if d.status not in OK_STATUSES]
+                        if bad:
+                            pending.remove(name)
+                            root = self.failed_root.get(bad[0].name, bad[0].name)
+                            self.failed_root[name] = root
+                            self._finish_skipped(name, "skipped", f"upstream {root} failed")
+                            progressed = True
+                            continue
+                        instance = planned.node.instance
+                        limit = planned.max_concurrency
+                        if instance and limit and busy.get(instance, 0) >= limit:
+                            continue
+                        if len(running) >= self.threads:
+                            break
                         pending.remove(name)
-                        root = self.failed_root.get(bad[0].name, bad[0].name)
-                        self.failed_root[name] = root
-                        self._finish_skipped(name, "skipped", f"upstream {root} failed")
+                        if instance:
+                            busy[instance] = busy.get(instance, 0) + 1
+                        self.results[name].status = "running"
+                        running[pool.submit(self._execute, planned)] = name
                         progressed = True
+                    if cancelled:
+                        for name in pending:
+                            self._finish_skipped(name, "cancelled", "cancelled by fail-fast")
+                        pending = []
+                    if not running:
+                        if pending and not progressed:
+                            raise RuntimeError(f"executor stalled with pending nodes {pending}")
                         continue
-                    instance = planned.node.instance
-                    limit = planned.max_concurrency
-                    if instance and limit and busy.get(instance, 0) >= limit:
-                        continue
-                    if len(running) >= self.threads:
-                        break
-                    pending.remove(name)
-                    if instance:
-                        busy[instance] = busy.get(instance, 0) + 1
-                    self.results[name].status = "running"
-                    running[pool.submit(self._execute, planned)] = name
-                    progressed = True
-                if cancelled:
-                    for name in pending:
-                        self._finish_skipped(name, "cancelled", "cancelled by fail-fast")
-                    pending = []
-                if not running:
-                    if pending and not progressed:
-                        raise RuntimeError(f"executor stalled with pending nodes {pending}")
-                    continue
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                for future in done:
-                    name = running.pop(future)
-                    instance = self.planned[name].node.instance
-                    if instance:
-                        busy[instance] -= 1
-                    result = future.result()
-                    self._finish(result)
-                    if result.failure and self.fail_fast and not cancelled:
-                        cancelled = True
-                        self.ctx.interrupt_all()
+                    done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                    for future in done:
+                        name = running.pop(future)
+                        instance = self.planned[name].node.instance
+                        if instance:
+                            busy[instance] -= 1
+                        result = future.result()
+                        self._finish(result)
+                        if result.failure and self.fail_fast and not cancelled:
+                            cancelled = True
+                            self.ctx.interrupt_all()
+            except KeyboardInterrupt:
+                self._interrupted(pending, running)
+                raise
+
+    def _interrupted(self, pending: list[str], running: dict[Future[_Done], str]) -> None:
+        """Ctrl-C: stop every query in staging, cancel what has not started, and record how the running
+        nodes ended, so run_results.json tells the truth."""
+        self.ctx.interrupt_all()
+        for name in pending:
+            if self.results[name].status == "pending":
+                self._finish_skipped(name, "cancelled", "interrupted (SIGINT)")
+        for future in list(running):
+            try:
+                self._finish(future.result())
+            except BaseException:  # the node's own thread failed on the interrupt; say so below
+                continue
+        for result in self.results.values():
+            if result.status in ("pending", "running"):
+                self._finish_skipped(result.name, "cancelled", "interrupted (SIGINT)")
 
     # ---------------------------------------------------------------------------------------
     def _execute(self, planned: PlannedNode) -> _Done:

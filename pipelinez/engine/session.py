@@ -88,6 +88,14 @@ def execute(
             Executor(ctx, writer, n_threads, ff).run()
             ok = all(n.status in OK_STATUSES for n in results.nodes)
             results.status = "success" if ok else "failed"
+        except KeyboardInterrupt:
+            results.status = "failed"
+            results.error = {
+                "code": "PZ0503",
+                "message": "the run was interrupted (SIGINT)",
+                "transient": False,
+            }
+            raise
         except Exception as exc:  # orchestrator-level failure: a bug or the staging db itself failing
             log_file = run_dir / "pz.log"
             log_file.write_text(plan.dag.redactor(traceback.format_exc()), encoding="utf-8")

@@ -572,3 +572,48 @@ def test_native_only_format_under_force_universal_is_flagged_by_plan_and_refused
     assert run.exit_code == 1
     assert any(line.startswith("  PZ0312: source 'files' dataset 'orders'") for line in run.lines), run.output
     assert run.node("src_files__customers")["tier"] == "universal"
+
+
+def test_sigint_stops_the_run_and_records_every_node(project_dir: Path) -> None:
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/slow.sql": """
+            INSERT INTO {{ sink('lake', 'orders_copy') }}
+            SELECT sum(hash(i)) AS h FROM range(20000000000) t(i), {{ source('files', 'orders') }} LIMIT 1
+        """,
+        },
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project_dir), "run"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    runs = project_dir / ".pz" / "runs"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        events = list(runs.glob("*/events.jsonl")) if runs.exists() else []
+        if events and '"name": "slow"' in events[0].read_text():
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    results = json.loads(next(runs.glob("*/run_results.json")).read_text())
+    assert results["status"] == "failed" and results["error"]["code"] == "PZ0503"
+    statuses = {n["name"]: n["status"] for n in results["nodes"]}
+    assert statuses["src_files__orders"] == "success"
+    assert statuses["slow"] in ("failed", "cancelled")
+    assert statuses["lake.orders_copy"] == "cancelled"
+    assert pz(project_dir, "runs").exit_code == 0
+    assert pz(project_dir, "clean").exit_code == 0  # the lock was released
