@@ -340,7 +340,7 @@ def test_a_bad_sink_clause_does_not_hide_query_errors_downstream(project_dir: Pa
         project_dir,
         {
             **GOOD_BASE,
-            "pipelines/up.sql": "INSERT INTO {{ sink('wh', 'up') }}\nSELECT * FROM {{ source('files', 'orders') }}\n",
+            "pipelines/up.sql": P_SQL.replace("'lake', 'p'", "'wh', 'up'"),
             "pipelines/down.sql": "INSERT INTO {{ sink('lake', 'down') }}\nSELECT custmer FROM {{ ref('up') }}\n",
         },
     )
