@@ -341,7 +341,10 @@ def test_a_bad_sink_clause_does_not_hide_query_errors_downstream(project_dir: Pa
         {
             **GOOD_BASE,
             "pipelines/up.sql": P_SQL.replace("'lake', 'p'", "'wh', 'up'"),
-            "pipelines/down.sql": "INSERT INTO {{ sink('lake', 'down') }}\nSELECT custmer FROM {{ ref('up') }}\n",
+            "pipelines/down.sql": """
+                INSERT INTO {{ sink('lake', 'down') }}
+                SELECT custmer FROM {{ ref('up') }}
+            """,
         },
     )
     codes = [line.split()[1] for line in pz(project_dir, "validate").lines if line.startswith("error: ")]
