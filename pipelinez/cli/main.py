@@ -110,8 +110,11 @@ def guarded(fn: F) -> F:
             _silence_stdout()
             sys.exit(EXIT_FAILED)
         except KeyboardInterrupt:
-            click.echo("interrupted: nodes that had not finished are recorded as cancelled", err=True)
-            sys.exit(130)
+            click.echo(
+                "error: PZ0514 run interrupted: nodes that had not finished are recorded as cancelled",
+                err=True,
+            )
+            sys.exit(EXIT_FAILED)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception:

@@ -6,6 +6,7 @@ them) are not dry-compiled; tier 3 runs on every instance file whatever the pipe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -123,7 +124,15 @@ def compile_project(
     warnings += warned
 
     dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor)
-    return CompileResult(dag, _sorted(errors), _sorted(warnings))
+    return CompileResult(dag, _redacted(errors, redactor), _redacted(warnings, redactor))
+
+
+def _redacted(diags: list[Diagnostic], redactor: Redactor) -> list[Diagnostic]:
+    """Sorted, deduplicated, and with no secret value left in any message."""
+    return [
+        dataclasses.replace(d, message=redactor(d.message), next_step=redactor(d.next_step))
+        for d in _sorted(diags)
+    ]
 
 
 def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:

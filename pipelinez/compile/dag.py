@@ -179,6 +179,8 @@ def build_nodes(
             }
             inst = sources[src]
             payloads[table] = {
+                "source": src,
+                "dataset": dataset,
                 "connector": spec.connector,
                 "connection": inst.connection,
                 "options": inst.blocks.get(dataset, {}),
@@ -204,7 +206,7 @@ def build_nodes(
             "display_sql": resolver.resolve(info.display_query, display=True),
             "sinks": tuple(info.sinks),
         }
-        payloads[name] = {"sql": sql}
+        payloads[name] = {"pipeline": name, "sql": sql}
         add_checks(name, info.source.sidecar.checks if info.source.sidecar else (), info.source.tags)
 
     for name, info in sorted(infos.items()):
@@ -229,6 +231,8 @@ def build_nodes(
             }
             inst = sinks[sink]
             payloads[node_name] = {
+                "sink": sink,
+                "output": output,
                 "connector": sink_spec.connector,
                 "connection": inst.connection,
                 "options": inst.blocks.get(output, {}),

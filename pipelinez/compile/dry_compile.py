@@ -174,11 +174,13 @@ class DryCompiler:
 
     def _check_statement(self, node: PipelineNode) -> Diagnostic | None:
         try:
-            problem = self._statement_problem(node.sql)
+            problem = self._statement_problem(node.display_sql)
         except Exception as exc:
             if not _is_duck_error(exc):
                 raise
-            return map_sql_error(parse_duck_error(str(exc), node.sql), node.place.file or "", 0, node.name)
+            return map_sql_error(
+                parse_duck_error(str(exc), node.display_sql), node.place.file or "", 0, node.name
+            )
         if problem:
             return error("PZ0404", f"pipeline '{node.name}' {problem}", place=node.place)
         return None
@@ -191,7 +193,7 @@ class DryCompiler:
         if diag:
             return diag
         prefix = f"CREATE VIEW {quote_ident(node.name)} AS "
-        executed = prefix + node.sql.rstrip().rstrip(";")
+        executed = prefix + node.display_sql.rstrip().rstrip(";")  # secrets masked: errors may quote SQL
         try:
             self.con.execute(executed)
         except Exception as exc:

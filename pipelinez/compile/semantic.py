@@ -114,7 +114,22 @@ def analyse_pipelines(
 def _check_names(project: Project, infos: dict[str, PipelineInfo]) -> list[Diagnostic]:
     diags: list[Diagnostic] = []
     claimed: dict[tuple[str, str], tuple[str, Place]] = {}
-    staging_names = {staging_table(s, d) for s, src in project.sources.items() for d in src.datasets}
+    staging_names: dict[str, tuple[str, str]] = {}
+    for s_name, s_spec in sorted(project.sources.items()):
+        for d_name, d_spec in sorted(s_spec.datasets.items()):
+            first = staging_names.setdefault(staging_table(s_name, d_name), (s_name, d_name))
+            if first != (s_name, d_name):
+                diags.append(
+                    error(
+                        "PZ0216",
+                        f"source '{s_name}' dataset '{d_name}' and source '{first[0]}' "
+                        f"dataset '{first[1]}' would both stage as "
+                        f"'{staging_table(s_name, d_name)}'",
+                        place=d_spec.place,
+                        next_step="rename the dataset or the source file so the names differ "
+                        "around their '__'",
+                    )
+                )
     for name, info in infos.items():
         calls: list[Call] = info.rendered.calls
         for call in calls:

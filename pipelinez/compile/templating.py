@@ -15,7 +15,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
-from pipelinez.compile.values import ResolvedValues, sql_literal, yaml_text
+from pipelinez.compile.values import ResolvedValues, TypedValue, sql_literal, yaml_text
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 
@@ -160,7 +160,8 @@ class Templater:
             own = functions(not masked)
             record = own.pop("__record__", None)
 
-            def var(name: str) -> str:
+            def var(name: str, _default: object = None) -> str:
+                # a dbt-style default is accepted and ignored: every var is declared with its own default
                 name = str(name)
                 if record:
                     record("var", name)
@@ -174,8 +175,9 @@ class Templater:
                     )
                 spec, value = self.values.vars[name]
                 if value is None:
-                    return "NULL" if sql else ""
-                return sql_literal(spec.type, value) if sql else yaml_text(spec.type, value)
+                    return TypedValue("NULL" if sql else "", None)
+                text = sql_literal(spec.type, value) if sql else yaml_text(spec.type, value)
+                return TypedValue(text, value)
 
             def env(name: str) -> str:
                 name = str(name)

@@ -78,6 +78,44 @@ def yaml_text(type_name: str, value: Any) -> str:
     return str(value)
 
 
+class TypedValue(str):
+    """What `{{ var() }}` returns: prints as its SQL literal (or YAML text), but in Jinja logic behaves as the
+    typed value, so `{% if var('flag') %}` is false for a false bool and `var('n') > 5` compares numbers."""
+
+    value: Any
+
+    def __new__(cls, text: str, value: Any) -> TypedValue:
+        obj = super().__new__(cls, text)
+        obj.value = value
+        return obj
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def _other(self, other: Any) -> Any:
+        return other.value if isinstance(other, TypedValue) else other
+
+    def __eq__(self, other: object) -> bool:
+        return bool(self.value == self._other(other))
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __lt__(self, other: Any) -> bool:
+        return bool(self.value < self._other(other))
+
+    def __le__(self, other: Any) -> bool:
+        return bool(self.value <= self._other(other))
+
+    def __gt__(self, other: Any) -> bool:
+        return bool(self.value > self._other(other))
+
+    def __ge__(self, other: Any) -> bool:
+        return bool(self.value >= self._other(other))
+
+    __hash__ = str.__hash__
+
+
 @dataclass
 class ResolvedValues:
     """The project's variables and environment as they hold for this invocation."""
@@ -150,7 +188,9 @@ class Redactor:
     MASK = "***"
 
     def __init__(self, secrets: tuple[str, ...] = ()):
-        self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+        # the value as declared, and the case variants a template filter (| lower, | upper) would print
+        variants = {v for s in secrets if s for v in (s, s.lower(), s.upper())}
+        self._secrets = tuple(sorted(variants, key=len, reverse=True))
 
     def __call__(self, text: str) -> str:
         for secret in self._secrets:

@@ -432,6 +432,12 @@ REGISTRY: tuple[Code, ...] = (
         "the command line is malformed (unknown flag, bad --var syntax)",
         "see `pz <command> --help`",
     ),
+    Code(
+        "PZ0514",
+        "RunInterrupted",
+        "the run was stopped by Ctrl-C (SIGINT): running queries interrupted, unfinished nodes cancelled",
+        "run again when ready; committed sink writes stay committed",
+    ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(
         "PZ0601",

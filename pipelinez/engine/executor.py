@@ -105,9 +105,11 @@ class Executor:
                 self._finish_skipped(name, "cancelled", "interrupted (SIGINT)")
         for future in list(running):
             try:
-                self._finish(future.result())
-            except BaseException:  # the node's own thread failed on the interrupt; say so below
+                done = future.result()
+            except BaseException:  # the node's own thread failed on the interrupt; recorded below
                 continue
+            if done.failure is None:
+                self._finish(done)  # it finished before the interrupt reached it
         for result in self.results.values():
             if result.status in ("pending", "running"):
                 self._finish_skipped(result.name, "cancelled", "interrupted (SIGINT)")

@@ -91,7 +91,7 @@ def execute(
         except KeyboardInterrupt:
             results.status = "failed"
             results.error = {
-                "code": "PZ0503",
+                "code": "PZ0514",
                 "message": "the run was interrupted (SIGINT)",
                 "transient": False,
             }

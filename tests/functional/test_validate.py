@@ -349,3 +349,87 @@ def test_a_bad_sink_clause_does_not_hide_query_errors_downstream(project_dir: Pa
     )
     codes = [line.split()[1] for line in pz(project_dir, "validate").lines if line.startswith("error: ")]
     assert sorted(codes) == ["PZ0201", "PZ0412"]
+
+
+def test_two_datasets_staging_under_one_name_is_refused(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "sources/a.yml": "connector: localfiles\nconnection: { root: data }\n"
+            "datasets:\n  b__c: { format: csv, path: orders.csv }\n",
+            "sources/a__b.yml": "connector: localfiles\nconnection: { root: data }\n"
+            "datasets:\n  c: { format: csv, path: orders.csv }\n",
+        },
+    )
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2
+    assert any("PZ0216" in line and "src_a__b__c" in line for line in result.lines), result.output
+
+
+def test_every_node_id_is_distinct_even_for_identical_work(project_dir: Path) -> None:
+    import json
+
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "sources/files.yml": """
+            connector: localfiles
+            connection: { root: data }
+            datasets:
+              one: { format: csv, path: orders.csv }
+              two: { format: csv, path: orders.csv }
+        """,
+            "pipelines/p.sql": """
+            INSERT INTO {{ sink('lake', 'l1') }}
+            INSERT INTO {{ sink('lake', 'l2') }}
+            SELECT * FROM {{ source('files', 'one') }} UNION ALL SELECT * FROM {{ source('files', 'two') }}
+        """,
+        },
+    )
+    result = pz(project_dir, "--log-format", "json", "plan")
+    ids = [json.loads(line)["id"] for line in result.lines if '"plan_node"' in line]
+    assert len(ids) == 5 and len(set(ids)) == 5
+
+
+def test_secret_in_sql_never_reaches_a_compile_error(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "project.yml": "name: shop\nenv:\n  API_TOKEN: { required: true, secret: true }\n",
+            "pipelines/p.sql": """
+            INSERT INTO {{ sink('lake', 'p') }}
+            SELECT CAST('{{ env("API_TOKEN") }}' AS INTEGER) AS x FROM {{ source('files', 'orders') }}
+        """,
+        },
+    )
+    result = pz(project_dir, "--log-format", "json", "validate", env={"API_TOKEN": "T0kenQwErTy"})
+    assert result.exit_code == 2
+    assert "T0kenQwErTy" not in result.output and "t0kenqwerty" not in result.output
+
+
+def test_typed_vars_keep_their_truth_in_jinja_logic(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "project.yml": """
+            name: shop
+            vars:
+              flag: { type: bool, default: false }
+              n: { type: int, default: 3 }
+        """,
+            "pipelines/p.sql": """
+            INSERT INTO {{ sink('lake', 'p') }}
+            SELECT * FROM {{ source('files', 'orders') }}
+            {% if var('flag') or var('n') > 5 %} WHERE 1 = 0 {% endif %}
+        """,
+        },
+    )
+    result = pz(project_dir, "run")
+    assert result.exit_code == 0, result.output
+    assert result.node("p")["rows"] == 1
+    flipped = pz(project_dir, "run", "--var", "n=9")
+    assert flipped.node("p")["rows"] == 0
