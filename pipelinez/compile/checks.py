@@ -66,7 +66,10 @@ def check_sql(check: CheckSpec, table: str, ref_table: str | None = None) -> str
             f"FROM (SELECT count(*) AS n FROM {table})"
         )
     if check.type == "expression":
-        return f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} WHERE NOT coalesce(({o['sql']}), FALSE)"
+        # on lines of its own, so a trailing -- comment in the expression cannot swallow the closing paren
+        return (
+            f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} WHERE NOT coalesce((\n{o['sql']}\n), FALSE)"
+        )
     if check.type == "relationships":
         col, field = quote_ident(o["column"]), quote_ident(o["field"])
         return (

@@ -15,14 +15,14 @@ from pipelinez.compile.dag import CompiledDag, build_nodes
 from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
 from pipelinez.compile.graph import descendants
 from pipelinez.compile.instances import ResolvedInstance, resolve_instances
-from pipelinez.compile.nodes import SourceLoadNode
+from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.semantic import analyse_pipelines
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.values import Redactor, resolve_values
 from pipelinez.config.model import Project
 from pipelinez.connectors import registry
 from pipelinez.connectors.sdk import ConnectorContext, DatasetRequest
-from pipelinez.core.diagnostics import Diagnostic, Place
+from pipelinez.core.diagnostics import Diagnostic, Place, error
 
 
 @dataclass
@@ -118,6 +118,7 @@ def compile_project(
     compiler = DryCompiler(static_schema_lookup(project, sources))
     try:
         found, warned = compiler.run(nodes)
+        found += _write_columns(project, nodes, compiler)
     finally:
         compiler.close()
     errors += found
@@ -125,6 +126,33 @@ def compile_project(
 
     dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor)
     return CompileResult(dag, _redacted(errors, redactor), _redacted(warnings, redactor))
+
+
+def _write_columns(project: Project, nodes: dict[str, Node], compiler: DryCompiler) -> list[Diagnostic]:
+    """Merge keys and the on_delete column must be result columns: refused before data moves."""
+    diags = []
+    for node in nodes.values():
+        if not isinstance(node, SinkWriteNode):
+            continue
+        out = project.sinks[node.sink].outputs.get(node.output)
+        columns = compiler.columns_of(node.pipeline) if out else None
+        if out is None or columns is None:
+            continue
+        wanted = [("key", k) for k in out.keys] + (
+            [("on_delete column", out.on_delete)] if out.on_delete else []
+        )
+        for what, column in wanted:
+            if column not in columns:
+                diags.append(
+                    error(
+                        "PZ0412",
+                        f"sink '{node.sink}' output '{node.output}': {what} '{column}' is not a column of "
+                        f"pipeline '{node.pipeline}' (columns: {', '.join(columns)})",
+                        place=out.place,
+                        next_step="name a column the pipeline selects, or add it to the pipeline's query",
+                    )
+                )
+    return diags
 
 
 def _redacted(diags: list[Diagnostic], redactor: Redactor) -> list[Diagnostic]:

@@ -105,6 +105,10 @@ class DryCompiler:
     def close(self) -> None:
         self.con.close()
 
+    def columns_of(self, name: str) -> list[str] | None:
+        """The columns of a bound pipeline view, or None when it was not bound."""
+        return _columns_of(self.con, name)
+
     def run(self, nodes: dict[str, Node]) -> tuple[list[Diagnostic], list[Diagnostic]]:
         errors: list[Diagnostic] = []
         warnings: list[Diagnostic] = []
@@ -207,6 +211,11 @@ class DryCompiler:
     def _bind_check(self, node: CheckNode) -> Diagnostic | None:
         assert node.check is not None
         try:
+            if node.check.type == "expression":
+                # the expression alone must be one expression: `x) OR (1=1` or `x; DROP …` are refused
+                alone = self.con.extract_statements("SELECT " + str(node.check.options["sql"]) + "\n")
+                if len(alone) != 1:
+                    raise ValueError("the check expression must be a single SQL expression")
             if len(self.con.extract_statements(node.sql)) != 1:
                 raise ValueError("the check expression must be a single SQL expression")
             self.con.execute("EXPLAIN " + node.sql)
@@ -219,6 +228,13 @@ class DryCompiler:
                 f"check '{node.check.name}' on '{node.target}': {_first_line(summary)}",
                 place=node.check.place,
             )
+        return None
+
+
+def _columns_of(con: duckdb.DuckDBPyConnection, name: str) -> list[str] | None:
+    try:
+        return [str(r[0]) for r in con.execute(f"DESCRIBE {quote_ident(name)}").fetchall()]
+    except Exception:  # not bound (loose, or broken upstream): nothing to check against
         return None
 
 

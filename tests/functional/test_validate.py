@@ -433,3 +433,41 @@ def test_typed_vars_keep_their_truth_in_jinja_logic(project_dir: Path) -> None:
     assert result.node("p")["rows"] == 1
     flipped = pz(project_dir, "run", "--var", "n=9")
     assert flipped.node("p")["rows"] == 0
+
+
+def test_merge_keys_must_be_result_columns_before_data_moves(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "sinks/wh.yml": """
+            connector: duckdb
+            connection: { path: wh.duckdb }
+            outputs:
+              m: { strategy: merge, keys: [nosuch], on_delete: { column: gone } }
+        """,
+            "pipelines/p.sql": P_SQL.replace("'lake', 'p'", "'wh', 'm'"),
+        },
+    )
+    result = pz(project_dir, "run")
+    assert result.exit_code == 2
+    assert sum("PZ0412" in line and "sinks/wh.yml" in line for line in result.lines) == 2, result.output
+    assert not (project_dir / ".pz" / "runs").exists()
+
+
+def test_check_expressions_are_single_expressions(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "pipelines/p.sql": P_SQL,
+            "pipelines/p.yml": """
+            checks:
+              - expression: { sql: "amount > 0 -- positive", name: commented }
+              - expression: { sql: "id > 100) OR (1=1", name: sneaky }
+        """,
+        },
+    )
+    result = pz(project_dir, "validate")
+    errors = [line for line in result.lines if line.startswith("error:")]
+    assert len(errors) == 1 and "PZ0405" in errors[0] and "sneaky" in errors[0], result.output
