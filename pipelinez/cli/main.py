@@ -17,6 +17,7 @@ import click
 
 from pipelinez import __version__
 from pipelinez.core.diagnostics import Diagnostic, PzError, error
+from pipelinez.engine.events import utc_now
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
 
@@ -35,7 +36,7 @@ class Settings:
 
         if self.log_format == "json":
             for d in diags:
-                click.echo(json.dumps({"event": d.severity, **d.to_dict()}))
+                click.echo(json.dumps({"event": d.severity, "ts": utc_now(), **d.to_dict()}))
             return
         for line in diagnostics_report(diags):
             click.echo(line)
@@ -212,6 +213,7 @@ def plan(
                 json.dumps(
                     {
                         "event": "plan_node",
+                        "ts": utc_now(),
                         "name": p.node.name,
                         "id": p.node.id,
                         "kind": p.node.kind,
@@ -317,6 +319,9 @@ def clean(settings: Settings) -> None:
     from pipelinez.engine import workflow
 
     removed = workflow.clean(settings.project)
+    if settings.log_format == "json":
+        click.echo(json.dumps({"event": "clean", "ts": utc_now(), "removed": removed}))
+        return
     click.echo(f"removed {len(removed)} staging database(s)")
 
 

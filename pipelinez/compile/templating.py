@@ -186,6 +186,8 @@ class Templater:
                 if name not in self.values.env:
                     raise fail("PZ0211", f"env('{name}') is not declared in project.yml env:", "env", (name,))
                 spec, value = self.values.env[name]
+                if value is None and spec.required:
+                    value = ""  # reported once, as PZ0212 on its declaration in project.yml
                 if value is None:
                     raise fail(
                         "PZ0212", f"environment variable {name} is not set and has no default", "env", (name,)
@@ -221,5 +223,6 @@ class Templater:
             except jinja2.exceptions.SecurityError as exc:
                 raise fail("PZ0213", f"the template sandbox refused an operation: {exc}") from exc
             except Exception as exc:  # a user template can raise anything (ZeroDivision, TypeError, ...)
-                raise fail("PZ0213", f"template error: {type(exc).__name__}: {exc}") from exc
+                text = re.sub(r"\b[\w.]+\.<locals>\.(\w+)\(\)", r"\1()", str(exc))  # no internal names
+                raise fail("PZ0213", f"template error: {type(exc).__name__}: {text}") from exc
         return results[0], results[1]

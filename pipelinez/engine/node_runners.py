@@ -261,8 +261,8 @@ def run_sink_write(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeO
         if request.strategy == "replace" and not request.allow_empty and _count(cur, source) == 0:
             raise NodeFailure(
                 "PZ0509",
-                f"{what}: pipeline '{node.pipeline}' returned no rows; replace would "
-                "empty the target, so it was left as it was",
+                f"{what}: pipeline '{node.pipeline}' returned no rows and a replace would leave the target "
+                "empty; nothing was written",
             )
         connector = make_connector(ctx, inst)
         if planned.tier == NATIVE:
