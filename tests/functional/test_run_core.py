@@ -51,6 +51,10 @@ BASE = {
         grace,US
     """,
 }
+ORDERS_COPY = """
+    INSERT INTO {{ sink('lake', 'orders_copy') }}
+    SELECT * FROM {{ source('files', 'orders') }}
+"""
 
 
 def _wh_rows(project: Path, sql: str) -> list[tuple[object, ...]]:
@@ -73,10 +77,7 @@ def test_happy_path_writes_every_sink_and_prints_ok_lines(project_dir: Path) -> 
             JOIN {{ source('files', 'customers') }} AS c ON c.name = o.customer
             GROUP BY ALL ORDER BY 1
         """,
-            "pipelines/orders_copy.sql": """
-            INSERT INTO {{ sink('lake', 'orders_copy') }}
-            SELECT * FROM {{ source('files', 'orders') }}
-        """,
+            "pipelines/orders_copy.sql": ORDERS_COPY,
         },
     )
     result = pz(project_dir, "run")
@@ -122,10 +123,7 @@ def test_failed_branch_skips_descendants_and_other_branch_commits(project_dir: P
             checks:
               - not_null: { columns: [customer] }
         """,
-            "pipelines/orders_copy.sql": """
-            INSERT INTO {{ sink('lake', 'orders_copy') }}
-            SELECT * FROM {{ source('files', 'orders') }}
-        """,
+            "pipelines/orders_copy.sql": ORDERS_COPY,
         },
     )
     result = pz(project_dir, "run")
@@ -280,10 +278,7 @@ def test_json_log_format_prints_one_event_per_line(project_dir: Path) -> None:
         project_dir,
         {
             **BASE,
-            "pipelines/orders_copy.sql": """
-            INSERT INTO {{ sink('lake', 'orders_copy') }}
-            SELECT * FROM {{ source('files', 'orders') }}
-        """,
+            "pipelines/orders_copy.sql": ORDERS_COPY,
         },
     )
     result = pz(project_dir, "--log-format", "json", "run")
@@ -306,10 +301,7 @@ def test_second_concurrent_run_is_refused(project_dir: Path) -> None:
         project_dir,
         {
             **BASE,
-            "pipelines/orders_copy.sql": """
-            INSERT INTO {{ sink('lake', 'orders_copy') }}
-            SELECT * FROM {{ source('files', 'orders') }}
-        """,
+            "pipelines/orders_copy.sql": ORDERS_COPY,
         },
     )
     lock = project_dir / ".pz" / "lock"
@@ -331,10 +323,7 @@ def test_retention_keeps_last_staging_databases(project_dir: Path) -> None:
         {
             **BASE,
             "project.yml": "name: shop\nretention: { keep_last: 2 }\n",
-            "pipelines/orders_copy.sql": """
-            INSERT INTO {{ sink('lake', 'orders_copy') }}
-            SELECT * FROM {{ source('files', 'orders') }}
-        """,
+            "pipelines/orders_copy.sql": ORDERS_COPY,
         },
     )
     for _ in range(4):
@@ -364,10 +353,7 @@ def test_run_results_match_the_published_schema(project_dir: Path) -> None:
             INSERT INTO {{ sink('wh', 'bad_totals') }}
             SELECT CAST(code AS INTEGER) AS n FROM {{ source('files', 'orders') }}
         """,
-            "pipelines/orders_copy.sql": """
-            INSERT INTO {{ sink('lake', 'orders_copy') }}
-            SELECT * FROM {{ source('files', 'orders') }}
-        """,
+            "pipelines/orders_copy.sql": ORDERS_COPY,
         },
     )
     result = pz(project_dir, "run")
@@ -383,10 +369,7 @@ def test_failing_error_check_blocks_sinks_and_warn_check_does_not(project_dir: P
         project_dir,
         {
             **BASE,
-            "pipelines/orders_copy.sql": """
-            INSERT INTO {{ sink('lake', 'orders_copy') }}
-            SELECT * FROM {{ source('files', 'orders') }}
-        """,
+            "pipelines/orders_copy.sql": ORDERS_COPY,
             "pipelines/orders_copy.yml": """
             checks:
               - accepted_values: { column: code, values: ["1", "2"] }
@@ -423,10 +406,7 @@ def test_terminal_gets_live_progress_and_the_same_lines(project_dir: Path) -> No
         project_dir,
         {
             **BASE,
-            "pipelines/orders_copy.sql": """
-            INSERT INTO {{ sink('lake', 'orders_copy') }}
-            SELECT * FROM {{ source('files', 'orders') }}
-        """,
+            "pipelines/orders_copy.sql": ORDERS_COPY,
         },
     )
     leader, follower = pty.openpty()
@@ -474,10 +454,7 @@ def test_partitions_land_in_parallel_and_combine_into_one_staging_table(project_
                 files_per_partition: 1
                 columns: { id: bigint, customer: varchar, amount: "decimal(10,2)", code: varchar }
         """,
-            "pipelines/orders_copy.sql": """
-            INSERT INTO {{ sink('lake', 'orders_copy') }}
-            SELECT * FROM {{ source('files', 'orders') }}
-        """,
+            "pipelines/orders_copy.sql": ORDERS_COPY,
         },
     )
     result = pz(project_dir, "run")
@@ -511,10 +488,7 @@ def test_dataset_checks_run_on_the_staged_extraction_and_gate_readers(project_di
                 checks:
                   - row_count: { min: 10 }
         """,
-            "pipelines/orders_copy.sql": """
-            INSERT INTO {{ sink('lake', 'orders_copy') }}
-            SELECT * FROM {{ source('files', 'orders') }}
-        """,
+            "pipelines/orders_copy.sql": ORDERS_COPY,
         },
     )
     result = pz(project_dir, "run")
@@ -542,10 +516,7 @@ def test_schema_command_writes_every_schema(tmp_path: Path) -> None:
 def test_engine_memory_limit_is_validated_and_applied(project_dir: Path) -> None:
     files = {
         **BASE,
-        "pipelines/orders_copy.sql": """
-            INSERT INTO {{ sink('lake', 'orders_copy') }}
-            SELECT * FROM {{ source('files', 'orders') }}
-        """,
+        "pipelines/orders_copy.sql": ORDERS_COPY,
     }
     write_project(project_dir, {**files, "project.yml": "name: shop\nengine: { memory_limit: lots }\n"})
     refused = pz(project_dir, "validate")
