@@ -66,12 +66,15 @@ def history(state_dir: Path, limit: int | None = None) -> list[RunSummary]:
         for node in data.get("nodes", []):
             counts[node.get("status", "?")] = counts.get(node.get("status", "?"), 0) + 1
         nodes = data.get("nodes", [])
+        status = str(data.get("status"))
+        if status == "running" and not pid_alive(int(data.get("pid") or 0)):
+            status = "interrupted"  # crashed or killed: no live process will ever finish it
         out.append(
             RunSummary(
                 run_id,
                 str(data.get("started_at")),
                 data.get("finished_at"),
-                str(data.get("status")),
+                status,
                 str(data.get("command")),
                 counts,
                 sum(1 for n in nodes if n.get("provenance") == "reused"),
@@ -110,6 +113,8 @@ def remove_tree(path: Path) -> None:
 
 
 def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -588,3 +588,12 @@ def test_sigint_stops_the_run_and_records_every_node(project_dir: Path) -> None:
     assert statuses["lake.orders_copy"] == "cancelled"
     assert pz(project_dir, "runs").exit_code == 0
     assert pz(project_dir, "clean").exit_code == 0  # the lock was released
+
+
+def test_runs_shows_a_killed_run_as_interrupted(project_dir: Path) -> None:
+    write_project(project_dir, {**BASE, "pipelines/orders_copy.sql": ORDERS_COPY})
+    killed = pz_subprocess(project_dir, "run", env={"PZ_FAILPOINTS": "sink.before_swap:kill"})
+    assert killed.exit_code == 137
+    history = pz(project_dir, "runs")
+    assert "interrupted" in history.lines[1], history.output
+    assert pz(project_dir, "run").exit_code == 0  # the dead run's lock did not block this one
