@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,3 +72,30 @@ def pz_subprocess(
 @pytest.fixture
 def project_dir(tmp_path: Path) -> Path:
     return tmp_path / "proj"
+
+
+PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
+
+
+@contextlib.contextmanager
+def fresh_pg_database(setup_sql: str = "") -> Iterator[str]:
+    """A new PostgreSQL database with a unique name (after running `setup_sql` in it), dropped afterwards.
+    Fails, never skips, when the server is down: CI starts it."""
+    import psycopg
+
+    try:
+        admin = psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres", autocommit=True)
+    except psycopg.Error as exc:
+        pytest.fail(f"PostgreSQL not reachable on {PG_HOST}:{PG_PORT} (start it as .ci/run does): {exc}")
+    name = f"pz_test_{secrets.token_hex(4)}"
+    admin.execute(f'CREATE DATABASE "{name}" ENCODING UTF8 TEMPLATE template0')
+    try:
+        if setup_sql:
+            with psycopg.connect(
+                host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=name, autocommit=True
+            ) as con:
+                con.execute(setup_sql)  # type: ignore[arg-type]
+        yield name
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()

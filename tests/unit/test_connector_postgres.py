@@ -23,6 +23,7 @@ from pipelinez.connectors.postgres.settings import Settings, classify, summary
 from pipelinez.connectors.sdk import ConnectorContext, DatasetRequest, OutputRequest, Partition
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.engine.node_runners import ingest_batches
+from tests.conftest import fresh_pg_database
 
 pytestmark = pytest.mark.postgres
 
@@ -32,19 +33,8 @@ SECRET = "s3cr3t-Pässw0rd'\"x"
 
 @pytest.fixture(scope="module")
 def database() -> Iterator[str]:
-    try:
-        admin = psycopg.connect(host=HOST, port=PORT, user=USER, dbname="postgres", autocommit=True)
-    except psycopg.Error as exc:
-        pytest.fail(f"PostgreSQL not reachable on {HOST}:{PORT} (start it as .ci/run does): {exc}")
-    name = f"pz_test_{secrets.token_hex(4)}"
-    admin.execute(f'CREATE DATABASE "{name}" ENCODING UTF8 TEMPLATE template0')
-    try:
-        with psycopg.connect(host=HOST, port=PORT, user=USER, dbname=name, autocommit=True) as con:
-            con.execute(ALL_TYPES_DDL)
+    with fresh_pg_database(ALL_TYPES_DDL) as name:
         yield name
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from pipelinez.connectors.postgres.sink import AppendFailed
 from pipelinez.connectors.sdk import ConnectorContext, DatasetRequest, OutputRequest, Partition, WriteResult
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.engine.failures import classify as engine_classify
+from tests.conftest import fresh_pg_database
 
 pytestmark = pytest.mark.postgres
 
@@ -35,19 +36,8 @@ TIERS = ["native", "universal"]
 
 @pytest.fixture(scope="module")
 def database() -> Iterator[str]:
-    try:
-        admin = psycopg.connect(host=HOST, port=PORT, user=USER, dbname="postgres", autocommit=True)
-    except psycopg.Error as exc:
-        pytest.fail(f"PostgreSQL not reachable on {HOST}:{PORT} (start it as .ci/run does): {exc}")
-    name = f"pz_test_{secrets.token_hex(4)}"
-    admin.execute(f'CREATE DATABASE "{name}" ENCODING UTF8 TEMPLATE template0')
-    with psycopg.connect(host=HOST, port=PORT, user=USER, dbname=name, autocommit=True) as con:
-        con.execute("CREATE SCHEMA wh")
-    try:
+    with fresh_pg_database("CREATE SCHEMA wh") as name:
         yield name
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
 
 
 @pytest.fixture
