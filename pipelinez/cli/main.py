@@ -73,8 +73,8 @@ def _secret_free(root: Path, text: str) -> str:
     """Mask the values of the project's secret env variables in a crash log."""
     import os
 
-    from pipelinez.compile.values import Redactor
     from pipelinez.config.loader import load_project
+    from pipelinez.core.redact import Redactor
 
     try:
         project, _ = load_project(root)
@@ -286,8 +286,8 @@ def run(
     )
     if outcome.status == "error" and outcome.results.error:
         click.echo(
-            f"error: {outcome.results.error['code']} run {outcome.run_id}: "
-            f"{outcome.results.error['message']}; please report it with {outcome.log_file}",
+            f"error: {outcome.results.error.code} run {outcome.run_id}: "
+            f"{outcome.results.error.message}; please report it with {outcome.log_file}",
             err=True,
         )
     sys.exit(outcome.exit_code)

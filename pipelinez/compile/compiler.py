@@ -18,11 +18,12 @@ from pipelinez.compile.instances import ResolvedInstance, resolve_instances
 from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.semantic import analyse_pipelines
 from pipelinez.compile.templating import Templater
-from pipelinez.compile.values import Redactor, resolve_values
+from pipelinez.compile.values import resolve_values
 from pipelinez.config.model import Project
 from pipelinez.connectors import registry
 from pipelinez.connectors.sdk import ConnectorContext, DatasetRequest
 from pipelinez.core.diagnostics import Diagnostic, Place, error
+from pipelinez.core.redact import Redactor
 
 
 @dataclass

@@ -13,9 +13,10 @@ from pipelinez.compile.ids import content_id
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.compile.semantic import PipelineInfo
 from pipelinez.compile.templating import REF_TOKEN_RE, TemplateFailure, Templater, staging_table
-from pipelinez.compile.values import Redactor, ResolvedValues
+from pipelinez.compile.values import ResolvedValues
 from pipelinez.config.model import CheckSpec, Project
 from pipelinez.core.diagnostics import Diagnostic, Place, error
+from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
 
 from .nodes import (

@@ -6,17 +6,18 @@ from dataclasses import dataclass, field
 
 from pipelinez.config.model import CheckSpec, RetrySpec
 from pipelinez.core.diagnostics import Place
+from pipelinez.core.vocabulary import NodeKind
 
-SOURCE_LOAD = "source_load"
-PIPELINE = "pipeline"
-CHECK = "check"
-SINK_WRITE = "sink_write"
+SOURCE_LOAD = NodeKind.SOURCE_LOAD
+PIPELINE = NodeKind.PIPELINE
+CHECK = NodeKind.CHECK
+SINK_WRITE = NodeKind.SINK_WRITE
 
 
 @dataclass(frozen=True)
 class Node:
     name: str
-    kind: str
+    kind: NodeKind
     id: str
     deps: tuple[str, ...]  # names of nodes this one needs
     place: Place

@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.vocabulary import Tier
 
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-NATIVE = "native"
-UNIVERSAL = "universal"
+NATIVE = Tier.NATIVE
+UNIVERSAL = Tier.UNIVERSAL
 
 
 @dataclass(frozen=True)

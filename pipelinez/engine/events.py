@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from pipelinez.compile.values import Redactor
+from pipelinez.core.redact import Redactor
+from pipelinez.core.vocabulary import NodeError
 
 
 def utc_now() -> str:
@@ -61,7 +62,7 @@ class NodeCompleted(Event):
     rows: int = 0
     duration_ms: int = 0
     provenance: str | None = None
-    error: dict[str, Any] | None = None
+    error: NodeError | None = None
     reason: str | None = None  # skipped: which upstream failed; warn: the check message
 
 
@@ -71,7 +72,7 @@ class NodeRetry(Event):
     name: str = ""
     attempt: int = 0
     delay_ms: int = 0
-    error: dict[str, Any] | None = None
+    error: NodeError | None = None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
+from pipelinez.core import vocabulary
+from pipelinez.core.vocabulary import NodeStatus
 from pipelinez.engine.context import RunContext
 from pipelinez.engine.events import NodeCompleted, NodeRetry, NodeStarted
 from pipelinez.engine.failures import NodeFailure
@@ -15,7 +17,7 @@ from pipelinez.engine.retry import AttemptsFailed, run_with_retry
 from pipelinez.engine.run_results import NodeResult, ResultsWriter
 from pipelinez.plan.planner import PlannedNode
 
-OK_STATUSES = frozenset({"success", "warn", "carried_forward"})
+OK_STATUSES = vocabulary.OK_STATUSES
 
 
 @dataclass
@@ -38,7 +40,9 @@ class Executor:
         self.failed_root: dict[str, str] = {}  # node -> the failed node that made it skip
 
     def run(self) -> None:
-        pending = [p.node.name for p in self.ctx.plan.nodes if self.results[p.node.name].status == "pending"]
+        pending = [
+            p.node.name for p in self.ctx.plan.nodes if self.results[p.node.name].status == NodeStatus.PENDING
+        ]
         running: dict[Future[_Done], str] = {}
         busy: dict[str, int] = {}
         cancelled = False
@@ -51,14 +55,14 @@ class Executor:
                             break
                         planned = self.planned[name]
                         deps = [self.results[d] for d in planned.node.deps if d in self.results]
-                        if any(d.status in ("pending", "running") for d in deps):
+                        if any(not d.status.finished for d in deps):
                             continue
                         bad = [d for d in deps if d.status not in OK_STATUSES]
                         if bad:
                             pending.remove(name)
                             root = self.failed_root.get(bad[0].name, bad[0].name)
                             self.failed_root[name] = root
-                            self._finish_skipped(name, "skipped", f"upstream {root} failed")
+                            self._finish_skipped(name, NodeStatus.SKIPPED, f"upstream {root} failed")
                             progressed = True
                             continue
                         instance = planned.node.instance
@@ -70,12 +74,12 @@ class Executor:
                         pending.remove(name)
                         if instance:
                             busy[instance] = busy.get(instance, 0) + 1
-                        self.results[name].status = "running"
+                        self.results[name].status = NodeStatus.RUNNING
                         running[pool.submit(self._execute, planned)] = name
                         progressed = True
                     if cancelled:
                         for name in pending:
-                            self._finish_skipped(name, "cancelled", "cancelled by fail-fast")
+                            self._finish_skipped(name, NodeStatus.CANCELLED, "cancelled by fail-fast")
                         pending = []
                     if not running:
                         if pending and not progressed:
@@ -101,8 +105,8 @@ class Executor:
         nodes ended, so run_results.json tells the truth."""
         self.ctx.interrupt_all()
         for name in pending:
-            if self.results[name].status == "pending":
-                self._finish_skipped(name, "cancelled", "interrupted (SIGINT)")
+            if self.results[name].status == NodeStatus.PENDING:
+                self._finish_skipped(name, NodeStatus.CANCELLED, "interrupted (SIGINT)")
         for future in list(running):
             try:
                 done = future.result()
@@ -111,8 +115,8 @@ class Executor:
             if done.failure is None:
                 self._finish(done)  # it finished before the interrupt reached it
         for result in self.results.values():
-            if result.status in ("pending", "running"):
-                self._finish_skipped(result.name, "cancelled", "interrupted (SIGINT)")
+            if not result.status.finished:
+                self._finish_skipped(result.name, NodeStatus.CANCELLED, "interrupted (SIGINT)")
 
     # ---------------------------------------------------------------------------------------
     def _execute(self, planned: PlannedNode) -> _Done:
@@ -140,7 +144,7 @@ class Executor:
                     name=node.name,
                     attempt=number,
                     delay_ms=int(delay * 1000),
-                    error=failure.to_dict(),
+                    error=failure.error,
                 )
             )
 
@@ -156,8 +160,8 @@ class Executor:
         result.attempts = done.attempts
         result.duration_ms = done.duration_ms
         if done.failure:
-            result.status = "failed"
-            result.error = done.failure.to_dict()
+            result.status = NodeStatus.FAILED
+            result.error = done.failure.error
             result.batches_committed = done.failure.batches_committed
             result.rows = done.failure.rows
         elif done.output:
@@ -170,7 +174,7 @@ class Executor:
             result.message = out.message
         self._publish(result)
 
-    def _finish_skipped(self, name: str, status: str, reason: str) -> None:
+    def _finish_skipped(self, name: str, status: NodeStatus, reason: str) -> None:
         result = self.results[name]
         result.status = status
         result.skipped_because = reason

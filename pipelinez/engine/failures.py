@@ -13,6 +13,7 @@ from typing import Any
 
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.transient import is_transient_native
+from pipelinez.core.vocabulary import NodeError
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,23 @@ class NodeFailure(Exception):
     batches_committed: int | None = None
     rows: int = 0  # rows the failed node reports (a failed check: its offending rows)
 
+    @property
+    def error(self) -> NodeError:
+        """What run_results.json and the events record of this failure."""
+        return NodeError(self.code, self.message, self.transient)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "transient": self.transient}
+        return self.error.to_dict()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a frozen dataclass exception does not survive pickle by default (a remote worker returns it)
+        return (
+            NodeFailure,
+            (self.code, self.message, self.transient, self.retry_after, self.batches_committed, self.rows),
+        )
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def duck_summary(message: str) -> str:

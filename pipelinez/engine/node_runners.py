@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipelinez.compile.checks import outcome
 from pipelinez.compile.instances import ResolvedInstance
@@ -23,7 +23,9 @@ from pipelinez.connectors.sdk import (
 )
 from pipelinez.core.diagnostics import ConnectorHostError
 from pipelinez.core.sqlnames import quote_ident
+from pipelinez.core.vocabulary import NodeKind, NodeStatus, Severity, Tier
 from pipelinez.engine.failures import NodeFailure, classify
+from pipelinez.engine.run_results import PartitionResult
 from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:
@@ -41,12 +43,11 @@ PARTITION_WORKERS = (
 @dataclass
 class NodeOutput:
     rows: int = 0
-    tier: str | None = None
-    status: str = "success"
+    tier: Tier | None = None
+    status: NodeStatus = NodeStatus.SUCCESS
     message: str | None = None
-    partitions: list[dict[str, Any]] | None = None
+    partitions: list[PartitionResult] | None = None
     batches_committed: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def make_connector(ctx: RunContext, inst: ResolvedInstance) -> Connector:
@@ -137,7 +138,7 @@ def run_source_load(ctx: RunContext, planned: PlannedNode, attempt: int) -> Node
     part_tables: list[str] = []
     try:
         connector = make_connector(ctx, inst)
-        tier = connector.source_tier(request)
+        tier = Tier(connector.source_tier(request))
         cur.execute(f"DROP TABLE IF EXISTS {target}")
         partitions = connector.partitions(request)
         if len(partitions) == 1:
@@ -166,10 +167,7 @@ def run_source_load(ctx: RunContext, planned: PlannedNode, attempt: int) -> Node
         for table in part_tables[1:]:
             cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {quote_ident(table)}")
             cur.execute(f"DROP TABLE {quote_ident(table)}")
-        parts = [
-            {"index": p.index, "rows": n, "status": "success"}
-            for p, n in zip(partitions, counts, strict=True)
-        ]
+        parts = [PartitionResult(p.index, n) for p, n in zip(partitions, counts, strict=True)]
         return NodeOutput(rows=sum(counts), tier=tier, partitions=parts)
     except Exception as exc:
         for table in [node.table, *part_tables]:
@@ -234,8 +232,8 @@ def run_check(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput
     result = outcome(node.check, node.target, failing, None if observed is None else str(observed))
     if not result.failed:
         return NodeOutput(rows=result.rows)
-    if node.check.severity == "warn":
-        return NodeOutput(rows=result.rows, status="warn", message=result.message)
+    if node.check.severity == Severity.WARN:
+        return NodeOutput(rows=result.rows, status=NodeStatus.WARN, message=result.message)
     raise NodeFailure("PZ0508", result.message, rows=result.rows)
 
 
@@ -287,8 +285,8 @@ def _drop_quietly(cur: duckdb.DuckDBPyConnection, target: str) -> None:
 
 
 RUNNERS = {
-    "source_load": run_source_load,
-    "pipeline": run_pipeline,
-    "check": run_check,
-    "sink_write": run_sink_write,
+    NodeKind.SOURCE_LOAD: run_source_load,
+    NodeKind.PIPELINE: run_pipeline,
+    NodeKind.CHECK: run_check,
+    NodeKind.SINK_WRITE: run_sink_write,
 }

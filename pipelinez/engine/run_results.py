@@ -1,47 +1,164 @@
-"""run_results.json: versioned, written when the run starts and rewritten (atomically) as nodes finish."""
+"""run_results.json: versioned, written when the run starts and rewritten (atomically) as nodes finish, and
+read back through the same typed classes (`RunResults.from_dict`), whatever schema version wrote it.
+
+Reading an older version goes through `_UPGRADES`: one function per version step, each taking the dict of
+version N to the dict of version N + 1, like dbt's `upgrade_schema_version`. A file newer than this pz, or
+one that is not a run_results.json at all, raises `UnreadableResults`.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import threading
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipelinez import __version__
-from pipelinez.compile.values import Redactor
+from pipelinez.core.redact import Redactor
+from pipelinez.core.vocabulary import NodeError, NodeKind, NodeStatus, Provenance, RunStatus, Tier
 
-SCHEMA_VERSION = "https://pipelinez.dev/schemas/run_results/v1.json"
-NODE_STATUSES = ("success", "failed", "skipped", "warn", "cancelled", "carried_forward", "pending", "running")
-RUN_STATUSES = ("running", "success", "failed", "error")
+SCHEMA_VERSION = 1
+SCHEMA_URL = f"https://pipelinez.dev/schemas/run_results/v{SCHEMA_VERSION}.json"
+
+
+class UnreadableResults(ValueError):
+    """The file is not a run_results.json this pz can read (corrupt, foreign, or from a newer pz)."""
+
+
+# version N -> function taking a version-N dict to a version-N+1 dict. Empty while v1 is the only version.
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """The dict of any version this pz has written, brought to SCHEMA_VERSION step by step."""
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise UnreadableResults(f"no readable schema_version ({version!r})")
+    if version > SCHEMA_VERSION:
+        raise UnreadableResults(
+            f"schema_version {version} was written by a newer pz (this pz reads up to {SCHEMA_VERSION})"
+        )
+    while version < SCHEMA_VERSION:
+        data = _UPGRADES[version](data)
+        version += 1
+        data["schema_version"] = version
+    return data
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """The command-line arguments a run was started with (what `pz retry` reuses)."""
+
+    select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    vars: dict[str, str] = field(default_factory=dict)
+    threads: int | None = None
+    fail_fast: bool | None = None
+    full_refresh: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "select": list(self.select),
+            "exclude": list(self.exclude),
+            "vars": dict(self.vars),
+            "threads": self.threads,
+            "fail_fast": self.fail_fast,
+            "full_refresh": self.full_refresh,
+        }
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> RunArgs:
+        threads, fail_fast = data.get("threads"), data.get("fail_fast")
+        return RunArgs(
+            tuple(str(s) for s in data.get("select") or ()),
+            tuple(str(s) for s in data.get("exclude") or ()),
+            {str(k): str(v) for k, v in (data.get("vars") or {}).items()},
+            int(threads) if threads is not None else None,
+            bool(fail_fast) if fail_fast is not None else None,
+            bool(data.get("full_refresh", False)),
+        )
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    index: int
+    rows: int
+    status: NodeStatus = NodeStatus.SUCCESS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "rows": self.rows, "status": str(self.status)}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> PartitionResult:
+        return PartitionResult(int(data["index"]), int(data["rows"]), NodeStatus(data["status"]))
 
 
 @dataclass
 class NodeResult:
     id: str
     name: str
-    kind: str
-    status: str = "pending"
+    kind: NodeKind
+    status: NodeStatus = NodeStatus.PENDING
     rows: int = 0
     duration_ms: int = 0
     attempts: int = 0
-    tier: str | None = None
-    error: dict[str, Any] | None = None
-    provenance: str | None = None
+    tier: Tier | None = None
+    error: NodeError | None = None
+    provenance: Provenance | None = None
     reused_from: str | None = None
     watermark: dict[str, Any] | None = None
-    partitions: list[dict[str, Any]] | None = None
+    partitions: list[PartitionResult] | None = None
     batches_committed: int | None = None
     skipped_because: str | None = None
     message: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        if self.provenance is None:
-            data.pop("provenance")
-            data.pop("reused_from")
+        data: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "kind": str(self.kind),
+            "status": str(self.status),
+            "rows": self.rows,
+            "duration_ms": self.duration_ms,
+            "attempts": self.attempts,
+            "tier": None if self.tier is None else str(self.tier),
+            "error": None if self.error is None else self.error.to_dict(),
+        }
+        if self.provenance is not None:
+            data["provenance"] = str(self.provenance)
+            data["reused_from"] = self.reused_from
+        data["watermark"] = self.watermark
+        data["partitions"] = None if self.partitions is None else [p.to_dict() for p in self.partitions]
+        data["batches_committed"] = self.batches_committed
+        data["skipped_because"] = self.skipped_because
+        data["message"] = self.message
         return data
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> NodeResult:
+        error, tier, provenance = data.get("error"), data.get("tier"), data.get("provenance")
+        partitions = data.get("partitions")
+        return NodeResult(
+            id=str(data["id"]),
+            name=str(data["name"]),
+            kind=NodeKind(data["kind"]),
+            status=NodeStatus(data["status"]),
+            rows=int(data.get("rows") or 0),
+            duration_ms=int(data.get("duration_ms") or 0),
+            attempts=int(data.get("attempts") or 0),
+            tier=Tier(tier) if tier is not None else None,
+            error=NodeError.from_dict(error) if isinstance(error, dict) else None,
+            provenance=Provenance(provenance) if provenance is not None else None,
+            reused_from=data.get("reused_from"),
+            watermark=data.get("watermark"),
+            partitions=[PartitionResult.from_dict(p) for p in partitions] if partitions is not None else None,
+            batches_committed=data.get("batches_committed"),
+            skipped_because=data.get("skipped_because"),
+            message=data.get("message"),
+        )
 
 
 @dataclass
@@ -50,34 +167,68 @@ class RunResults:
     command: str
     started_at: str
     selection: list[str]
-    args: dict[str, Any]
+    args: RunArgs
     pid: int = field(default_factory=os.getpid)
-    status: str = "running"
+    status: RunStatus = RunStatus.RUNNING
     finished_at: str | None = None
     retry_of: str | None = None
     nodes: list[NodeResult] = field(default_factory=list)
-    error: dict[str, Any] | None = None
+    error: NodeError | None = None
+    pz_version: str = __version__
 
     def node(self, name: str) -> NodeResult:
         return next(n for n in self.nodes if n.name == name)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "$schema": SCHEMA_VERSION,
-            "schema_version": 1,
+            "$schema": SCHEMA_URL,
+            "schema_version": SCHEMA_VERSION,
             "run_id": self.run_id,
-            "pz_version": __version__,
+            "pz_version": self.pz_version,
             "command": self.command,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
-            "status": self.status,
+            "status": str(self.status),
             "retry_of": self.retry_of,
             "selection": self.selection,
-            "args": self.args,
+            "args": self.args.to_dict(),
             "pid": self.pid,
-            "error": self.error,
+            "error": None if self.error is None else self.error.to_dict(),
             "nodes": [n.to_dict() for n in self.nodes],
         }
+
+    @staticmethod
+    def from_dict(data: Any) -> RunResults:
+        """Any version this pz has written, upgraded; UnreadableResults when it is not one."""
+        if not isinstance(data, dict):
+            raise UnreadableResults("the top level is not an object")
+        data = upgrade(dict(data))
+        try:
+            error = data.get("error")
+            return RunResults(
+                run_id=str(data["run_id"]),
+                command=str(data["command"]),
+                started_at=str(data["started_at"]),
+                selection=[str(s) for s in data.get("selection") or ()],
+                args=RunArgs.from_dict(data.get("args") or {}),
+                pid=int(data.get("pid") or 0),
+                status=RunStatus(data["status"]),
+                finished_at=data.get("finished_at"),
+                retry_of=data.get("retry_of"),
+                nodes=[NodeResult.from_dict(n) for n in data.get("nodes") or ()],
+                error=NodeError.from_dict(error) if isinstance(error, dict) else None,
+                pz_version=str(data.get("pz_version", "")),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise UnreadableResults(f"{type(exc).__name__}: {exc}") from exc
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many nodes ended in each status."""
+        counts: dict[str, int] = {}
+        for n in self.nodes:
+            counts[n.status] = counts.get(n.status, 0) + 1
+        return counts
 
 
 class ResultsWriter:
@@ -97,9 +248,9 @@ class ResultsWriter:
             os.replace(tmp, self.path)
 
 
-def read_results(path: Path) -> dict[str, Any] | None:
+def read_results(path: Path) -> RunResults | None:
+    """The run's results, or None when the file is missing or unreadable."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return RunResults.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None

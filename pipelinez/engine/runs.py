@@ -8,9 +8,9 @@ import secrets
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from pipelinez.engine.run_results import read_results
+from pipelinez.core.vocabulary import Provenance, RunStatus
+from pipelinez.engine.run_results import RunResults, read_results
 
 STAGING_FILE = "staging.duckdb"
 
@@ -37,7 +37,7 @@ class RunSummary:
     run_id: str
     started_at: str
     finished_at: str | None
-    status: str
+    status: RunStatus
     command: str
     counts: dict[str, int]
     reused: int
@@ -46,11 +46,11 @@ class RunSummary:
     staging_kept: bool
 
 
-def _duration(data: dict[str, Any]) -> int | None:
+def _duration(results: RunResults) -> int | None:
     try:
-        start = dt.datetime.fromisoformat(str(data["started_at"]).replace("Z", "+00:00"))
-        end = dt.datetime.fromisoformat(str(data["finished_at"]).replace("Z", "+00:00"))
-    except (KeyError, ValueError, TypeError):
+        start = dt.datetime.fromisoformat(results.started_at.replace("Z", "+00:00"))
+        end = dt.datetime.fromisoformat(str(results.finished_at).replace("Z", "+00:00"))
+    except (ValueError, TypeError):
         return None
     return int((end - start).total_seconds() * 1000)
 
@@ -59,27 +59,23 @@ def history(state_dir: Path, limit: int | None = None) -> list[RunSummary]:
     out = []
     ids = run_ids(state_dir)[::-1]
     for run_id in ids[:limit] if limit else ids:
-        data = read_results(runs_dir(state_dir) / run_id / "run_results.json")
-        if not data:
+        results = read_results(runs_dir(state_dir) / run_id / "run_results.json")
+        if results is None:
             continue
-        counts: dict[str, int] = {}
-        for node in data.get("nodes", []):
-            counts[node.get("status", "?")] = counts.get(node.get("status", "?"), 0) + 1
-        nodes = data.get("nodes", [])
-        status = str(data.get("status"))
-        if status == "running" and not pid_alive(int(data.get("pid") or 0)):
-            status = "interrupted"  # crashed or killed: no live process will ever finish it
+        status = results.status
+        if status == RunStatus.RUNNING and not pid_alive(results.pid):
+            status = RunStatus.INTERRUPTED  # crashed or killed: no live process will ever finish it
         out.append(
             RunSummary(
                 run_id,
-                str(data.get("started_at")),
-                data.get("finished_at"),
+                results.started_at,
+                results.finished_at,
                 status,
-                str(data.get("command")),
-                counts,
-                sum(1 for n in nodes if n.get("provenance") == "reused"),
-                sum(1 for n in nodes if n.get("provenance") == "carried_forward"),
-                _duration(data),
+                results.command,
+                results.counts,
+                sum(1 for n in results.nodes if n.provenance == Provenance.REUSED),
+                sum(1 for n in results.nodes if n.provenance == Provenance.CARRIED_FORWARD),
+                _duration(results),
                 (runs_dir(state_dir) / run_id / STAGING_FILE).exists(),
             )
         )

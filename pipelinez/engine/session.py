@@ -8,9 +8,9 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pipelinez.core.diagnostics import Diagnostic
+from pipelinez.core.vocabulary import NodeError, NodeStatus, RunStatus
 from pipelinez.engine.context import RunContext, open_staging
 from pipelinez.engine.events import (
     EventBus,
@@ -23,7 +23,7 @@ from pipelinez.engine.events import (
 )
 from pipelinez.engine.executor import OK_STATUSES, Executor
 from pipelinez.engine.lock import ProjectLock
-from pipelinez.engine.run_results import NodeResult, ResultsWriter, RunResults
+from pipelinez.engine.run_results import NodeResult, ResultsWriter, RunArgs, RunResults
 from pipelinez.engine.runs import STAGING_FILE, new_run_id, runs_dir, sweep
 from pipelinez.plan.planner import Plan
 
@@ -31,20 +31,20 @@ from pipelinez.plan.planner import Plan
 @dataclass(frozen=True)
 class RunOutcome:
     run_id: str
-    status: str  # success | failed | error
+    status: RunStatus  # success | failed | error
     results: RunResults
     log_file: Path | None = None
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.status == "success" else 1
+        return 0 if self.status == RunStatus.SUCCESS else 1
 
 
 def execute(
     plan: Plan,
     *,
     command: str,
-    args: dict[str, Any],
+    args: RunArgs,
     warnings: Sequence[Diagnostic] = (),
     subscribers: Sequence[Subscriber] = (),
     threads: int | None = None,
@@ -87,42 +87,31 @@ def execute(
             ff = project.engine.fail_fast if fail_fast is None else fail_fast
             Executor(ctx, writer, n_threads, ff).run()
             ok = all(n.status in OK_STATUSES for n in results.nodes)
-            results.status = "success" if ok else "failed"
+            results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
         except KeyboardInterrupt:
-            results.status = "failed"
-            results.error = {
-                "code": "PZ0514",
-                "message": "the run was interrupted (SIGINT)",
-                "transient": False,
-            }
+            results.status = RunStatus.FAILED
+            results.error = NodeError("PZ0514", "the run was interrupted (SIGINT)")
             raise
         except Exception as exc:  # orchestrator-level failure: a bug or the staging db itself failing
             log_file = run_dir / "pz.log"
             log_file.write_text(plan.dag.redactor(traceback.format_exc()), encoding="utf-8")
-            results.status = "error"
+            results.status = RunStatus.ERROR
             for node in results.nodes:
-                if node.status in ("pending", "running"):
-                    node.status = "cancelled"
+                if not node.status.finished:
+                    node.status = NodeStatus.CANCELLED
                     node.skipped_because = "the run stopped at the orchestrator level"
-            results.error = {
-                "code": "PZ0512",
-                "message": plan.dag.redactor(f"{type(exc).__name__}: {exc}"),
-                "transient": False,
-            }
+            results.error = NodeError("PZ0512", plan.dag.redactor(f"{type(exc).__name__}: {exc}"))
         finally:
             if staging is not None:
                 staging.close()
             results.finished_at = utc_now()
             writer.write()
-            counts: dict[str, int] = {}
-            for n in results.nodes:
-                counts[n.status] = counts.get(n.status, 0) + 1
             bus.publish(
                 RunCompleted(
                     run_id,
                     status=results.status,
                     duration_ms=int((time.monotonic() - started) * 1000),
-                    counts=counts,
+                    counts=results.counts,
                 )
             )
             events.close()

@@ -19,6 +19,7 @@ from pipelinez.core.diagnostics import Diagnostic, Place, PzValidationError
 from pipelinez.engine.connectivity import check_connectivity
 from pipelinez.engine.events import Subscriber
 from pipelinez.engine.lock import ProjectLock
+from pipelinez.engine.run_results import RunArgs
 from pipelinez.engine.runs import RunSummary
 from pipelinez.engine.runs import clean as clean_runs
 from pipelinez.engine.runs import history as run_history
@@ -105,14 +106,7 @@ def run(
     command: str = "run",
 ) -> RunOutcome:
     the_plan, warnings = plan(project_dir, select, exclude, overrides, environ)
-    args = {
-        "select": list(select),
-        "exclude": list(exclude),
-        "vars": dict(overrides or {}),
-        "threads": threads,
-        "fail_fast": fail_fast,
-        "full_refresh": full_refresh,
-    }
+    args = RunArgs(tuple(select), tuple(exclude), dict(overrides or {}), threads, fail_fast, full_refresh)
     return execute(
         the_plan,
         command=command,

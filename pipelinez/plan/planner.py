@@ -12,6 +12,7 @@ from pipelinez.config.model import RetrySpec
 from pipelinez.connectors import registry
 from pipelinez.connectors.sdk import NATIVE, UNIVERSAL, Capabilities
 from pipelinez.core.diagnostics import ConnectorHostError, Diagnostic, error
+from pipelinez.core.vocabulary import DEFAULT_STRATEGY, Strategy, Tier
 from pipelinez.plan.policy import RetryPolicy, declares_retry, effective_policy
 from pipelinez.plan.selection import select_nodes
 
@@ -19,8 +20,8 @@ from pipelinez.plan.selection import select_nodes
 @dataclass(frozen=True)
 class PlannedNode:
     node: Node
-    tier: str | None  # native | universal for source loads and sink writes
-    strategy: str | None
+    tier: Tier | None  # for source loads and sink writes
+    strategy: Strategy | None
     retry: RetryPolicy
     declares_retry: bool
     max_concurrency: int | None
@@ -57,7 +58,7 @@ def _guarantee(strategy: str, caps: Capabilities) -> str:
     return "at-least-once (append)" + ("; checkpointed delivery" if caps.checkpointed_delivery else "")
 
 
-def _tier(caps_tiers: tuple[str, ...], force: bool) -> str:
+def _tier(caps_tiers: tuple[str, ...], force: bool) -> Tier:
     if force and UNIVERSAL in caps_tiers:
         return UNIVERSAL
     return NATIVE if NATIVE in caps_tiers else UNIVERSAL
@@ -121,7 +122,7 @@ def build_plan(
                         )
                     )
                 out = project.sinks[node.sink].outputs.get(node.output)
-                strategy = out.strategy if out else "replace"
+                strategy = Strategy(out.strategy) if out else DEFAULT_STRATEGY
                 tier = _tier(caps.sink_tiers, force)
                 guarantee = _guarantee(strategy, caps)
         plan.nodes.append(

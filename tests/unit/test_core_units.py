@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from pipelinez.compile.graph import ancestors, descendants, find_cycle, topological_order
 from pipelinez.compile.pipeline_sql import split_pipeline
 from pipelinez.compile.templating import TemplateFailure, Templater
-from pipelinez.compile.values import Redactor, ResolvedValues, parse_typed, sql_literal
+from pipelinez.compile.values import ResolvedValues, parse_typed, sql_literal
 from pipelinez.config.model import RetrySpec
 from pipelinez.core import codes
 from pipelinez.core.diagnostics import Diagnostic, Place, error
+from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident, quote_qualified
 from pipelinez.engine import events
 from pipelinez.engine.failures import NodeFailure

@@ -1,0 +1,89 @@
+"""The run model's words: node kinds, statuses, tiers, strategies, and the error a node ends with.
+
+Every value is a `StrEnum`, so it compares equal to (and serializes as) the string the artifacts and events
+have always carried: `NodeStatus.SUCCESS == "success"`, and `json.dumps` writes `"success"`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class NodeKind(StrEnum):
+    SOURCE_LOAD = "source_load"
+    PIPELINE = "pipeline"
+    CHECK = "check"
+    SINK_WRITE = "sink_write"
+
+
+class NodeStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCESS = "success"
+    WARN = "warn"  # a check of severity warn found rows
+    FAILED = "failed"
+    SKIPPED = "skipped"  # an upstream node failed
+    CANCELLED = "cancelled"  # fail-fast, Ctrl-C, or the run stopped at the orchestrator level
+    CARRIED_FORWARD = "carried_forward"  # a retry kept the committed write of the run it retries
+
+    @property
+    def ok(self) -> bool:
+        """Whether what depends on a node that ended so may run."""
+        return self in OK_STATUSES
+
+    @property
+    def finished(self) -> bool:
+        return self not in (NodeStatus.PENDING, NodeStatus.RUNNING)
+
+
+OK_STATUSES = frozenset({NodeStatus.SUCCESS, NodeStatus.WARN, NodeStatus.CARRIED_FORWARD})
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"  # some node failed (or the run was interrupted)
+    ERROR = "error"  # the run stopped at the orchestrator level (PZ0512)
+    INTERRUPTED = "interrupted"  # read back only: recorded as running, and its process is gone
+
+
+class Tier(StrEnum):
+    NATIVE = "native"  # DuckDB reads/writes the external system itself
+    UNIVERSAL = "universal"  # Arrow record batches through the connector
+
+
+class Strategy(StrEnum):
+    REPLACE = "replace"
+    MERGE = "merge"
+    APPEND = "append"
+
+
+DEFAULT_STRATEGY = Strategy.REPLACE  # an output with no entry in its sink file
+
+
+class Provenance(StrEnum):
+    REUSED = "reused"  # a retry copied the source load from the failed run's staging
+    CARRIED_FORWARD = "carried_forward"  # a retry kept a committed sink write
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARN = "warn"
+
+
+@dataclass(frozen=True)
+class NodeError:
+    """How a node failed, as recorded in run_results.json and in `node_completed`/`node_retry` events."""
+
+    code: str
+    message: str
+    transient: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "transient": self.transient}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> NodeError:
+        return NodeError(str(data.get("code", "")), str(data.get("message", "")), bool(data.get("transient")))
