@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from pipelinez import __version__
+from pipelinez.cli.usage import PzGroup, emit
 from pipelinez.core.diagnostics import Diagnostic, PzError, error
 from pipelinez.engine.events import utc_now
 
@@ -32,14 +33,7 @@ class Settings:
         self.quiet = quiet
 
     def emit_diagnostics(self, diags: Sequence[Diagnostic]) -> None:
-        from pipelinez.cli.render import diagnostics_report
-
-        if self.log_format == "json":
-            for d in diags:
-                click.echo(json.dumps({"event": d.severity, "ts": utc_now(), **d.to_dict()}))
-            return
-        for line in diagnostics_report(diags):
-            click.echo(line)
+        emit(diags, self.log_format)
 
 
 def _parse_vars(pairs: Sequence[str]) -> dict[str, str]:
@@ -97,11 +91,31 @@ def guarded(fn: F) -> F:
         type=click.Path(path_type=Path, file_okay=False),
         help="Project folder (also accepted before the command).",
     )
+    @click.option(
+        "--log-format",
+        "command_log_format",
+        type=click.Choice(["text", "json"]),
+        default=None,
+        help="text or json (also accepted before the command).",
+    )
+    @click.option("--no-color", "command_no_color", is_flag=True, help="No colors.")
+    @click.option("--quiet", "command_quiet", is_flag=True, help="Print failures and warnings only.")
     @wraps(fn)
-    def wrapper(*args: Any, command_project: Path | None = None, **kwargs: Any) -> Any:
+    def wrapper(
+        *args: Any,
+        command_project: Path | None = None,
+        command_log_format: str | None = None,
+        command_no_color: bool = False,
+        command_quiet: bool = False,
+        **kwargs: Any,
+    ) -> Any:
         settings: Settings = click.get_current_context().obj
         if command_project is not None:
             settings.project = command_project
+        if command_log_format is not None:
+            settings.log_format = command_log_format
+        settings.color = settings.color and not command_no_color
+        settings.quiet = settings.quiet or command_quiet
         try:
             return fn(*args, **kwargs)
         except PzError as exc:
@@ -133,7 +147,7 @@ def guarded(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(name="pz", cls=PzGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pz")
 @click.option(
     "-p",

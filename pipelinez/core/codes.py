@@ -96,6 +96,19 @@ REGISTRY: tuple[Code, ...] = (
         "use one of the check types with its documented options (docs/project-files.md#checks)",
     ),
     Code(
+        "PZ0115",
+        "ShortSecret",
+        "a secret env variable's value is shorter than 4 characters (warning): it is masked in messages, "
+        "where it may also hide ordinary words or numbers",
+        "use a longer secret",
+    ),
+    Code(
+        "PZ0116",
+        "InvalidConnectorPin",
+        "a `connectors:` pin in project.yml is not a valid version specifier (like \">=1.0,<2\")",
+        "write the pin as a PEP 440 specifier, e.g. postgres: \">=1.0,<2\"",
+    ),
+    Code(
         "PZ0120",
         "InvalidBreaker",
         "`engine.breaker` is malformed (unknown key, non-positive failure_threshold, bad cool_down)",
@@ -276,6 +289,20 @@ REGISTRY: tuple[Code, ...] = (
         "columns: contract or has a type outside int, bigint, decimal, date, timestamp",
         "add or fix the columns: entry with an allowed cursor type",
     ),
+    Code(
+        "PZ0233",
+        "IncrementalNotAvailable",
+        "a dataset declares `sync: { mode: incremental }`, but incremental reads are not available in this "
+        "version (every run would read the whole dataset, and an append downstream would duplicate rows)",
+        "remove sync: from the dataset (each run then reads it in full), or use strategy merge/replace",
+    ),
+    Code(
+        "PZ0234",
+        "BreakerNotAvailable",
+        "project.yml declares `engine.breaker`, but circuit breakers are not available in this version; "
+        "the block has no effect (warning)",
+        "remove engine.breaker; failed nodes are still retried under the retry: policy",
+    ),
     # --- 03: connectors and tiers ------------------------------------------------------------
     Code(
         "PZ0301",
@@ -429,14 +456,21 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0513",
         "UsageError",
-        "the command line is malformed (unknown flag, bad --var syntax)",
+        "the command line is malformed: unknown command or flag, bad or missing value (e.g. --threads 0), "
+        "bad --var syntax",
         "see `pz <command> --help`",
     ),
     Code(
         "PZ0514",
-        "RunInterrupted",
+        "RunCancelledByUser",
         "the run was stopped by Ctrl-C (SIGINT): running queries interrupted, unfinished nodes cancelled",
         "run again when ready; committed sink writes stay committed",
+    ),
+    Code(
+        "PZ0524",
+        "CommandNotAvailable",
+        "the command is part of the reference but not available in this version of pz",
+        "run `pz --help` for the commands this version has",
     ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(

@@ -26,10 +26,13 @@ from pipelinez.plan.policy import ENGINE_DEFAULT, RetryPolicy, effective_policy
 
 def test_codes_are_well_formed_unique_and_documented() -> None:
     seen = set()
+    names: dict[str, str] = {}
     for code in codes.REGISTRY:
         assert codes.CODE_PATTERN.match(code.code), code.code
         assert code.code not in seen
         seen.add(code.code)
+        assert code.name not in names, f"{code.code} and {names.get(code.name)} are both {code.name}"
+        names[code.name] = code.code
         assert code.name and code.when and code.next_step
     for named in (
         "PZ0112",
