@@ -105,8 +105,8 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0116",
         "InvalidConnectorPin",
-        "a `connectors:` pin in project.yml is not a valid version specifier (like \">=1.0,<2\")",
-        "write the pin as a PEP 440 specifier, e.g. postgres: \">=1.0,<2\"",
+        'a `connectors:` pin in project.yml is not a valid version specifier (like ">=1.0,<2")',
+        'write the pin as a PEP 440 specifier, e.g. postgres: ">=1.0,<2"',
     ),
     Code(
         "PZ0120",

@@ -80,7 +80,7 @@ def test_commands_not_built_say_so_with_a_code(project_dir: Path, command: str) 
     write_project(project_dir, SMALL)
     result = pz_subprocess(project_dir, command, "--dry-run")
     assert result.exit_code == 2
-    assert result.lines[0].startswith(f"error: PZ0524 command line: "), result.output
+    assert result.lines[0].startswith("error: PZ0524 command line: "), result.output
     assert f"pz {command}" in result.lines[0] and "not available in this version" in result.lines[0]
     as_json = pz(project_dir, "--log-format", "json", command)
     assert json.loads(as_json.lines[0])["code"] == "PZ0524"
