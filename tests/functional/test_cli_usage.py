@@ -19,7 +19,10 @@ SMALL = {
           orders: { format: csv, path: orders.csv, columns: { id: bigint } }
     """,
     "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n",
-    "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'p') }}\nSELECT id FROM {{ source('files', 'orders') }}\n",
+    "pipelines/p.sql": """
+        INSERT INTO {{ sink('lake', 'p') }}
+        SELECT id FROM {{ source('files', 'orders') }}
+    """,
     "data/orders.csv": "id\n1\n",
 }
 
