@@ -119,7 +119,7 @@ class PzGroup(click.Group):
             return _not_built(cmd_name)
         return command
 
-    def main(  # type: ignore[override]
+    def main(
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,
