@@ -17,7 +17,9 @@ import click
 
 from pipelinez import __version__
 from pipelinez.cli.usage import PzGroup, emit
-from pipelinez.core.diagnostics import Diagnostic, PzError, error
+from pipelinez.core.diagnostics import Diagnostic, PzError, error, warning
+from pipelinez.core.oserrors import os_error, os_reason
+from pipelinez.core.vocabulary import NodeError
 from pipelinez.engine.events import utc_now
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
@@ -80,6 +82,46 @@ def _secret_free(root: Path, text: str) -> str:
     return Redactor(secrets)(text)
 
 
+def _crash_log_places(settings: Settings) -> list[Path]:
+    import tempfile
+
+    places = []
+    root = settings.project or Path.cwd()
+    try:
+        if (root / "project.yml").is_file():
+            places.append(root / ".pz" / "pz-crash.log")
+    except OSError:
+        pass
+    return [*places, Path.home() / ".pz-crash.log", Path(tempfile.gettempdir()) / "pz-crash.log"]
+
+
+def _crash_report(settings: Settings) -> str:
+    """Write the traceback to the first crash log place that takes it; the one line a user sees.
+
+    This path must never fail itself: every place may be unwritable, and then the line says so.
+    """
+    text = traceback.format_exc()
+    root = settings.project or Path.cwd()
+    try:
+        text = _secret_free(root, text)
+    except Exception:  # masking needs the project: without it, keep only the exception's type
+        text = "".join(traceback.format_exception_only(sys.exc_info()[0], None))
+    tried = []
+    for log in _crash_log_places(settings):
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            tried.append(f"{log} ({os_reason(exc)})")
+            continue
+        return f"error: PZ0512 pz hit an internal error; please report it with {log}"
+    return (
+        "error: PZ0512 pz hit an internal error, and no crash log could be written to "
+        + ", ".join(tried)
+        + "; please report it with the command you ran"
+    )
+
+
 def guarded(fn: F) -> F:
     """User errors become rendered diagnostics and exit 2; bugs become one line and a log file."""
 
@@ -132,16 +174,11 @@ def guarded(fn: F) -> F:
             sys.exit(EXIT_FAILED)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
+        except OSError as exc:  # the file system said no: a user/OS error, never a pz bug
+            settings.emit_diagnostics([os_error(exc)])
+            sys.exit(EXIT_REFUSED)
         except Exception:
-            log = Path.home() / ".pz-crash.log"
-            try:
-                root = settings.project or Path.cwd()
-                log = (root / ".pz" / "pz-crash.log") if (root / "project.yml").exists() else log
-                log.parent.mkdir(parents=True, exist_ok=True)
-                log.write_text(_secret_free(root, traceback.format_exc()), encoding="utf-8")
-            except OSError:
-                pass
-            click.echo(f"error: PZ0512 pz hit an internal error; please report it with {log}", err=True)
+            click.echo(_crash_report(settings), err=True)
             sys.exit(EXIT_REFUSED)
 
     return wrapper  # type: ignore[return-value]
@@ -299,12 +336,19 @@ def run(
         subscribers=_subscribers(settings),
     )
     if outcome.status == "error" and outcome.results.error:
-        click.echo(
-            f"error: {outcome.results.error.code} run {outcome.run_id}: "
-            f"{outcome.results.error.message}; please report it with {outcome.log_file}",
-            err=True,
-        )
+        click.echo(_run_error_line(outcome.run_id, outcome.results.error, outcome.log_file), err=True)
     sys.exit(outcome.exit_code)
+
+
+def _run_error_line(run_id: str, err: NodeError, log_file: Path | None) -> str:
+    from pipelinez.core.codes import lookup
+
+    head = f"error: {err.code} run {run_id}: {err.message}"
+    if err.code != "PZ0512":
+        return f"{head}\n  next: {lookup(err.code).next_step}"
+    if log_file is None:
+        return f"{head}; please report it (no log file could be written)"
+    return f"{head}; please report it with {log_file}"
 
 
 @cli.command()
@@ -320,9 +364,20 @@ def runs(settings: Settings, limit: int) -> None:
     if settings.log_format == "json":
         for s in summaries:
             click.echo(json.dumps(s.__dict__))
-        return
-    for line in runs_lines(summaries):
-        click.echo(line)
+    else:
+        for line in runs_lines(summaries):
+            click.echo(line)
+    problems = [
+        warning(
+            "PZ0523",
+            f"run {s.run_id}: its record cannot be read: {s.problem}",
+            file=f".pz/runs/{s.run_id}/run_results.json",
+        )
+        for s in summaries
+        if s.problem
+    ]
+    if problems:
+        settings.emit_diagnostics(problems)
 
 
 @cli.command()

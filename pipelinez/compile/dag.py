@@ -111,6 +111,36 @@ def build_nodes(
     specs: dict[str, dict[str, Any]] = {}  # name -> kwargs except id
     payloads: dict[str, dict[str, Any]] = {}
     blocking_checks: dict[str, list[str]] = {}  # checked node -> its error-severity check nodes
+    loads: dict[tuple[str, str], str] = {}
+
+    def add_load(src: str, dataset: str) -> None:
+        if (src, dataset) in loads:
+            return
+        table = staging_table(src, dataset)
+        loads[(src, dataset)] = table
+        spec = project.sources[src]
+        ds = spec.datasets[dataset]
+        specs[table] = {
+            "cls": SourceLoadNode,
+            "name": table,
+            "kind": SOURCE_LOAD,
+            "deps": (),
+            "place": ds.place,
+            "source": src,
+            "dataset": dataset,
+            "table": table,
+            "retry": (spec.retry, ds.retry),
+        }
+        inst = sources[src]
+        payloads[table] = {
+            "source": src,
+            "dataset": dataset,
+            "connector": spec.connector,
+            "connection": inst.connection,
+            "options": inst.blocks.get(dataset, {}),
+            "columns": ds.columns,
+        }
+        add_checks(table, ds.checks, ())
 
     def add_checks(target: str, checks: tuple[CheckSpec, ...], tags: tuple[str, ...]) -> None:
         for raw_check in checks:
@@ -140,6 +170,9 @@ def build_nodes(
                     continue
                 ref_table = quote_ident(to)
                 deps.append(to)
+                source_call = _SOURCE_CALL.match(str(check.options.get("to", "")))
+                if source_call:  # a dataset no pipeline reads is still staged for the check
+                    add_load(*source_call.groups())
             sql = check_sql(check, quote_ident(target), ref_table)
             specs[name] = {
                 "cls": CheckNode,
@@ -156,38 +189,11 @@ def build_nodes(
             if check.severity == "error":
                 blocking_checks.setdefault(target, []).append(name)
 
-    loads: dict[tuple[str, str], str] = {}
     for name in sorted(infos):
         if infos[name].ephemeral:
             continue
         for src, dataset in resolver.reads(name)[0]:
-            if (src, dataset) in loads:
-                continue
-            table = staging_table(src, dataset)
-            loads[(src, dataset)] = table
-            spec = project.sources[src]
-            ds = spec.datasets[dataset]
-            specs[table] = {
-                "cls": SourceLoadNode,
-                "name": table,
-                "kind": SOURCE_LOAD,
-                "deps": (),
-                "place": ds.place,
-                "source": src,
-                "dataset": dataset,
-                "table": table,
-                "retry": (spec.retry, ds.retry),
-            }
-            inst = sources[src]
-            payloads[table] = {
-                "source": src,
-                "dataset": dataset,
-                "connector": spec.connector,
-                "connection": inst.connection,
-                "options": inst.blocks.get(dataset, {}),
-                "columns": ds.columns,
-            }
-            add_checks(table, ds.checks, ())
+            add_load(src, dataset)
 
     for name, info in sorted(infos.items()):
         if info.ephemeral:
@@ -211,6 +217,8 @@ def build_nodes(
         add_checks(name, info.source.sidecar.checks if info.source.sidecar else (), info.source.tags)
 
     for name, info in sorted(infos.items()):
+        if info.ephemeral:
+            continue  # never a node: its sink clauses are PZ0218 (tier 2)
         for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
             if sink not in project.sinks:
                 continue

@@ -9,6 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez.config.schema_defs import KINDS
+from pipelinez.core.diagnostics import PzConfigError
+from pipelinez.core.oserrors import os_error
+
+_SCHEMA_NEXT = "pass --out a folder you can write (it is created if missing)"
 
 __all__ = ["KINDS", "load_schema", "schema_file_name", "write_schemas"]
 
@@ -37,10 +41,13 @@ def load_schema(kind: str) -> dict[str, Any]:
 
 def write_schemas(out_dir: Path) -> list[Path]:
     """Write every schema into `out_dir` (created if missing); returns the files written, in KINDS order."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for kind in KINDS:
-        target = out_dir / schema_file_name(kind)
-        target.write_text(_schema_text(kind), encoding="utf-8")
-        written.append(target)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for kind in KINDS:
+            target = out_dir / schema_file_name(kind)
+            target.write_text(_schema_text(kind), encoding="utf-8")
+            written.append(target)
+    except OSError as exc:
+        raise PzConfigError([os_error(exc, "pz schema cannot write here", next_step=_SCHEMA_NEXT)]) from None
     return written

@@ -84,6 +84,18 @@ REGISTRY: tuple[Code, ...] = (
         "rename the sidecar to match its pipeline's .sql file (same folder and stem), or delete it",
     ),
     Code(
+        "PZ0110",
+        "DanglingLink",
+        "a project file or folder is a symbolic link whose target does not exist",
+        "point the link at an existing file, or delete it",
+    ),
+    Code(
+        "PZ0111",
+        "SymlinkLoop",
+        "symbolic links among the project's files or folders form a loop (or are too deeply chained)",
+        "replace one link of the loop by a real file or folder",
+    ),
+    Code(
         "PZ0112",
         "OutputInputRemoved",
         "a sink output declares `input:`; load is inline in the pipeline SQL now",
@@ -471,6 +483,27 @@ REGISTRY: tuple[Code, ...] = (
         "CommandNotAvailable",
         "the command is part of the reference but not available in this version of pz",
         "run `pz --help` for the commands this version has",
+    ),
+    Code(
+        "PZ0521",
+        "StateUnwritable",
+        "pz cannot create or write its state folder `.pz` (a file named .pz, a read-only project folder, "
+        "a full disk)",
+        "make the project folder writable (or free space), or move the file named .pz out of the way",
+    ),
+    Code(
+        "PZ0522",
+        "CannotWritePath",
+        "a file or folder pz was asked to write or read cannot be used (`pz init DIR`, `pz schema --out "
+        "DIR`, a crash log): no permission, a file where a folder belongs, a read-only file system",
+        "choose a folder you can write, or fix the permissions of the path named in the message",
+    ),
+    Code(
+        "PZ0523",
+        "CorruptRunRecord",
+        "a run's `.pz/runs/<run_id>/run_results.json` cannot be read or is not a run record "
+        "(truncated, edited by hand, not JSON)",
+        "delete that run's folder under .pz/runs (its history is lost), or restore the file from a backup",
     ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(

@@ -47,6 +47,7 @@ class RunStatus(StrEnum):
     FAILED = "failed"  # some node failed (or the run was interrupted)
     ERROR = "error"  # the run stopped at the orchestrator level (PZ0512)
     INTERRUPTED = "interrupted"  # read back only: recorded as running, and its process is gone
+    CORRUPT = "corrupt"  # read back only: its run_results.json cannot be read (PZ0523)
 
 
 class Tier(StrEnum):

@@ -14,6 +14,7 @@ from pipelinez.compile.nodes import SinkWriteNode
 from pipelinez.connectors import registry
 from pipelinez.connectors.sdk import Connector, ConnectorContext, DatasetRequest, OutputRequest
 from pipelinez.core.diagnostics import Diagnostic, PzConnectorError, error, warning
+from pipelinez.engine.statedir import state_error
 
 
 def _norm_type(t: str) -> str:
@@ -76,7 +77,10 @@ def check_connectivity(dag: CompiledDag) -> tuple[list[Diagnostic], list[Diagnos
                 warnings += w
             finally:
                 connector.close()
-    _write_cache(dag.project.state_dir, schemas)
+    try:
+        _write_cache(dag.project.state_dir, schemas)
+    except OSError as exc:
+        errors += state_error(exc, dag.project.state_dir).diagnostics
     return errors, warnings
 
 

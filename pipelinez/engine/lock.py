@@ -11,6 +11,7 @@ from pathlib import Path
 from types import TracebackType
 
 from pipelinez.core.diagnostics import PzError, error
+from pipelinez.engine.statedir import ensure_state_dir, state_error
 
 
 class ProjectLocked(PzError):
@@ -23,8 +24,11 @@ class ProjectLock:
         self._fd: int | None = None
 
     def __enter__(self) -> ProjectLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        ensure_state_dir(self.path.parent)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise state_error(exc, self.path.parent) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

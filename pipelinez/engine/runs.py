@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import re
 import secrets
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelinez.core.oserrors import os_reason
 from pipelinez.core.vocabulary import Provenance, RunStatus
-from pipelinez.engine.run_results import RunResults, read_results
+from pipelinez.engine.run_results import RunResults, UnreadableResults
+from pipelinez.engine.statedir import state_error
 
 STAGING_FILE = "staging.duckdb"
 
@@ -44,6 +48,7 @@ class RunSummary:
     carried_forward: int
     duration_ms: int | None
     staging_kept: bool
+    problem: str | None = None  # why the run's record could not be read (status `corrupt`, PZ0523)
 
 
 def _duration(results: RunResults) -> int | None:
@@ -56,11 +61,20 @@ def _duration(results: RunResults) -> int | None:
 
 
 def history(state_dir: Path, limit: int | None = None) -> list[RunSummary]:
+    """The newest `limit` runs, newest first. A run whose record cannot be read is listed with status
+    `corrupt` and a `problem` (PZ0523), never skipped. A `.pz` that is not a folder is PZ0521."""
+    if state_dir.exists() and not state_dir.is_dir():
+        raise state_error(FileExistsError(), state_dir)
     out = []
     ids = run_ids(state_dir)[::-1]
     for run_id in ids[:limit] if limit else ids:
-        results = read_results(runs_dir(state_dir) / run_id / "run_results.json")
-        if results is None:
+        staged = (runs_dir(state_dir) / run_id / STAGING_FILE).exists()
+        try:
+            results = _read(runs_dir(state_dir) / run_id / "run_results.json")
+        except (OSError, ValueError) as exc:
+            out.append(
+                RunSummary(run_id, "-", None, RunStatus.CORRUPT, "-", {}, 0, 0, None, staged, _why(exc))
+            )
             continue
         status = results.status
         if status == RunStatus.RUNNING and not pid_alive(results.pid):
@@ -76,10 +90,27 @@ def history(state_dir: Path, limit: int | None = None) -> list[RunSummary]:
                 sum(1 for n in results.nodes if n.provenance == Provenance.REUSED),
                 sum(1 for n in results.nodes if n.provenance == Provenance.CARRIED_FORWARD),
                 _duration(results),
-                (runs_dir(state_dir) / run_id / STAGING_FILE).exists(),
+                staged,
             )
         )
     return out
+
+
+def _read(path: Path) -> RunResults:
+    return RunResults.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def _why(exc: OSError | ValueError) -> str:
+    """Why a run record cannot be read, in words (no Python exception names)."""
+    if isinstance(exc, OSError):
+        return os_reason(exc)
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(exc, UnreadableResults) and not re.match(r"^[A-Z]\w+Error: ", str(exc)):
+        return str(exc)
+    return "not a run record this pz can read (a field is missing or has the wrong shape)"
 
 
 def sweep(state_dir: Path, keep_last: int, current: str | None = None) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelinez.core.diagnostics import PzConfigError, error
+from pipelinez.core.oserrors import os_error
 
 FILES: dict[str, str] = {
     "project.yml": """\
@@ -119,6 +120,15 @@ COPY (SELECT * FROM (VALUES
 
 
 def write_quickstart(directory: Path, force: bool = False) -> list[Path]:
+    try:
+        return _write_quickstart(directory, force)
+    except OSError as exc:
+        raise PzConfigError(
+            [os_error(exc, "pz init cannot write here", next_step="pass pz init a folder you can write")]
+        ) from None
+
+
+def _write_quickstart(directory: Path, force: bool) -> list[Path]:
     import duckdb
 
     if directory.exists() and any(directory.iterdir()) and not force:

@@ -1,0 +1,206 @@
+"""No internal error (PZ0512) and no traceback from project content, flags, file-system state or server
+answers: each case here once reached PZ0512, a segfault or raw driver text."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import pz, write_project
+
+BASE = {
+    "project.yml": """
+        name: shop
+        engine: { threads: 2 }
+    """,
+    "sources/files.yml": """
+        connector: localfiles
+        connection: { root: data }
+        datasets:
+          orders:
+            format: csv
+            path: orders.csv
+            columns: { id: bigint, customer_id: bigint, amount: "decimal(10,2)", at: timestamp }
+          customers:
+            format: csv
+            path: customers.csv
+            columns: { id: bigint, name: varchar }
+    """,
+    "sinks/wh.yml": """
+        connector: duckdb
+        connection: { path: out/wh.duckdb }
+    """,
+    "pipelines/orders_out.sql": """
+        INSERT INTO {{ sink('wh', 'orders_out') }}
+        SELECT * FROM {{ source('files', 'orders') }}
+    """,
+    "data/orders.csv": """
+        id,customer_id,amount,at
+        1,1,10.50,2026-11-01 10:00:00
+        2,2,20.00,2026-11-02 10:00:00
+    """,
+    "data/customers.csv": """
+        id,name
+        1,ada
+        2,grace
+    """,
+}
+
+
+def _no_internal_error(output: str) -> None:
+    assert "PZ0512" not in output and "Traceback" not in output, output
+
+
+@contextlib.contextmanager
+def immutable(path: Path) -> Iterator[None]:
+    """chattr +i: not even root may create entries in the folder (tests run as root, so chmod won't do)."""
+    subprocess.run(["chattr", "+i", str(path)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_relationships_to_a_source_dataset_no_pipeline_reads_stages_it(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/orders_out.yml": """
+                checks:
+                  - relationships: { column: customer_id, to: "source('files', 'customers')", field: id }
+            """,
+        },
+    )
+    checked = pz(project_dir, "validate")
+    assert checked.exit_code == 0, checked.output
+    result = pz(project_dir, "run")
+    _no_internal_error(result.output)
+    assert result.exit_code == 0, result.output
+    assert result.node("src_files__customers")["status"] == "success"
+    assert result.node("chk_orders_out__relationships_customer_id")["status"] == "success"
+
+
+def test_ephemeral_pipeline_with_a_sink_clause_is_pz0218(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/eph.sql": """
+                INSERT INTO {{ sink('wh', 'eph') }}
+                SELECT * FROM {{ source('files', 'customers') }}
+            """,
+            "pipelines/eph.yml": "materialized: ephemeral\n",
+            "pipelines/reader.sql": """
+                INSERT INTO {{ sink('wh', 'reader') }}
+                SELECT * FROM {{ ref('eph') }}
+            """,
+        },
+    )
+    result = pz(project_dir, "validate")
+    _no_internal_error(result.output)
+    assert result.exit_code == 2
+    assert "error: PZ0218 pipelines/eph.sql: ephemeral pipeline 'eph' has sink clauses" in result.output
+
+
+@pytest.mark.parametrize("command", ["init", "schema"])
+def test_init_and_schema_into_an_unwritable_place_are_pz0522(tmp_path: Path, command: str) -> None:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    for target in (blocker / "sub", locked / "sub", locked):
+        args = ["init", str(target)] if command == "init" else ["schema", "--out", str(target)]
+        with immutable(locked):
+            result = pz(tmp_path, *args)
+        _no_internal_error(result.output)
+        assert result.exit_code == 2, result.output
+        assert f"error: PZ0522 {target}" in result.output, result.output
+        assert "cannot write here" in result.output
+
+
+def test_state_folder_that_is_a_file_is_pz0521_for_every_command(project_dir: Path) -> None:
+    write_project(project_dir, {**BASE, ".pz": "not a folder\n"})
+    for args in (["run"], ["runs"], ["clean"], ["validate", "--connect"]):
+        result = pz(project_dir, *args)
+        _no_internal_error(result.output)
+        assert result.exit_code == 2, (args, result.output)
+        assert (
+            "error: PZ0521 .pz: pz keeps its state in a folder .pz, but a file of that name is in the way"
+            in (result.output)
+        )
+
+
+def test_read_only_project_folder_is_pz0521(project_dir: Path) -> None:
+    write_project(project_dir, BASE)
+    with immutable(project_dir):
+        result = pz(project_dir, "run")
+    _no_internal_error(result.output)
+    assert result.exit_code == 2
+    assert "error: PZ0521 .pz: pz cannot create or write its state folder: operation not permitted" in (
+        result.output
+    )
+    assert not (project_dir / ".pz").exists()
+    assert pz(project_dir, "run").exit_code == 0
+    runs = project_dir / ".pz" / "runs"
+    with immutable(runs):
+        result = pz(project_dir, "run")
+    _no_internal_error(result.output)
+    assert result.exit_code == 2 and "error: PZ0521 .pz: pz cannot create or write its state folder" in (
+        result.output
+    )
+
+
+def test_corrupt_run_record_is_reported_by_runs(project_dir: Path) -> None:
+    write_project(project_dir, BASE)
+    for _ in range(3):
+        assert pz(project_dir, "run").exit_code == 0
+    first, second, third = sorted((project_dir / ".pz" / "runs").iterdir())
+    (first / "run_results.json").write_text('{"run_id": "x", "nodes": [', encoding="utf-8")
+    (second / "run_results.json").write_text("[1, 2]", encoding="utf-8")
+    result = pz(project_dir, "runs")
+    _no_internal_error(result.output)
+    assert result.exit_code == 0
+    assert "no runs yet" not in result.output
+    by_id = {line.split()[0]: line for line in result.lines[1:4]}
+    assert "corrupt" in by_id[first.name] and "corrupt" in by_id[second.name]
+    assert "success" in by_id[third.name]
+    assert (
+        f"warning: PZ0523 .pz/runs/{first.name}/run_results.json: run {first.name}: its record cannot be "
+        "read: not valid JSON" in result.output
+    )
+    assert f"run {second.name}: its record cannot be read: the top level is not an object" in result.output
+    as_json = pz(project_dir, "--log-format", "json", "runs")
+    events = [json.loads(line) for line in as_json.lines]
+    assert [e["code"] for e in events if e.get("event") == "warning"] == ["PZ0523", "PZ0523"]
+
+
+def test_internal_error_with_no_writable_crash_log_still_prints_one_line(
+    project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_project(project_dir, {**BASE, ".pz": "a file where the crash log folder belongs\n"})
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    monkeypatch.setenv("HOME", str(blocker / "home"))
+    monkeypatch.setattr(tempfile, "tempdir", str(blocker / "tmp"))
+
+    def bug(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("a pz bug")
+
+    monkeypatch.setattr("pipelinez.engine.workflow.validate", bug)
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    assert result.output.startswith(
+        "error: PZ0512 pz hit an internal error, and no crash log could be written to "
+    ), result.output
+    for place in (project_dir / ".pz", blocker / "home", blocker / "tmp"):
+        assert f"{place}/" in result.output
+    assert result.output.rstrip().endswith("please report it with the command you ran")
+    assert len(result.lines) == 1
