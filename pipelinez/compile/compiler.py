@@ -14,14 +14,12 @@ from pipelinez.compile.connector_static import Locator, validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
 from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
 from pipelinez.compile.graph import descendants
-from pipelinez.compile.instances import ResolvedInstance, resolve_instances
+from pipelinez.compile.instances import resolve_instances
 from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.semantic import analyse_pipelines
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.values import resolve_values
 from pipelinez.config.model import Project
-from pipelinez.connectors import registry
-from pipelinez.connectors.sdk import ConnectorContext, DatasetRequest
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.redact import Redactor
 
@@ -50,23 +48,19 @@ def _default_locator(project: Project) -> Locator:
     return locate
 
 
-def static_schema_lookup(
-    project: Project, sources: dict[str, ResolvedInstance]
-) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
+def static_schema_lookup(project: Project) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
     cache = cached_schemas(project.state_dir)
 
     def lookup(node: SourceLoadNode) -> list[tuple[str, str]] | None:
-        dataset = project.sources[node.source].datasets[node.dataset]
-        if dataset.columns:
-            return list(dataset.columns.items())
+        request = node.work.request
+        if request.columns:
+            return list(request.columns.items())
         if f"{node.source}.{node.dataset}" in cache:
             return cache[f"{node.source}.{node.dataset}"]
-        inst = sources[node.source]
         try:
-            cls = registry.load_class(inst.connector)
-            connector = cls(ConnectorContext(node.source, project.root, inst.connection))
+            connector = node.work.endpoint.connect()
             try:
-                return connector.static_schema(DatasetRequest(node.dataset, inst.blocks[node.dataset], None))
+                return connector.static_schema(request)
             finally:
                 connector.close()
         except Exception:  # a schema we can't tell cheaply: compile loosely (PZ0406 says so)
@@ -116,7 +110,7 @@ def compile_project(
     errors += found
 
     # tier 4
-    compiler = DryCompiler(static_schema_lookup(project, sources))
+    compiler = DryCompiler(static_schema_lookup(project))
     try:
         found, warned = compiler.run(nodes)
         found += _write_columns(project, nodes, compiler)
@@ -139,8 +133,9 @@ def _write_columns(project: Project, nodes: dict[str, Node], compiler: DryCompil
         columns = compiler.columns_of(node.pipeline) if out else None
         if out is None or columns is None:
             continue
-        wanted = [("key", k) for k in out.keys] + (
-            [("on_delete column", out.on_delete)] if out.on_delete else []
+        request = node.work.request
+        wanted = [("key", k) for k in request.keys] + (
+            [("on_delete column", request.on_delete)] if request.on_delete else []
         )
         for what, column in wanted:
             if column not in columns:

@@ -5,21 +5,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from pipelinez.compile.checks import check_sql
 from pipelinez.compile.graph import topological_order
 from pipelinez.compile.ids import content_id
 from pipelinez.compile.instances import ResolvedInstance
-from pipelinez.compile.semantic import PipelineInfo
-from pipelinez.compile.templating import REF_TOKEN_RE, TemplateFailure, Templater, staging_table
-from pipelinez.compile.values import ResolvedValues
-from pipelinez.config.model import CheckSpec, Project
-from pipelinez.core.diagnostics import Diagnostic, Place, error
-from pipelinez.core.redact import Redactor
-from pipelinez.core.sqlnames import quote_ident
-
-from .nodes import (
+from pipelinez.compile.nodes import (
     CHECK,
     PIPELINE,
     SINK_WRITE,
@@ -30,6 +21,15 @@ from .nodes import (
     SinkWriteNode,
     SourceLoadNode,
 )
+from pipelinez.compile.semantic import PipelineInfo
+from pipelinez.compile.templating import REF_TOKEN_RE, TemplateFailure, Templater, staging_table
+from pipelinez.compile.values import ResolvedValues
+from pipelinez.compile.work import CheckWork, PipelineWork, engine_retry, sink_write_work, source_load_work
+from pipelinez.config.model import CheckSpec, Project
+from pipelinez.core.diagnostics import Diagnostic, Place, error
+from pipelinez.core.redact import Redactor
+from pipelinez.core.sqlnames import quote_ident
+from pipelinez.core.vocabulary import Severity
 
 _SOURCE_CALL = re.compile(r"""^\s*source\(\s*['"]([A-Za-z_]\w*)['"]\s*,\s*['"]([A-Za-z_]\w*)['"]\s*\)\s*$""")
 
@@ -99,71 +99,88 @@ def check_target(to: str, project: Project, infos: dict[str, PipelineInfo]) -> s
     return None
 
 
-def build_nodes(
-    project: Project,
-    infos: dict[str, PipelineInfo],
-    sources: dict[str, ResolvedInstance],
-    sinks: dict[str, ResolvedInstance],
-    templater: Templater | None = None,
-) -> tuple[dict[str, Node], list[Diagnostic]]:
-    resolver = _RefResolver(infos)
-    diags: list[Diagnostic] = []
-    specs: dict[str, dict[str, Any]] = {}  # name -> kwargs except id
-    payloads: dict[str, dict[str, Any]] = {}
-    blocking_checks: dict[str, list[str]] = {}  # checked node -> its error-severity check nodes
-    loads: dict[tuple[str, str], str] = {}
+class _NodeBuilder:
+    """Builds every node once, typed: source loads for what pipelines read, pipelines, their checks, sink
+    writes; then the write-audit-publish dependencies, the dependency order and the content-hash ids."""
 
-    def add_load(src: str, dataset: str) -> None:
-        if (src, dataset) in loads:
+    def __init__(
+        self,
+        project: Project,
+        infos: dict[str, PipelineInfo],
+        sources: dict[str, ResolvedInstance],
+        sinks: dict[str, ResolvedInstance],
+        templater: Templater | None,
+    ):
+        self.project, self.infos, self.sources, self.sinks = project, infos, sources, sinks
+        self.templater = templater
+        self.resolver = _RefResolver(infos)
+        self.diags: list[Diagnostic] = []
+        self.nodes: dict[str, Node] = {}  # name -> node without its id yet
+        self.blocking_checks: dict[str, list[str]] = {}  # checked node -> its error-severity check nodes
+        self.loads: dict[tuple[str, str], str] = {}  # (source, dataset) -> source load node name
+
+    def build(self) -> tuple[dict[str, Node], list[Diagnostic]]:
+        for name in sorted(self.infos):
+            if not self.infos[name].ephemeral:
+                for src, dataset in self.resolver.reads(name)[0]:
+                    self.add_source_load(src, dataset)
+        for name, info in sorted(self.infos.items()):
+            if not info.ephemeral:
+                self.add_pipeline(name, info)
+        for name, info in sorted(self.infos.items()):
+            if info.ephemeral:
+                continue  # never a node: its sink clauses are PZ0218 (tier 2)
+            for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
+                if sink in self.project.sinks:
+                    self.add_sink_write(name, info, sink, output, place)
+        return self.finish(), self.diags
+
+    def add_source_load(self, src: str, dataset: str) -> None:
+        if (src, dataset) in self.loads:
             return
         table = staging_table(src, dataset)
-        loads[(src, dataset)] = table
-        spec = project.sources[src]
-        ds = spec.datasets[dataset]
-        specs[table] = {
-            "cls": SourceLoadNode,
-            "name": table,
-            "kind": SOURCE_LOAD,
-            "deps": (),
-            "place": ds.place,
-            "source": src,
-            "dataset": dataset,
-            "table": table,
-            "retry": (spec.retry, ds.retry),
-        }
-        inst = sources[src]
-        payloads[table] = {
-            "source": src,
-            "dataset": dataset,
-            "connector": spec.connector,
-            "connection": inst.connection,
-            "options": inst.blocks.get(dataset, {}),
-            "columns": ds.columns,
-        }
-        add_checks(table, ds.checks, ())
+        self.loads[(src, dataset)] = table
+        ds = self.project.sources[src].datasets[dataset]
+        work = source_load_work(self.project, self.sources[src], dataset, table)
+        self.nodes[table] = SourceLoadNode(table, SOURCE_LOAD, "", (), ds.place, work=work)
+        self.add_checks(table, ds.checks, ())
 
-    def add_checks(target: str, checks: tuple[CheckSpec, ...], tags: tuple[str, ...]) -> None:
+    def add_pipeline(self, name: str, info: PipelineInfo) -> None:
+        reads, tables = self.resolver.reads(name)
+        deps = tuple(dict.fromkeys([self.loads[r] for r in reads] + tables))
+        sql, display = (
+            self.resolver.resolve(info.query),
+            self.resolver.resolve(info.display_query, display=True),
+        )
+        work = PipelineWork(sql, deps, engine_retry(self.project), display)
+        place, tags = Place(info.source.file), info.source.tags
+        self.nodes[name] = PipelineNode(
+            name, PIPELINE, "", deps, place, tags, work=work, sinks=tuple(info.sinks)
+        )
+        self.add_checks(name, info.source.sidecar.checks if info.source.sidecar else (), tags)
+
+    def add_sink_write(self, pipeline: str, info: PipelineInfo, sink: str, output: str, place: Place) -> None:
+        name = f"{sink}.{output}"
+        deps = (pipeline, *self.blocking_checks.get(pipeline, []))
+        work = sink_write_work(self.project, self.sinks[sink], output, pipeline)
+        self.nodes[name] = SinkWriteNode(name, SINK_WRITE, "", deps, place, info.source.tags, work=work)
+
+    def add_checks(self, target: str, checks: tuple[CheckSpec, ...], tags: tuple[str, ...]) -> None:
         for raw_check in checks:
-            check = raw_check
-            if templater is not None and check.place.file:
-                try:  # {{ var() }} / {{ env() }} may appear in any YAML string, check options included
-                    options = templater.render_tree(check.options, check.place.file, check.place)[0]
-                    check = dataclasses.replace(check, options=options)
-                except TemplateFailure as exc:
-                    diags.append(exc.diagnostic)
-                    continue
+            check = self._rendered(raw_check)
+            if check is None:
+                continue
             name = f"chk_{target}__{check.name}"
             ref_table = None
             deps = [target]
             if check.type == "relationships":
-                to = check_target(str(check.options.get("to", "")), project, infos)
+                to = check_target(str(check.options.get("to", "")), self.project, self.infos)
                 if to is None:
-                    diags.append(
+                    self.diags.append(
                         error(
                             "PZ0219",
-                            f"check '{check.name}' on '{target}': `to: "
-                            f"{check.options.get('to')}` names no pipeline or declared "
-                            "source dataset",
+                            f"check '{check.name}' on '{target}': `to: {check.options.get('to')}` names no "
+                            "pipeline or declared source dataset",
                             place=check.place,
                         )
                     )
@@ -172,100 +189,45 @@ def build_nodes(
                 deps.append(to)
                 source_call = _SOURCE_CALL.match(str(check.options.get("to", "")))
                 if source_call:  # a dataset no pipeline reads is still staged for the check
-                    add_load(*source_call.groups())
+                    self.add_source_load(*source_call.groups())
             sql = check_sql(check, quote_ident(target), ref_table)
-            specs[name] = {
-                "cls": CheckNode,
-                "name": name,
-                "kind": CHECK,
-                "deps": tuple(deps),
-                "place": check.place,
-                "tags": tags,
-                "target": target,
-                "check": check,
-                "sql": sql,
-            }
-            payloads[name] = {"sql": sql, "severity": check.severity}
-            if check.severity == "error":
-                blocking_checks.setdefault(target, []).append(name)
+            work = CheckWork(
+                target, sql, Severity(check.severity), tuple(deps), check, engine_retry(self.project)
+            )
+            self.nodes[name] = CheckNode(name, CHECK, "", tuple(deps), check.place, tags, work=work)
+            if check.severity == Severity.ERROR:
+                self.blocking_checks.setdefault(target, []).append(name)
 
-    for name in sorted(infos):
-        if infos[name].ephemeral:
-            continue
-        for src, dataset in resolver.reads(name)[0]:
-            add_load(src, dataset)
+    def _rendered(self, check: CheckSpec) -> CheckSpec | None:
+        """{{ var() }} / {{ env() }} may appear in any YAML string, check options included."""
+        if self.templater is None or not check.place.file:
+            return check
+        try:
+            options = self.templater.render_tree(check.options, check.place.file, check.place)[0]
+        except TemplateFailure as exc:
+            self.diags.append(exc.diagnostic)
+            return None
+        return dataclasses.replace(check, options=options)
 
-    for name, info in sorted(infos.items()):
-        if info.ephemeral:
-            continue
-        reads, tables = resolver.reads(name)
-        deps = [loads[r] for r in reads] + tables
-        sql = resolver.resolve(info.query)
-        specs[name] = {
-            "cls": PipelineNode,
-            "name": name,
-            "kind": PIPELINE,
-            "deps": tuple(dict.fromkeys(deps)),
-            "place": Place(info.source.file),
-            "tags": info.source.tags,
-            "pipeline": name,
-            "sql": sql,
-            "display_sql": resolver.resolve(info.display_query, display=True),
-            "sinks": tuple(info.sinks),
-        }
-        payloads[name] = {"pipeline": name, "sql": sql}
-        add_checks(name, info.source.sidecar.checks if info.source.sidecar else (), info.source.tags)
+    def finish(self) -> dict[str, Node]:
+        # write-audit-publish: whatever reads a checked table also waits for its error-severity checks
+        for name, node in list(self.nodes.items()):
+            if isinstance(node, PipelineNode):
+                extra = [c for d in node.deps for c in self.blocking_checks.get(d, [])]
+                self.nodes[name] = dataclasses.replace(node, deps=tuple(dict.fromkeys([*node.deps, *extra])))
+        nodes: dict[str, Node] = {}
+        for name in topological_order({n: node.deps for n, node in self.nodes.items()}):
+            node = self.nodes[name]
+            nodes[name] = dataclasses.replace(node, id=content_id(node, [nodes[d].id for d in node.deps]))
+        return nodes
 
-    for name, info in sorted(infos.items()):
-        if info.ephemeral:
-            continue  # never a node: its sink clauses are PZ0218 (tier 2)
-        for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
-            if sink not in project.sinks:
-                continue
-            node_name = f"{sink}.{output}"
-            sink_spec = project.sinks[sink]
-            out = sink_spec.outputs.get(output)
-            write_deps = (name, *blocking_checks.get(name, []))
-            specs[node_name] = {
-                "cls": SinkWriteNode,
-                "name": node_name,
-                "kind": SINK_WRITE,
-                "deps": write_deps,
-                "place": place,
-                "tags": info.source.tags,
-                "sink": sink,
-                "output": output,
-                "pipeline": name,
-                "retry": (sink_spec.retry, out.retry if out else None),
-            }
-            inst = sinks[sink]
-            payloads[node_name] = {
-                "sink": sink,
-                "output": output,
-                "connector": sink_spec.connector,
-                "connection": inst.connection,
-                "options": inst.blocks.get(output, {}),
-                "strategy": out.strategy if out else "replace",
-                "keys": list(out.keys) if out else [],
-                "on_delete": out.on_delete if out else None,
-                "duplicates": out.duplicates if out else None,
-                "allow_empty": out.allow_empty if out else False,
-            }
 
-    # write-audit-publish: whatever reads a checked table also waits for its error-severity checks
-    for entry in specs.values():
-        if entry["kind"] == PIPELINE:
-            deps = list(entry["deps"])
-            entry["deps"] = tuple(dict.fromkeys(deps + [c for d in deps for c in blocking_checks.get(d, [])]))
-
-    order = topological_order({n: tuple(s["deps"]) for n, s in specs.items()})
-    nodes: dict[str, Node] = {}
-    for name in order:
-        kwargs = dict(specs[name])
-        cls = kwargs.pop("cls")
-        if "retry" in kwargs:
-            kwargs["retry"] = tuple(r for r in kwargs["retry"] if r is not None)
-        input_ids = [nodes[d].id for d in kwargs["deps"]]
-        node_id = content_id(str(kwargs["kind"]), payloads[name], input_ids)
-        nodes[name] = cls(id=node_id, **kwargs)
-    return nodes, diags
+def build_nodes(
+    project: Project,
+    infos: dict[str, PipelineInfo],
+    sources: dict[str, ResolvedInstance],
+    sinks: dict[str, ResolvedInstance],
+    templater: Templater | None = None,
+) -> tuple[dict[str, Node], list[Diagnostic]]:
+    """Every node of the pipelines in `infos` (those that passed tier 2), typed, ordered, with their ids."""
+    return _NodeBuilder(project, infos, sources, sinks, templater).build()

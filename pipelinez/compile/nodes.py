@@ -1,10 +1,16 @@
-"""The nodes of a compiled project. Frozen; one class per node kind."""
+"""The nodes of a compiled project: frozen, picklable, one class per node kind.
+
+A node is its place in the graph (name, kind, deps, where it is declared, tags) plus its work item
+(`compile.work`): what it does, resolved once at compile. Its `id` is the content hash of exactly that
+(`compile.ids`). The properties below are views of the work item, never a second copy of it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipelinez.config.model import CheckSpec, RetrySpec
+from pipelinez.compile.work import CheckWork, PipelineWork, SinkWriteWork, SourceLoadWork
+from pipelinez.config.model import CheckSpec
 from pipelinez.core.diagnostics import Place
 from pipelinez.core.vocabulary import NodeKind
 
@@ -13,15 +19,17 @@ PIPELINE = NodeKind.PIPELINE
 CHECK = NodeKind.CHECK
 SINK_WRITE = NodeKind.SINK_WRITE
 
+NOT_HASHED: dict[str, str] = {"id": "exclude"}  # graph and display fields: not part of what the node does
+
 
 @dataclass(frozen=True)
 class Node:
     name: str
     kind: NodeKind
-    id: str
-    deps: tuple[str, ...]  # names of nodes this one needs
-    place: Place
-    tags: tuple[str, ...] = ()
+    id: str = field(metadata=NOT_HASHED)
+    deps: tuple[str, ...] = field(metadata=NOT_HASHED)  # names of nodes this one needs (their ids are hashed)
+    place: Place = field(metadata=NOT_HASHED)
+    tags: tuple[str, ...] = field(default=(), metadata=NOT_HASHED)
 
     @property
     def instance(self) -> str | None:
@@ -31,10 +39,19 @@ class Node:
 
 @dataclass(frozen=True)
 class SourceLoadNode(Node):
-    source: str = ""
-    dataset: str = ""
-    table: str = ""  # staging table name (unquoted)
-    retry: tuple[RetrySpec, ...] = ()  # nearest last: instance, dataset
+    work: SourceLoadWork = field(kw_only=True)
+
+    @property
+    def source(self) -> str:
+        return self.work.endpoint.instance
+
+    @property
+    def dataset(self) -> str:
+        return self.work.request.name
+
+    @property
+    def table(self) -> str:
+        return self.work.table
 
     @property
     def instance(self) -> str | None:
@@ -43,25 +60,54 @@ class SourceLoadNode(Node):
 
 @dataclass(frozen=True)
 class PipelineNode(Node):
-    pipeline: str = ""
-    sql: str = ""  # the runnable query (refs resolved), line layout of the file
-    display_sql: str = ""  # the same with secrets masked
-    sinks: tuple[tuple[str, str], ...] = ()
+    work: PipelineWork = field(kw_only=True)
+    sinks: tuple[tuple[str, str], ...] = field(default=(), kw_only=True, metadata=NOT_HASHED)
+
+    @property
+    def pipeline(self) -> str:
+        return self.name
+
+    @property
+    def sql(self) -> str:
+        return self.work.sql
+
+    @property
+    def display_sql(self) -> str:
+        return self.work.display_sql
 
 
 @dataclass(frozen=True)
 class CheckNode(Node):
-    target: str = ""  # the pipeline or source load it checks (node name)
-    check: CheckSpec | None = None
-    sql: str = ""  # returns (failing BIGINT, detail VARCHAR)
+    work: CheckWork = field(kw_only=True)
+
+    @property
+    def target(self) -> str:
+        return self.work.target
+
+    @property
+    def check(self) -> CheckSpec:
+        return self.work.check
+
+    @property
+    def sql(self) -> str:
+        return self.work.sql
 
 
 @dataclass(frozen=True)
 class SinkWriteNode(Node):
-    sink: str = ""
-    output: str = ""
-    pipeline: str = ""  # the pipeline whose table it writes
-    retry: tuple[RetrySpec, ...] = field(default_factory=tuple)
+    work: SinkWriteWork = field(kw_only=True)
+
+    @property
+    def sink(self) -> str:
+        return self.work.endpoint.instance
+
+    @property
+    def output(self) -> str:
+        return self.work.request.name
+
+    @property
+    def pipeline(self) -> str:
+        return self.work.source_table
 
     @property
     def instance(self) -> str | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pipelinez.core.diagnostics import PzConnectorError
-from pipelinez.core.vocabulary import Tier
+from pipelinez.core.vocabulary import Strategy, Tier
 
 if TYPE_CHECKING:
     import duckdb
@@ -54,6 +54,13 @@ class Capabilities:
     @property
     def native_only_sink(self) -> bool:
         return self.sink and self.sink_tiers == (NATIVE,)
+
+
+def choose_tier(tiers: tuple[str, ...], force_universal: bool) -> Tier:
+    """The one tier rule: native when the connector has it, universal when forced (and available)."""
+    if force_universal and UNIVERSAL in tiers:
+        return UNIVERSAL
+    return NATIVE if NATIVE in tiers else UNIVERSAL
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,23 @@ class ConnectorIssue:
 
 
 @dataclass(frozen=True)
+class ReadBounds:
+    """Which slice of a dataset one load reads. Empty bounds read everything (today's only kind of read);
+    incremental reads fill the watermark range, windowed reads the window, partitioned retries the partitions
+    still to land."""
+
+    watermark_column: str | None = None
+    watermark_lower: str | None = None  # exclusive, as the watermark's SQL literal text
+    watermark_upper: str | None = None  # inclusive
+    window: tuple[str, str] | None = None  # [start, end) of a windowed read
+    partitions: tuple[int, ...] | None = None  # partition indexes to load; None: every partition
+
+    @property
+    def unbounded(self) -> bool:
+        return self == ReadBounds()
+
+
+@dataclass(frozen=True)
 class DatasetRequest:
     """What the engine asks a source to extract."""
 
@@ -107,6 +131,7 @@ class DatasetRequest:
     options: dict[str, Any]  # the dataset's connector keys, templates rendered
     columns: dict[str, str] | None  # the declared contract (name -> DuckDB type), if any
     force_universal: bool = False
+    bounds: ReadBounds = field(default_factory=ReadBounds)
 
 
 @dataclass(frozen=True)
@@ -122,7 +147,7 @@ class Partition:
 class OutputRequest:
     name: str
     options: dict[str, Any]  # the output's connector keys, templates rendered
-    strategy: str  # replace | merge | append
+    strategy: Strategy
     keys: tuple[str, ...] = ()
     on_delete: str | None = None
     allow_empty: bool = False
@@ -174,18 +199,13 @@ class Connector:
         return []
 
     def source_tier(self, dataset: DatasetRequest) -> str:
-        """The tier this dataset's extraction takes. Raise PzConnectorError(code='PZ0312') when the
-        request needs the universal tier on a native-only format."""
-        caps = self.manifest().capabilities
-        if dataset.force_universal and UNIVERSAL in caps.source_tiers:
-            return UNIVERSAL
-        return NATIVE if NATIVE in caps.source_tiers else UNIVERSAL
+        """The tier this dataset's extraction takes (the plan's choice, `choose_tier`, unless overridden).
+        Raise PzConnectorError(code='PZ0312') when the request needs the universal tier on a native-only
+        format."""
+        return choose_tier(self.manifest().capabilities.source_tiers, dataset.force_universal)
 
     def sink_tier(self, output: OutputRequest, force_universal: bool) -> str:
-        caps = self.manifest().capabilities
-        if force_universal and UNIVERSAL in caps.sink_tiers:
-            return UNIVERSAL
-        return NATIVE if NATIVE in caps.sink_tiers else UNIVERSAL
+        return choose_tier(self.manifest().capabilities.sink_tiers, force_universal)
 
     def static_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]] | None:
         """A schema the connector can tell without a network round trip (e.g. a local file's header).

@@ -5,47 +5,24 @@ probe. Every finding is gathered; nothing raises for a user error."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.compile.nodes import SinkWriteNode
-from pipelinez.connectors import registry
-from pipelinez.connectors.sdk import Connector, ConnectorContext, DatasetRequest, OutputRequest
+from pipelinez.compile.work import dataset_request, endpoint, output_request
+from pipelinez.connectors.sdk import Connector
 from pipelinez.core.diagnostics import Diagnostic, PzConnectorError, error, warning
+from pipelinez.core.duck_types import parse_type
 from pipelinez.engine.statedir import state_error
 
 
-def _norm_type(t: str) -> str:
-    t = re.sub(r"\s+", " ", t.strip().upper())
-    aliases = {
-        "INT": "INTEGER",
-        "INT4": "INTEGER",
-        "INT8": "BIGINT",
-        "LONG": "BIGINT",
-        "STRING": "VARCHAR",
-        "TEXT": "VARCHAR",
-        "BOOL": "BOOLEAN",
-        "FLOAT8": "DOUBLE",
-        "FLOAT4": "FLOAT",
-        "REAL": "FLOAT",
-        "NUMERIC": "DECIMAL(18,3)",
-        "DECIMAL": "DECIMAL(18,3)",
-        "TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE",
-        "DATETIME": "TIMESTAMP",
-        "INT2": "SMALLINT",
-        "SHORT": "SMALLINT",
-    }
-    t = re.sub(r"^(NUMERIC|DECIMAL)\s*\(", "DECIMAL(", t).replace(", ", ",")
-    if t.startswith("VARCHAR("):
-        return "VARCHAR"
-    return aliases.get(t, t)
-
-
-def _connector(dag: CompiledDag, inst: ResolvedInstance) -> Connector:
-    cls = registry.load_class(inst.connector)
-    return cls(ConnectorContext(inst.name, dag.project.root, inst.connection))
+def _same_type(declared: str, live: str) -> bool:
+    """Whether two type names mean the same DuckDB type, as DuckDB's own parser spells them."""
+    try:
+        return parse_type(declared) == parse_type(live)
+    except ValueError:
+        return " ".join(declared.upper().split()) == " ".join(live.upper().split())
 
 
 def check_connectivity(dag: CompiledDag) -> tuple[list[Diagnostic], list[Diagnostic]]:
@@ -57,7 +34,7 @@ def check_connectivity(dag: CompiledDag) -> tuple[list[Diagnostic], list[Diagnos
         for name, inst in sorted(instances.items()):
             spec = inst.spec
             try:
-                connector = _connector(dag, inst)
+                connector = endpoint(dag.project, inst).connect()
             except Exception as exc:
                 errors.append(error("PZ0701", redact(f"{kind} '{name}': {exc}"), file=spec.file))
                 continue
@@ -95,7 +72,7 @@ def _source_checks(
     warnings: list[Diagnostic] = []
     spec = dag.project.sources[name]
     for ds_name, ds in sorted(spec.datasets.items()):
-        request = DatasetRequest(ds_name, inst.blocks.get(ds_name, {}), ds.columns)
+        request = dataset_request(dag.project, inst, ds_name)
         try:
             live = connector.fetch_schema(request)
         except PzConnectorError as exc:
@@ -122,7 +99,7 @@ def _source_checks(
                         place=ds.place,
                     )
                 )
-            elif _norm_type(declared) != _norm_type(live_types[col]):
+            elif not _same_type(declared, live_types[col]):
                 errors.append(
                     error(
                         "PZ0604",
@@ -151,9 +128,7 @@ def _sink_checks(
     outputs = {n.output for n in dag.nodes.values() if isinstance(n, SinkWriteNode) and n.sink == name}
     for output in sorted(outputs | set(spec.outputs)):
         out = spec.outputs.get(output)
-        request = OutputRequest(
-            output, inst.blocks.get(output, {}), out.strategy if out else "replace", out.keys if out else ()
-        )
+        request = output_request(dag.project, inst, output)
         try:
             connector.probe_output(request)
         except PzConnectorError as exc:

@@ -3,6 +3,7 @@ a NodeFailure (classified). Data moves inside DuckDB or as Arrow batches, never 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -10,20 +11,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelinez.compile.checks import outcome
-from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.compile.nodes import CheckNode, PipelineNode, SinkWriteNode, SourceLoadNode
-from pipelinez.connectors import registry
+from pipelinez.compile.work import Endpoint
 from pipelinez.connectors.sdk import (
     NATIVE,
     Connector,
-    ConnectorContext,
     DatasetRequest,
-    OutputRequest,
     Partition,
 )
 from pipelinez.core.diagnostics import ConnectorHostError
 from pipelinez.core.sqlnames import quote_ident
-from pipelinez.core.vocabulary import NodeKind, NodeStatus, Severity, Tier
+from pipelinez.core.vocabulary import NodeKind, NodeStatus, Severity, Strategy, Tier
 from pipelinez.engine.failures import NodeFailure, classify
 from pipelinez.engine.run_results import PartitionResult
 from pipelinez.plan.planner import PlannedNode
@@ -50,13 +48,12 @@ class NodeOutput:
     batches_committed: int | None = None
 
 
-def make_connector(ctx: RunContext, inst: ResolvedInstance) -> Connector:
+def make_connector(ctx: RunContext, point: Endpoint) -> Connector:
     try:
-        cls = registry.load_class(inst.connector)
+        return point.connect(note=ctx.note)
     except ConnectorHostError as exc:
         d = exc.diagnostics[0]
         raise NodeFailure(d.code, d.message) from exc
-    return cls(ConnectorContext(inst.name, ctx.project.root, inst.connection, note=ctx.note))
 
 
 def _count(cur: duckdb.DuckDBPyConnection, table: str) -> int:
@@ -123,21 +120,15 @@ def ingest_batches(
 def run_source_load(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:
     node = planned.node
     assert isinstance(node, SourceLoadNode)
+    work = node.work
     what = f"source '{node.source}' dataset '{node.dataset}'"
-    inst = ctx.dag.sources[node.source]
-    spec = ctx.project.sources[node.source]
-    request = DatasetRequest(
-        node.dataset,
-        inst.blocks.get(node.dataset, {}),
-        spec.datasets[node.dataset].columns,
-        force_universal=bool(ctx.project.engine.force_universal or spec.force_universal),
-    )
+    request = work.request
     cur = ctx.cursor()
     target = quote_ident(node.table)
     connector = None
     part_tables: list[str] = []
     try:
-        connector = make_connector(ctx, inst)
+        connector = make_connector(ctx, work.endpoint)
         tier = Tier(connector.source_tier(request))
         cur.execute(f"DROP TABLE IF EXISTS {target}")
         partitions = connector.partitions(request)
@@ -147,11 +138,11 @@ def run_source_load(ctx: RunContext, planned: PlannedNode, attempt: int) -> Node
         # Partitions are read in parallel, each landing in its own table, then combined into the staging
         # table: the first is renamed (no copy), the others appended by column name.
         part_tables = [f"{node.table}__part{p.index}" for p in partitions]
-        workers = min(len(partitions), max(1, ctx.plan.get(node.name).max_concurrency or PARTITION_WORKERS))
+        workers = min(len(partitions), max(1, work.endpoint.max_concurrency or PARTITION_WORKERS))
 
         def land(job: tuple[Partition, str]) -> int:
             partition, table = job
-            part_connector = make_connector(ctx, inst)
+            part_connector = make_connector(ctx, work.endpoint)
             part_cur = ctx.cursor()
             try:
                 part_cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
@@ -240,35 +231,26 @@ def run_check(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput
 def run_sink_write(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:
     node = planned.node
     assert isinstance(node, SinkWriteNode)
+    work = node.work
     what = f"sink '{node.sink}' output '{node.output}'"
-    inst = ctx.dag.sinks[node.sink]
-    out = ctx.project.sinks[node.sink].outputs.get(node.output)
-    request = OutputRequest(
-        node.output,
-        inst.blocks.get(node.output, {}),
-        planned.strategy or "replace",
-        out.keys if out else (),
-        out.on_delete if out else None,
-        out.allow_empty if out else False,
-        ctx.run_id,
-    )
+    request = dataclasses.replace(work.request, run_id=ctx.run_id)
     source = quote_ident(node.pipeline)
     cur = ctx.cursor()
     connector = None
     try:
-        if request.strategy == "replace" and not request.allow_empty and _count(cur, source) == 0:
+        if request.strategy == Strategy.REPLACE and not request.allow_empty and _count(cur, source) == 0:
             raise NodeFailure(
                 "PZ0509",
                 f"{what}: pipeline '{node.pipeline}' returned no rows and a replace would leave the target "
                 "empty; nothing was written",
             )
-        connector = make_connector(ctx, inst)
-        if planned.tier == NATIVE:
+        connector = make_connector(ctx, work.endpoint)
+        if work.tier == Tier.NATIVE:
             result = connector.write_native(cur, request, source)
         else:
             reader = cur.execute(f"SELECT * FROM {source}").to_arrow_reader(SINK_BATCH_ROWS)
             result = connector.write_batches(request, reader)
-        return NodeOutput(rows=result.rows, tier=planned.tier, batches_committed=result.batches_committed)
+        return NodeOutput(rows=result.rows, tier=work.tier, batches_committed=result.batches_committed)
     except Exception as exc:
         raise classify(exc, "PZ0501", what) from exc
     finally:

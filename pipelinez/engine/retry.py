@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from pipelinez.compile.policy import RetryPolicy
 from pipelinez.engine.failures import NodeFailure
-from pipelinez.plan.policy import RetryPolicy
 
 T = TypeVar("T")
 

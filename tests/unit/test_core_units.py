@@ -21,7 +21,7 @@ from pipelinez.core.sqlnames import quote_ident, quote_qualified
 from pipelinez.engine import events
 from pipelinez.engine.failures import NodeFailure
 from pipelinez.engine.retry import AttemptsFailed, backoff_delay, run_with_retry
-from pipelinez.plan.policy import ENGINE_DEFAULT, RetryPolicy, effective_policy
+from pipelinez.compile.policy import ENGINE_DEFAULT, RetryPolicy, effective_policy
 
 
 def test_codes_are_well_formed_unique_and_documented() -> None:
