@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from pipelinez.compile.graph import ancestors, descendants, find_cycle, topological_order
 from pipelinez.compile.pipeline_sql import split_pipeline
+from pipelinez.compile.policy import ENGINE_DEFAULT, RetryPolicy, effective_policy
 from pipelinez.compile.templating import TemplateFailure, Templater
 from pipelinez.compile.values import ResolvedValues, parse_typed, sql_literal
 from pipelinez.config.model import RetrySpec
@@ -21,7 +22,6 @@ from pipelinez.core.sqlnames import quote_ident, quote_qualified
 from pipelinez.engine import events
 from pipelinez.engine.failures import NodeFailure
 from pipelinez.engine.retry import AttemptsFailed, backoff_delay, run_with_retry
-from pipelinez.compile.policy import ENGINE_DEFAULT, RetryPolicy, effective_policy
 
 
 def test_codes_are_well_formed_unique_and_documented() -> None:
