@@ -28,6 +28,7 @@ from pipelinez.core.diagnostics import Diagnostic, error
 
 MAX_DEPTH = 64
 MAX_NODES = 200_000
+SCAN_DEPTH = 2 * MAX_DEPTH  # nesting refused before parsing: ruamel slows down superlinearly past it
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,17 @@ def load_yaml_file(path: Path, file: str) -> tuple[YamlDoc | None, list[Diagnost
 
 def parse_yaml(text: str, file: str) -> tuple[YamlDoc | None, list[Diagnostic]]:
     """Parse `text` whose top level must be a mapping. Never raises: problems come back as PZ0101."""
+    deep = _too_deep(text)
+    if deep is not None:
+        return None, [
+            error(
+                "PZ0101",
+                f"{file}: nested more than {MAX_DEPTH} levels deep",
+                file=file,
+                line=deep[0],
+                col=deep[1],
+            )
+        ]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -149,6 +161,41 @@ def _syntax_error(file: str, exc: MarkedYAMLError) -> Diagnostic:
         if exc.context and exc.problem:
             message += f" ({str(exc.context).strip()})"
     return error("PZ0101", f"invalid YAML: {message}", file=file, line=line, col=col)
+
+
+def _too_deep(text: str) -> LineCol | None:
+    """Where flow (`[`, `{`) or block (indentation, `- `) nesting first exceeds SCAN_DEPTH, in one pass.
+
+    Approximate on purpose (quoted scalars are skipped, block scalars are not): it only has to refuse
+    what no project file needs, before the parser spends seconds on it."""
+    indents: list[int] = []
+    depth = 0  # flow nesting carries across lines
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = line.lstrip(" ")
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(stripped)
+        while indents and indents[-1] >= indent:
+            indents.pop()
+        indents.append(indent)
+        dashes = len(stripped) - len(stripped.lstrip("- "))
+        if len(indents) + dashes // 2 > SCAN_DEPTH:
+            return lineno, indent + 1
+        quote = ""
+        for col, ch in enumerate(stripped, indent + 1):
+            if quote:
+                quote = "" if ch == quote else quote
+            elif ch in "'\"":
+                quote = ch
+            elif ch == "#":
+                break
+            elif ch in "[{":
+                depth += 1
+                if depth + len(indents) > SCAN_DEPTH:
+                    return lineno, col
+            elif ch in "]}":
+                depth = max(0, depth - 1)
+    return None
 
 
 def _line_col(text: str, index: int) -> LineCol:

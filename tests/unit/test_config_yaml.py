@@ -114,6 +114,31 @@ def test_alias_bombs_and_deep_nesting_are_refused_not_crashed() -> None:
     assert doc is None and [d.code for d in problems] == ["PZ0101"]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "name: x\nx: " + "[" * 100_000 + "]" * 100_000 + "\n",
+        "name: x\nx:\n" + "".join(" " * i + "{\n" for i in range(5000)),
+        "name: x\n" + "".join(" " * i + "a:\n" for i in range(300)),
+        "name: x\nx:\n" + "- " * 500 + "leaf\n",
+    ],
+)
+def test_deep_nesting_is_refused_before_parsing_with_where(text: str) -> None:
+    """Found by the fuzz suite: 1,000 nested `[` took the parser 3-15 s (100,000: longer than a minute)."""
+    doc, problems = parse_yaml(text, "x.yml")
+    assert doc is None
+    assert [d.code for d in problems] == ["PZ0101"]
+    assert "nested more than 64 levels deep" in problems[0].message
+    assert problems[0].place.line is not None and problems[0].place.line >= 2
+
+
+def test_nesting_inside_quotes_or_comments_is_not_counted() -> None:
+    text = "name: x\ndescription: '" + "[" * 500 + "' # " + "{" * 500 + "\ntags: [[a], {b: [c]}]\n"
+    doc, problems = parse_yaml(text, "x.yml")
+    assert problems == [] and doc is not None
+    assert doc.data["tags"] == [["a"], {"b": ["c"]}]
+
+
 def test_not_utf8_is_pz0108_with_the_line(tmp_path: Path) -> None:
     path = tmp_path / "x.yml"
     path.write_bytes(b"name: shop\nother: caf\xe9\n")
