@@ -10,6 +10,7 @@ compile layer's business.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +164,9 @@ def _syntax_error(file: str, exc: MarkedYAMLError) -> Diagnostic:
     return error("PZ0101", f"invalid YAML: {message}", file=file, line=line, col=col)
 
 
+_NESTING_CHARS = re.compile(r"['\"#\[\]{}]")
+
+
 def _too_deep(text: str) -> LineCol | None:
     """Where flow (`[`, `{`) or block (indentation, `- `) nesting first exceeds SCAN_DEPTH, in one pass.
 
@@ -182,7 +186,8 @@ def _too_deep(text: str) -> LineCol | None:
         if len(indents) + dashes // 2 > SCAN_DEPTH:
             return lineno, indent + 1
         quote = ""
-        for col, ch in enumerate(stripped, indent + 1):
+        for match in _NESTING_CHARS.finditer(stripped):
+            ch = match.group()
             if quote:
                 quote = "" if ch == quote else quote
             elif ch in "'\"":
@@ -192,8 +197,8 @@ def _too_deep(text: str) -> LineCol | None:
             elif ch in "[{":
                 depth += 1
                 if depth + len(indents) > SCAN_DEPTH:
-                    return lineno, col
-            elif ch in "]}":
+                    return lineno, indent + match.start() + 1
+            else:
                 depth = max(0, depth - 1)
     return None
 

@@ -308,7 +308,7 @@ def check_command(result: CommandResult) -> tuple[list[str], list[tuple[str, str
         _json_lines(result, bad) if json_mode else _text_lines(result.output.splitlines(), bad)
     )
     if "PZ0512" in result.output:
-        bad.append(("PZ0512 internal error", _first(result.output, "PZ0512")))
+        bad.append(("PZ0512 internal error", _crash_cause(result.crash_log) or _first(result.output, "PZ0512")))
     tb = TRACEBACK.search(result.output)
     if tb:
         bad.append(("traceback / panic text", _line_at(result.output, tb.start())))
@@ -380,6 +380,16 @@ def _json_lines(result: CommandResult, bad: list[tuple[str, str]]) -> tuple[list
             else:
                 bad.append(("error without PZ code", line[:200]))
     return codes, errors_seen, fails_seen
+
+
+def _crash_cause(log: str) -> str:
+    """`Exception: message (at pipelinez/x.py:123 in f)` from a crash log's traceback, or ''."""
+    lines = [line for line in log.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    frames = re.findall(r'File ".*?(pipelinez/[^"]+)", line (\d+), in (\S+)', log)
+    where = f" (at {frames[-1][0]}:{frames[-1][1]} in {frames[-1][2]})" if frames else ""
+    return lines[-1][:200] + where
 
 
 def _first(text: str, needle: str) -> str:
