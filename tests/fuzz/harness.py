@@ -308,7 +308,8 @@ def check_command(result: CommandResult) -> tuple[list[str], list[tuple[str, str
         _json_lines(result, bad) if json_mode else _text_lines(result.output.splitlines(), bad)
     )
     if "PZ0512" in result.output:
-        bad.append(("PZ0512 internal error", _crash_cause(result.crash_log) or _first(result.output, "PZ0512")))
+        cause = _crash_cause(result.crash_log) or _first(result.output, "PZ0512")
+        bad.append(("PZ0512 internal error", cause))
     tb = TRACEBACK.search(result.output)
     if tb:
         bad.append(("traceback / panic text", _line_at(result.output, tb.start())))
