@@ -81,10 +81,26 @@ def warning(
     return Diagnostic(code, message, place or Place(file, line, col, node), next_step, "warning")
 
 
+def _rebuilt(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    exc = cls.__new__(cls)
+    BaseException.__setattr__(exc, "args", args)  # also for frozen dataclass exceptions
+    exc.__dict__.update(state)
+    return exc
+
+
+def reduce_exception(exc: BaseException) -> tuple[Any, ...]:
+    """`__reduce__` for exceptions whose __init__ does not take their args back (keyword-only arguments,
+    dataclasses): rebuilt from args and attributes, so they cross a process boundary (a pool, a Ray task)."""
+    return (_rebuilt, (type(exc), exc.args, dict(exc.__dict__)))
+
+
 class PzError(Exception):
     """Base of every user-facing pz exception; always carries at least one diagnostic."""
 
     exit_code = 2
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return reduce_exception(self)
 
     def __init__(self, diagnostics: Iterable[Diagnostic]):
         self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
@@ -126,3 +142,6 @@ class PzConnectorError(Exception):
         self.is_transient = is_transient
         self.retry_after = retry_after
         self.code = code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return reduce_exception(self)

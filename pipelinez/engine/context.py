@@ -41,6 +41,22 @@ class RunContext:
             self._cursors.add(cur)
         return cur
 
+    def release(self, cur: duckdb.DuckDBPyConnection) -> None:
+        """Close a cursor handed out by `cursor()` and forget it."""
+        with self._lock:
+            self._cursors.discard(cur)
+        cur.close()
+
+    def close(self) -> None:
+        """Close the cursors nobody released (a runner that died mid-attempt); the run is over."""
+        with self._lock:
+            leftover, self._cursors = list(self._cursors), set()
+        for cur in leftover:
+            try:
+                cur.close()
+            except Exception:  # already closed with its connection; nothing left to release
+                continue
+
     def interrupt_all(self) -> None:
         """Fail-fast: interrupt every query running in staging."""
         with self._lock:

@@ -1,164 +1,152 @@
-"""The DAG executor: up to `threads` nodes at once, each instance at most `max_concurrency`, dbt failure
-semantics (a failed node's descendants are skipped, independent branches go on) or fail-fast."""
+"""The DAG executor: the generic scheduler with pz's nodes. Up to `threads` nodes at once, each instance at
+most `max_concurrency`, dbt failure semantics (a failed node's descendants are skipped, independent
+branches go on) or fail-fast, retries of transient failures re-submitted after their back-off (no worker
+waits), and a gate hook (the circuit breaker's seam). Node results, events and run_results.json are
+recorded here, on the coordinator thread."""
 
 from __future__ import annotations
 
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from pipelinez.core import vocabulary
 from pipelinez.core.vocabulary import NodeStatus
+from pipelinez.engine.backend import AttemptResult, Done, ExecutorBackend, ThreadBackend, WorkItem
 from pipelinez.engine.context import RunContext
 from pipelinez.engine.events import NodeCompleted, NodeRetry, NodeStarted
 from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.node_runners import RUNNERS, NodeOutput
-from pipelinez.engine.retry import AttemptsFailed, run_with_retry
+from pipelinez.engine.retry import retry_delay
 from pipelinez.engine.run_results import NodeResult, ResultsWriter
+from pipelinez.engine.scheduler import (
+    Clock,
+    Finished,
+    GateDecision,
+    Graph,
+    RetryIn,
+    Scheduler,
+    Verdict,
+)
 from pipelinez.plan.planner import PlannedNode
 
 OK_STATUSES = vocabulary.OK_STATUSES
 
-
-@dataclass
-class _Done:
-    name: str
-    output: NodeOutput | None
-    failure: NodeFailure | None
-    attempts: int
-    duration_ms: int
+NodeGate = Callable[[PlannedNode, float], GateDecision]
 
 
 class Executor:
-    def __init__(self, ctx: RunContext, writer: ResultsWriter, threads: int, fail_fast: bool):
+    """Implements the scheduler's Hooks for pz nodes keyed by name."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        writer: ResultsWriter,
+        threads: int,
+        fail_fast: bool,
+        *,
+        backend: ExecutorBackend | None = None,
+        gate: NodeGate | None = None,
+        clock: Clock | None = None,
+    ):
         self.ctx = ctx
         self.writer = writer
         self.threads = max(1, threads)
         self.fail_fast = fail_fast
+        self._own_backend = backend is None
+        self._backend: ExecutorBackend = backend or ThreadBackend(ctx, self.threads)
+        self.gate = gate
+        self.clock = clock
         self.results = {n.name: n for n in writer.results.nodes}
         self.planned = {p.node.name: p for p in ctx.plan.nodes}
-        self.failed_root: dict[str, str] = {}  # node -> the failed node that made it skip
+        self._started: dict[str, float] = {}
 
     def run(self) -> None:
-        pending = [
-            p.node.name for p in self.ctx.plan.nodes if self.results[p.node.name].status == NodeStatus.PENDING
-        ]
-        running: dict[Future[_Done], str] = {}
-        busy: dict[str, int] = {}
-        cancelled = False
-        with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="pz-node") as pool:
-            try:
-                while pending or running:
-                    progressed = False
-                    for name in list(pending):
-                        if cancelled:
-                            break
-                        planned = self.planned[name]
-                        deps = [self.results[d] for d in planned.node.deps if d in self.results]
-                        if any(not d.status.finished for d in deps):
-                            continue
-                        bad = [d for d in deps if d.status not in OK_STATUSES]
-                        if bad:
-                            pending.remove(name)
-                            root = self.failed_root.get(bad[0].name, bad[0].name)
-                            self.failed_root[name] = root
-                            self._finish_skipped(name, NodeStatus.SKIPPED, f"upstream {root} failed")
-                            progressed = True
-                            continue
-                        instance = planned.node.instance
-                        limit = planned.max_concurrency
-                        if instance and limit and busy.get(instance, 0) >= limit:
-                            continue
-                        if len(running) >= self.threads:
-                            break
-                        pending.remove(name)
-                        if instance:
-                            busy[instance] = busy.get(instance, 0) + 1
-                        self.results[name].status = NodeStatus.RUNNING
-                        running[pool.submit(self._execute, planned)] = name
-                        progressed = True
-                    if cancelled:
-                        for name in pending:
-                            self._finish_skipped(name, NodeStatus.CANCELLED, "cancelled by fail-fast")
-                        pending = []
-                    if not running:
-                        if pending and not progressed:
-                            raise RuntimeError(f"executor stalled with pending nodes {pending}")
-                        continue
-                    done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                    for future in done:
-                        name = running.pop(future)
-                        instance = self.planned[name].node.instance
-                        if instance:
-                            busy[instance] -= 1
-                        result = future.result()
-                        self._finish(result)
-                        if result.failure and self.fail_fast and not cancelled:
-                            cancelled = True
-                            self.ctx.interrupt_all()
-            except KeyboardInterrupt:
-                self._interrupted(pending, running)
-                raise
+        order = [p.node.name for p in self.ctx.plan.nodes]
+        limits = {
+            p.node.instance: p.max_concurrency
+            for p in self.ctx.plan.nodes
+            if p.node.instance and p.max_concurrency
+        }
+        graph = Graph(
+            order,
+            {name: self.planned[name].node.deps for name in order},
+            group=lambda name: self.planned[name].node.instance,
+            limits=limits,
+        )
+        settled = {
+            n: r.status in OK_STATUSES for n, r in self.results.items() if r.status != NodeStatus.PENDING
+        }
+        gate = self.gate
+        scheduler: Scheduler[str, AttemptResult] = Scheduler(
+            graph,
+            self,
+            slots=self.threads,
+            fail_fast=self.fail_fast,
+            gate=(lambda name, now: gate(self.planned[name], now)) if gate else None,
+            clock=self.clock,
+            settled=settled,
+        )
+        try:
+            scheduler.run()
+        finally:
+            if self._own_backend:
+                self._backend.close()
 
-    def _interrupted(self, pending: list[str], running: dict[Future[_Done], str]) -> None:
-        """Ctrl-C: stop every query in staging, cancel what has not started, and record how the running
-        nodes ended, so run_results.json tells the truth."""
-        self.ctx.interrupt_all()
-        for name in pending:
-            if self.results[name].status == NodeStatus.PENDING:
-                self._finish_skipped(name, NodeStatus.CANCELLED, "interrupted (SIGINT)")
-        for future in list(running):
-            try:
-                done = future.result()
-            except BaseException:  # the node's own thread failed on the interrupt; recorded below
-                continue
-            if done.failure is None:
-                self._finish(done)  # it finished before the interrupt reached it
-        for result in self.results.values():
-            if not result.status.finished:
-                self._finish_skipped(result.name, NodeStatus.CANCELLED, "interrupted (SIGINT)")
-
-    # ---------------------------------------------------------------------------------------
-    def _execute(self, planned: PlannedNode) -> _Done:
+    # -- Hooks ---------------------------------------------------------------------------------------
+    def submit(self, key: str, attempt: int, done: Done) -> None:
+        planned = self.planned[key]
         node = planned.node
-        runner = RUNNERS[node.kind]
-        started = time.monotonic()
+        self._started.setdefault(key, time.monotonic())
+        self.results[key].status = NodeStatus.RUNNING
+        self.ctx.bus.publish(
+            NodeStarted(self.ctx.run_id, name=key, id=node.id, kind=node.kind, attempt=attempt)
+        )
+        self._backend.submit(WorkItem(self.ctx.run_id, planned, attempt), done)
 
-        def attempt(number: int) -> NodeOutput:
-            self.ctx.bus.publish(
-                NodeStarted(self.ctx.run_id, name=node.name, id=node.id, kind=node.kind, attempt=number)
-            )
-            try:
-                return runner(self.ctx, planned, number)
-            except NodeFailure:
-                raise
-            except Exception as exc:  # a runner bug: reported as the node's failure, never a crash
-                raise NodeFailure(
-                    "PZ0512", f"internal error in {node.kind} '{node.name}': {type(exc).__name__}: {exc}"
-                ) from exc
-
-        def on_retry(number: int, delay: float, failure: NodeFailure) -> None:
-            self.ctx.bus.publish(
-                NodeRetry(
+    def settle(self, key: str, attempt: int, result: AttemptResult, may_retry: bool) -> Verdict:
+        failure = result.failure
+        if failure is not None and may_retry:
+            delay = retry_delay(self.planned[key].retry, attempt, failure)
+            if delay is not None:
+                retry = NodeRetry(
                     self.ctx.run_id,
-                    name=node.name,
-                    attempt=number,
+                    name=key,
+                    attempt=attempt,
                     delay_ms=int(delay * 1000),
                     error=failure.error,
                 )
-            )
+                self.ctx.bus.publish(retry)
+                return RetryIn(delay)
+        self._finish(result)
+        return Finished(self.results[key].status in OK_STATUSES)
 
-        try:
-            output, attempts = run_with_retry(attempt, planned.retry, on_retry)
-            failure = None
-        except AttemptsFailed as exc:
-            output, attempts, failure = None, exc.attempts, exc.failure
-        return _Done(node.name, output, failure, attempts, int((time.monotonic() - started) * 1000))
+    def settle_interrupted(self, key: str, attempt: int, result: AttemptResult) -> None:
+        if result.failure is None:
+            self._finish(result)  # it finished before the interrupt reached it
+        else:
+            self._give_up(key, NodeStatus.CANCELLED, "interrupted (SIGINT)")
 
-    def _finish(self, done: _Done) -> None:
+    def refuse(self, key: str, reason: object) -> None:
+        failure = reason if isinstance(reason, NodeFailure) else NodeFailure("PZ0506", str(reason))
+        self._finish(AttemptResult(key, 0, failure=failure))
+
+    def give_up(self, key: str, status: str, reason: str) -> None:
+        self._give_up(key, NodeStatus(status), reason)
+
+    def _give_up(self, key: str, status: NodeStatus, reason: str) -> None:
+        result = self.results[key]
+        result.status = status
+        result.skipped_because = reason
+        self._publish(result)
+
+    def interrupt(self) -> None:
+        self._backend.interrupt()
+
+    # -- recording -----------------------------------------------------------------------------------
+    def _finish(self, done: AttemptResult) -> None:
         result = self.results[done.name]
-        result.attempts = done.attempts
-        result.duration_ms = done.duration_ms
+        result.attempts = done.attempt
+        started = self._started.get(done.name)
+        result.duration_ms = int((time.monotonic() - started) * 1000) if started is not None else 0
         if done.failure:
             result.status = NodeStatus.FAILED
             result.error = done.failure.error
@@ -172,12 +160,6 @@ class Executor:
             result.partitions = out.partitions
             result.batches_committed = out.batches_committed
             result.message = out.message
-        self._publish(result)
-
-    def _finish_skipped(self, name: str, status: NodeStatus, reason: str) -> None:
-        result = self.results[name]
-        result.status = status
-        result.skipped_because = reason
         self._publish(result)
 
     def _publish(self, result: NodeResult) -> None:

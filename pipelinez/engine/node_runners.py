@@ -150,7 +150,7 @@ def run_source_load(ctx: RunContext, planned: PlannedNode, attempt: int) -> Node
                 return _count(part_cur, quote_ident(table))
             finally:
                 part_connector.close()
-                part_cur.close()
+                ctx.release(part_cur)
 
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pz-partition") as pool:
             counts = list(pool.map(land, zip(partitions, part_tables, strict=True)))
@@ -167,7 +167,7 @@ def run_source_load(ctx: RunContext, planned: PlannedNode, attempt: int) -> Node
     finally:
         if connector:
             connector.close()
-        cur.close()
+        ctx.release(cur)
 
 
 def _land_partition(
@@ -206,7 +206,7 @@ def run_pipeline(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOut
         _drop_quietly(cur, target)
         raise classify(exc, "PZ0507", f"pipeline '{node.name}' ({node.place.file})") from exc
     finally:
-        cur.close()
+        ctx.release(cur)
 
 
 def run_check(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:
@@ -218,7 +218,7 @@ def run_check(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput
     except Exception as exc:
         raise classify(exc, "PZ0508", f"check '{node.check.name}' on '{node.target}'") from exc
     finally:
-        cur.close()
+        ctx.release(cur)
     failing, observed = (int(row[0] or 0), row[1]) if row else (0, None)
     result = outcome(node.check, node.target, failing, None if observed is None else str(observed))
     if not result.failed:
@@ -256,7 +256,7 @@ def run_sink_write(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeO
     finally:
         if connector:
             connector.close()
-        cur.close()
+        ctx.release(cur)
 
 
 def _drop_quietly(cur: duckdb.DuckDBPyConnection, target: str) -> None:

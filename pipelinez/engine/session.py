@@ -1,4 +1,6 @@
-"""The engine facade: one run of a plan, from lock to retention sweep."""
+"""One run of a plan. `RunSession` owns the run's lifecycle around the nodes: project lock, run folder,
+event bus (events.jsonl plus subscribers), run_results.json and the retention sweep. `execute` opens a
+session, runs the plan's nodes through the executor on the staging database, and returns the outcome."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 from pipelinez.core.codes import lookup
 from pipelinez.core.diagnostics import Diagnostic
@@ -25,7 +28,7 @@ from pipelinez.engine.events import (
     WarningEvent,
     utc_now,
 )
-from pipelinez.engine.executor import OK_STATUSES, Executor
+from pipelinez.engine.executor import OK_STATUSES, Executor, NodeGate
 from pipelinez.engine.lock import ProjectLock
 from pipelinez.engine.run_results import NodeResult, ResultsWriter, RunArgs, RunResults
 from pipelinez.engine.runs import STAGING_FILE, new_run_id, runs_dir, sweep
@@ -45,6 +48,106 @@ class RunOutcome:
         return 0 if self.status == RunStatus.SUCCESS else 1
 
 
+class RunSession:
+    """`with RunSession(...) as session:` holds the lock and the run folder; on exit the results are final,
+    run_completed is published, events.jsonl closed, old staging swept and the lock released."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        redactor: Redactor,
+        keep_last: int,
+        subscribers: Sequence[Subscriber] = (),
+    ):
+        self.state_dir = state_dir
+        self.redactor = redactor
+        self.keep_last = keep_last
+        self.subscribers = subscribers
+        self._lock = ProjectLock(state_dir)
+
+    def __enter__(self) -> RunSession:
+        self._lock.__enter__()
+        self.run_id = new_run_id()
+        self.run_dir = runs_dir(self.state_dir) / self.run_id
+        try:  # refused before any node runs when the run's folder cannot be written
+            self.run_dir.mkdir(parents=True)
+            self._events = JsonlWriter(self.run_dir / "events.jsonl")
+        except OSError as exc:
+            self._lock.__exit__(None, None, None)
+            raise state_error(exc, self.state_dir) from None
+        self.bus = EventBus(self.redactor)
+        self.bus.subscribe(self._events)
+        for subscriber in self.subscribers:
+            self.bus.subscribe(subscriber)
+        self.started = time.monotonic()
+        return self
+
+    @property
+    def staging_path(self) -> Path:
+        return self.run_dir / STAGING_FILE
+
+    def begin(self, results: RunResults, nodes: int, warnings: Sequence[Diagnostic]) -> None:
+        """Write the first run_results.json and publish run_started and the plan's warnings."""
+        self.results = results
+        writer = ResultsWriter(self.run_dir / "run_results.json", results, self.redactor)
+        try:
+            writer.write()
+        except OSError as exc:
+            raise state_error(exc, self.state_dir) from None
+        self.writer = writer
+        self.bus.publish(
+            RunStarted(
+                self.run_id,
+                command=results.command,
+                selection=results.selection,
+                nodes=nodes,
+                retry_of=results.retry_of,
+            )
+        )
+        for w in warnings:
+            self.bus.publish(
+                WarningEvent(
+                    self.run_id, code=w.code, message=w.message, place=w.place.render(), next_step=w.next_step
+                )
+            )
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if hasattr(self, "writer"):
+                self.results.finished_at = utc_now()
+                self._final_write()
+                duration_ms = int((time.monotonic() - self.started) * 1000)
+                self.bus.publish(
+                    RunCompleted(
+                        self.run_id,
+                        status=self.results.status,
+                        duration_ms=duration_ms,
+                        counts=self.results.counts,
+                    )
+                )
+            self._events.close()
+            with contextlib.suppress(OSError):  # retention retries on the next run
+                sweep(self.state_dir, self.keep_last, current=self.run_id)
+        finally:
+            self._lock.__exit__(exc_type, exc, tb)
+
+    def _final_write(self) -> None:
+        try:
+            self.writer.write()
+        except OSError as exc:
+            self.bus.publish(
+                WarningEvent(
+                    self.run_id,
+                    code="PZ0521",
+                    message=f"run_results.json could not be written: {os_reason(exc)}",
+                    place=str(self.writer.path),
+                    next_step=lookup("PZ0521").next_step,
+                )
+            )
+
+
 def execute(
     plan: Plan,
     *,
@@ -55,76 +158,51 @@ def execute(
     threads: int | None = None,
     fail_fast: bool | None = None,
     retry_of: str | None = None,
+    gate: NodeGate | None = None,
 ) -> RunOutcome:
     project = plan.dag.project
-    state_dir = project.state_dir
-    with ProjectLock(state_dir):
-        run_id = new_run_id()
-        run_dir = runs_dir(state_dir) / run_id
-        results = RunResults(run_id, command, utc_now(), plan.selection, args, retry_of=retry_of)
+    with RunSession(project.state_dir, plan.dag.redactor, project.keep_last, subscribers) as session:
+        results = RunResults(session.run_id, command, utc_now(), plan.selection, args, retry_of=retry_of)
         results.nodes = [NodeResult(p.node.id, p.node.name, p.node.kind, tier=p.tier) for p in plan.nodes]
-        writer = ResultsWriter(run_dir / "run_results.json", results, plan.dag.redactor)
-        try:  # refused before any node runs when the run's folder cannot be written
-            run_dir.mkdir(parents=True)
-            events = JsonlWriter(run_dir / "events.jsonl")
-            writer.write()
-        except OSError as exc:
-            raise state_error(exc, state_dir) from None
-        bus = EventBus(plan.dag.redactor)
-        bus.subscribe(events)
-        for subscriber in subscribers:
-            bus.subscribe(subscriber)
-        started = time.monotonic()
-        bus.publish(
-            RunStarted(
-                run_id, command=command, selection=plan.selection, nodes=len(plan.nodes), retry_of=retry_of
-            )
-        )
-        for w in warnings:
-            bus.publish(
-                WarningEvent(
-                    run_id, code=w.code, message=w.message, place=w.place.render(), next_step=w.next_step
-                )
-            )
-        log_file = None
-        staging = None
-        try:
-            staging = open_staging(run_dir / STAGING_FILE, project.engine.memory_limit)
-            ctx = RunContext(run_id, run_dir, plan, bus, staging)
-            n_threads = threads or project.engine.threads or os.cpu_count() or 1
-            ff = project.engine.fail_fast if fail_fast is None else fail_fast
-            Executor(ctx, writer, n_threads, ff).run()
-            ok = all(n.status in OK_STATUSES for n in results.nodes)
-            results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
-        except KeyboardInterrupt:
-            results.status = RunStatus.FAILED
-            results.error = NodeError("PZ0514", "the run was interrupted (SIGINT)")
-            raise
-        except Exception as exc:  # orchestrator-level failure: a bug, the staging db or the disk failing
-            log_file = _write_log(run_dir / "pz.log", plan.dag.redactor(traceback.format_exc()))
-            results.status = RunStatus.ERROR
-            for node in results.nodes:
-                if not node.status.finished:
-                    node.status = NodeStatus.CANCELLED
-                    node.skipped_because = "the run stopped at the orchestrator level"
-            results.error = _orchestrator_error(exc, plan.dag.redactor)
-        finally:
-            if staging is not None:
-                staging.close()
-            results.finished_at = utc_now()
-            _final_write(writer, bus, run_id)
-            bus.publish(
-                RunCompleted(
-                    run_id,
-                    status=results.status,
-                    duration_ms=int((time.monotonic() - started) * 1000),
-                    counts=results.counts,
-                )
-            )
-            events.close()
-            with contextlib.suppress(OSError):  # retention retries on the next run
-                sweep(state_dir, project.keep_last, current=run_id)
-        return RunOutcome(run_id, results.status, results, log_file)
+        session.begin(results, len(plan.nodes), warnings)
+        n_threads = threads or project.engine.threads or os.cpu_count() or 1
+        ff = project.engine.fail_fast if fail_fast is None else fail_fast
+        log_file = _run_nodes(session, plan, n_threads, ff, gate)
+        return RunOutcome(session.run_id, results.status, results, log_file)
+
+
+def _run_nodes(
+    session: RunSession, plan: Plan, threads: int, fail_fast: bool, gate: NodeGate | None
+) -> Path | None:
+    """Run the nodes on a fresh staging database; set the run's status. Returns the log file of an
+    orchestrator-level failure (a bug, or the staging database itself failing), else None."""
+    results = session.results
+    staging = ctx = None
+    try:
+        staging = open_staging(session.staging_path, plan.dag.project.engine.memory_limit)
+        ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
+        Executor(ctx, session.writer, threads, fail_fast, gate=gate).run()
+        ok = all(n.status in OK_STATUSES for n in results.nodes)
+        results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
+        return None
+    except KeyboardInterrupt:
+        results.status = RunStatus.FAILED
+        results.error = NodeError("PZ0514", "the run was interrupted (SIGINT)")
+        raise
+    except Exception as exc:  # orchestrator-level failure: a bug, the staging db or the disk failing
+        log_file = _write_log(session.run_dir / "pz.log", session.redactor(traceback.format_exc()))
+        results.status = RunStatus.ERROR
+        for node in results.nodes:
+            if not node.status.finished:
+                node.status = NodeStatus.CANCELLED
+                node.skipped_because = "the run stopped at the orchestrator level"
+        results.error = _orchestrator_error(exc, session.redactor)
+        return log_file
+    finally:
+        if ctx is not None:
+            ctx.close()
+        if staging is not None:
+            staging.close()
 
 
 def _write_log(path: Path, text: str) -> Path | None:
@@ -143,18 +221,3 @@ def _orchestrator_error(exc: Exception, redactor: Redactor) -> NodeError:
             message += f" ({exc.filename})"
         return NodeError("PZ0521", redactor(message))
     return NodeError("PZ0512", redactor(f"{type(exc).__name__}: {exc}"))
-
-
-def _final_write(writer: ResultsWriter, bus: EventBus, run_id: str) -> None:
-    try:
-        writer.write()
-    except OSError as exc:
-        bus.publish(
-            WarningEvent(
-                run_id,
-                code="PZ0521",
-                message=f"run_results.json could not be written: {os_reason(exc)}",
-                place=str(writer.path),
-                next_step=lookup("PZ0521").next_step,
-            )
-        )

@@ -21,7 +21,7 @@ from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident, quote_qualified
 from pipelinez.engine import events
 from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.retry import AttemptsFailed, backoff_delay, run_with_retry
+from pipelinez.engine.retry import backoff_delay, retry_delay
 
 
 def test_codes_are_well_formed_unique_and_documented() -> None:
@@ -115,33 +115,14 @@ def test_backoff_is_capped_jittered_and_floored_by_retry_after() -> None:
 
 
 def test_only_transient_failures_retry_until_attempts_run_out() -> None:
-    calls: list[int] = []
-    retries: list[int] = []
-
-    def flaky(attempt: int) -> str:
-        calls.append(attempt)
-        if attempt < 3:
-            raise NodeFailure("PZ0505", "connection reset", transient=True)
-        return "done"
-
-    result = run_with_retry(
-        flaky, RetryPolicy(3, 0.0, 0.0), lambda a, d, f: retries.append(a), sleep=lambda s: None
-    )
-    assert result == ("done", 3) and retries == [1, 2]
-
-    def terminal(attempt: int) -> str:
-        raise NodeFailure("PZ0505", "syntax error", transient=False)
-
-    with pytest.raises(AttemptsFailed) as info:
-        run_with_retry(terminal, RetryPolicy(5, 0.0, 0.0), lambda *a: None, sleep=lambda s: None)
-    assert info.value.attempts == 1
-
-    def always(attempt: int) -> str:
-        raise NodeFailure("PZ0505", "timeout", transient=True)
-
-    with pytest.raises(AttemptsFailed) as info:
-        run_with_retry(always, RetryPolicy(2, 0.0, 0.0), lambda *a: None, sleep=lambda s: None)
-    assert info.value.attempts == 2
+    policy = RetryPolicy(3, 0.0, 0.0)
+    transient = NodeFailure("PZ0505", "connection reset", transient=True)
+    assert retry_delay(policy, 1, transient) == 0.0
+    assert retry_delay(policy, 2, transient) == 0.0
+    assert retry_delay(policy, 3, transient) is None  # attempts ran out
+    assert retry_delay(RetryPolicy(5, 0.0, 0.0), 1, NodeFailure("PZ0505", "syntax error")) is None
+    slow = NodeFailure("PZ0505", "throttled", transient=True, retry_after=9.0)
+    assert retry_delay(RetryPolicy(3, 1.0, 2.0), 1, slow, rand=lambda: 1.0) == 9.0
 
 
 def test_graph_order_cycles_and_neighbourhoods() -> None:

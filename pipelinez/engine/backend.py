@@ -1,0 +1,105 @@
+"""Where node attempts run. The scheduler decides *when*; an ExecutorBackend decides *where*.
+
+The seam is a work item in, an attempt result out, both picklable: a process-pool or Ray backend can ship
+`WorkItem` to a worker that opens staging at `StagingLocation` itself, runs `run_attempt`, and sends the
+`AttemptResult` back (errors as data: NodeFailure survives a pickle round-trip). The thread backend, the
+first implementation, runs attempts on a pool of threads sharing one staging connection (a cursor each).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pipelinez.engine.context import RunContext
+from pipelinez.engine.failures import NodeFailure
+from pipelinez.engine.node_runners import RUNNERS, NodeOutput
+from pipelinez.plan.planner import PlannedNode
+
+
+@dataclass(frozen=True)
+class StagingLocation:
+    """What a worker needs to open the run's staging database itself."""
+
+    path: Path
+    memory_limit: str
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One attempt of one node: everything a worker needs besides the staging database."""
+
+    run_id: str
+    planned: PlannedNode
+    attempt: int
+
+    @property
+    def name(self) -> str:
+        return self.planned.node.name
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """How one attempt ended: an output, or a failure (never both)."""
+
+    name: str
+    attempt: int
+    output: NodeOutput | None = None
+    failure: NodeFailure | None = None
+
+
+Done = Callable[[AttemptResult], None]
+
+
+class ExecutorBackend(Protocol):
+    def submit(self, item: WorkItem, done: Done) -> None:
+        """Start the attempt; call `done` exactly once, from any thread, when it ended (however it ended)."""
+
+    def interrupt(self) -> None:
+        """Stop running attempts as soon as possible (fail-fast, Ctrl-C); they still report through `done`."""
+
+    def close(self) -> None:
+        """Wait for running attempts and release the workers."""
+
+
+def run_attempt(ctx: RunContext, item: WorkItem) -> AttemptResult:
+    """Run one attempt of a node; a runner bug becomes the node's PZ0512 failure, never a crash."""
+    node = item.planned.node
+    try:
+        output = RUNNERS[node.kind](ctx, item.planned, item.attempt)
+    except NodeFailure as failure:
+        return AttemptResult(node.name, item.attempt, failure=failure)
+    except Exception as exc:
+        message = f"internal error in {node.kind} '{node.name}': {type(exc).__name__}: {exc}"
+        return AttemptResult(node.name, item.attempt, failure=NodeFailure("PZ0512", message))
+    return AttemptResult(node.name, item.attempt, output=output)
+
+
+class ThreadBackend:
+    """Attempts on `threads` worker threads in this process, sharing the run's staging connection."""
+
+    def __init__(self, ctx: RunContext, threads: int):
+        self.ctx = ctx
+        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="pz-node")
+
+    def submit(self, item: WorkItem, done: Done) -> None:
+        future = self._pool.submit(run_attempt, self.ctx, item)
+
+        def report(f: Future[AttemptResult]) -> None:
+            exc = f.exception()
+            if exc is None:
+                done(f.result())
+            else:  # the worker itself died (not the node's runner): still one result per attempt
+                message = f"internal error running '{item.name}': {type(exc).__name__}: {exc}"
+                done(AttemptResult(item.name, item.attempt, failure=NodeFailure("PZ0512", message)))
+
+        future.add_done_callback(report)
+
+    def interrupt(self) -> None:
+        self.ctx.interrupt_all()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)

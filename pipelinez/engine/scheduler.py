@@ -1,0 +1,288 @@
+"""A ready-queue scheduler over a DAG of nodes of any type: it knows dependencies, capacity, per-group
+limits, a gate and a timer heap, and nothing of what a node does (like SQLMesh's `DAG[T]`).
+
+One coordinator thread (the caller's) owns every decision. Work runs elsewhere (`Hooks.submit`) and reports
+back through an inbox; the coordinator settles each result. A node that must wait — a gate that says "not
+yet, re-check at T", a retry back-off — sits in the timer heap and holds no worker: the capacity `slots`
+counts only nodes actually running. Fail-fast and Ctrl-C cancel waiting and unstarted nodes at once.
+
+Outcomes: a settled node is ok or failed; a node whose dependency is not ok is skipped (naming the failed
+node at the root of the chain); a node cancelled by fail-fast or an interrupt is cancelled.
+"""
+
+from __future__ import annotations
+
+import heapq
+import queue
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+R = TypeVar("R")
+M = TypeVar("M")
+KC = TypeVar("KC", bound=Hashable, contravariant=True)
+
+FAIL_FAST = "cancelled by fail-fast"
+INTERRUPTED = "interrupted (SIGINT)"
+
+
+@dataclass(frozen=True)
+class Defer:
+    """Gate answer: not yet, ask again at clock time `at`."""
+
+    at: float
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Gate answer: never; the node fails with `reason` (e.g. a breaker that stayed open too long)."""
+
+    reason: object
+
+
+GateDecision = Defer | Refuse | None  # None: go
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A settled attempt: the node is done, ok or failed."""
+
+    ok: bool
+
+
+@dataclass(frozen=True)
+class RetryIn:
+    """A settled attempt: run the node again (attempt + 1) after `delay` seconds, holding no worker."""
+
+    delay: float
+
+
+Verdict = Finished | RetryIn
+
+
+class Hooks(Protocol[KC, R]):
+    """What the scheduler asks of whoever knows what nodes do. Every method except the `done` callback
+    handed to `submit` is called on the coordinator thread."""
+
+    def submit(self, key: KC, attempt: int, done: Callable[[R], None]) -> None:
+        """Start one attempt somewhere; call `done(result)` from any thread when it ends."""
+
+    def settle(self, key: KC, attempt: int, result: R, may_retry: bool) -> Verdict:
+        """Record an attempt's result; say whether the node is done (ok or not) or should run again."""
+
+    def settle_interrupted(self, key: KC, attempt: int, result: R) -> None:
+        """Record an attempt that ended while the run was being interrupted."""
+
+    def refuse(self, key: KC, reason: object) -> None:
+        """Record a node the gate refused: it failed without running."""
+
+    def give_up(self, key: KC, status: str, reason: str) -> None:
+        """Record a node that will not run: status is `skipped` or `cancelled`."""
+
+    def interrupt(self) -> None:
+        """Stop whatever is running (fail-fast, Ctrl-C); running attempts still report through `done`."""
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    def next_message(self, inbox: queue.Queue[M], timeout: float | None, busy: bool) -> M | None:
+        """The next message, or None once `timeout` seconds passed (`busy`: work is running)."""
+
+
+class MonotonicClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+    def next_message(self, inbox: queue.Queue[M], timeout: float | None, busy: bool) -> M | None:
+        try:
+            return inbox.get(timeout=None if timeout is None else max(timeout, 0.0))
+        except queue.Empty:
+            return None
+
+
+@dataclass(frozen=True)
+class Graph(Generic[K]):
+    """Nodes in their preferred start order, each with the nodes it depends on (unknown deps ignored)."""
+
+    order: Sequence[K]
+    deps: Mapping[K, Sequence[K]]
+    group: Callable[[K], str | None] = lambda _key: None  # e.g. the source/sink instance
+    limits: Mapping[str, int] = field(default_factory=dict)  # max running nodes per group
+
+
+@dataclass(order=True)
+class _Timer(Generic[K]):
+    at: float
+    seq: int
+    key: K = field(compare=False)
+    attempt: int = field(compare=False)
+
+
+class Scheduler(Generic[K, R]):
+    def __init__(
+        self,
+        graph: Graph[K],
+        hooks: Hooks[K, R],
+        *,
+        slots: int,
+        fail_fast: bool = False,
+        gate: Callable[[K, float], GateDecision] | None = None,
+        clock: Clock | None = None,
+        settled: Mapping[K, bool] | None = None,
+    ):
+        """`settled`: nodes already done before this run starts (e.g. carried forward), ok or not."""
+        self.graph = graph
+        self.hooks = hooks
+        self.slots = max(1, slots)
+        self.fail_fast = fail_fast
+        self.gate = gate
+        self.clock = clock or MonotonicClock()
+        self._rank = {key: i for i, key in enumerate(graph.order)}
+        known = set(graph.order)
+        self._deps = {k: [d for d in graph.deps.get(k, ()) if d in known] for k in graph.order}
+        self._children: dict[K, list[K]] = {k: [] for k in graph.order}
+        for key, deps in self._deps.items():
+            for dep in deps:
+                self._children[dep].append(key)
+        self._waiting_on = {k: len(d) for k, d in self._deps.items()}
+        self.ok: dict[K, bool] = {}  # settled nodes (skipped/cancelled: False)
+        self._root: dict[K, K] = {}  # failed node at the root of a skip chain
+        self._ready: list[tuple[int, int, K]] = []  # (rank, attempt, key)
+        self._timers: list[_Timer[K]] = []
+        self._seq = 0
+        self._running: dict[K, int] = {}
+        self._busy: dict[str, int] = {}
+        self._inbox: queue.Queue[tuple[K, int, R]] = queue.Queue()
+        self._cancelled = False
+        for key, ok in (settled or {}).items():
+            if key in self._rank:
+                self.ok[key] = ok
+                for child in self._children[key]:
+                    self._waiting_on[child] -= 1
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def run(self) -> dict[K, bool]:
+        """Run to the end; returns ok per node. KeyboardInterrupt is re-raised after cancelling."""
+        for key in self.graph.order:
+            if self._waiting_on[key] == 0 and key not in self.ok:
+                self._became_ready(key)
+        try:
+            while len(self.ok) < len(self._rank):
+                self._pump()
+                if not self._running and not self._timers:
+                    stuck = [k for k in self.graph.order if k not in self.ok]
+                    raise RuntimeError(f"scheduler stalled with nodes {stuck}")
+                timeout = self._timers[0].at - self.clock.now() if self._timers else None
+                message = self.clock.next_message(self._inbox, timeout, bool(self._running))
+                if message is not None:
+                    self._settle(*message)
+        except KeyboardInterrupt:
+            self._interrupted()
+            raise
+        return self.ok
+
+    def _pump(self) -> None:
+        """Move due timers to the ready queue, then start what capacity, limits and the gate allow."""
+        now = self.clock.now()
+        while self._timers and self._timers[0].at <= now:
+            timer = heapq.heappop(self._timers)
+            heapq.heappush(self._ready, (self._rank[timer.key], timer.attempt, timer.key))
+        held: list[tuple[int, int, K]] = []
+        while self._ready and len(self._running) < self.slots and not self._cancelled:
+            entry = heapq.heappop(self._ready)
+            _, attempt, key = entry
+            group = self.graph.group(key)
+            limit = self.graph.limits.get(group) if group else None
+            if group and limit and self._busy.get(group, 0) >= limit:
+                held.append(entry)  # waits for a slot of its group; re-examined after each completion
+                continue
+            decision = self.gate(key, now) if self.gate else None
+            if isinstance(decision, Defer):
+                self._wait(key, attempt, decision.at)
+            elif isinstance(decision, Refuse):
+                self.hooks.refuse(key, decision.reason)
+                self._finish(key, False)
+            else:
+                self._start(key, attempt, group)
+        for entry in held:
+            heapq.heappush(self._ready, entry)
+
+    def _start(self, key: K, attempt: int, group: str | None) -> None:
+        self._running[key] = attempt
+        if group:
+            self._busy[group] = self._busy.get(group, 0) + 1
+
+        def done(result: R) -> None:
+            self._inbox.put((key, attempt, result))
+
+        self.hooks.submit(key, attempt, done)
+
+    def _wait(self, key: K, attempt: int, at: float) -> None:
+        self._seq += 1
+        heapq.heappush(self._timers, _Timer(at, self._seq, key, attempt))
+
+    def _release(self, key: K) -> None:
+        self._running.pop(key, None)
+        group = self.graph.group(key)
+        if group and group in self._busy:
+            self._busy[group] -= 1
+
+    def _settle(self, key: K, attempt: int, result: R) -> None:
+        self._release(key)
+        verdict = self.hooks.settle(key, attempt, result, may_retry=not self._cancelled)
+        if isinstance(verdict, RetryIn) and not self._cancelled:
+            self._wait(key, attempt + 1, self.clock.now() + verdict.delay)
+            return
+        self._finish(key, isinstance(verdict, Finished) and verdict.ok)
+
+    def _finish(self, key: K, ok: bool) -> None:
+        if not ok and self.fail_fast:
+            self.ok[key] = False
+            self._cancel(FAIL_FAST)  # before propagation: descendants are cancelled, not skipped
+        self._done(key, ok)
+
+    # -- propagation ---------------------------------------------------------------------------------
+    def _done(self, key: K, ok: bool) -> None:
+        self.ok[key] = ok
+        for child in self._children[key]:
+            self._waiting_on[child] -= 1
+            if self._waiting_on[child] == 0 and child not in self.ok:
+                self._became_ready(child)
+
+    def _became_ready(self, key: K) -> None:
+        bad = [d for d in self._deps[key] if not self.ok[d]]
+        if self._cancelled:
+            return  # recorded by _cancel
+        if bad:
+            root = self._root.get(bad[0], bad[0])
+            self._root[key] = root
+            self.hooks.give_up(key, "skipped", f"upstream {root} failed")
+            self._done(key, False)
+            return
+        heapq.heappush(self._ready, (self._rank[key], 1, key))
+
+    def _cancel(self, reason: str) -> None:
+        """Everything not running and not settled is cancelled now: ready, waiting and unstarted nodes."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        self.hooks.interrupt()
+        self._ready.clear()
+        self._timers.clear()
+        for key in self.graph.order:
+            if key not in self.ok and key not in self._running:
+                self.hooks.give_up(key, "cancelled", reason)
+                self.ok[key] = False
+
+    def _interrupted(self) -> None:
+        """Ctrl-C: cancel what waits, stop what runs, and record how each running node ended."""
+        self._cancel(INTERRUPTED)
+        self.hooks.interrupt()
+        while self._running:
+            key, attempt, result = self._inbox.get()
+            self._release(key)
+            self.hooks.settle_interrupted(key, attempt, result)
+            self.ok[key] = False
