@@ -17,11 +17,12 @@ from pipelinez.core.diagnostics import (
     error,
     warning,
 )
+from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus
 from pipelinez.engine.backend import AttemptResult
 from pipelinez.engine.failures import NodeFailure
 from pipelinez.engine.lock import ProjectLocked
 from pipelinez.engine.node_runners import NodeOutput
-from pipelinez.engine.run_results import NodeResult, RunResults
+from pipelinez.engine.run_results import NodeResult, RunArgs, RunResults
 from pipelinez.engine.session import RunOutcome
 
 
@@ -80,8 +81,8 @@ def test_attempt_results_and_run_results_survive_a_round_trip() -> None:
     )
     failed = AttemptResult("w.orders", 2, failure=NodeFailure("PZ0501", "boom", transient=True))
     assert _round_trip(ok) == ok and _round_trip(failed) == failed
-    results = RunResults("r1", "run", "2026-01-01T00:00:00.000Z", ["--all"], {"threads": 2})
-    results.nodes = [NodeResult("abc", "orders", "pipeline", status="success", rows=5)]
-    outcome = RunOutcome("r1", "success", results)
+    results = RunResults("r1", "run", "2026-01-01T00:00:00.000Z", ["--all"], RunArgs(threads=2))
+    results.nodes = [NodeResult("abc", "orders", NodeKind.PIPELINE, status=NodeStatus.SUCCESS, rows=5)]
+    outcome = RunOutcome("r1", RunStatus.SUCCESS, results)
     back = _round_trip(outcome)
     assert back == outcome and back.results.to_dict() == results.to_dict()
