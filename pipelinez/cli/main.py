@@ -67,19 +67,9 @@ def _silence_stdout() -> None:
 
 def _secret_free(root: Path, text: str) -> str:
     """Mask the values of the project's secret env variables in a crash log."""
-    import os
+    from pipelinez.api import redact_secrets
 
-    from pipelinez.config.loader import load_project
-    from pipelinez.core.redact import Redactor
-
-    try:
-        project, _ = load_project(root)
-    except Exception:  # the crash may be in loading itself: then mask nothing we can't name
-        return text
-    if project is None:
-        return text
-    secrets = tuple(os.environ.get(n, spec.default or "") for n, spec in project.env.items() if spec.secret)
-    return Redactor(secrets)(text)
+    return redact_secrets(root, text)
 
 
 def _crash_log_places(settings: Settings) -> list[Path]:
@@ -221,9 +211,9 @@ def _select_options(fn: F) -> F:
 @guarded
 def init(settings: Settings, directory: Path, force: bool) -> None:
     """Write a small runnable project (local files in, a DuckDB file and a Parquet folder out)."""
-    from pipelinez.scaffold.quickstart import write_quickstart
+    from pipelinez.api import init_project
 
-    written = write_quickstart(directory, force=force)
+    written = init_project(directory, force=force)
     click.echo(f"wrote {len(written)} files to {directory}; run: pz run -p {directory}")
 
 
@@ -234,15 +224,13 @@ def init(settings: Settings, directory: Path, force: bool) -> None:
 @guarded
 def validate(settings: Settings, connect: bool, variables: tuple[str, ...]) -> None:
     """Run validation tiers 1-4 (5 with --connect); print every error and warning."""
-    from pipelinez.engine import workflow
+    from pipelinez.api import Project
 
-    result = workflow.validate(settings.project, _parse_vars(variables), connect=connect)
-    settings.emit_diagnostics([*result.errors, *result.warnings])
-    if result.errors:
-        sys.exit(EXIT_REFUSED)
+    overrides = _parse_vars(variables)
+    report = Project(settings.project).validate(connect=connect, vars=overrides)  # errors: PzValidationError
+    settings.emit_diagnostics(report.warnings)
     if settings.log_format == "text" and not settings.quiet:
-        nodes = len(result.compiled.dag.nodes) if result.compiled and result.compiled.dag else 0
-        click.echo(f"ok: project is valid ({nodes} nodes)")
+        click.echo(f"ok: project is valid ({report.nodes} nodes)")
 
 
 @cli.command()
@@ -253,44 +241,31 @@ def plan(
     settings: Settings, select: tuple[str, ...], exclude: tuple[str, ...], variables: tuple[str, ...]
 ) -> None:
     """Validate, then print the nodes in order with tier, strategy, retry policy and guarantees."""
+    from pipelinez.api import Project
     from pipelinez.cli.render import plan_lines
-    from pipelinez.engine import workflow
 
-    the_plan, warnings = workflow.plan(settings.project, select, exclude, _parse_vars(variables))
-    settings.emit_diagnostics(warnings)
+    overrides = _parse_vars(variables)
+    the_plan = Project(settings.project).plan(select=select, exclude=exclude, vars=overrides)
+    settings.emit_diagnostics(the_plan.warnings)
     if settings.log_format == "json":
         for p in the_plan.nodes:
-            click.echo(
-                json.dumps(
-                    {
-                        "event": "plan_node",
-                        "ts": utc_now(),
-                        "name": p.node.name,
-                        "id": p.node.id,
-                        "kind": p.node.kind,
-                        "tier": p.tier,
-                        "strategy": p.strategy,
-                        "deps": list(p.node.deps),
-                        "delivery": p.guarantee,
-                        "retry": p.retry.__dict__ if p.declares_retry else None,
-                    }
-                )
-            )
+            click.echo(json.dumps({"event": "plan_node", "ts": utc_now(), **p.to_dict()}))
         return
     for line in plan_lines(the_plan):
         click.echo(line)
 
 
-def _subscribers(settings: Settings) -> list[Any]:
+def _reporter(settings: Settings) -> Callable[[dict[str, Any]], None]:
+    """What prints a run's events: JSON lines, the live display on a terminal, or the text lines."""
     from pipelinez.cli.render import JsonReporter, TextReporter
 
     if settings.log_format == "json":
-        return [JsonReporter()]
+        return JsonReporter()
     if sys.stdout.isatty():
         from pipelinez.cli.progress import ProgressReporter
 
-        return [ProgressReporter(quiet=settings.quiet, color=settings.color)]
-    return [TextReporter(quiet=settings.quiet)]
+        return ProgressReporter(quiet=settings.quiet, color=settings.color)
+    return TextReporter(quiet=settings.quiet)
 
 
 @cli.command()
@@ -323,17 +298,18 @@ def run(
                 )
             ]
         )
-    from pipelinez.engine import workflow
+    from pipelinez.api import Project
 
-    outcome = workflow.run(
-        settings.project,
+    overrides = _parse_vars(variables)
+    project = Project(settings.project)
+    outcome = project.run(
         select=select,
         exclude=exclude,
-        overrides=_parse_vars(variables),
+        vars=overrides,
         threads=threads,
         fail_fast=fail_fast,
         full_refresh=full_refresh,
-        subscribers=_subscribers(settings),
+        on_event=_reporter(settings),
     )
     if outcome.status == "error" and outcome.results.error:
         click.echo(_run_error_line(outcome.run_id, outcome.results.error, outcome.log_file), err=True)
@@ -357,10 +333,10 @@ def _run_error_line(run_id: str, err: NodeError, log_file: Path | None) -> str:
 @guarded
 def runs(settings: Settings, limit: int) -> None:
     """Run history: id, start, duration, status, node counts, reused and carried-forward counts."""
+    from pipelinez.api import Project
     from pipelinez.cli.render import runs_lines
-    from pipelinez.engine import workflow
 
-    summaries = workflow.history(settings.project, limit)
+    summaries = Project(settings.project).runs(limit=limit)
     if settings.log_format == "json":
         for s in summaries:
             click.echo(json.dumps(s.__dict__))
@@ -385,9 +361,9 @@ def runs(settings: Settings, limit: int) -> None:
 @guarded
 def clean(settings: Settings) -> None:
     """Delete the staging databases of every run (run history stays)."""
-    from pipelinez.engine import workflow
+    from pipelinez.api import Project
 
-    removed = workflow.clean(settings.project)
+    removed = Project(settings.project).clean()
     if settings.log_format == "json":
         click.echo(json.dumps({"event": "clean", "ts": utc_now(), "removed": removed}))
         return
@@ -406,7 +382,7 @@ def clean(settings: Settings) -> None:
 @guarded
 def schema(settings: Settings, out: Path) -> None:
     """Write the JSON Schemas of project.yml, sources, sinks and sidecars (for editor autocomplete)."""
-    from pipelinez.config.schemas import write_schemas
+    from pipelinez.api import write_schemas
 
     for path in write_schemas(out):
         click.echo(f"wrote {path}")

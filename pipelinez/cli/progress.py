@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 from pipelinez.cli.render import TextReporter
-from pipelinez.engine.events import Event, NodeCompleted, NodeStarted, RunCompleted, RunStarted
 
 
 class ProgressReporter:
@@ -39,19 +38,20 @@ class ProgressReporter:
                 style="dim",
             )
 
-    def __call__(self, event: Event, data: dict[str, Any]) -> None:
+    def __call__(self, data: dict[str, Any]) -> None:
+        kind = data["event"]
         with self._lock:
-            if isinstance(event, RunStarted):
-                self.total = event.nodes
+            if kind == "run_started":
+                self.total = int(data.get("nodes", 0))
                 self.started = time.monotonic()
                 self.live.start()
-            elif isinstance(event, NodeStarted):
-                self.running[event.name] = time.monotonic()
-            elif isinstance(event, NodeCompleted):
-                self.running.pop(event.name, None)
+            elif kind == "node_started":
+                self.running[str(data["name"])] = time.monotonic()
+            elif kind == "node_completed":
+                self.running.pop(str(data["name"]), None)
                 self.done += 1
-                self.rows += event.rows
-        if isinstance(event, RunCompleted):
+                self.rows += int(data.get("rows", 0))
+        if kind == "run_completed":
             self.live.stop()
             return
-        self.lines(event, data)
+        self.lines(data)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pipelinez.core.diagnostics import Diagnostic
-from pipelinez.engine.events import Event, NodeCompleted, Note, WarningEvent
-from pipelinez.engine.runs import RunSummary
-from pipelinez.plan.planner import Plan
+
+if TYPE_CHECKING:
+    from pipelinez.api import RunPlan, RunSummary
 
 
 def diagnostic_lines(d: Diagnostic) -> list[str]:
@@ -85,15 +85,16 @@ class TextReporter:
     def out(self) -> TextIO:
         return self._out or sys.stdout
 
-    def __call__(self, event: Event, data: dict[str, Any]) -> None:
+    def __call__(self, data: dict[str, Any]) -> None:
         lines: list[str] = []
-        if isinstance(event, NodeCompleted):
+        kind = data["event"]
+        if kind == "node_completed":
             if self.quiet and data["status"] in ("success", "carried_forward"):
                 return
             lines = node_lines(data)
-        elif isinstance(event, Note) and not self.quiet:
+        elif kind == "note" and not self.quiet:
             lines = [f"note: {data['message']}"]
-        elif isinstance(event, WarningEvent):
+        elif kind == "warning":
             lines = [f"warning: {data['code']} {data['place']}: {data['message']}"]
             if data.get("next_step"):
                 lines.append(f"  next: {data['next_step']}")
@@ -106,30 +107,29 @@ class JsonReporter:
     def __init__(self, out: TextIO | None = None):
         self._out = out
 
-    def __call__(self, _event: Event, data: dict[str, Any]) -> None:
+    def __call__(self, data: dict[str, Any]) -> None:
         _write(self._out or sys.stdout, [json.dumps(data, default=str)])
 
 
-def plan_lines(plan: Plan) -> list[str]:
+def plan_lines(plan: RunPlan) -> list[str]:
     lines = [f"plan: {_plural(len(plan.nodes), 'node')} (selection: {' '.join(plan.selection)})"]
-    width = max((len(p.node.name) for p in plan.nodes), default=10)
+    width = max((len(p.name) for p in plan.nodes), default=10)
     for i, p in enumerate(plan.nodes, 1):
-        node = p.node
-        parts = [f"{i:>3}. {node.name:<{width}}", f"{node.kind:<11}"]
+        parts = [f"{i:>3}. {p.name:<{width}}", f"{p.kind:<11}"]
         if p.connector:
             parts.append(f"{p.connector} {p.tier}")
         if p.strategy:
             parts.append(p.strategy)
-        parts.append(f"id {node.id}")
+        parts.append(f"id {p.id}")
         lines.append("  ".join(parts).rstrip())
         if p.note:
             lines.append(f"       note: {p.note}")
-        if p.guarantee:
-            lines.append(f"       delivery: {p.guarantee}")
-        if p.declares_retry:
+        if p.delivery:
+            lines.append(f"       delivery: {p.delivery}")
+        if p.retry:
             lines.append(f"       retry: {p.retry.render()}")
-        if node.deps:
-            lines.append(f"       after: {', '.join(node.deps)}")
+        if p.deps:
+            lines.append(f"       after: {', '.join(p.deps)}")
     return lines
 
 

@@ -44,6 +44,11 @@ class RunOutcome:
     log_file: Path | None = None
 
     @property
+    def nodes(self) -> list[NodeResult]:
+        """One result per planned node, in plan order."""
+        return self.results.nodes
+
+    @property
     def exit_code(self) -> int:
         return 0 if self.status == RunStatus.SUCCESS else 1
 

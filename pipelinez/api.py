@@ -1,0 +1,221 @@
+"""The Python API: `from pipelinez import Project`. What the `pz` command calls, and what tests and
+orchestrators (Airflow, Dagster, Prefect tasks) script against instead of shelling out.
+
+Nothing here prints or exits. Results are typed values; user errors are raised as one `PzError` carrying
+every diagnostic (`PzValidationError` for validation, `PzConfigError` when there is no project, the project
+lock's error when another run holds it). A run reports its events to `on_event` as the same dicts that
+`events.jsonl` records.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pipelinez.config.loader import find_project_root
+from pipelinez.core.diagnostics import Diagnostic, PzConfigError, PzError, PzValidationError
+from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy, Tier
+from pipelinez.engine import workflow
+from pipelinez.engine.events import Event
+from pipelinez.engine.run_results import NodeResult, RunResults
+from pipelinez.engine.runs import RunSummary
+from pipelinez.engine.session import RunOutcome
+from pipelinez.plan.planner import PlannedNode
+from pipelinez.plan.policy import RetryPolicy
+
+__all__ = [
+    "Diagnostic",
+    "NodeResult",
+    "NodeStatus",
+    "OnEvent",
+    "PlanNode",
+    "Project",
+    "PzConfigError",
+    "PzError",
+    "PzValidationError",
+    "RetryPolicy",
+    "RunOutcome",
+    "RunPlan",
+    "RunResults",
+    "RunStatus",
+    "RunSummary",
+    "ValidationReport",
+    "init_project",
+    "redact_secrets",
+    "write_schemas",
+]
+
+OnEvent = Callable[[dict[str, Any]], None]
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """A valid project: how many nodes it compiles to, and its warnings."""
+
+    nodes: int
+    warnings: tuple[Diagnostic, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    """One node of a plan, in run order."""
+
+    name: str
+    id: str
+    kind: NodeKind
+    deps: tuple[str, ...]
+    tier: Tier | None  # source loads and sink writes: native | universal
+    strategy: Strategy | None  # sink writes
+    connector: str | None
+    delivery: str | None  # a sink write's delivery guarantee
+    retry: RetryPolicy | None  # the effective policy, for a node whose config declares one
+    note: str | None = None
+
+    @staticmethod
+    def of(planned: PlannedNode) -> PlanNode:
+        node = planned.node
+        return PlanNode(
+            node.name,
+            node.id,
+            NodeKind(node.kind),
+            tuple(node.deps),
+            planned.tier,
+            planned.strategy,
+            planned.connector,
+            planned.guarantee,
+            planned.retry if planned.declares_retry else None,
+            planned.note,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields of a `plan_node` line under `--log-format json`."""
+        return {
+            "name": self.name,
+            "id": self.id,
+            "kind": self.kind,
+            "tier": self.tier,
+            "strategy": self.strategy,
+            "deps": list(self.deps),
+            "delivery": self.delivery,
+            "retry": asdict(self.retry) if self.retry else None,
+        }
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    nodes: tuple[PlanNode, ...]
+    selection: tuple[str, ...]
+    warnings: tuple[Diagnostic, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+
+class Project:
+    """A pz project folder (the nearest folder upwards from `path` holding project.yml; default: the
+    working directory). `environ` replaces os.environ for `env()` values, e.g. in tests."""
+
+    def __init__(self, path: PathLike | None = None, *, environ: Mapping[str, str] | None = None):
+        self.root = find_project_root(Path(path) if path is not None else Path.cwd())
+        self.environ = environ
+
+    def __repr__(self) -> str:
+        return f"Project({str(self.root)!r})"
+
+    def validate(self, *, connect: bool = False, vars: Mapping[str, str] | None = None) -> ValidationReport:
+        """Tiers 1-4 (and 5, connecting to every source and sink, with `connect`). Raises
+        PzValidationError with every error and warning when the project is not valid."""
+        checked = workflow.validate(self.root, vars, self.environ, connect=connect)
+        if checked.errors:
+            raise PzValidationError([*checked.errors, *checked.warnings])
+        dag = checked.compiled.dag if checked.compiled else None
+        return ValidationReport(len(dag.nodes) if dag else 0, tuple(checked.warnings))
+
+    def plan(
+        self,
+        *,
+        select: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        vars: Mapping[str, str] | None = None,
+    ) -> RunPlan:
+        """Validate, then the selected nodes in run order (selection syntax as `pz plan --select`)."""
+        the_plan, warnings = workflow.plan(self.root, select, exclude, vars, self.environ)
+        return RunPlan(
+            tuple(PlanNode.of(p) for p in the_plan.nodes), tuple(the_plan.selection), tuple(warnings)
+        )
+
+    def run(
+        self,
+        *,
+        select: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        vars: Mapping[str, str] | None = None,
+        full_refresh: bool = False,
+        fail_fast: bool | None = None,
+        threads: int | None = None,
+        on_event: OnEvent | None = None,
+    ) -> RunOutcome:
+        """Validate, then run the selected nodes. A failed node does not raise: read `status`, `nodes` and
+        `exit_code` of the outcome. Raises PzValidationError before any node runs."""
+
+        def forward(_event: Event, data: dict[str, Any]) -> None:
+            if on_event is not None:
+                on_event(
+                    copy.deepcopy(data)
+                )  # the callback may keep or change it: other subscribers don't see it
+
+        return workflow.run(
+            self.root,
+            select=select,
+            exclude=exclude,
+            overrides=vars,
+            environ=self.environ,
+            threads=threads,
+            fail_fast=fail_fast,
+            full_refresh=full_refresh,
+            subscribers=[forward] if on_event is not None else [],
+        )
+
+    def runs(self, *, limit: int | None = None) -> list[RunSummary]:
+        """Run history, newest first."""
+        return workflow.history(self.root, limit)
+
+    def clean(self) -> list[str]:
+        """Delete every run's staging database (history stays); the ids of the runs cleaned."""
+        return workflow.clean(self.root)
+
+
+def init_project(directory: PathLike, *, force: bool = False) -> list[Path]:
+    """Write the quickstart project into `directory` (`pz init`); the files written."""
+    from pipelinez.scaffold.quickstart import write_quickstart
+
+    return list(write_quickstart(Path(directory), force=force))
+
+
+def write_schemas(out: PathLike) -> list[Path]:
+    """Write the JSON Schemas of the project files (`pz schema`); the files written."""
+    from pipelinez.config.schemas import write_schemas as write
+
+    return list(write(Path(out)))
+
+
+def redact_secrets(root: Path, text: str) -> str:
+    """`text` with the values of the project's secret env variables masked (for a crash log). Never raises:
+    when the project cannot be read, nothing can be named and the text is returned as is."""
+    from pipelinez.config.loader import load_project
+    from pipelinez.core.redact import Redactor
+
+    try:
+        project, _ = load_project(root)
+    except Exception:  # the crash may be in loading itself: then mask nothing we can't name
+        return text
+    if project is None:
+        return text
+    secrets = tuple(os.environ.get(n, spec.default or "") for n, spec in project.env.items() if spec.secret)
+    return Redactor(secrets)(text)
