@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pipelinez.compile.policy import RetryPolicy
 from pipelinez.config.loader import find_project_root
 from pipelinez.core.diagnostics import Diagnostic, PzConfigError, PzError, PzValidationError
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy, Tier
@@ -25,7 +26,6 @@ from pipelinez.engine.run_results import NodeResult, RunResults
 from pipelinez.engine.runs import RunSummary
 from pipelinez.engine.session import RunOutcome
 from pipelinez.plan.planner import PlannedNode
-from pipelinez.plan.policy import RetryPolicy
 
 __all__ = [
     "Diagnostic",
