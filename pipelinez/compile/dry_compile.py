@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 SchemaLookup = Callable[[SourceLoadNode], list[tuple[str, str]] | None]
 
 _LINE = re.compile(r"^LINE (\d+): (.*)$")
+CHECK_BATCH = 25  # check queries bound per statement
+_FINAL_SEMICOLON = re.compile(r";(?:\s|--[^\n]*|/\*.*?\*/)*\Z", re.S)
 
 
 @dataclass(frozen=True)
@@ -100,20 +102,25 @@ class DryCompiler:
 
         self.con: duckdb.DuckDBPyConnection = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
+        self.con.execute("SET threads = 1")  # nothing here reads data: no worker threads to wake
         self.schema_of = schema_of
 
     def close(self) -> None:
         self.con.close()
 
     def columns_of(self, name: str) -> list[str] | None:
-        """The columns of a bound pipeline view, or None when it was not bound."""
+        """The columns of a bound pipeline, or None when it was not bound."""
         return _columns_of(self.con, name)
 
     def run(self, nodes: dict[str, Node]) -> tuple[list[Diagnostic], list[Diagnostic]]:
+        """Sources and pipelines in dependency order, each bound once against the typed empty tables of
+        its inputs; then every check whose inputs bound, in batches. A check's error does not stop what
+        reads its target from being bound (the check is about data, the reader's SQL stands alone)."""
         errors: list[Diagnostic] = []
         warnings: list[Diagnostic] = []
         broken: set[str] = set()
         loose: set[str] = set()
+        checks: list[CheckNode] = []
         for name, node in nodes.items():
             if any(d in broken for d in node.deps):
                 broken.add(name)
@@ -139,14 +146,15 @@ class DryCompiler:
                 else:
                     diag = self._bind_pipeline(node)
             elif isinstance(node, CheckNode):
-                if any(d in loose for d in node.deps):
-                    continue
-                diag = self._bind_check(node)
+                if not any(d in loose for d in node.deps):
+                    checks.append(node)
+                continue
             else:
                 continue
             if diag:
                 errors.append(diag)
                 broken.add(name)
+        errors += self._bind_checks(checks)
         return errors, warnings
 
     def _create_source(self, node: SourceLoadNode, columns: list[tuple[str, str]]) -> Diagnostic | None:
@@ -193,31 +201,81 @@ class DryCompiler:
         return self._check_statement(node)
 
     def _bind_pipeline(self, node: PipelineNode) -> Diagnostic | None:
-        diag = self._check_statement(node)
-        if diag:
-            return diag
-        prefix = f"CREATE VIEW {quote_ident(node.name)} AS "
-        executed = prefix + node.display_sql.rstrip().rstrip(";")  # secrets masked: errors may quote SQL
+        query = _without_final_semicolon(node.display_sql)  # secrets masked: errors may quote SQL
+        if ";" in query:  # perhaps several statements: say so rather than bind the first
+            diag = self._check_statement(node)
+            if diag:
+                return diag
+        # An empty table typed like the result, not a view: a view is re-bound, with every view it reads,
+        # each time something reads it, which is exponential on DAGs that share upstream pipelines. A table
+        # binds once; its readers bind against its column types only. WITH NO DATA binds, never executes.
+        # Without a `;` the text is one statement, and CREATE TABLE AS takes only a query.
+        prefix = f"CREATE TABLE {quote_ident(node.name)} AS "
+        executed = prefix + query + "\nWITH NO DATA"
         try:
             self.con.execute(executed)
         except Exception as exc:
             if not _is_duck_error(exc):
                 raise
+            self._recover()
+            diag = self._check_statement(node)  # not a query: say that, not CREATE TABLE's syntax error
+            if diag:
+                return diag
             return map_sql_error(
                 parse_duck_error(str(exc), executed), node.place.file or "", len(prefix), node.name
             )
         return None
 
+    def _recover(self) -> None:
+        """Some failed statements (a PIVOT's hidden ones) leave a transaction aborted: end it."""
+        try:
+            self.con.execute("ROLLBACK")
+        except Exception as exc:
+            if not _is_duck_error(exc):
+                raise
+
+    def _bind_checks(self, checks: list[CheckNode]) -> list[Diagnostic]:
+        """Every check query bound: CHECK_BATCH at a time in one statement (one bind instead of a
+        hundred); a batch that fails is bound check by check, so each error names its check."""
+        single: list[CheckNode] = []
+        suspects: list[CheckNode] = []  # bound one by one: _bind_check words their error
+        for check in checks:
+            (single if self._single_statement(check) else suspects).append(check)
+        for start in range(0, len(single), CHECK_BATCH):
+            batch = single[start : start + CHECK_BATCH]
+            union = "\nUNION ALL\n".join(f"(\n{c.sql}\n)" for c in batch)
+            try:
+                self.con.execute("PREPARE __pz_checks AS " + union)
+            except Exception as exc:
+                if not _is_duck_error(exc):
+                    raise
+                self._recover()
+                suspects += batch
+        return [d for d in map(self._bind_check, suspects) if d]
+
+    def _single_statement(self, node: CheckNode) -> bool:
+        try:
+            self._assert_single(node)
+        except Exception as exc:
+            if not (_is_duck_error(exc) or isinstance(exc, ValueError)):
+                raise
+            return False
+        return True
+
+    def _assert_single(self, node: CheckNode) -> None:
+        assert node.check is not None
+        if node.check.type == "expression":
+            # the expression alone must be one expression: `x) OR (1=1` or `x; DROP …` are refused
+            alone = self.con.extract_statements("SELECT " + str(node.check.options["sql"]) + "\n")
+            if len(alone) != 1:
+                raise ValueError("the check expression must be a single SQL expression")
+        if len(self.con.extract_statements(node.sql)) != 1:
+            raise ValueError("the check expression must be a single SQL expression")
+
     def _bind_check(self, node: CheckNode) -> Diagnostic | None:
         assert node.check is not None
         try:
-            if node.check.type == "expression":
-                # the expression alone must be one expression: `x) OR (1=1` or `x; DROP …` are refused
-                alone = self.con.extract_statements("SELECT " + str(node.check.options["sql"]) + "\n")
-                if len(alone) != 1:
-                    raise ValueError("the check expression must be a single SQL expression")
-            if len(self.con.extract_statements(node.sql)) != 1:
-                raise ValueError("the check expression must be a single SQL expression")
+            self._assert_single(node)
             self.con.execute("EXPLAIN " + node.sql)
         except Exception as exc:
             if not (_is_duck_error(exc) or isinstance(exc, ValueError)):
@@ -229,6 +287,12 @@ class DryCompiler:
                 place=node.check.place,
             )
         return None
+
+
+def _without_final_semicolon(sql: str) -> str:
+    """The query without its closing `;`, even when comments follow it (blanked, so positions hold)."""
+    match = _FINAL_SEMICOLON.search(sql)
+    return sql if match is None else sql[: match.start()] + " " + sql[match.start() + 1 :]
 
 
 def _columns_of(con: duckdb.DuckDBPyConnection, name: str) -> list[str] | None:

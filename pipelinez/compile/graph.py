@@ -2,56 +2,53 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 
 
 def find_cycle(edges: Mapping[str, Sequence[str]]) -> list[str] | None:
-    """One cycle as a path [a, b, ..., a], or None. Deterministic: names visited in sorted order."""
+    """One cycle as a path [a, b, ..., a], or None. Deterministic: names visited in sorted order.
+    Iterative (an explicit stack), so a chain of any depth is walked without recursion."""
     white, grey, black = 0, 1, 2
     color = dict.fromkeys(edges, white)
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        color[node] = grey
-        stack.append(node)
-        for dep in sorted(edges.get(node, ())):
-            if dep not in color:
-                continue
-            if color[dep] == grey:
-                return [*stack[stack.index(dep) :], dep]
-            if color[dep] == white:
-                found = visit(dep)
-                if found:
-                    return found
-        stack.pop()
-        color[node] = black
-        return None
-
-    for name in sorted(edges):
-        if color[name] == white:
-            cycle = visit(name)
-            if cycle:
-                return cycle
+    for root in sorted(edges):
+        if color[root] != white:
+            continue
+        color[root] = grey
+        path = [root]
+        pending = [iter(sorted(edges.get(root, ())))]
+        while pending:
+            dep = next(pending[-1], None)
+            if dep is None:
+                color[path.pop()] = black
+                pending.pop()
+            elif color.get(dep, black) == grey:
+                return [*path[path.index(dep) :], dep]
+            elif color.get(dep, black) == white:
+                color[dep] = grey
+                path.append(dep)
+                pending.append(iter(sorted(edges.get(dep, ()))))
     return None
 
 
 def topological_order(edges: Mapping[str, Sequence[str]]) -> list[str]:
-    """Dependencies before dependents; ties broken by name so the order is stable. Assumes no cycle."""
+    """Dependencies before dependents; ties broken by name so the order is stable. Assumes no cycle.
+    O((nodes + edges) log nodes): the ready names wait in a heap, not a list sorted on every step."""
     remaining = {n: {d for d in deps if d in edges} for n, deps in edges.items()}
-    order: list[str] = []
-    ready = sorted(n for n, deps in remaining.items() if not deps)
     dependents: dict[str, list[str]] = {n: [] for n in edges}
     for n, deps in remaining.items():
         for d in deps:
             dependents[d].append(n)
+    ready = [n for n, deps in remaining.items() if not deps]
+    heapq.heapify(ready)
+    order: list[str] = []
     while ready:
-        node = ready.pop(0)
+        node = heapq.heappop(ready)
         order.append(node)
         for child in dependents[node]:
             remaining[child].discard(node)
             if not remaining[child]:
-                ready.append(child)
-        ready.sort()
+                heapq.heappush(ready, child)
     return order
 
 

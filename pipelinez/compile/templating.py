@@ -7,6 +7,7 @@ sink → a leading INSERT INTO clause). Every call is located in the file (line,
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
+from pipelinez.compile.template_cache import TemplateCache
 from pipelinez.compile.values import ResolvedValues, TypedValue, sql_literal, yaml_text
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.sqlnames import quote_ident, quote_literal
@@ -52,15 +54,31 @@ class TemplateFailure(Exception):
         self.diagnostic = diagnostic
 
 
+_LITERAL_CALL = re.compile(
+    r"""\b([A-Za-z_]\w*)\s*\(\s*((?:'[^']*'|"[^"]*")(?:\s*,\s*(?:'[^']*'|"[^"]*"))*)\s*\)"""
+)
+_LITERAL_ARG = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+
+
+@functools.lru_cache(maxsize=64)
+def _literal_calls(raw: str) -> dict[tuple[str, tuple[str, ...]], int]:
+    """Offset of the first `f('literal', ...)` call of each (f, args) in a template: one scan, not one
+    regex per call (a pattern per call name and arguments would be compiled again for every call)."""
+    found: dict[tuple[str, tuple[str, ...]], int] = {}
+    for match in _LITERAL_CALL.finditer(raw):
+        args = tuple(a or b for a, b in _LITERAL_ARG.findall(match.group(2)))
+        found.setdefault((match.group(1), args), match.start())
+    return found
+
+
 def _locate(raw: str, function: str, args: tuple[str, ...]) -> tuple[int, int] | None:
     """(line, col) of the `{{` around the first call `function(args...)` in the raw template."""
-    arg_re = r"\s*,\s*".join(rf"""['"]{re.escape(a)}['"]""" for a in args)
-    match = re.search(rf"\b{function}\s*\(\s*{arg_re}\s*\)", raw)
-    if not match:
+    start = _literal_calls(raw).get((function, args))
+    if start is None:
         match = re.search(rf"\b{function}\s*\(", raw)
-    if not match:
-        return None
-    start = match.start()
+        if not match:
+            return None
+        start = match.start()
     brace = raw.rfind("{{", 0, start)
     line_start = raw.rfind("\n", 0, start) + 1
     pos = brace if brace >= line_start else start
@@ -76,6 +94,9 @@ class Templater:
         self._env = SandboxedEnvironment(
             undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
         )
+        self._templates = TemplateCache(self._env)
+        # without a secret env the masked rendering is the same text: render once
+        self._masks = any(spec.secret for spec, _ in values.env.values())
 
     # ---------------------------------------------------------------------------------------
     def render_sql(self, raw: str, file: str) -> Rendered:
@@ -199,9 +220,9 @@ class Templater:
             return {**own, "var": var, "env": env}
 
         results: list[str] = []
-        for masked in (False, True):
+        for masked in (False, True) if self._masks else (False,):
             try:
-                template = self._env.from_string(raw)
+                template = self._templates.get(raw)
                 results.append(template.render(make(masked)))
             except TemplateFailure:
                 raise
@@ -225,4 +246,4 @@ class Templater:
             except Exception as exc:  # a user template can raise anything (ZeroDivision, TypeError, ...)
                 text = re.sub(r"\b[\w.]+\.<locals>\.(\w+)\(\)", r"\1()", str(exc))  # no internal names
                 raise fail("PZ0213", f"template error: {type(exc).__name__}: {text}") from exc
-        return results[0], results[1]
+        return results[0], results[-1]

@@ -1,0 +1,155 @@
+"""Templates compiled once: the literal-call fast path renders exactly what Jinja renders, and graph walks
+handle DAGs of any depth."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jinja2.sandbox import SandboxedEnvironment
+
+from pipelinez.compile.graph import find_cycle, topological_order
+from pipelinez.compile.template_cache import LiteralCallTemplate, TemplateCache, literal_calls
+
+
+def _env() -> SandboxedEnvironment:
+    return SandboxedEnvironment(
+        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
+    )
+
+
+def _functions(log: list[tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
+    def make(name: str) -> Any:
+        def call(*args: str) -> str:
+            log.append((name, args))
+            return f"<{name}:{'|'.join(args)}>"
+
+        return call
+
+    return {name: make(name) for name in ("source", "ref", "sink", "var", "env")}
+
+
+def _outcome(render: Any) -> tuple[str, Any]:
+    log: list[tuple[str, tuple[str, ...]]] = []
+    try:
+        return "ok", (render(_functions(log)), log)
+    except Exception as exc:
+        return "error", type(exc).__name__
+
+
+def _same_as_jinja(raw: str) -> None:
+    fast = TemplateCache(_env())
+    try:
+        jinja = _env().from_string(raw)
+    except jinja2.TemplateSyntaxError:
+        with pytest.raises(jinja2.TemplateSyntaxError):
+            fast.get(raw)
+        return
+    compiled = fast.get(raw)
+    assert _outcome(compiled.render) == _outcome(jinja.render)
+    assert _outcome(lambda ctx: "".join(compiled.generate(ctx))) == _outcome(jinja.render)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "SELECT 1\n",
+        "SELECT * FROM {{ source('files', 'orders') }} JOIN {{ref(\"b\")}} USING (id)\n\n",
+        "INSERT INTO {{ sink('lake', 'p') }}\nSELECT {{ var('x') }}, {{ env( 'A' , \"B\" ) }}",
+        "{{ ref('a{{b') }} {{ ref('c}}d') }} }} } {",
+        "{{ ref('a') }}}} -- trailing braces are data",
+        "SELECT '{ not jinja }' {{ ref('a') }}",
+    ],
+)
+def test_literal_call_templates_render_as_jinja_does(raw: str) -> None:
+    assert literal_calls(raw) is not None
+    _same_as_jinja(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "{% if true %}{{ ref('a') }}{% endif %}",
+        "{# a comment #} {{ ref('a') }}",
+        "{{ ref('a') | upper }}",
+        "{{ ref(name) }}",
+        "{{ ref('a\\'b') }}",
+        "{{{ ref('a') }}",
+        "{{- ref('a') }}",
+        "SELECT 1\r\nFROM {{ ref('a') }}\r\n",
+        "{{ ref('a') }} {{",
+        "{{ 1 + 2 }}",
+    ],
+)
+def test_anything_else_goes_through_jinja_with_the_same_result(raw: str) -> None:
+    assert literal_calls(raw) is None
+    _same_as_jinja(raw)
+
+
+def test_an_unknown_function_fails_as_jinja_fails() -> None:
+    compiled = TemplateCache(_env()).get("SELECT {{ nope('x') }}")
+    assert isinstance(compiled, LiteralCallTemplate)
+    with pytest.raises(jinja2.UndefinedError, match="nope"):
+        compiled.render({"ref": lambda name: name})
+
+
+def test_each_template_text_is_compiled_once() -> None:
+    cache = TemplateCache(_env())
+    assert cache.get("{% if 1 %}x{% endif %}") is cache.get("{% if 1 %}x{% endif %}")
+    assert cache.get("{{ ref('a') }}") is cache.get("{{ ref('a') }}")
+
+
+_PIECES = st.sampled_from(
+    [
+        "SELECT ",
+        "\n",
+        " ",
+        "{",
+        "}",
+        "'",
+        '"',
+        "%",
+        "#",
+        "-",
+        "x",
+        "{{ ref('a') }}",
+        "{{ source('s', \"d\") }}",
+        "{{ var('v') }}",
+        "{{ env('E', 'dflt') }}",
+        "{{ sink('k','o') }}",
+        "{{ ref('') }}",
+        "{{ other('z') }}",
+        "{%",
+        "{#",
+        "}}",
+        "{{",
+        "|",
+        "(",
+        ")",
+        ",",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=12))
+def test_any_mix_of_data_and_calls_renders_as_jinja_does(pieces: list[str]) -> None:
+    _same_as_jinja("".join(pieces))
+
+
+def test_cycle_search_and_order_walk_a_chain_of_any_depth() -> None:
+    depth = 20_000  # deeper than Python's recursion limit; names in reverse dependency order
+    edges = {f"p{i:05d}": [f"p{i + 1:05d}"] if i + 1 < depth else [] for i in range(depth)}
+    assert find_cycle(edges) is None
+    order = topological_order(edges)
+    assert order[0] == f"p{depth - 1:05d}" and order[-1] == "p00000" and len(order) == depth
+    edges[f"p{depth - 1:05d}"] = ["p19990"]
+    assert find_cycle(edges) == [f"p{i:05d}" for i in range(19990, depth)] + ["p19990"]
+
+
+def test_topological_order_breaks_ties_by_name() -> None:
+    edges = {"c": [], "a": ["c"], "b": [], "d": ["b", "a"]}
+    assert topological_order(edges) == ["b", "c", "a", "d"]
