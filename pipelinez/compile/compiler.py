@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from pipelinez.compile.connector_static import Locator, validate_instances
+from pipelinez.compile.connector_static import validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
 from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
 from pipelinez.compile.graph import descendants
@@ -20,7 +20,7 @@ from pipelinez.compile.semantic import analyse_pipelines
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.values import resolve_values
 from pipelinez.config.model import Project
-from pipelinez.core.diagnostics import Diagnostic, Place, error
+from pipelinez.core.diagnostics import Diagnostic, error, sort_diagnostics
 from pipelinez.core.redact import Redactor
 
 
@@ -37,15 +37,6 @@ class CompileResult:
 
 # tier-2 errors about where a pipeline writes, not what its query reads: its query is still dry-compiled
 _QUERY_STILL_BINDS = frozenset({"PZ0201", "PZ0206", "PZ0208", "PZ0218"})
-
-
-def _default_locator(project: Project) -> Locator:
-    places = {s.file: s.place for s in [*project.sources.values(), *project.sinks.values()]}
-
-    def locate(file: str, _path: tuple[str | int, ...]) -> Place:
-        return places.get(file, Place(file))
-
-    return locate
 
 
 def static_schema_lookup(project: Project) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
@@ -73,7 +64,6 @@ def compile_project(
     project: Project,
     overrides: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
-    locate: Locator | None = None,
 ) -> CompileResult:
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
@@ -88,9 +78,8 @@ def compile_project(
     warnings += warned
 
     # tier 3
-    locate = locate or _default_locator(project)
     by_file = {inst.spec.file: inst for inst in [*sources.values(), *sinks.values()]}
-    errors += validate_instances(project, by_file, locate)
+    errors += validate_instances(project, by_file, project.locate)
 
     # drop pipelines with tier-2 errors and their dependents before building nodes
     bad_files = {d.place.file for d in errors if d.code not in _QUERY_STILL_BINDS}
@@ -155,10 +144,5 @@ def _redacted(diags: list[Diagnostic], redactor: Redactor) -> list[Diagnostic]:
     """Sorted, deduplicated, and with no secret value left in any message."""
     return [
         dataclasses.replace(d, message=redactor(d.message), next_step=redactor(d.next_step))
-        for d in _sorted(diags)
+        for d in sort_diagnostics(diags)
     ]
-
-
-def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:
-    unique = list(dict.fromkeys(diags))
-    return sorted(unique, key=lambda d: (d.place.file or "~", d.place.line or 0, d.place.col or 0, d.code))

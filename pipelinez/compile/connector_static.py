@@ -11,8 +11,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from pipelinez.compile.instances import ResolvedInstance
-from pipelinez.compile.semantic import did_you_mean
 from pipelinez.config.model import InstanceSpec, Project, SinkSpec, SourceSpec
+from pipelinez.config.suggest import did_you_mean
 from pipelinez.connectors import registry
 from pipelinez.connectors.sdk import Manifest
 from pipelinez.core.diagnostics import ConnectorHostError, Diagnostic, Place, error

@@ -7,14 +7,13 @@ name collisions, ephemeral misuse, unused vars, dead leaves.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pipelinez.compile.graph import find_cycle
 from pipelinez.compile.pipeline_sql import has_query, split_pipeline
 from pipelinez.compile.templating import Call, Rendered, TemplateFailure, Templater, staging_table
 from pipelinez.config.model import PipelineSource, Project
+from pipelinez.config.suggest import did_you_mean
 from pipelinez.core.diagnostics import Diagnostic, Place, error, warning
 
 
@@ -36,11 +35,6 @@ class PipelineInfo:
     @property
     def ephemeral(self) -> bool:
         return self.source.materialized == "ephemeral"
-
-
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def analyse_pipelines(

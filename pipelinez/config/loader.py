@@ -17,10 +17,10 @@ from pipelinez.config.checks import duplicate_check_names
 from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, discover
 from pipelinez.config.model import PipelineSource, Project, SidecarSpec
 from pipelinez.config.positions import Positions
-from pipelinez.config.shape import sort_diagnostics, validate_shape
+from pipelinez.config.shape import validate_shape
 from pipelinez.config.textfile import read_text
 from pipelinez.config.yaml_loader import YamlDoc, load_yaml_file
-from pipelinez.core.diagnostics import Diagnostic, PzConfigError, error
+from pipelinez.core.diagnostics import Diagnostic, PzConfigError, error, sort_diagnostics
 from pipelinez.core.sqlnames import is_name
 
 T = TypeVar("T")

@@ -17,7 +17,7 @@ from pipelinez.config.regions import check_lists, retry_blocks
 from pipelinez.config.schemas import KINDS, load_schema
 from pipelinez.config.shape_errors import diagnose
 from pipelinez.config.yaml_loader import YamlDoc
-from pipelinez.core.diagnostics import Diagnostic, error
+from pipelinez.core.diagnostics import Diagnostic, error, sort_diagnostics
 from pipelinez.core.durations import parse_duration
 
 
@@ -43,14 +43,6 @@ def _relevant(errors: Iterable[ValidationError]) -> list[ValidationError]:
     errors = list(errors)
     mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
     return [e for e in errors if e.validator == "type" or tuple(e.absolute_path) not in mistyped]
-
-
-def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
-    """Deduplicated, ordered by file, line, column, code and message."""
-    unique = dict.fromkeys(diagnostics)
-    return sorted(
-        unique, key=lambda d: (d.place.file or "", d.place.line or 0, d.place.col or 0, d.code, d.message)
-    )
 
 
 def _retry_rules(doc: YamlDoc, kind: str) -> list[Diagnostic]:

@@ -53,6 +53,15 @@ class Diagnostic:
         return data
 
 
+def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """The one order diagnostics are reported in: deduplicated, by file (those without one last), line,
+    column, code and message."""
+    unique = dict.fromkeys(diagnostics)
+    return sorted(
+        unique, key=lambda d: (d.place.file or "~", d.place.line or 0, d.place.col or 0, d.code, d.message)
+    )
+
+
 def error(
     code: str,
     message: str,

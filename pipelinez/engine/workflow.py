@@ -11,11 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelinez.compile.compiler import CompileResult, compile_project
-from pipelinez.compile.connector_static import Locator
 from pipelinez.config.loader import find_project_root, load_project
 from pipelinez.config.model import Project
-from pipelinez.config.yaml_loader import YamlDoc, load_yaml_file, position_of
-from pipelinez.core.diagnostics import Diagnostic, Place, PzValidationError
+from pipelinez.core.diagnostics import Diagnostic, PzValidationError
 from pipelinez.engine.connectivity import check_connectivity
 from pipelinez.engine.events import Subscriber
 from pipelinez.engine.lock import ProjectLock
@@ -35,22 +33,6 @@ class Validation:
     compiled: CompileResult | None = None
 
 
-def _locator(root: Path) -> Locator:
-    """Positions of keys inside connection/dataset/output blocks, for tier-3 diagnostics."""
-    docs: dict[str, YamlDoc | None] = {}
-
-    def locate(file: str, path: tuple[str | int, ...]) -> Place:
-        if file not in docs:
-            docs[file] = load_yaml_file(root / file, file)[0]
-        doc = docs[file]
-        if doc is None:
-            return Place(file)
-        line, col = position_of(doc, path)
-        return Place(file, line, col)
-
-    return locate
-
-
 def validate(
     project_dir: Path | None,
     overrides: Mapping[str, str] | None = None,
@@ -64,7 +46,7 @@ def validate(
     warnings = [d for d in diags if not d.is_error]
     if project is None:
         return Validation(None, errors, warnings)
-    compiled = compile_project(project, overrides, environ, _locator(root))
+    compiled = compile_project(project, overrides, environ)
     errors += compiled.errors
     warnings += compiled.warnings
     if connect and not errors and compiled.dag is not None:

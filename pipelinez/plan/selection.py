@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.graph import ancestors, descendants
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode, SourceLoadNode
-from pipelinez.compile.semantic import did_you_mean
+from pipelinez.config.suggest import did_you_mean
 from pipelinez.core.diagnostics import Diagnostic, error
 
 
