@@ -570,7 +570,7 @@ def test_manifest() -> None:
 
 
 def test_summary_keeps_the_cause_only() -> None:
-    from pipelinez.connectors.duckdb.sql import summary
+    from pipelinez.connectors.sdk_sql import summary
 
     raw = 'Binder Error: Referenced column "x" not found\nCandidate bindings: "y"\n\nLINE 1: SELECT x\n  ^'
     assert summary(raw) == 'Binder Error: Referenced column "x" not found\nCandidate bindings: "y"'

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from pipelinez.connectors.duckdb import strategies
 from pipelinez.connectors.duckdb.files import attached, connected, resolve_path
 from pipelinez.connectors.duckdb.names import TableName
-from pipelinez.connectors.duckdb.sql import canonical_contract, land, os_error, peek_rows, with_schema, wrap
 from pipelinez.connectors.sdk import (
     Connector,
     ConnectorContext,
@@ -33,6 +32,7 @@ from pipelinez.connectors.sdk import (
     Partition,
     WriteResult,
 )
+from pipelinez.connectors.sdk_sql import canonical_contract, land, os_error, peek_rows, with_schema, wrap
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, split_qualified
 

@@ -17,7 +17,6 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.duckdb.sql import land, os_error, wrap
 from pipelinez.connectors.localfiles import csvformat, reading, writing
 from pipelinez.connectors.localfiles.csvformat import ReadSchema
 from pipelinez.connectors.localfiles.paths import (
@@ -37,6 +36,7 @@ from pipelinez.connectors.sdk import (
     Partition,
     WriteResult,
 )
+from pipelinez.connectors.sdk_sql import land, os_error, wrap
 from pipelinez.core.diagnostics import PzConnectorError
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.duckdb.sql import summary, with_schema
 from pipelinez.connectors.localfiles.paths import duckdb_path
+from pipelinez.connectors.sdk_sql import summary, with_schema
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.duckdb.sql import canonical_contract
 from pipelinez.connectors.localfiles import csvformat
 from pipelinez.connectors.localfiles.csvformat import CsvDialect, ReadSchema
 from pipelinez.connectors.localfiles.paths import duckdb_path, format_of_path, list_files, under_root
 from pipelinez.connectors.sdk import DatasetRequest, Partition
+from pipelinez.connectors.sdk_sql import canonical_contract
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 

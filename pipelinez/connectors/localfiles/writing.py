@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.duckdb.sql import peek_rows
 from pipelinez.connectors.localfiles.folders import append_file, replace_folder
 from pipelinez.connectors.localfiles.paths import format_of_path, under_root
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
+from pipelinez.connectors.sdk_sql import peek_rows
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_literal
 

@@ -1,4 +1,5 @@
-"""DuckDB SQL helpers shared by the builtin connectors: contract types, landing rows, error messages."""
+"""DuckDB SQL helpers of the connector SDK, shared by the builtin connectors (which import no other builtin):
+contract types, landing rows, error messages, peeking at rows."""
 
 from __future__ import annotations
 
