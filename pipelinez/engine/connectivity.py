@@ -11,6 +11,7 @@ from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.compile.nodes import SinkWriteNode
 from pipelinez.compile.work import dataset_request, endpoint, output_request
+from pipelinez.config.model import SinkSpec, SourceSpec
 from pipelinez.connectors.sdk import Connector
 from pipelinez.core.diagnostics import Diagnostic, PzConnectorError, error, warning
 from pipelinez.core.duck_types import parse_type
@@ -70,7 +71,8 @@ def _source_checks(
 ) -> tuple[list[Diagnostic], list[Diagnostic]]:
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
-    spec = dag.project.sources[name]
+    spec = inst.spec
+    assert isinstance(spec, SourceSpec)
     for ds_name, ds in sorted(spec.datasets.items()):
         request = dataset_request(dag.project, inst, ds_name)
         try:
@@ -124,7 +126,8 @@ def _sink_checks(
     dag: CompiledDag, name: str, inst: ResolvedInstance, connector: Connector
 ) -> tuple[list[Diagnostic], list[Diagnostic]]:
     errors: list[Diagnostic] = []
-    spec = dag.project.sinks[name]
+    spec = inst.spec
+    assert isinstance(spec, SinkSpec)
     outputs = {n.output for n in dag.nodes.values() if isinstance(n, SinkWriteNode) and n.sink == name}
     for output in sorted(outputs | set(spec.outputs)):
         out = spec.outputs.get(output)
