@@ -31,6 +31,7 @@ from pipelinez.config.positions import JsonPath
 from pipelinez.config.schema_defs import DEFAULT_KEEP_LAST
 from pipelinez.config.yaml_loader import YamlDoc
 from pipelinez.core.durations import parse_duration
+from pipelinez.core.vocabulary import DEFAULT_STRATEGY
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ def _output(doc: YamlDoc, name: str, entry: dict[str, Any]) -> OutputSpec:
     return OutputSpec(
         name=name,
         options={k: v for k, v in entry.items() if k not in OUTPUT_ENGINE_KEYS},
-        strategy=str(entry.get("strategy", "replace")),
+        strategy=str(entry.get("strategy", DEFAULT_STRATEGY)),
         keys=tuple(str(k) for k in entry.get("keys") or ()),
         on_delete=None if on_delete is None else str(on_delete["column"]),
         duplicates=None if duplicates is None else str(duplicates),

@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pipelinez.compile.checks import outcome
 from pipelinez.compile.nodes import CheckNode, PipelineNode, SinkWriteNode, SourceLoadNode
@@ -30,12 +30,22 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-    from pipelinez.engine.context import RunContext
-
 SINK_BATCH_ROWS = 122_880
 PARTITION_WORKERS = (
     4  # parallel partition reads per source load, unless the instance's max_concurrency says less
 )
+
+
+class NodeContext(Protocol):
+    """All a runner needs besides its node: the run's id, cursors of the staging database, a way to publish a
+    note. `RunContext` is the local one; a remote worker builds its own around its copy of staging."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    def cursor(self) -> duckdb.DuckDBPyConnection: ...
+
+    def note(self, message: str) -> None: ...
 
 
 @dataclass
@@ -48,7 +58,7 @@ class NodeOutput:
     batches_committed: int | None = None
 
 
-def make_connector(ctx: RunContext, point: Endpoint) -> Connector:
+def make_connector(ctx: NodeContext, point: Endpoint) -> Connector:
     try:
         return point.connect(note=ctx.note)
     except ConnectorHostError as exc:
@@ -117,7 +127,7 @@ def ingest_batches(
         cur.unregister(view_name)
 
 
-def run_source_load(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:
+def run_source_load(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOutput:
     node = planned.node
     assert isinstance(node, SourceLoadNode)
     work = node.work
@@ -171,7 +181,7 @@ def run_source_load(ctx: RunContext, planned: PlannedNode, attempt: int) -> Node
 
 
 def _land_partition(
-    ctx: RunContext,
+    ctx: NodeContext,
     connector: Connector,
     cur: duckdb.DuckDBPyConnection,
     request: DatasetRequest,
@@ -192,7 +202,7 @@ def _land_partition(
         )
 
 
-def run_pipeline(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:
+def run_pipeline(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOutput:
     node = planned.node
     assert isinstance(node, PipelineNode)
     cur = ctx.cursor()
@@ -209,7 +219,7 @@ def run_pipeline(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOut
         ctx.release(cur)
 
 
-def run_check(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:
+def run_check(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOutput:
     node = planned.node
     assert isinstance(node, CheckNode) and node.check is not None
     cur = ctx.cursor()
@@ -228,7 +238,7 @@ def run_check(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput
     raise NodeFailure("PZ0508", result.message, rows=result.rows)
 
 
-def run_sink_write(ctx: RunContext, planned: PlannedNode, attempt: int) -> NodeOutput:
+def run_sink_write(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOutput:
     node = planned.node
     assert isinstance(node, SinkWriteNode)
     work = node.work
