@@ -37,13 +37,16 @@ PARTITION_WORKERS = (
 
 
 class NodeContext(Protocol):
-    """All a runner needs besides its node: the run's id, cursors of the staging database, a way to publish a
-    note. `RunContext` is the local one; a remote worker builds its own around its copy of staging."""
+    """All a runner needs besides its node: the run's id, cursors of the staging database (released when
+    done), a way to publish a note. `RunContext` is the local one; a remote worker builds its own around its
+    copy of staging."""
 
     @property
     def run_id(self) -> str: ...
 
     def cursor(self) -> duckdb.DuckDBPyConnection: ...
+
+    def release(self, cur: duckdb.DuckDBPyConnection) -> None: ...
 
     def note(self, message: str) -> None: ...
 

@@ -57,6 +57,9 @@ class _WorkerContext:
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.staging.cursor()
 
+    def release(self, cur: duckdb.DuckDBPyConnection) -> None:
+        cur.close()
+
     def note(self, message: str) -> None:
         return None
 
