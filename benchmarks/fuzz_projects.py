@@ -87,7 +87,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def generate(n: int, seed: int, sink: queue.Queue[Case | None]) -> None:
+def generate(n: int, seed: int, sink: queue.Queue[Case | None], deadline: float) -> None:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
 
@@ -103,7 +103,8 @@ def generate(n: int, seed: int, sink: queue.Queue[Case | None]) -> None:
     @hseed(seed)
     @given(cases())
     def produce(case: Case) -> None:
-        sink.put(case)
+        if time.perf_counter() < deadline:  # past it, hypothesis runs out its examples without work
+            sink.put(case)
 
     produce()
 
@@ -198,6 +199,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per command")
     parser.add_argument("--out", type=Path, default=Path("fuzz-failures"))
     parser.add_argument("--keep", type=int, default=20, help="violation examples saved per class")
+    parser.add_argument("--max-minutes", type=float, default=0, help="start no case after this (0: no limit)")
     parser.add_argument("--replay", type=Path, help="run one saved case.json as a subprocess and print")
     parser.add_argument("--keep-project", action="store_true", help="with --replay: keep the project folder")
     args = parser.parse_args()
@@ -214,18 +216,19 @@ def main() -> None:
     for t in threads:
         t.start()
     t0 = time.perf_counter()
-    reporter = threading.Thread(target=_progress, args=(tally, args.cases, t0), daemon=True)
+    command = (
+        f"python benchmarks/fuzz_projects.py -n {args.cases} --workers {args.workers} --seed {args.seed}"
+    )
+    reporter = threading.Thread(
+        target=_progress, args=(tally, args.cases, t0, args.out, command), daemon=True
+    )
     reporter.start()
-    generate(args.cases, args.seed, pending)
+    generate(args.cases, args.seed, pending, t0 + args.max_minutes * 60 if args.max_minutes else float("inf"))
     for _ in threads:
         pending.put(None)
     for t in threads:
         t.join()
-    total = sum(tally.kinds.values())
-    command = (
-        f"python benchmarks/fuzz_projects.py -n {args.cases} --workers {args.workers} --seed {args.seed}"
-    )
-    report = table(tally, total, time.perf_counter() - t0, command)
+    report = table(tally, sum(tally.kinds.values()), time.perf_counter() - t0, command)
     print(report)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "outcome-table.md").write_text(report + "\n")
@@ -234,9 +237,12 @@ def main() -> None:
     shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _progress(tally: Tally, n: int, t0: float) -> None:
+def _progress(tally: Tally, n: int, t0: float, out: Path, command: str) -> None:
+    """A progress line every minute on stderr; every five, the table so far in outcome-table.partial.md."""
+    minute = 0
     while True:
         time.sleep(60)
+        minute += 1
         with tally.lock:
             done = sum(tally.kinds.values())
             print(
@@ -245,6 +251,10 @@ def _progress(tally: Tally, n: int, t0: float) -> None:
                 file=sys.stderr,
                 flush=True,
             )
+            if minute % 5 == 0:
+                out.mkdir(parents=True, exist_ok=True)
+                partial = table(tally, done, time.perf_counter() - t0, command + "  (in progress)")
+                (out / "outcome-table.partial.md").write_text(partial + "\n")
 
 
 if __name__ == "__main__":
