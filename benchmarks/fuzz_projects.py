@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import queue
 import re
@@ -88,7 +89,7 @@ def _slug(text: str) -> str:
 
 
 def generate(n: int, seed: int, sink: queue.Queue[Case | None], deadline: float) -> None:
-    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hseed
 
     from tests.fuzz.mutations import cases
@@ -99,14 +100,21 @@ def generate(n: int, seed: int, sink: queue.Queue[Case | None], deadline: float)
         database=None,
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
     )
     @hseed(seed)
     @given(cases())
     def produce(case: Case) -> None:
-        if time.perf_counter() < deadline:  # past it, hypothesis runs out its examples without work
-            sink.put(case)
+        if time.perf_counter() > deadline:
+            raise _TimeUp
+        sink.put(case)
 
-    produce()
+    with contextlib.suppress(_TimeUp):
+        produce()
+
+
+class _TimeUp(Exception):
+    """Raised inside the generator to stop hypothesis at --max-minutes."""
 
 
 def consume(cases: queue.Queue[Case | None], tally: Tally, timeout: float, scratch: Path, idx: int) -> None:
