@@ -274,6 +274,12 @@ WARNING_LINE = re.compile(r"^warning: (PZ0[1-7]\d\d) \S")
 FAIL_LINE = re.compile(r"^FAIL \S+ ")
 FAIL_CODE = re.compile(r"^  (PZ0[1-7]\d\d): \S")
 ERRORISH = re.compile(r"^\s*(error|fatal|panic)\b|^\s*\w*(Error|Exception):", re.IGNORECASE)
+# every line `pz validate` / `pz run` print in text mode (reference section 8); anything else is a message's
+# second line leaking (a multi-line driver error) or output that is not pz's own
+LINE_GRAMMAR = re.compile(
+    r"^((ok|FAIL|WARN|SKIP|CANCEL) \S|(note|warning|error): |  next: |  PZ0[1-7]\d\d: |"
+    r"\d+ (errors?|warnings?)(, \d+ warnings?)?$|ok: project is valid|$)"
+)
 TRACEBACK = re.compile(
     r"Traceback \(most recent call last\)|^Exception (in thread|ignored in)|"
     r'^\s*File ".*", line \d+|panicked at|RUST_BACKTRACE',
@@ -284,6 +290,7 @@ VIOLATIONS = (
     "traceback / panic text",
     "bad exit code",
     "error without PZ code",
+    "stray output line",
     "unregistered PZ code",
     "exit code without error",
     "timeout",
@@ -307,6 +314,10 @@ def check_command(result: CommandResult) -> tuple[list[str], list[tuple[str, str
     codes, errors_seen, fails_seen = (
         _json_lines(result, bad) if json_mode else _text_lines(result.output.splitlines(), bad)
     )
+    if not json_mode and result.command.split()[:1] in (["validate"], ["run"]):
+        stray = [line for line in result.output.splitlines() if not LINE_GRAMMAR.match(line)]
+        if stray and not any(d.startswith(stray[0][:100]) for _, d in bad):
+            bad.append(("stray output line", f"{result.command.split()[0]}: {stray[0][:200]}"))
     if "PZ0512" in result.output:
         cause = _crash_cause(result.crash_log) or _first(result.output, "PZ0512")
         bad.append(("PZ0512 internal error", cause))
