@@ -312,10 +312,10 @@ def check_command(result: CommandResult) -> tuple[list[str], list[tuple[str, str
     bad: list[tuple[str, str]] = []
     json_mode = "--log-format" in result.args and "json" in result.args
     codes, errors_seen, fails_seen = (
-        _json_lines(result, bad) if json_mode else _text_lines(result.output.splitlines(), bad)
+        _json_lines(result, bad) if json_mode else _text_lines(_lines(result.output), bad)
     )
     if not json_mode and result.command.split()[:1] in (["validate"], ["run"]):
-        stray = [line for line in result.output.splitlines() if not LINE_GRAMMAR.match(line)]
+        stray = [line for line in _lines(result.output) if not LINE_GRAMMAR.match(line)]
         if stray and not any(d.startswith(stray[0][:100]) for _, d in bad):
             bad.append(("stray output line", f"{result.command.split()[0]}: {stray[0][:200]}"))
     if "PZ0512" in result.output:
@@ -366,7 +366,7 @@ def _uncoded(line: str) -> bool:
 def _json_lines(result: CommandResult, bad: list[tuple[str, str]]) -> tuple[list[str], bool, bool]:
     codes: list[str] = []
     errors_seen = fails_seen = False
-    for line in result.output.splitlines():
+    for line in _lines(result.output):
         if not line.strip():
             continue
         try:
@@ -404,8 +404,13 @@ def _crash_cause(log: str) -> str:
     return lines[-1][:200] + where
 
 
+def _lines(text: str) -> list[str]:
+    """Lines as a terminal shows them: split at newlines only (splitlines also splits at \\v, \\f)."""
+    return [line.rstrip("\r") for line in text.split("\n")]
+
+
 def _first(text: str, needle: str) -> str:
-    return next((line for line in text.splitlines() if needle in line), needle)[:240]
+    return next((line for line in _lines(text) if needle in line), needle)[:240]
 
 
 def _line_at(text: str, pos: int) -> str:
