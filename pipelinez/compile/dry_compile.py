@@ -158,6 +158,14 @@ class DryCompiler:
         return errors, warnings
 
     def _create_source(self, node: SourceLoadNode, columns: list[tuple[str, str]]) -> Diagnostic | None:
+        unnamable = [c for c, _ in columns if "\x00" in c]
+        if unnamable:  # a NUL byte in a file's header or a contract key: no SQL identifier may hold one
+            return error(
+                "PZ0302",
+                f"dataset '{node.source}.{node.dataset}': column name {unnamable[0]!r} holds a NUL character",
+                place=node.place,
+                next_step="fix the file's header row, or declare the dataset's columns: contract",
+            )
         cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in columns) or '"__pz_no_columns" INTEGER'
         try:
             self.con.execute(f"CREATE TABLE {quote_ident(node.table)} ({cols})")

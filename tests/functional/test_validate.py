@@ -471,3 +471,26 @@ def test_check_expressions_are_single_expressions(project_dir: Path) -> None:
     result = pz(project_dir, "validate")
     errors = [line for line in result.lines if line.startswith("error:")]
     assert len(errors) == 1 and "PZ0405" in errors[0] and "sneaky" in errors[0], result.output
+
+
+def test_nul_in_an_inferred_column_name_is_a_dataset_error_not_an_internal_error(project_dir: Path) -> None:
+    """Found by the fuzz suite: a CSV without a columns: contract whose header holds NUL bytes was PZ0512."""
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            "sources/files.yml": """
+            connector: localfiles
+            connection: { root: data }
+            datasets:
+              orders: { format: csv, path: orders.csv }
+        """,
+            "pipelines/p.sql": P_SQL,
+        },
+    )
+    (project_dir / "data" / "orders.csv").write_bytes(b"id,cust\x00omer\n1,ada\n")
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2, result.output
+    assert "PZ0512" not in result.output
+    errors = [line for line in result.lines if line.startswith("error: PZ0302 sources/files.yml:")]
+    assert any("NUL character" in line for line in errors), result.output
