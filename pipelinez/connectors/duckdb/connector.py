@@ -8,7 +8,8 @@ tables. A `columns:` contract selects those columns, cast to the contract's type
 - universal: a separate read-only connection to the file streams Arrow record batches.
 Sink: replace / merge / append in one transaction each (see `strategies`), into the file attached to the
 staging database (native) or opened by a separate connection that ingests the Arrow stream (universal).
-The file (and its folder) is created when missing.
+The file (and its folder) is created when missing. After each committed write the file is checkpointed, so
+it stands alone (no pending `.wal`) and a replaced table's space is reused rather than growing the file.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ from pipelinez.connectors.sdk import (
     Partition,
     WriteResult,
 )
-from pipelinez.connectors.sdk_sql import canonical_contract, land, os_error, peek_rows, with_schema, wrap
+from pipelinez.connectors.sdk_sql import (
+    canonical_contract,
+    land,
+    os_error,
+    peek_rows,
+    summary,
+    with_schema,
+    wrap,
+)
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, split_qualified
 
@@ -133,7 +142,9 @@ class DuckDBConnector(Connector):
             rows, cols = self._prepare(cur, output, source, target)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with attached(con, self.path, read_only=False) as alias:
-                return strategies.write(cur, alias, target, output, source, cols, rows)
+                result = strategies.write(cur, alias, target, output, source, cols, rows)
+                self._checkpoint(cur, alias)
+                return result
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0501") from exc
         except OSError as exc:
@@ -163,12 +174,15 @@ class DuckDBConnector(Connector):
                 if output.strategy == "merge":
                     con.execute(f"CREATE TEMP TABLE {quote_ident(_INCOMING)} AS SELECT * FROM {_STREAM}")
                     rows, cols = self._prepare(con, output, _STAGED, target)
-                    return strategies.write(con, catalog, target, output, _STAGED, cols, rows)
-                if output.strategy not in ("replace", "append"):
-                    raise PzConnectorError(f"unknown strategy '{output.strategy}'", code="PZ0305")
-                con.register(_SHAPE, reader.schema.empty_table())
-                cols = strategies.columns_of(con, _SHAPE)
-                return strategies.write(con, catalog, target, output, _STREAM, cols, None, shape=_SHAPE)
+                    result = strategies.write(con, catalog, target, output, _STAGED, cols, rows)
+                else:
+                    if output.strategy not in ("replace", "append"):
+                        raise PzConnectorError(f"unknown strategy '{output.strategy}'", code="PZ0305")
+                    con.register(_SHAPE, reader.schema.empty_table())
+                    cols = strategies.columns_of(con, _SHAPE)
+                    result = strategies.write(con, catalog, target, output, _STREAM, cols, None, shape=_SHAPE)
+                self._checkpoint(con, catalog)
+                return result
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0501") from exc
         except OSError as exc:
@@ -222,6 +236,21 @@ class DuckDBConnector(Connector):
             raise wrap(exc, "PZ0606", f"cannot write table {target} in {self.path}: ") from exc
 
     # -- helpers -----------------------------------------------------------------------------
+    def _checkpoint(self, cur: duckdb.DuckDBPyConnection, catalog: str) -> None:
+        """Fold the committed write into the database file, so the file stands alone (a copy without its
+        `.wal` holds every table) and space freed by a replaced table is reused instead of growing the
+        file. The write is committed already: a failed checkpoint is a note, not a failed write (the WAL
+        still holds the data and the next write checkpoints it)."""
+        import duckdb
+
+        try:
+            cur.execute(f"CHECKPOINT {quote_ident(catalog)}")
+        except duckdb.Error as exc:
+            self.context.note(
+                f"sink '{self.context.instance}': the write committed, but {self.path} could not be "
+                f"checkpointed ({summary(str(exc))}); its .wal file holds the change until the next write"
+            )
+
     def _require_file(self, code: str) -> None:
         if not self.path.is_file():
             raise PzConnectorError(f"database file {self.path} does not exist", code=code)
