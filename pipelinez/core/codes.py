@@ -505,6 +505,13 @@ REGISTRY: tuple[Code, ...] = (
         "(truncated, edited by hand, not JSON)",
         "delete that run's folder under .pz/runs (its history is lost), or restore the file from a backup",
     ),
+    Code(
+        "PZ0518",
+        "ValueOutOfStagingRange",
+        "a source value lies outside what the staging database can hold (e.g. a PostgreSQL timestamp after "
+        "294247-01-10); it is refused instead of being staged as a different (wrapped-around) value",
+        "read the dataset with a query: that filters or caps the column named in the message",
+    ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(
         "PZ0601",

@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.conftest import pz, write_project
+from tests.conftest import fresh_pg_database, pz, write_project
 
 BIG = """
     INSERT INTO {{ sink('wh', 'big') }}
@@ -52,3 +52,75 @@ def test_duckdb_sink_file_stands_alone_and_stays_bounded(tmp_path: Path, univers
             con.close()
     # repeated replaces reuse the space the old table freed: the file does not grow run after run
     assert max(sizes) <= 2 * sizes[0], sizes
+
+
+PG_RANGE_SQL = """
+CREATE TABLE far (id int, ts timestamp, tz timestamptz[]);
+INSERT INTO far VALUES (1, '2020-01-01', '{2020-01-01}'), (2, '294270-01-01', '{2020-01-01}'),
+    (3, '2021-01-01', '{2020-01-01, 294275-06-01}');
+CREATE TABLE edge (id int, ts timestamp, tz timestamptz);
+INSERT INTO edge VALUES (1, '2020-01-01', '2020-01-01'), (2, 'infinity', '-infinity'),
+    (3, '4713-01-01 BC', '4713-01-01 BC'), (4, '294247-01-01', '294247-01-01');
+"""
+
+
+def _pg_range_project(root: Path, database: str, universal: bool, dataset: str) -> Path:
+    return write_project(
+        root,
+        {
+            "project.yml": f"name: rng\nengine: {{ force_universal: {str(universal).lower()} }}\n",
+            "sources/pg.yml": f"""
+                connector: postgres
+                connection: {{ host: 127.0.0.1, port: 5432, database: {database}, user: postgres }}
+                datasets:
+                  far_table: {{ table: public.far }}
+                  far_ts_query: {{ query: "SELECT id, ts FROM far" }}
+                  far_list_query: {{ query: "SELECT id, tz FROM far" }}
+                  edge: {{ table: public.edge }}
+            """,
+            "sinks/wh.yml": "connector: duckdb\nconnection: { path: wh.duckdb }\n",
+            "pipelines/p.sql": f"""
+                INSERT INTO {{{{ sink('wh', 'p') }}}}
+                SELECT * FROM {{{{ source('pg', '{dataset}') }}}}
+            """,
+        },
+    )
+
+
+@pytest.mark.parametrize("universal", [False, True], ids=["native", "universal"])
+@pytest.mark.parametrize(
+    ("dataset", "column"), [("far_table", "ts"), ("far_ts_query", "ts"), ("far_list_query", "tz")]
+)
+def test_postgres_timestamp_past_staging_range_is_refused(
+    tmp_path: Path, universal: bool, dataset: str, column: str
+) -> None:
+    with fresh_pg_database(PG_RANGE_SQL) as database:
+        project = _pg_range_project(tmp_path / "proj", database, universal, dataset)
+        result = pz(project, "run")
+    assert result.exit_code == 1, result.output
+    expected = f"PZ0518: source 'pg' dataset '{dataset}': column {column} holds a timestamp after"
+    assert expected in result.output
+    assert "query:" in result.output
+    assert not (project / "wh.duckdb").exists()  # nothing reached the sink
+
+
+@pytest.mark.parametrize("universal", [False, True], ids=["native", "universal"])
+def test_postgres_timestamps_staging_can_hold_pass_unchanged(tmp_path: Path, universal: bool) -> None:
+    with fresh_pg_database(PG_RANGE_SQL) as database:
+        project = _pg_range_project(tmp_path / "proj", database, universal, "edge")
+        result = pz(project, "run")
+    assert result.exit_code == 0, result.output
+    con = duckdb.connect(str(project / "wh.duckdb"), read_only=True)
+    try:
+        rows = con.execute("SELECT id, ts::varchar, tz::varchar FROM p ORDER BY id").fetchall()
+        assert con.execute("SELECT max(ts)::varchar, min(tz)::varchar FROM p").fetchone() == (
+            "infinity",
+            "-infinity",
+        )
+    finally:
+        con.close()
+    assert rows[1:] == [
+        (2, "infinity", "-infinity"),
+        (3, "4713-01-01 (BC) 00:00:00", "4713-01-01 (BC) 00:00:00+00"),
+        (4, "294247-01-01 00:00:00", "294247-01-01 00:00:00+00"),
+    ]

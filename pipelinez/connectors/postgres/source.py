@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from pipelinez.connectors.postgres.settings import Settings, TableRef, lead
 from pipelinez.connectors.postgres.types import (
     DATE,
+    EARLIEST_PG_TS_US,
     INT2,
     INT4,
     INT8,
@@ -46,6 +47,7 @@ from pipelinez.connectors.postgres.types import (
     arrow_schema,
     convert_batch,
     fetch_types,
+    out_of_range,
     plan_column,
 )
 from pipelinez.connectors.sdk import DatasetRequest, Partition
@@ -427,8 +429,29 @@ def extract_native(
             land(con, target, f"SELECT {relation.duck_projection() or '*'} FROM {source}")
     except duckdb.Error as exc:
         raise settings.error(exc, where, "PZ0505") from exc
+    _range_guard(con, relation, target)
     if relation.attach_scan_ok(partition):
         _nan_guard(con, conn, settings, relation, target, where)
+
+
+def _range_guard(con: duckdb.DuckDBPyConnection, relation: Relation, target: str) -> None:
+    """PZ0518 when a staged timestamp wrapped around (a PostgreSQL value past DuckDB's latest): one
+    aggregate over the staged timestamp columns, nothing when the dataset has none."""
+    guarded = [p for p in relation.plans if p.canon.kind in ("timestamp", "timestamptz")]
+    if not guarded:
+        return
+    tests = []
+    for plan in guarded:
+        col = quote_ident(plan.name)
+        wrapped = f"isfinite({{v}}) AND epoch_us({{v}}) < {EARLIEST_PG_TS_US}"
+        if plan.canon.is_list:
+            tests.append(f"count_if(list_bool_or(list_transform({col}, x -> {wrapped.format(v='x')})))")
+        else:
+            tests.append(f"count_if({wrapped.format(v=col)})")
+    row = con.execute(f"SELECT {', '.join(tests)} FROM {target}").fetchone()
+    for plan, hits in zip(guarded, row or (), strict=False):
+        if hits:
+            raise out_of_range(plan.name)
 
 
 def _nan_guard(
@@ -622,7 +645,7 @@ def extract_batches(
                     yield convert_batch(batch, relation.plans, schema)
                 except PzConnectorError as exc:
                     raise PzConnectorError(
-                        f"{lead(where)}{settings.scrub(exc.message)}", code="PZ0505"
+                        f"{lead(where)}{settings.scrub(exc.message)}", code=exc.code or "PZ0505"
                     ) from exc
             if not produced:
                 yield pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)

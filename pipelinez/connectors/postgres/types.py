@@ -34,7 +34,8 @@ that type with exactly the same values:
 |  bit, varbit, xml, ranges, geometric|                           |                                       |
 |  composite, tsvector, hstore, ...   |                           |                                       |
 
-Limits: PostgreSQL timestamps after 294247-01-10 (DuckDB's maximum) fail the read; a one-dimensional array
+Limits: PostgreSQL timestamps after 294247-01-10 (DuckDB's maximum) fail the read (PZ0518; see
+`out_of_range` and `refuse_wrapped_ts`); a one-dimensional array
 column holding a multi-dimensional value fails the read in both tiers (declare it [][], or cast it in a
 query:); a query's arrays count as one-dimensional (a result description carries no dimensions).
 
@@ -91,6 +92,10 @@ ADBC_TS_NEG_INF = _wrap(-(2**63) + _TS_SHIFT, 64)
 # DuckDB's own +-infinity of DATE and TIMESTAMP[TZ]
 DUCK_DATE_POS_INF, DUCK_DATE_NEG_INF = 2**31 - 1, -(2**31 - 1)
 DUCK_TS_POS_INF, DUCK_TS_NEG_INF = 2**63 - 1, -(2**63 - 1)
+# PostgreSQL's earliest timestamp is 4713 BC. A finite timestamp staged before 4714 BC can only be a value
+# after DuckDB's latest (294247-01-10; PostgreSQL goes to 294276 AD) that wrapped around in the conversion
+# from PostgreSQL's 2000-based microseconds to DuckDB's 1970-based ones (both tiers wrap the same way).
+EARLIEST_PG_TS_US = -210895056000000000  # epoch_us(TIMESTAMP '4714-01-01 (BC)')
 # DuckDB TIME WITH TIME ZONE: (micros << 24) | (MAX_OFFSET - offset_seconds_east)
 TIMETZ_MAX_OFFSET = 16 * 60 * 60 - 1
 
@@ -423,13 +428,42 @@ def convert_column(array: pa.Array, plan: ColumnPlan) -> pa.Array:
         return pa.ExtensionArray.from_storage(timetz_arrow_type(), storage)
     if plan.fix in ("date", "ts", "uint32"):
         if plan.canon.is_list:
-            return _map_list(array, lambda values: _fix_scalar(values, plan.fix, target.value_type))
-        return _fix_scalar(array, plan.fix, target)
+            fixed = _map_list(array, lambda values: _fix_scalar(values, plan.fix, target.value_type))
+            if plan.fix == "ts":
+                refuse_wrapped_ts(fixed.values, plan.name)
+            return fixed
+        fixed = _fix_scalar(array, plan.fix, target)
+        if plan.fix == "ts":
+            refuse_wrapped_ts(fixed, plan.name)
+        return fixed
     if array.type == target:
         return array
     if plan.canon.kind == "json" and not plan.canon.is_list and pa.types.is_string(array.type):
         return pa.ExtensionArray.from_storage(target, array)
     return _storage(array).cast(target)
+
+
+def out_of_range(column: str) -> PzConnectorError:
+    return PzConnectorError(
+        f"column {column} holds a timestamp after 294247-01-10, the latest the staging database (DuckDB) can "
+        "hold (PostgreSQL allows up to 294276 AD); nothing was staged rather than a wrapped-around value. "
+        "Read the dataset with a query: that filters those rows or caps the column "
+        "(e.g. LEAST(col, '9999-12-31'))",
+        code="PZ0518",
+    )
+
+
+def refuse_wrapped_ts(array: pa.Array, column: str) -> None:
+    """PZ0518 when a converted timestamp array holds a finite value before PostgreSQL's earliest: a value
+    past DuckDB's latest that wrapped around (vectorised: one min over the batch)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ints = array.view(pa.int64())
+    finite = pc.if_else(pc.equal(ints, pa.scalar(DUCK_TS_NEG_INF, pa.int64())), None, ints)
+    low = pc.min(finite).as_py()
+    if low is not None and low < EARLIEST_PG_TS_US:
+        raise out_of_range(column)
 
 
 def _storage(array: pa.Array) -> pa.Array:
