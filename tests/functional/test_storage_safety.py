@@ -3,6 +3,7 @@ never silently wrong (checkpointed DuckDB sink files, ...)."""
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from pathlib import Path
 
@@ -124,3 +125,102 @@ def test_postgres_timestamps_staging_can_hold_pass_unchanged(tmp_path: Path, uni
         (3, "4713-01-01 (BC) 00:00:00", "4713-01-01 (BC) 00:00:00+00"),
         (4, "294247-01-01 00:00:00", "294247-01-01 00:00:00+00"),
     ]
+
+
+def _long_names(token: str) -> tuple[str, str]:
+    head = f"t{token}_" + "x" * (58 - len(token) - 1)  # 59 characters: both names fit 63 and 64
+    return head + "_one", head + "_two"
+
+
+def _two_long_outputs(root: Path, connection: str, connector: str, one: str, two: str) -> Path:
+    return write_project(
+        root,
+        {
+            "project.yml": "name: longnames\n",
+            "sinks/wh.yml": f"""
+                connector: {connector}
+                connection: {connection}
+                outputs:
+                  one: {{ table: {one} }}
+                  two: {{ table: {two} }}
+                  one_m: {{ table: {one}m, strategy: merge, keys: [id] }}
+                  two_m: {{ table: {two}m, strategy: merge, keys: [id] }}
+            """,
+            "pipelines/p1.sql": """
+                INSERT INTO {{ sink('wh', 'one') }}
+                INSERT INTO {{ sink('wh', 'one_m') }}
+                SELECT range AS id, 'one' AS v FROM range(1000)
+            """,
+            "pipelines/p2.sql": """
+                INSERT INTO {{ sink('wh', 'two') }}
+                INSERT INTO {{ sink('wh', 'two_m') }}
+                SELECT range AS id, 'two' AS v FROM range(2000)
+            """,
+        },
+    )
+
+
+def test_work_tables_of_long_names_never_collide_on_postgres(tmp_path: Path) -> None:
+    import psycopg
+
+    with fresh_pg_database() as database:
+        one, two = _long_names(secrets.token_hex(3))
+        conn = f"{{ host: 127.0.0.1, port: 5432, database: {database}, user: postgres }}"
+        project = _two_long_outputs(tmp_path / "proj", conn, "postgres", one[:62], two[:62])
+        for _ in range(2):
+            result = pz(project, "run", "--threads", "4")
+            assert result.exit_code == 0, result.output
+        with psycopg.connect(host="127.0.0.1", port=5432, user="postgres", dbname=database) as con:
+            for name, value, rows in ((one[:62], "one", 1000), (two[:62], "two", 2000)):
+                for table in (name, name + "m"):
+                    got = con.execute(f'SELECT count(*), min(v), max(v) FROM "{table}"').fetchone()
+                    assert got == (rows, value, value), table
+            leftover = con.execute(
+                "SELECT relname FROM pg_class WHERE relname LIKE '%\\_\\_pz\\_%'"
+            ).fetchall()
+    assert leftover == []
+
+
+def test_work_tables_of_long_names_never_collide_on_mariadb(tmp_path: Path) -> None:
+    import pymysql
+
+    one, two = _long_names(secrets.token_hex(3))
+    conn = "{ host: 127.0.0.1, port: 3306, database: test, user: root }"
+    project = _two_long_outputs(tmp_path / "proj", conn, "mysql", one[:63], two[:63])
+    con = pymysql.connect(host="127.0.0.1", port=3306, user="root", database="test")
+    try:
+        for _ in range(2):
+            result = pz(project, "run", "--threads", "4")
+            assert result.exit_code == 0, result.output
+        with con.cursor() as cur:
+            for name, value, rows in ((one[:63], "one", 1000), (two[:63], "two", 2000)):
+                for table in (name, name + "m"):
+                    cur.execute(f"SELECT count(*), min(v), max(v) FROM `{table}`")
+                    assert cur.fetchone() == (rows, value, value), table
+            cur.execute(f"SHOW TABLES LIKE '{one[:20]}%\\_\\_pz\\_%'")
+            assert cur.fetchall() == ()
+    finally:
+        with con.cursor() as cur:
+            for name in (one[:63], two[:63]):
+                cur.execute(f"DROP TABLE IF EXISTS `{name}`, `{name}m`")
+        con.close()
+
+
+def test_duckdb_sink_sweeps_work_tables_a_killed_run_left(tmp_path: Path) -> None:
+    from pipelinez.connectors.duckdb.names import TableName
+    from pipelinez.connectors.duckdb.strategies import work_table
+
+    one, two = _long_names("dd")
+    project = _two_long_outputs(tmp_path / "proj", "{ path: wh.duckdb }", "duckdb", one, two)
+    stale = work_table(TableName("main", one), "20200101T000000000Z-dead").table
+    con = duckdb.connect(str(project / "wh.duckdb"))
+    con.execute(f'CREATE TABLE "{stale}" AS SELECT 1 AS x')
+    con.close()
+    result = pz(project, "run", "--threads", "4")
+    assert result.exit_code == 0, result.output
+    con = duckdb.connect(str(project / "wh.duckdb"), read_only=True)
+    try:
+        names = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    finally:
+        con.close()
+    assert names == {one, two, one + "m", two + "m"}

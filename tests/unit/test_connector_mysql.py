@@ -557,7 +557,7 @@ from pipelinez.connectors.sdk import ConnectorContext, OutputRequest
 args = json.loads(sys.argv[1])
 conn = MySQLConnector(ConnectorContext("my", Path("."), args["connection"]))
 table = pa.table({"id": pa.array(range(1000), pa.int64()), "name": pa.array(["new"] * 1000)})
-conn.write_batches(OutputRequest("rep_kill", {}, "replace", run_id="killed-run"),
+conn.write_batches(OutputRequest("rep_kill", {}, "replace", run_id=args["run_id"]),
                    pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=100)))
 print("swapped")
 """
@@ -570,7 +570,12 @@ def test_replace_killed_between_temp_write_and_swap_keeps_old_table(
     conn.write_batches(out("rep_kill", "replace"), reader_of(old))
     env = {**os.environ, "PZ_FAILPOINTS": "sink.before_swap:kill"}
     done = subprocess.run(
-        [sys.executable, "-c", KILL_SCRIPT, json.dumps({"connection": connection(database)})],
+        [
+            sys.executable,
+            "-c",
+            KILL_SCRIPT,
+            json.dumps({"connection": connection(database), "run_id": "killed-run"}),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -579,11 +584,17 @@ def test_replace_killed_between_temp_write_and_swap_keeps_old_table(
     assert done.returncode == 137, done.stderr
     assert "swapped" not in done.stdout
     assert sql(db, "SELECT id, name FROM rep_kill ORDER BY id") == [(1, "old1"), (2, "old2")]
-    # the temp table of the killed attempt is left behind, complete; the same run's retry replaces it
-    assert sql(db, "SELECT COUNT(*) FROM rep_kill__pz_tmp_killed_run") == [(1000,)]
+    # the temp table of the killed attempt is left behind, complete; the next run's write sweeps it
+    leftover = TableName(None, "rep_kill").work_table("tmp", "killed-run").table
+    assert sql(db, f"SELECT COUNT(*) FROM `{leftover}`") == [(1000,)]
     env.pop("PZ_FAILPOINTS")
     done = subprocess.run(
-        [sys.executable, "-c", KILL_SCRIPT, json.dumps({"connection": connection(database)})],
+        [
+            sys.executable,
+            "-c",
+            KILL_SCRIPT,
+            json.dumps({"connection": connection(database), "run_id": "next-run"}),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -935,3 +946,11 @@ def test_settings_dsn_and_names() -> None:
     assert TableName.parse('db."t.1"').sql() == "`db`.`t.1`"
     long = TableName("db", "x" * 64).sibling("__pz_tmp_20261010T020011408Z_7d1e")
     assert len(long.table) == 64 and long.table.endswith("__pz_tmp_20261010T020011408Z_7d1e")
+    # work tables of two long names that share their first 60 characters differ, and fit 64
+    first, second = TableName("db", "y" * 60 + "_one"), TableName("db", "y" * 60 + "_two")
+    works = {
+        t.work_table(k, "20261010T020011408Z-7d1e").table for t in (first, second) for k in ("tmp", "old")
+    }
+    assert len(works) == 4 and all(len(w) <= 64 for w in works)
+    assert first.is_work_table(first.work_table("tmp", "any-run").table)
+    assert not second.is_work_table(first.work_table("tmp", "any-run").table)

@@ -3,10 +3,10 @@
 `source` is a table the cursor can read (a staging table, or a temp table holding the universal stream);
 `catalog` is the target database's name on that cursor (an ATTACH alias, or the file's own name).
 
-- replace: CREATE TABLE <schema>."__pz_tmp_<table>_<run>" AS SELECT * FROM source; DROP TABLE IF EXISTS
-  target; ALTER TABLE tmp RENAME TO target; COMMIT. DuckDB runs the three in one transaction, so readers
-  and crashes see the old table or the new one, never none. (CREATE OR REPLACE would be atomic too; the temp
-  table gives the swap a seam that tests can fail on: failpoint `sink.before_swap`.)
+- replace: CREATE TABLE <schema>."__pz_tmp_<table head>_<run>_<hash>" AS SELECT * FROM source; DROP TABLE IF
+  EXISTS target; ALTER TABLE tmp RENAME TO target; COMMIT. DuckDB runs the three in one transaction, so
+  readers and crashes see the old table or the new one, never none. (CREATE OR REPLACE would be atomic too;
+  the temp table gives the swap a seam that tests can fail on: failpoint `sink.before_swap`.)
 - merge: `MERGE INTO target USING source ON (keys)` (DuckDB >= 1.4): rows whose `on_delete` column is true
   delete their key; other rows (false or NULL) update the matched row or are inserted. The `on_delete`
   column is a control column: it is never written (not when the target is created, not on insert or
@@ -22,6 +22,7 @@ columns the source lacks are left NULL on insert and untouched on update.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -119,7 +120,8 @@ def write(
     try:
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(catalog)}.{quote_ident(target.schema)}")
         if output.strategy == "replace":
-            tmp = TableName(target.schema, f"__pz_tmp_{target.table}_{output.run_id or 'run'}")
+            sweep(cur, catalog, target)
+            tmp = work_table(target, output.run_id)
             cur.execute(f"DROP TABLE IF EXISTS {tmp.sql(catalog)}")
             cur.execute(f"CREATE TABLE {tmp.sql(catalog)} AS SELECT * FROM {source}")
             if rows is None:
@@ -149,6 +151,30 @@ def write(
         with contextlib.suppress(Exception):
             cur.execute("ROLLBACK")
         raise
+
+
+def _digest(target: TableName) -> str:
+    return hashlib.sha1(target.table.lower().encode("utf-8")).hexdigest()[:8]
+
+
+def work_table(target: TableName, run_id: str) -> TableName:
+    """`__pz_tmp_<table head>_<run>_<hash>`: the hash (of the full, case-folded table name) keeps apart two
+    long names that share their head."""
+    run = "".join(ch if ch.isalnum() else "_" for ch in run_id)[-24:] or "run"
+    return TableName(target.schema, f"__pz_tmp_{target.table[:40]}_{run}_{_digest(target)}")
+
+
+def sweep(cur: duckdb.DuckDBPyConnection, catalog: str, target: TableName) -> None:
+    """Drop the target's work tables of earlier runs. A replace's work table lives inside its transaction,
+    so only a write that failed between its statements without rolling back could leave one; the sweep
+    keeps the target's schema clean whatever happened."""
+    rows = cur.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND lower(schema_name) = lower(?) "
+        "AND starts_with(table_name, '__pz_tmp_') AND ends_with(table_name, ?)",
+        [catalog, target.schema, f"_{_digest(target)}"],
+    ).fetchall()
+    for (name,) in rows:
+        cur.execute(f"DROP TABLE IF EXISTS {TableName(target.schema, str(name)).sql(catalog)}")
 
 
 def _merge_sql(

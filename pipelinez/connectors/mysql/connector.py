@@ -15,15 +15,20 @@ CHUNK_ROWS rows) the file is loaded with one LOAD DATA LOCAL INFILE. LOAD DATA i
 MySQL offers; multi-row INSERTs would format every value in Python. With LOCAL, MySQL turns data errors
 into warnings, so every load is followed by SHOW WARNINGS and any warning fails the write (rolled back).
 
-- replace: CREATE `<table>__pz_tmp_<run>` from the Arrow schema, load it, failpoint `sink.before_swap`,
+Work tables are named `<table head>__pz_<kind>_<run>_<hash>` (cut to 64 characters; the hash is of the full
+table name, so two long names sharing a head never share a work table). Replace and merge hold a named
+server lock per target (GET_LOCK) while they work, so two pz writers never interleave on one table, and
+under it drop the work tables a killed writer left behind.
+
+- replace: CREATE `<table>__pz_tmp_<run>_<hash>` from the Arrow schema, load it, failpoint `sink.before_swap`,
   then one `RENAME TABLE t TO <old>, <tmp> TO t` (atomic in MySQL/MariaDB), then DROP the old table.
   The new table is created from the result's schema: the old table's indexes and grants are not copied.
-- merge: load `<table>__pz_tmp_<run>`, then in ONE transaction: DELETE target rows whose key is flagged by
-  `on_delete`, and INSERT … SELECT … ON DUPLICATE KEY UPDATE when the target has a unique index on exactly
-  the keys (the sink creates the target with PRIMARY KEY(keys) when it is missing), else DELETE matching
-  keys + INSERT. The `on_delete` column is a control column: it is never written to the target (not when
-  the sink creates it, not on insert or update); a target column of that name is left as it is. A NULL flag
-  counts as not deleted. DDL auto-commits in MySQL: only the DML is transactional.
+- merge: load `<table>__pz_tmp_<run>_<hash>`, then in ONE transaction: DELETE target rows whose key is
+  flagged by `on_delete`, and INSERT … SELECT … ON DUPLICATE KEY UPDATE when the target has a unique index
+  on exactly the keys (the sink creates the target with PRIMARY KEY(keys) when it is missing), else DELETE
+  matching keys + INSERT. The `on_delete` column is a control column: it is never written to the target (not
+  when the sink creates it, not on insert or update); a target column of that name is left as it is. A NULL
+  flag counts as not deleted. DDL auto-commits in MySQL: only the DML is transactional.
 - append: each LOAD DATA chunk is one committed batch; a failure raises PzConnectorError with the
   attribute `batches_committed`.
 
@@ -349,11 +354,10 @@ class MySQLConnector(Connector):
         con = self._connect(what, "PZ0501", local_infile=True)
         writer = _Writer(self.settings, con, table, output, reader, what)
         try:
-            if output.strategy == "replace":
-                return writer.replace()
-            if output.strategy == "merge":
-                return writer.merge()
-            return writer.append()
+            if output.strategy == "append":
+                return writer.append()
+            with writer.locked():
+                return writer.replace() if output.strategy == "replace" else writer.merge()
         except pymysql.MySQLError as exc:
             with contextlib.suppress(Exception):
                 con.rollback()
@@ -431,13 +435,47 @@ class _Writer:
         self.reader = reader
         self.schema = reader.schema
         self.what = what
-        run = re.sub(r"[^A-Za-z0-9_]", "_", output.run_id) or secrets.token_hex(6)
-        self.tmp = table.sibling(f"__pz_tmp_{run}")
-        self.old = table.sibling(f"__pz_old_{run}")
+        run = output.run_id or secrets.token_hex(6)
+        self.tmp = table.work_table("tmp", run)
+        self.old = table.work_table("old", run)
 
     # helpers
     def exec(self, sql: str) -> int:
         return int(self.cur.execute(sql))
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """A named server lock on the target for pz writers (GET_LOCK, released with the session); under
+        it the work tables a killed writer left behind are dropped."""
+        db = sql_literal(self.table.database) if self.table.database else "DATABASE()"
+        name = f"CONCAT('pz_', SHA1(CONCAT({db}, '.', {sql_literal(self.table.table)})))"
+        self.exec(f"SELECT GET_LOCK({name}, 0)")
+        row = self.cur.fetchone()
+        if not (row and row[0] == 1):
+            raise PzConnectorError(
+                f"{self.what}: another pz writer is writing this table right now",
+                is_transient=True,
+                retry_after=5.0,
+                code="PZ0501",
+            )
+        try:
+            self.sweep()
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                self.exec(f"SELECT RELEASE_LOCK({name})")
+                self.cur.fetchall()
+
+    def sweep(self) -> None:
+        """Drop this target's work tables of earlier runs (a killed run's `__pz_tmp_`/`__pz_old_`)."""
+        db = sql_literal(self.table.database) if self.table.database else "DATABASE()"
+        self.exec(
+            f"SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = {db} "
+            f"AND TABLE_NAME LIKE {sql_literal('%' + self.table.digest())}"
+        )
+        for (name,) in self.cur.fetchall():
+            if self.table.is_work_table(str(name)):
+                self.exec(f"DROP TABLE IF EXISTS {TableName(self.table.database, str(name)).sql()}")
 
     def exists(self, table: TableName) -> bool:
         db = sql_literal(table.database) if table.database else "DATABASE()"

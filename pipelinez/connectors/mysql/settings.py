@@ -8,7 +8,9 @@ from every driver message before it is put into a `PzConnectorError`.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
@@ -255,6 +257,21 @@ class TableName:
 
     def display(self) -> str:
         return f"{self.database}.{self.table}" if self.database else self.table
+
+    def digest(self) -> str:
+        """A short hash of the table name: the tail of every work table of this target."""
+        return hashlib.sha1(self.table.encode("utf-8")).hexdigest()[:8]
+
+    def work_table(self, kind: str, run_id: str) -> TableName:
+        """`<table head>__pz_<kind>_<run>_<hash>`, within MySQL's 64-character limit. The hash (of the full
+        table name) keeps apart two long names that share their head; the run id keeps apart two runs."""
+        run = re.sub(r"[^A-Za-z0-9]", "_", run_id)[-24:] or secrets.token_hex(6)
+        suffix = f"__pz_{kind}_{run}_{self.digest()}"
+        return TableName(self.database, self.table[: 64 - len(suffix)] + suffix)
+
+    def is_work_table(self, name: str) -> bool:
+        """Whether `name` is a work table of this target (of any run)."""
+        return bool(re.search(rf"__pz_(tmp|old)_[A-Za-z0-9_]+_{self.digest()}$", name))
 
 
 # -- error classification ----------------------------------------------------------------------------
