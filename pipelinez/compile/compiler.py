@@ -17,6 +17,7 @@ from pipelinez.compile.graph import descendants
 from pipelinez.compile.instances import resolve_instances
 from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.semantic import analyse_pipelines
+from pipelinez.compile.targets import shared_targets
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.values import resolve_values
 from pipelinez.config.model import Project
@@ -36,7 +37,7 @@ class CompileResult:
 
 
 # tier-2 errors about where a pipeline writes, not what its query reads: its query is still dry-compiled
-_QUERY_STILL_BINDS = frozenset({"PZ0201", "PZ0206", "PZ0208", "PZ0218"})
+_QUERY_STILL_BINDS = frozenset({"PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228"})
 
 
 def static_schema_lookup(project: Project) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
@@ -80,6 +81,7 @@ def compile_project(
     # tier 3
     by_file = {inst.spec.file: inst for inst in [*sources.values(), *sinks.values()]}
     errors += validate_instances(project, by_file, project.locate)
+    errors += shared_targets(project, infos, sinks)
 
     # drop pipelines with tier-2 errors and their dependents before building nodes
     bad_files = {d.place.file for d in errors if d.code not in _QUERY_STILL_BINDS}

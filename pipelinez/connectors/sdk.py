@@ -124,6 +124,25 @@ class ReadBounds:
 
 
 @dataclass(frozen=True)
+class OutputTarget:
+    """Where an output physically writes, normalized so that two spellings of one target compare equal
+    (the server's case rules applied, defaults filled in, paths made absolute)."""
+
+    system: tuple[str, ...]  # connector and connection identity: host/port/database, a database file...
+    parts: tuple[str, ...]  # the target inside that system: (schema, table), or a path's parts
+    display: str  # for messages (never a secret): "table analytics.orders in out/wh.duckdb"
+    nested: bool = False  # a path: a target inside another (a sub-folder) overlaps it
+
+    def overlaps(self, other: OutputTarget) -> bool:
+        if self.system != other.system:
+            return False
+        if self.nested and other.nested:
+            n = min(len(self.parts), len(other.parts))
+            return self.parts[:n] == other.parts[:n]
+        return self.parts == other.parts
+
+
+@dataclass(frozen=True)
 class DatasetRequest:
     """What the engine asks a source to extract."""
 
@@ -197,6 +216,15 @@ class Connector:
     ) -> list[ConnectorIssue]:
         """Cross-field rules beyond the manifest JSON Schemas (tier 3); values rendered, secrets as ***."""
         return []
+
+    @classmethod
+    def output_target(
+        cls, project_dir: Path, connection: dict[str, Any], output: str, options: dict[str, Any]
+    ) -> OutputTarget | None:
+        """The physical target of an output (rendered connection and output block; real values, so never
+        put the connection in `display`), or None when it can't be told statically. Validation refuses two
+        outputs whose targets overlap (PZ0228)."""
+        return None
 
     def source_tier(self, dataset: DatasetRequest) -> str:
         """The tier this dataset's extraction takes (the plan's choice, `choose_tier`, unless overridden).

@@ -302,6 +302,13 @@ REGISTRY: tuple[Code, ...] = (
         "add or fix the columns: entry with an allowed cursor type",
     ),
     Code(
+        "PZ0228",
+        "OutputTargetShared",
+        "two outputs (of one or several sinks) resolve to the same physical table, file or folder "
+        "(or one folder holds the other): their writes would overwrite each other",
+        "give one of them another table: or path:, or write both results from one pipeline into one output",
+    ),
+    Code(
         "PZ0233",
         "IncrementalNotAvailable",
         "a dataset declares `sync: { mode: incremental }`, but incremental reads are not available in this "

@@ -224,3 +224,101 @@ def test_duckdb_sink_sweeps_work_tables_a_killed_run_left(tmp_path: Path) -> Non
     finally:
         con.close()
     assert names == {one, two, one + "m", two + "m"}
+
+
+SHARED = {
+    "project.yml": "name: shared\n",
+    "sinks/wh.yml": """
+        connector: duckdb
+        connection: { path: out/wh.duckdb }
+        outputs:
+          a: { table: Orders }
+          other_file: { table: orders }
+    """,
+    "sinks/wh2.yml": """
+        connector: duckdb
+        connection: { path: ./out/../out/wh.duckdb }
+        outputs:
+          b: { table: main.orders }
+    """,
+    "sinks/wh3.yml": "connector: duckdb\nconnection: { path: out/other.duckdb }\n",
+    "sinks/pg1.yml": """
+        connector: postgres
+        connection: { host: 127.0.0.1, port: 5432, database: test, user: postgres }
+        outputs:
+          c: { table: orders }
+          d: { table: public.Orders }
+    """,
+    "sinks/pg2.yml": """
+        connector: postgres
+        connection: { dsn: "postgresql://postgres@127.0.0.1:5432/test" }
+        outputs:
+          e: { table: public.orders }
+          f: { table: other_db_orders }
+    """,
+    "sinks/my1.yml": """
+        connector: mysql
+        connection: { host: 127.0.0.1, port: 3306, database: test, user: root }
+        outputs:
+          g: { table: Orders }
+    """,
+    "sinks/my2.yml": """
+        connector: mysql
+        connection: { host: 127.0.0.1, port: 3306, database: other, user: root }
+        outputs:
+          h: { table: test.orders }
+          i: { table: orders }
+    """,
+    "sinks/lake.yml": """
+        connector: localfiles
+        connection: { root: out }
+        outputs:
+          j: { path: lake/a }
+          orders: { format: parquet }
+    """,
+    "sinks/lake2.yml": """
+        connector: localfiles
+        connection: { root: out/lake }
+        outputs:
+          k: { path: a/sub }
+          m: { path: b }
+    """,
+    "sinks/lake3.yml": """
+        connector: localfiles
+        connection: { root: ./out/lake/.. }
+        outputs:
+          l: { path: orders.parquet/ }
+    """,
+}
+
+
+def _writes(*outputs: str) -> dict[str, str]:
+    return {
+        f"pipelines/w_{sink}_{output}.sql": (
+            f"INSERT INTO {{{{ sink('{sink}', '{output}') }}}}\nSELECT 1 AS id\n"
+        )
+        for sink, output in (o.split(".") for o in outputs)
+    }
+
+
+def test_two_outputs_resolving_to_one_physical_target_are_refused_at_validate(tmp_path: Path) -> None:
+    files = _writes(
+        "wh.a", "wh2.b", "wh3.orders", "pg1.c", "pg2.e", "pg1.d", "pg2.f",
+        "my1.g", "my2.h", "my2.i", "lake.j", "lake2.k", "lake.orders", "lake3.l", "lake2.m",
+    )  # fmt: skip
+    result = pz(write_project(tmp_path / "proj", {**SHARED, **files}), "validate")
+    assert result.exit_code == 2, result.output
+    clashes = [line for line in result.lines if "PZ0228" in line]
+    expected = [
+        ("'wh.a'", "'wh2.b'", "table main.orders in out/wh.duckdb"),
+        ("'pg1.c'", "'pg2.e'", "table public.orders in database test on 127.0.0.1:5432"),
+        ("'my1.g'", "'my2.h'", "table test.orders on 127.0.0.1:3306"),
+        ("'lake.j'", "'lake2.k'", "folder out/lake/a/sub"),
+        ("'lake.orders'", "'lake3.l'", "folder out/orders.parquet"),
+    ]
+    assert len(clashes) == len(expected), result.output
+    for first, second, what in expected:
+        assert any(first in c and second in c and what in c for c in clashes), (first, result.output)
+    # distinct targets pass: another file, case-sensitive postgres names, another database, another folder
+    for fine in ("wh3.orders", "pg1.d", "pg2.f", "my2.i", "lake2.m"):
+        assert not any(f"'{fine}'" in c for c in clashes), fine

@@ -30,6 +30,7 @@ from pipelinez.connectors.sdk import (
     ConnectorIssue,
     DatasetRequest,
     OutputRequest,
+    OutputTarget,
     Partition,
     WriteResult,
 )
@@ -88,6 +89,22 @@ class DuckDBConnector(Connector):
             if isinstance(block, dict):
                 issues += _name_issue(block.get("table"), "output", name)
         return issues
+
+    @classmethod
+    def output_target(
+        cls, project_dir: Path, connection: dict[str, Any], output: str, options: dict[str, Any]
+    ) -> OutputTarget | None:
+        """The file (symlinks resolved) and the table, case-folded: DuckDB identifiers ignore case."""
+        try:
+            table = TableName.parse(str(options.get("table") or output))
+        except ValueError:
+            return None  # tier 3 reports the name
+        path = resolve_path(project_dir, connection.get("path", ""))
+        real = os.path.normcase(os.path.realpath(path))
+        shown = os.path.relpath(path, project_dir) if path.is_relative_to(project_dir) else str(path)
+        return OutputTarget(
+            ("duckdb", real), (table.schema.lower(), table.table.lower()), f"table {table} in {shown}"
+        )
 
     def static_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]] | None:
         if not self.path.is_file():

@@ -15,6 +15,7 @@ import secrets
 import shutil
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.localfiles import csvformat, reading, writing
@@ -33,6 +34,7 @@ from pipelinez.connectors.sdk import (
     ConnectorIssue,
     DatasetRequest,
     OutputRequest,
+    OutputTarget,
     Partition,
     WriteResult,
 )
@@ -69,6 +71,21 @@ class LocalFilesConnector(Connector):
             if isinstance(block, dict):
                 issues += _output_issues(name, block)
         return issues
+
+    @classmethod
+    def output_target(
+        cls, project_dir: Path, connection: dict[str, Any], output: str, options: dict[str, Any]
+    ) -> OutputTarget | None:
+        """The output's folder, absolute with symlinks resolved; a folder inside another output's folder
+        overlaps it (a replace swaps the whole folder)."""
+        root = resolve_root(project_dir, connection.get("root"))
+        try:
+            folder = writing.FileOutput.of(root, OutputRequest(output, options, "replace")).folder
+        except PzConnectorError:
+            return None  # tier 3 reports it
+        real = Path(os.path.normcase(os.path.realpath(folder)))
+        shown = os.path.relpath(folder, project_dir) if folder.is_relative_to(project_dir) else str(folder)
+        return OutputTarget(("files",), real.parts, f"folder {shown}", nested=True)
 
     def source_tier(self, dataset: DatasetRequest) -> str:
         fmt = self._dataset(dataset).fmt

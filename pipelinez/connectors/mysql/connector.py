@@ -44,6 +44,7 @@ import re
 import secrets
 import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.mysql.settings import (
@@ -71,6 +72,7 @@ from pipelinez.connectors.sdk import (
     ConnectorIssue,
     DatasetRequest,
     OutputRequest,
+    OutputTarget,
     Partition,
     WriteResult,
 )
@@ -146,6 +148,25 @@ class MySQLConnector(Connector):
                     )
                 )
         return issues
+
+    @classmethod
+    def output_target(
+        cls, project_dir: Path, connection: dict[str, Any], output: str, options: dict[str, Any]
+    ) -> OutputTarget | None:
+        """Server (host, port) and (database, table), case-folded: whether MySQL tells `Orders` from
+        `orders` depends on the server's lower_case_table_names, so pz treats them as one table."""
+        try:
+            settings = Settings.from_connection(connection)
+            table = TableName.parse(str(options.get("table") or output))
+        except (PzConnectorError, ValueError):
+            return None  # tier 3 reports it
+        database = (table.database or settings.database or "").lower()
+        host = str(settings.host or "localhost").lower()
+        return OutputTarget(
+            ("mysql", host, str(settings.port)),
+            (database, table.table.lower()),
+            f"table {database}.{table.table} on {host}:{settings.port}",
+        )
 
     # -- connections -------------------------------------------------------------------------------------
     def _connect(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.postgres import sink
@@ -39,6 +40,7 @@ from pipelinez.connectors.sdk import (
     ConnectorIssue,
     DatasetRequest,
     OutputRequest,
+    OutputTarget,
     Partition,
     WriteResult,
 )
@@ -96,6 +98,29 @@ class PostgresConnector(Connector):
         for name, block in outputs.items():
             issues += _name_issues(block.get("table"), "output", name)
         return issues
+
+    @classmethod
+    def output_target(
+        cls, project_dir: Path, connection: dict[str, Any], output: str, options: dict[str, Any]
+    ) -> OutputTarget | None:
+        """Server (host, port, database) and (schema, table) as written: pz quotes every name, so case
+        counts. An unqualified table is taken to be in `public` unless the connection's options set a
+        search_path."""
+        try:
+            settings = Settings.from_connection(connection)
+            ref = TableRef.parse(str(options.get("table") or output))
+        except (PzConnectorError, ValueError):
+            return None  # tier 3 reports it
+        params = settings.params
+        host = params.get("host", "localhost").lower()
+        port = params.get("port", "5432")
+        database = params.get("dbname") or params.get("user", "")
+        schema = ref.schema or ("" if "search_path" in params.get("options", "") else "public")
+        return OutputTarget(
+            ("postgres", host, port, database),
+            (schema, ref.name),
+            f"table {schema + '.' if schema else ''}{ref.name} in database {database} on {host}:{port}",
+        )
 
     # -- helpers -----------------------------------------------------------------------------
     @property
