@@ -322,3 +322,79 @@ def test_two_outputs_resolving_to_one_physical_target_are_refused_at_validate(tm
     # distinct targets pass: another file, case-sensitive postgres names, another database, another folder
     for fine in ("wh3.orders", "pg1.d", "pg2.f", "my2.i", "lake2.m"):
         assert not any(f"'{fine}'" in c for c in clashes), fine
+
+
+HOSTILE = {
+    "project.yml": "name: hostile\n",
+    "sources/dsrc.yml": """
+        connector: duckdb
+        connection: { path: in.duckdb }
+        datasets:
+          t1: { table: "\\"orders" }
+    """,
+    "sources/psrc.yml": """
+        connector: postgres
+        connection: { host: 127.0.0.1, database: test, user: postgres }
+        datasets:
+          t2: { table: "public.or\\"ders" }
+    """,
+    "sources/msrc.yml": """
+        connector: mysql
+        connection: { host: 127.0.0.1, database: test, user: root }
+        datasets:
+          t3: { table: "`orders" }
+    """,
+    "sinks/dsink.yml": """
+        connector: duckdb
+        connection: { path: out.duckdb }
+        outputs:
+          o1: { table: "a\\0b" }
+    """,
+    "sinks/psink.yml": """
+        connector: postgres
+        connection: { host: 127.0.0.1, database: test, user: postgres }
+        outputs:
+          o2: { table: "\\"unterminated" }
+          o3: { table: "x23456789012345678901234567890123456789012345678901234567890123456" }
+    """,
+    "sinks/msink.yml": """
+        connector: mysql
+        connection: { host: 127.0.0.1, database: test, user: root }
+        outputs:
+          o4: { table: "test.`orders`x" }
+          o5: { table: "a\\0b" }
+          o6: { table: "y23456789012345678901234567890123456789012345678901234567890123456" }
+    """,
+    "sinks/files.yml": """
+        connector: localfiles
+        connection: { root: out }
+        outputs:
+          o7: { path: "a\\0b.parquet" }
+    """,
+    "pipelines/p.sql": """
+        INSERT INTO {{ sink('dsink', 'o1') }}
+        SELECT * FROM {{ source('dsrc', 't1') }}, {{ source('psrc', 't2') }}, {{ source('msrc', 't3') }}
+    """,
+}
+
+
+def test_hostile_table_names_are_refused_at_validate_on_every_connector(tmp_path: Path) -> None:
+    result = pz(write_project(tmp_path / "proj", HOSTILE), "validate")
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.lines if line.startswith("error: PZ0304")]
+    expected = [
+        ("sources/dsrc.yml", "t1", "unbalanced double quote"),
+        ("sources/psrc.yml", "t2", "a double quote inside a bare name part"),
+        ("sources/msrc.yml", "t3", "unterminated ` quote"),
+        ("sinks/dsink.yml", "o1", "NUL"),
+        ("sinks/psink.yml", "o2", "unbalanced double quote"),
+        ("sinks/psink.yml", "o3", "longer than PostgreSQL's 63 bytes"),
+        ("sinks/msink.yml", "o4", "after a quoted part"),
+        ("sinks/msink.yml", "o5", "NUL"),
+        ("sinks/msink.yml", "o6", "longer than MySQL's 64 characters"),
+        ("sinks/files.yml", "o7", "NUL"),
+    ]
+    assert len(errors) == len(expected), result.output
+    for file, _name, cause in expected:
+        assert any(file in e and cause in e for e in errors), (file, cause, result.output)
+    assert "Traceback" not in result.output

@@ -52,6 +52,8 @@ def escape_problem(path: str) -> str | None:
     """Why `path` (relative to root) would leave root, or None when it stays under it."""
     if not path:
         return "path is empty"
+    if "\x00" in path:
+        return "path holds a NUL byte, which no file name can hold"
     if os.path.isabs(path) or path.startswith(("/", "\\")):
         return f"path '{path}' is absolute; write it relative to the connection's root"
     normal = os.path.normpath(path)

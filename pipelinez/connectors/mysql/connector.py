@@ -138,6 +138,7 @@ class MySQLConnector(Connector):
                         name,
                     )
                 )
+            issues += _name_issues(block.get("table"), "dataset", name)
             if has_query and not re.match(r"^\s*(\(|select\b|with\b)", str(block["query"]), re.IGNORECASE):
                 issues.append(
                     ConnectorIssue(
@@ -147,6 +148,8 @@ class MySQLConnector(Connector):
                         name,
                     )
                 )
+        for name, block in outputs.items():
+            issues += _name_issues(block.get("table"), "output", name)
         return issues
 
     @classmethod
@@ -792,6 +795,17 @@ class _Writer:
             err.batches_committed = committed  # type: ignore[attr-defined]
             raise err from exc
         return WriteResult(rows, batches_committed=committed)
+
+
+def _name_issues(value: object, block: str, name: str) -> list[ConnectorIssue]:
+    """A malformed `table:` is refused at validate (tier 3), never repaired."""
+    if not isinstance(value, str) or "{{" in value:
+        return []
+    try:
+        TableName.parse(value)
+    except PzConnectorError as exc:
+        return [ConnectorIssue(exc.message, ("table",), block, name)]
+    return []
 
 
 def _is_wide(dtype: Any) -> bool:

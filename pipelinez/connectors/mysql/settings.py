@@ -203,32 +203,50 @@ def quote_ident(name: str) -> str:
 
 def split_qualified(dotted: str) -> list[str]:
     """Split `db.table` on dots outside backtick or double quotes; quotes are removed, doubled quotes kept
-    as one."""
+    as one. ValueError when the name is malformed (an unterminated quote, a quote inside a bare part, text
+    after a closing quote, an empty part, a NUL byte) or a part is no MySQL name (over 64 characters, or
+    ending in a space): such a name is refused, never repaired."""
     parts: list[str] = []
-    current = ""
-    quote_char: str | None = None
-    i = 0
-    while i < len(dotted):
-        ch = dotted[i]
-        if quote_char:
-            if ch == quote_char:
-                if i + 1 < len(dotted) and dotted[i + 1] == quote_char:
-                    current += ch
-                    i += 2
-                    continue
-                quote_char = None
-            else:
-                current += ch
-        elif ch in '`"':
-            quote_char = ch
-        elif ch == ".":
-            parts.append(current)
-            current = ""
+    i, n = 0, len(dotted)
+    while True:
+        if i < n and dotted[i] in '`"':
+            quote, part = dotted[i], ""
+            i += 1
+            while True:
+                if i >= n:
+                    raise ValueError(f"unterminated {quote} quote in {dotted!r}")
+                if dotted[i] == quote:
+                    if i + 1 < n and dotted[i + 1] == quote:
+                        part, i = part + quote, i + 2
+                        continue
+                    i += 1
+                    break
+                part, i = part + dotted[i], i + 1
         else:
-            current += ch
+            start = i
+            while i < n and dotted[i] != ".":
+                if dotted[i] in '`"':
+                    raise ValueError(f"a quote inside a bare name part in {dotted!r}; quote the whole part")
+                i += 1
+            part = dotted[start:i].strip()
+        _check_part(part, dotted)
+        parts.append(part)
+        if i >= n:
+            return parts
+        if dotted[i] != ".":
+            raise ValueError(f"unexpected {dotted[i]!r} after a quoted part in {dotted!r}")
         i += 1
-    parts.append(current)
-    return parts
+
+
+def _check_part(part: str, dotted: str) -> None:
+    if not part:
+        raise ValueError(f"empty name part in {dotted!r}")
+    if "\x00" in part:
+        raise ValueError("a name holds a NUL byte")
+    if len(part) > 64:
+        raise ValueError(f"name part {part[:24]!r}... is longer than MySQL's 64 characters")
+    if part.endswith(" "):
+        raise ValueError(f"name part {part!r} ends with a space, which MySQL does not allow")
 
 
 @dataclass(frozen=True)
@@ -238,7 +256,10 @@ class TableName:
 
     @staticmethod
     def parse(dotted: str) -> TableName:
-        parts = split_qualified(dotted)
+        try:
+            parts = split_qualified(dotted)
+        except ValueError as exc:
+            raise PzConnectorError(f"table: {exc}", code="PZ0302") from exc
         if len(parts) == 1 and parts[0]:
             return TableName(None, parts[0])
         if len(parts) == 2 and all(parts):

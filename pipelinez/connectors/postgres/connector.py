@@ -231,7 +231,18 @@ def _name_issues(value: object, block: str, name: str) -> list[ConnectorIssue]:
     if not isinstance(value, str) or "{{" in value or not value:
         return []
     try:
-        TableRef.parse(value)
+        ref = TableRef.parse(value)
     except ValueError as exc:
         return [ConnectorIssue(f"table: {exc}", ("table",), block, name)]
+    for part in (ref.schema, ref.name):
+        if part is not None and len(part.encode("utf-8")) > 63:
+            return [
+                ConnectorIssue(
+                    f"table: name part {part[:24]!r}... is longer than PostgreSQL's 63 bytes (the server "
+                    "would cut it, so two long names could land in one table)",
+                    ("table",),
+                    block,
+                    name,
+                )
+            ]
     return []
