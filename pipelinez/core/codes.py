@@ -519,6 +519,14 @@ REGISTRY: tuple[Code, ...] = (
         "294247-01-10); it is refused instead of being staged as a different (wrapped-around) value",
         "read the dataset with a query: that filters or caps the column named in the message",
     ),
+    Code(
+        "PZ0519",
+        "ValueNotRepresentable",
+        "a result holds a value the output's file format cannot represent (NaN or Infinity in a JSON "
+        "output); nothing was written rather than an invalid file",
+        "map those values in the pipeline (e.g. to NULL), or write the output in a format that holds them "
+        "(parquet)",
+    ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(
         "PZ0601",

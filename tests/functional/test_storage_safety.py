@@ -398,3 +398,68 @@ def test_hostile_table_names_are_refused_at_validate_on_every_connector(tmp_path
     for file, _name, cause in expected:
         assert any(file in e and cause in e for e in errors), (file, cause, result.output)
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("universal", [False, True], ids=["native", "universal"])
+@pytest.mark.parametrize(
+    ("column", "expr"),
+    [
+        ("d", "CASE WHEN range = 7 THEN 'nan'::DOUBLE ELSE range END"),
+        ("f", "CASE WHEN range = 7 THEN '-inf'::FLOAT ELSE range END"),
+        ("l", "[1.5, CASE WHEN range = 7 THEN 'inf'::DOUBLE END]"),
+        ("s", "{'x': CASE WHEN range = 7 THEN 'nan'::DOUBLE ELSE 1 END}"),
+    ],
+    ids=["double", "float", "list", "struct"],
+)
+def test_json_output_refuses_nan_and_infinity(
+    tmp_path: Path, universal: bool, column: str, expr: str
+) -> None:
+    project = write_project(
+        tmp_path / "proj",
+        {
+            "project.yml": f"name: js\nengine: {{ force_universal: {str(universal).lower()} }}\n",
+            "sinks/lake.yml": """
+                connector: localfiles
+                connection: { root: out }
+                outputs:
+                  nums: { format: json }
+                  keep: { format: json, strategy: append }
+            """,
+            "pipelines/nums.sql": f"""
+                INSERT INTO {{{{ sink('lake', 'nums') }}}}
+                INSERT INTO {{{{ sink('lake', 'keep') }}}}
+                SELECT range AS id, 'NaN' AS label, {expr} AS {column} FROM range(10)
+            """,
+        },
+    )
+    result = pz(project, "run")
+    assert result.exit_code == 1, result.output
+    for output in ("nums", "keep"):
+        assert (
+            f"PZ0519: sink 'lake' output '{output}': column {column} holds NaN or Infinity" in result.output
+        )
+    out = project / "out"
+    assert not out.exists() or [p for p in out.rglob("*") if p.is_file()] == []  # no file, no temp left
+
+
+@pytest.mark.parametrize("universal", [False, True], ids=["native", "universal"])
+def test_json_output_of_finite_values_is_valid_json(tmp_path: Path, universal: bool) -> None:
+    import json
+
+    project = write_project(
+        tmp_path / "proj",
+        {
+            "project.yml": f"name: js\nengine: {{ force_universal: {str(universal).lower()} }}\n",
+            "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n"
+            "outputs:\n  nums: { format: json }\n",
+            "pipelines/nums.sql": """
+                INSERT INTO {{ sink('lake', 'nums') }}
+                SELECT range AS id, 'NaN' AS label, range / 3 AS d, [range * 0.5] AS l FROM range(5)
+            """,
+        },
+    )
+    result = pz(project, "run")
+    assert result.exit_code == 0, result.output
+    lines = (project / "out" / "nums.json" / "part-00000.json").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]  # strict: json.loads refuses bare NaN only via parse_constant
+    assert [r["id"] for r in rows] == [0, 1, 2, 3, 4] and rows[0]["label"] == "NaN"

@@ -8,6 +8,7 @@ A replace with an empty result is refused (PZ0509) before anything is written, u
 Native tier: DuckDB `COPY (SELECT * FROM <staging table>) TO …`. Universal tier: the engine's Arrow stream is
 written with pyarrow's Parquet and CSV writers; newline-delimited JSON (pyarrow has no JSON writer) is
 written by an in-memory DuckDB `COPY` that consumes the same stream. No rows become Python objects.
+JSON has no NaN/Infinity: a result holding them is refused (PZ0519, see `finite`), never written invalid.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelinez.connectors.localfiles import finite
 from pipelinez.connectors.localfiles.folders import append_file, replace_folder
 from pipelinez.connectors.localfiles.paths import format_of_path, under_root
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
@@ -74,6 +76,8 @@ def write_native(con: duckdb.DuckDBPyConnection, out: FileOutput, source: str) -
         rows = int(row[0]) if row else 0
         if rows == 0 and out.strategy == "replace" and not out.allow_empty:
             raise out.refuse_empty()
+        if out.fmt == "json":
+            finite.check_staged(cur, source)
 
         def copy(dest: Path) -> None:
             cur.execute(
@@ -123,11 +127,24 @@ def _write_stream(fmt: str, dest: Path, schema: pa.Schema, batches: _Counted) ->
     else:
         import duckdb
 
-        stream = pa.RecordBatchReader.from_batches(schema, iter(batches))
+        refused: list[PzConnectorError] = []
+
+        def guarded() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from finite.checked(batches)
+            except PzConnectorError as exc:  # DuckDB wraps what its Arrow scan raises: keep the original
+                refused.append(exc)
+                raise
+
+        stream = pa.RecordBatchReader.from_batches(schema, guarded())
         con = duckdb.connect()
         try:
             con.register("pz_sink_stream", stream)
             con.execute(f"COPY (SELECT * FROM pz_sink_stream) TO {quote_literal(str(dest))} (FORMAT json)")
+        except duckdb.Error:
+            if refused:
+                raise refused[0] from None
+            raise
         finally:
             con.close()
 
