@@ -375,9 +375,13 @@ def test_values_a_mapping_cannot_hold_fail_clearly(conn: MySQLConnector, db: Any
         extract(conn, DatasetRequest("odd", {"table": "odd"}, {"id": "int", "flag": "TINYINT", "t": "time"}))
     sql(db, "SET SESSION sql_mode = ''")
     sql(db, "INSERT INTO odd VALUES (3, 0, '00:00:00', '0000-00-00 00:00:00')")
-    with pytest.raises(PzConnectorError, match=r"cannot convert a value.*zero dates") as info:
+    with pytest.raises(PzConnectorError, match=r"column\(s\) d hold dates no calendar has.*query:") as info:
         extract(conn, DatasetRequest("odd", {"table": "odd"}, {"id": "int", "d": "timestamp"}))
-    assert not info.value.is_transient
+    assert not info.value.is_transient and info.value.code == "PZ0518"
+    sql(db, "INSERT INTO odd VALUES (4, 0, '00:00:00', '2020-02-00 10:00:00')")
+    with pytest.raises(PzConnectorError, match=r"column\(s\) d hold dates no calendar has") as info:
+        extract(conn, DatasetRequest("odd", {"query": "SELECT id, d FROM odd WHERE id = 4"}, None))
+    assert info.value.code == "PZ0518"
 
 
 # -- partitions ---------------------------------------------------------------------------------------

@@ -312,13 +312,38 @@ class MySQLConnector(Connector):
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
         plans = self._plans_for(dataset, "PZ0505")
         select = ", ".join(f"{plan.select_sql} AS {quote_ident(plan.name)}" for plan in plans)
-        sql = f"SELECT {select} FROM {self._relation(dataset)}{self._partition_where(partition)}"
+        source = f"{self._relation(dataset)}{self._partition_where(partition)}"
+        sql = f"SELECT {select} FROM {source}"
         schema = arrow_schema(plans)
         where = self._what(dataset)
-        return self._stream(sql, plans, schema, where)
+        return self._stream(sql, plans, schema, where, source)
+
+    def _impossible_dates(self, plans: list[ColumnPlan], source: str, where: str) -> list[str]:
+        """The date/datetime/timestamp columns of `source` holding a date no calendar has (a zero date
+        '0000-00-00', a zero month or day, an invalid date). Asked only after the reader failed, so a
+        healthy read pays nothing; [] when the question itself fails."""
+        dated = [p for p in plans if p.duckdb.startswith(("DATE", "TIMESTAMP"))]
+        if not dated:
+            return []
+        tests = ", ".join(
+            f"COALESCE(SUM({p.select_sql} IS NOT NULL AND (MONTH({p.select_sql}) = 0 OR "
+            f"DAYOFMONTH({p.select_sql}) = 0 OR LAST_DAY({p.select_sql}) IS NULL)), 0)"
+            for p in dated
+        )
+        try:
+            con = self._connect(where, "PZ0505")
+            try:
+                with con.cursor() as cur:
+                    cur.execute(f"SELECT {tests} FROM {source}")
+                    row = cur.fetchone() or ()
+            finally:
+                con.close()
+        except Exception:  # the diagnosis is best effort: the read has failed either way
+            return []
+        return [p.name for p, hits in zip(dated, row, strict=False) if hits]
 
     def _stream(
-        self, sql: str, plans: list[ColumnPlan], schema: pa.Schema, where: str
+        self, sql: str, plans: list[ColumnPlan], schema: pa.Schema, where: str, source: str
     ) -> Iterator[pa.RecordBatch]:
         import connectorx as cx
 
@@ -347,6 +372,15 @@ class MySQLConnector(Connector):
             BaseException
         ) as exc:  # ConnectorX raises RuntimeError, and pyo3 PanicException (a BaseException)
             if type(exc).__name__ == "PanicException":
+                bad = self._impossible_dates(plans, source, where)
+                if bad:
+                    raise PzConnectorError(
+                        f"column(s) {', '.join(bad)} hold dates no calendar has (zero dates such as "
+                        "'0000-00-00', a zero month or day), which the staging database cannot hold; nothing "
+                        "was staged. Read the dataset with a query: that maps them (e.g. "
+                        f"NULLIF({bad[0]}, '0000-00-00'), or a WHERE that leaves them out)",
+                        code="PZ0518",
+                    ) from None
                 raise PzConnectorError(
                     settings.redact(
                         f"{where}: the MySQL reader cannot convert a value: {_first_line(exc)}; zero dates "

@@ -30,7 +30,8 @@ converts the batches to the Arrow type below with vectorised pyarrow casts (no p
 Contract overrides (the dataset's `columns:`): a TINYINT(1) declared as an integer type reads as int8
 (TINYINT); a TIME declared `interval` reads as duration[us] (INTERVAL) and then keeps values outside a day.
 Values a mapping cannot hold fail the extraction with a terminal error naming the column: a TINYINT(1)
-holding something other than 0/1, a TIME outside 00:00:00-23:59:59.999999, a zero date ('0000-00-00').
+holding something other than 0/1, a TIME outside 00:00:00-23:59:59.999999, a zero date ('0000-00-00';
+PZ0518 naming the column, see `MySQLConnector._impossible_dates`).
 
 Writes: see `mysql_column_type` and `encode_tsv`.
 """
