@@ -40,6 +40,7 @@ from pipelinez.connectors.sdk import (
 )
 from pipelinez.connectors.sdk_sql import land, os_error, wrap
 from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.vocabulary import Strategy
 
 if TYPE_CHECKING:
     import duckdb
@@ -80,7 +81,7 @@ class LocalFilesConnector(Connector):
         overlaps it (a replace swaps the whole folder)."""
         root = resolve_root(project_dir, connection.get("root"))
         try:
-            folder = writing.FileOutput.of(root, OutputRequest(output, options, "replace")).folder
+            folder = writing.FileOutput.of(root, OutputRequest(output, options, Strategy.REPLACE)).folder
         except PzConnectorError:
             return None  # tier 3 reports it
         real = Path(os.path.normcase(os.path.realpath(folder)))
