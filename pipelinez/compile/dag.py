@@ -205,7 +205,7 @@ class _NodeBuilder:
         try:
             options = self.templater.render_tree(check.options, check.place.file, check.place)[0]
         except TemplateFailure as exc:
-            self.diags.append(exc.diagnostic)
+            self.diags.extend(exc.diagnostics)
             return None
         return dataclasses.replace(check, options=options)
 

@@ -38,13 +38,13 @@ def resolve_instances(
         try:
             connection, display = templater.render_tree(spec.connection, spec.file, spec.place)
         except TemplateFailure as exc:
-            diags.append(exc.diagnostic)
+            diags.extend(exc.diagnostics)
         entries = spec.datasets if isinstance(spec, SourceSpec) else spec.outputs
         for name, entry in entries.items():
             try:
                 blocks[name] = templater.render_tree(entry.options, spec.file, entry.place)[0]
             except TemplateFailure as exc:
-                diags.append(exc.diagnostic)
+                diags.extend(exc.diagnostics)
                 blocks[name] = dict(entry.options)
         return ResolvedInstance(spec, connection, display, blocks)
 

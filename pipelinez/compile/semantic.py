@@ -45,13 +45,17 @@ def analyse_pipelines(
     warnings: list[Diagnostic] = []
     infos: dict[str, PipelineInfo] = {}
     used_vars: set[str] = set()
+    unrendered: list[str] = []  # texts of files that stopped rendering: a var named there is not unused
 
     for name, pipe in sorted(project.pipelines.items()):
         try:
             rendered = templater.render_sql(pipe.text, pipe.file)
         except TemplateFailure as exc:
-            errors.append(exc.diagnostic)
+            errors.extend(exc.diagnostics)
+            used_vars.update(c.args[0] for c in exc.calls if c.function == "var")
+            unrendered.append(pipe.text)
             continue
+        errors.extend(rendered.failures)  # the file is still analysed: its other names are checked too
         split = split_pipeline(rendered.text)
         display = split_pipeline(rendered.display_text)
         info = PipelineInfo(pipe, rendered, split.query, display.query)
@@ -100,7 +104,7 @@ def analyse_pipelines(
 
     errors += _check_names(project, infos)
     errors += _check_cycles(infos)
-    warnings += _unused_vars(project, used_vars, infos)
+    warnings += _unused_vars(project, used_vars, unrendered)
     warnings += _dead_leaves(infos)
     return infos, errors, warnings
 
@@ -212,8 +216,8 @@ def _check_cycles(infos: dict[str, PipelineInfo]) -> list[Diagnostic]:
     return [error("PZ0205", "ref() calls form a cycle: " + " -> ".join(cycle), place=place)]
 
 
-def _unused_vars(project: Project, used: set[str], infos: dict[str, PipelineInfo]) -> list[Diagnostic]:
-    yaml_text = " ".join(
+def _unused_vars(project: Project, used: set[str], unrendered: list[str]) -> list[Diagnostic]:
+    yaml_text = " ".join(unrendered) + " ".join(
         str(s.connection) + str([d.options for d in s.datasets.values()]) for s in project.sources.values()
     )
     yaml_text += " ".join(

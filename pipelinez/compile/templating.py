@@ -8,16 +8,17 @@ sink → a leading INSERT INTO clause). Every call is located in the file (line,
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
 
+from pipelinez.compile.sandbox import BoundedSandbox, SandboxLimit
 from pipelinez.compile.template_cache import TemplateCache
-from pipelinez.compile.values import ResolvedValues, TypedValue, sql_literal, yaml_text
+from pipelinez.compile.values import ResolvedValues, TypedValue, parse_typed, sql_literal, yaml_text
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 
@@ -43,15 +44,25 @@ class Rendered:
     text: str
     calls: list[Call] = field(default_factory=list)
     display_text: str = ""  # the same rendering with secret values masked
+    # undeclared var()/env() and the like: reported, rendered as NULL so the rest of the file still renders
+    failures: list[Diagnostic] = field(default_factory=list)
 
     def of(self, function: str) -> list[Call]:
         return [c for c in self.calls if c.function == function]
 
 
 class TemplateFailure(Exception):
-    def __init__(self, diagnostic: Diagnostic):
-        super().__init__(diagnostic.message)
-        self.diagnostic = diagnostic
+    """A template that cannot be rendered (all of its reportable problems), with the calls seen before."""
+
+    def __init__(self, diagnostics: Diagnostic | list[Diagnostic], calls: list[Call] | None = None):
+        found = [diagnostics] if isinstance(diagnostics, Diagnostic) else list(diagnostics)
+        super().__init__("; ".join(d.message for d in found))
+        self.diagnostics = tuple(found)
+        self.diagnostic = found[0]
+        self.calls = calls or []
+
+
+_UNSET = object()
 
 
 _LITERAL_CALL = re.compile(
@@ -72,10 +83,12 @@ def _literal_calls(raw: str) -> dict[tuple[str, tuple[str, ...]], int]:
 
 
 def _locate(raw: str, function: str, args: tuple[str, ...]) -> tuple[int, int] | None:
-    """(line, col) of the `{{` around the first call `function(args...)` in the raw template."""
+    """(line, col) of the `{{` around the first call `function(args...)` in the raw template (a call with
+    more arguments, like var('x', 7), counts when its first ones match)."""
     start = _literal_calls(raw).get((function, args))
     if start is None:
-        match = re.search(rf"\b{function}\s*\(", raw)
+        first = rf"\s*['\"]{re.escape(args[0])}['\"]\s*[,)]" if args else ""
+        match = re.search(rf"\b{function}\s*\({first}", raw) or re.search(rf"\b{function}\s*\(", raw)
         if not match:
             return None
         start = match.start()
@@ -91,7 +104,7 @@ class Templater:
 
     def __init__(self, values: ResolvedValues):
         self.values = values
-        self._env = SandboxedEnvironment(
+        self._env = BoundedSandbox(
             undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
         )
         self._templates = TemplateCache(self._env)
@@ -125,39 +138,49 @@ class Templater:
 
             def watermark(src: str, dataset: str) -> str:
                 record("watermark", str(src), str(dataset))
-                loc = _locate(raw, "watermark", (str(src), str(dataset)))
-                raise TemplateFailure(
-                    error(
-                        "PZ0213",
-                        f"watermark('{src}', '{dataset}') is not available in this version of pz",
-                        file=file,
-                        line=loc[0] if loc else None,
-                        col=loc[1] if loc else None,
-                        next_step="remove the watermark() filter; incremental reads ship in a later version",
-                    )
+                raise _Soft(
+                    "PZ0213",
+                    f"watermark('{src}', '{dataset}') is not available in this version of pz",
+                    ("watermark", (str(src), str(dataset))),
+                    "remove the watermark() filter; incremental reads ship in a later version",
                 )
 
             return {"source": source, "ref": ref, "sink": sink, "watermark": watermark, "__record__": record}
 
-        text, display = self._render_twice(raw, file, functions, sql=True)
-        return Rendered(text, calls, display)
+        try:
+            text, display, failures = self._render_twice(raw, file, functions, sql=True)
+        except TemplateFailure as exc:
+            exc.calls = calls
+            raise
+        return Rendered(text, calls, display, failures)
 
     def render_value(self, raw: str, file: str, place: Place | None = None) -> tuple[str, str]:
         """(value, display value) of a YAML string; only var() and env() are available."""
         if "{{" not in raw and "{%" not in raw:
             return raw, raw
-        return self._render_twice(raw, file, lambda _recording: {}, sql=False, place=place)
+        text, display, failures = self._render_twice(raw, file, lambda _recording: {}, sql=False, place=place)
+        if failures:
+            raise TemplateFailure(failures)
+        return text, display
 
     def render_tree(self, value: Any, file: str, place: Place | None = None) -> tuple[Any, Any]:
         """Render every string inside nested dicts/lists; returns (value, display value)."""
         if isinstance(value, str):
             return self.render_value(value, file, place)
-        if isinstance(value, dict):
-            pairs = {k: self.render_tree(v, file, place) for k, v in value.items()}
-            return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
-        if isinstance(value, list):
-            items = [self.render_tree(v, file, place) for v in value]
-            return [i[0] for i in items], [i[1] for i in items]
+        if isinstance(value, dict | list):
+            keys = list(value) if isinstance(value, dict) else list(range(len(value)))
+            pairs: dict[Any, tuple[Any, Any]] = {}
+            failures: list[Diagnostic] = []
+            for key in keys:  # every string of the tree, even after one failed: all errors at once
+                try:
+                    pairs[key] = self.render_tree(value[key], file, place)
+                except TemplateFailure as exc:
+                    failures += exc.diagnostics
+            if failures:
+                raise TemplateFailure(list(dict.fromkeys(failures)))
+            if isinstance(value, dict):
+                return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+            return [pairs[k][0] for k in keys], [pairs[k][1] for k in keys]
         return value, value
 
     # ---------------------------------------------------------------------------------------
@@ -169,61 +192,58 @@ class Templater:
         *,
         sql: bool,
         place: Place | None = None,
-    ) -> tuple[str, str]:
+    ) -> tuple[str, str, list[Diagnostic]]:
+        """(value, display value, soft failures). Soft failures (an undeclared var or env, ...) render as NULL
+        so every one in the file is found in one pass; anything else raises TemplateFailure."""
         base = place or Place(file)
+        soft: list[Diagnostic] = []
 
-        def fail(code: str, message: str, function: str = "", args: tuple[str, ...] = ()) -> TemplateFailure:
+        def at(
+            code: str,
+            message: str,
+            function: str = "",
+            args: tuple[str, ...] = (),
+            hint: str = "",
+            exc: BaseException | None = None,
+        ) -> Diagnostic:
             loc = _locate(raw, function, args) if function else None
             line, col = loc if loc else (base.line, base.col)
-            return TemplateFailure(error(code, message, file=file, line=line, col=col))
+            if not loc and sql and exc is not None:
+                line = _template_line(exc) or line
+            return error(code, message, file=file, line=line, col=col, next_step=hint)
 
         def make(masked: bool) -> dict[str, Callable[..., Any]]:
             own = functions(not masked)
             record = own.pop("__record__", None)
+            values = _ValueFunctions(self.values, sql, masked, record)
 
-            def var(name: str, _default: object = None) -> str:
-                # a dbt-style default is accepted and ignored: every var is declared with its own default
-                name = str(name)
-                if record:
-                    record("var", name)
-                if name not in self.values.vars:
-                    declared = ", ".join(sorted(self.values.vars)) or "none"
-                    raise fail(
-                        "PZ0209",
-                        f"var('{name}') is not declared in project.yml vars: (declared: {declared})",
-                        "var",
-                        (name,),
-                    )
-                spec, value = self.values.vars[name]
-                if value is None:
-                    return TypedValue("NULL" if sql else "", None)
-                text = sql_literal(spec.type, value) if sql else yaml_text(spec.type, value)
-                return TypedValue(text, value)
+            def soften(name: str, fn: Callable[..., str]) -> Callable[..., str]:
+                params = list(inspect.signature(fn).parameters)
 
-            def env(name: str) -> str:
-                name = str(name)
-                if record:
-                    record("env", name)
-                if name not in self.values.env:
-                    raise fail("PZ0211", f"env('{name}') is not declared in project.yml env:", "env", (name,))
-                spec, value = self.values.env[name]
-                if value is None and spec.required:
-                    value = ""  # reported once, as PZ0212 on its declaration in project.yml
-                if value is None:
-                    raise fail(
-                        "PZ0212", f"environment variable {name} is not set and has no default", "env", (name,)
-                    )
-                if masked and spec.secret:
-                    value = "***"
-                return quote_literal(value) if sql else value
+                def call(*args: Any, **kwargs: Any) -> str:
+                    try:
+                        inspect.signature(fn).bind(*args, **kwargs)
+                    except TypeError:
+                        raise _Arity(
+                            f"{name}() takes ({', '.join(params)}), not {_shown(args, kwargs)}"
+                        ) from None
+                    try:
+                        return fn(*args, **kwargs)
+                    except _Soft as exc:
+                        if not masked:
+                            soft.append(at(exc.code, exc.message, *exc.where, hint=exc.hint))
+                        return "NULL" if sql else ""
 
-            return {**own, "var": var, "env": env}
+                return call
+
+            wrapped = {name: soften(name, fn) for name, fn in own.items()}
+            return {**wrapped, "var": soften("var", values.var), "env": soften("env", values.env)}
 
         results: list[str] = []
         for masked in (False, True) if self._masks else (False,):
             try:
                 template = self._templates.get(raw)
-                results.append(template.render(make(masked)))
+                results.append(self._env.render_bounded(template, make(masked)))
             except TemplateFailure:
                 raise
             except jinja2.TemplateSyntaxError as exc:
@@ -236,14 +256,127 @@ class Templater:
                         col=base.col if not sql else None,
                     )
                 ) from exc
-            except jinja2.UndefinedError as exc:
-                raise fail(
-                    "PZ0213",
-                    f"template error: {exc.message}; available functions: source, ref, sink, var, env",
-                ) from exc
-            except jinja2.exceptions.SecurityError as exc:
-                raise fail("PZ0213", f"the template sandbox refused an operation: {exc}") from exc
             except Exception as exc:  # a user template can raise anything (ZeroDivision, TypeError, ...)
-                text = re.sub(r"\b[\w.]+\.<locals>\.(\w+)\(\)", r"\1()", str(exc))  # no internal names
-                raise fail("PZ0213", f"template error: {type(exc).__name__}: {text}") from exc
-        return results[0], results[-1]
+                message, hint = _render_error(exc)
+                raise TemplateFailure(at("PZ0213", message, hint=hint, exc=exc)) from exc
+        return results[0], results[-1], list(dict.fromkeys(soft))
+
+
+_FUNCTIONS = "source, ref, sink, var, env"
+
+
+def _plain(exc: Exception) -> str:
+    """An exception from user template code in words a user reads: no module paths, no `<locals>`."""
+    text = re.sub(r"\b(?:\w+\.|<locals>\.)+(\w+\(\))", r"\1", str(exc))  # a.b.<locals>.source() -> source()
+    if isinstance(exc, KeyError | LookupError):
+        return f"no item {text}" if isinstance(exc, KeyError) else text
+    return (
+        text if isinstance(exc, ArithmeticError | TypeError | ValueError) else f"{type(exc).__name__}: {text}"
+    )
+
+
+def _render_error(exc: Exception) -> tuple[str, str]:
+    """(message, next step) of an error raised while a template renders."""
+    if isinstance(exc, jinja2.UndefinedError):
+        return f"template error: {exc.message}; available functions: {_FUNCTIONS}", ""
+    if isinstance(exc, jinja2.exceptions.SecurityError):
+        return f"the template sandbox refused an operation: {exc}", ""
+    if isinstance(exc, SandboxLimit):
+        return str(exc), "make the template smaller: fewer loop iterations, less output"
+    if isinstance(exc, _Arity):
+        return f"template error: {exc}", ""
+    if isinstance(exc, OverflowError) and "range" in str(exc).lower():  # Jinja caps range() at 100,000
+        return "a range() of more than 100,000 items is more than the sandbox allows", "use smaller ranges"
+    return f"template error: {_plain(exc)}", ""
+
+
+def _template_line(exc: BaseException) -> int | None:
+    """The template line a render error happened on (Jinja's frames carry the template's line numbers)."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _shown(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    given = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    return f"({', '.join(given)})"
+
+
+class _Arity(Exception):
+    """A pz template function called with the wrong arguments."""
+
+
+class _Soft(Exception):
+    """A problem with one call that does not stop the rest of the file from rendering."""
+
+    def __init__(self, code: str, message: str, where: tuple[str, tuple[str, ...]], hint: str = ""):
+        super().__init__(message)
+        self.code, self.message, self.where, self.hint = code, message, where, hint
+
+
+class _ValueFunctions:
+    """`var()` and `env()` of one render (real or masked; SQL literals or YAML text)."""
+
+    def __init__(
+        self, values: ResolvedValues, sql: bool, masked: bool, record: Callable[..., None] | None
+    ) -> None:
+        self.values, self.sql, self.masked, self.record = values, sql, masked, record
+
+    def var(self, name: object, default: object = _UNSET) -> str:
+        name = str(name)
+        if self.record:
+            self.record("var", name)
+        if name not in self.values.vars:
+            declared = ", ".join(sorted(self.values.vars)) or "none"
+            raise _Soft(
+                "PZ0209",
+                f"var('{name}') is not declared in project.yml vars: (declared: {declared})",
+                ("var", (name,)),
+            )
+        spec, value = self.values.vars[name]
+        if value is None and default is not _UNSET and default is not None:
+            try:  # var('x', default): the call's default when the var has no value, as the var's type
+                value = parse_typed(spec.type, default)
+            except ValueError as exc:
+                raise _Soft(
+                    "PZ0210",
+                    f"the default of var('{name}', {default!r}) is not a valid {spec.type}: {exc}",
+                    ("var", (name,)),
+                    f"give a default of type {spec.type}, or declare the default in project.yml",
+                ) from None
+        if value is None:
+            return TypedValue("NULL" if self.sql else "", None)
+        text = sql_literal(spec.type, value) if self.sql else yaml_text(spec.type, value)
+        return TypedValue(text, value)
+
+    def env(self, name: object, default: object = _UNSET) -> str:
+        name = str(name)
+        if self.record:
+            self.record("env", name)
+        if name not in self.values.env:
+            raise _Soft(
+                "PZ0211",
+                f"env('{name}') is not declared in project.yml env:",
+                ("env", (name,)),
+                f"declare it in project.yml, e.g. env: {{ {name}: {{ default: … }} }} (every environment "
+                "variable a project reads is declared there; a default in the call applies once declared)",
+            )
+        spec, value = self.values.env[name]
+        if value is None and default is not _UNSET and default is not None:
+            value = str(default)  # env('X', 'default'): the call's default when X is unset
+        if value is None and spec.required:
+            value = ""  # reported once, as PZ0212 on its declaration in project.yml
+        if value is None:
+            raise _Soft(
+                "PZ0212",
+                f"environment variable {name} is not set and has no default",
+                ("env", (name,)),
+                f"export {name}=… before running pz, or give it a default in project.yml or in the call",
+            )
+        if self.masked and spec.secret:
+            value = "***"
+        return quote_literal(value) if self.sql else value

@@ -25,7 +25,10 @@ def parse_typed(type_name: str, raw: Any) -> Any:
     if type_name in ("int", "bigint"):
         if isinstance(raw, bool):
             raise ValueError("a boolean is not an integer")
-        value = int(text)
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"'{text}' is not a whole number") from None
         if type_name == "int" and not -(2**31) <= value < 2**31:
             raise ValueError(f"{value} is out of range for int")
         if not -(2**63) <= value < 2**63:
@@ -45,13 +48,19 @@ def parse_typed(type_name: str, raw: Any) -> Any:
     if type_name == "date":
         if isinstance(raw, dt.date) and not isinstance(raw, dt.datetime):
             return raw
-        return dt.date.fromisoformat(text)
+        try:
+            return dt.date.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"'{text}' is not a date (write it as YYYY-MM-DD)") from None
     if type_name == "timestamp":
         if isinstance(raw, dt.datetime):
             return raw
         if isinstance(raw, dt.date):
             return dt.datetime(raw.year, raw.month, raw.day)
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        try:
+            return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"'{text}' is not a timestamp (write it as YYYY-MM-DD HH:MM:SS)") from None
     raise ValueError(f"unknown type {type_name}")
 
 

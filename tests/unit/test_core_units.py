@@ -158,9 +158,9 @@ def test_templating_records_calls_with_positions_and_quotes_values() -> None:
         ("source", ("s", "d"), 2, 15),
     ]
     assert '"src_s__d"' in rendered.text
-    with pytest.raises(TemplateFailure) as info:
-        t.render_sql("SELECT {{ var('nope') }}", "p.sql")
-    assert info.value.diagnostic.code == "PZ0209"
+    partial = t.render_sql("SELECT {{ var('nope') }}, {{ env('NOPE') }}, {{ var('nope', 1) }}", "p.sql")
+    assert [(d.code, d.place.col) for d in partial.failures] == [("PZ0209", 8), ("PZ0211", 27)]
+    assert partial.text == "SELECT NULL, NULL, NULL"
     with pytest.raises(TemplateFailure) as info:
         t.render_sql("SELECT {{ ''.__class__.__mro__ }}", "p.sql")
     assert info.value.diagnostic.code == "PZ0213"

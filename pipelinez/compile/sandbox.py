@@ -1,0 +1,143 @@
+"""The Jinja sandbox pz renders templates in, bounded in time, loop iterations and output size.
+
+Jinja's own sandbox forbids unsafe attribute access and caps one `range()` at 100,000 items, but a template
+can still build a 2 GB string (`"a" * 2000000000`) or nest loops for hours. Here every render gets a budget:
+`*` and `**` refuse results that would be too large before computing them, every `{% for %}` iteration counts
+against a loop budget, every call and output chunk checks a deadline, and the output is capped.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from jinja2 import nodes
+from jinja2.runtime import Context
+from jinja2.sandbox import SandboxedEnvironment
+
+MAX_OUTPUT_CHARS = 10 * 1024 * 1024  # a project file is at most 10 MiB; a rendering no larger
+MAX_LOOP_ITERATIONS = 1_000_000
+MAX_SECONDS = 10.0
+MAX_POWER_BITS = 4096
+LOOP_GUARD = "__pz_loop_guard__"
+
+
+class SandboxLimit(Exception):
+    """A template went past one of the sandbox's bounds; the message says which, in words a user reads."""
+
+
+class Budget:
+    """The bounds of one render."""
+
+    def __init__(self) -> None:
+        self.deadline = time.monotonic() + MAX_SECONDS
+        self.iterations = 0
+        self.output = 0
+
+    def check_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise SandboxLimit(f"the template ran longer than the sandbox allows ({MAX_SECONDS:.0f}s)")
+
+    def tick(self) -> None:
+        self.iterations += 1
+        if self.iterations > MAX_LOOP_ITERATIONS:
+            raise SandboxLimit(f"the template's loops ran more than {MAX_LOOP_ITERATIONS:,} iterations")
+        if self.iterations % 1024 == 0:
+            self.check_time()
+
+    def wrote(self, chars: int) -> None:
+        self.output += chars
+        if self.output > MAX_OUTPUT_CHARS:
+            raise SandboxLimit(
+                f"the template's output is larger than the sandbox allows ({MAX_OUTPUT_CHARS:,} characters)"
+            )
+        self.check_time()
+
+
+class _Counted:
+    """A loop's iterable, counting each step against the budget; keeps len() for `loop.length`."""
+
+    def __init__(self, items: Iterable[Any], budget: Budget):
+        self._items = items
+        self._budget = budget
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in self._items:
+            self._budget.tick()
+            yield item
+
+    def __len__(self) -> int:
+        return len(self._items)  # type: ignore[arg-type]  # TypeError when unsized: Jinja falls back
+
+
+def _sized(value: Any) -> int | None:
+    return len(value) if isinstance(value, str | bytes | list | tuple) else None
+
+
+def _refuse_huge(what: str, args: Iterable[Any]) -> None:
+    if any(isinstance(a, int) and a > MAX_OUTPUT_CHARS for a in args):
+        raise SandboxLimit(
+            f"{what}() with a width above {MAX_OUTPUT_CHARS:,} is more than the sandbox allows"
+        )
+
+
+def _bounded_filter(name: str, fn: Any) -> Any:
+    @functools.wraps(fn)
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        _refuse_huge(name, (*args[1:], *kwargs.values()))
+        return fn(*args, **kwargs)
+
+    return bounded
+
+
+class BoundedSandbox(SandboxedEnvironment):
+    """A SandboxedEnvironment whose renders go through `render_bounded`."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        self.budget = Budget()
+        for name in ("center", "indent", "wordwrap", "format"):  # the filters that build text from a width
+            self.filters[name] = _bounded_filter(name, self.filters[name])
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        tree = super()._parse(source, name, filename)
+        for loop in tree.find_all(nodes.For):  # every loop's iterable goes through the guard
+            guard = nodes.Call(nodes.Name(LOOP_GUARD, "load"), [loop.iter], [], None, None)
+            loop.iter = guard.set_lineno(loop.iter.lineno)
+        return tree
+
+    def call_binop(self, context: Context, op: str, left: Any, right: Any) -> Any:
+        if op == "*":
+            for seq, times in ((left, right), (right, left)):
+                size = _sized(seq)
+                if size is not None and isinstance(times, int) and size * times > MAX_OUTPUT_CHARS:
+                    raise SandboxLimit(
+                        f"repeating a value {times:,} times makes more than the sandbox allows "
+                        f"({MAX_OUTPUT_CHARS:,} characters or items)"
+                    )
+            return operator.mul(left, right)
+        ints = isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0
+        if ints and right * math.log2(abs(left)) > MAX_POWER_BITS:
+            raise SandboxLimit(f"{left} ** {right} is larger than the sandbox computes")
+        return operator.pow(left, right)
+
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        __self.budget.check_time()
+        if isinstance(getattr(__obj, "__self__", None), str | bytes | list):  # "x".center(2000000000)
+            _refuse_huge(getattr(__obj, "__name__", "a method"), (*args, *kwargs.values()))
+        return super().call(__context, __obj, *args, **kwargs)
+
+    def render_bounded(self, template: Any, context: dict[str, Any]) -> str:
+        """Render with a fresh budget; SandboxLimit when the template goes past a bound."""
+        self.budget = budget = Budget()
+        parts: list[str] = []
+        for chunk in template.generate({**context, LOOP_GUARD: lambda items: _Counted(items, budget)}):
+            budget.wrote(len(chunk))
+            parts.append(chunk)
+        return "".join(parts)

@@ -1,0 +1,187 @@
+"""Templates: every undeclared name in a file reported at once, dbt-style defaults honoured, and the sandbox
+bounded in time and size (PZ0213), all in words a user reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import pz, write_project
+
+BASE = {
+    "project.yml": """
+        name: shop
+        vars:
+          used_late: { type: int, default: 1 }
+          no_default: { type: int }
+          with_default: { type: int, default: 3 }
+        env:
+          UNSET_X: {}
+          LAKE_DIR: {}
+    """,
+    "sources/files.yml": """
+        connector: localfiles
+        connection: { root: data }
+        datasets:
+          orders: { format: csv, path: orders.csv, columns: { id: bigint } }
+    """,
+    "sinks/lake.yml": """
+        connector: localfiles
+        connection: { root: "{{ env('LAKE_DIR', 'out') }}" }
+        outputs:
+          a: { format: csv }
+    """,
+    "data/orders.csv": "id\n1\n",
+}
+
+
+def _codes(output: str) -> list[str]:
+    return [
+        line.split()[1] + " " + line.split()[2] for line in output.splitlines() if line.startswith("error:")
+    ]
+
+
+def test_rendering_goes_on_past_undeclared_names_and_reports_them_all(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/a.sql": """
+                INSERT INTO {{ sink('lake', 'a') }}
+                SELECT {{ var('nope1') }} AS x, {{ env('NOPE2') }} AS y, {{ var('used_late') }} AS z,
+                       {{ var('no_default', 7) }} AS d, {{ var('with_default', 9) }} AS w
+                FROM {{ source('files', 'orderz') }} JOIN {{ ref('bzz') }} USING (id)
+                WHERE {{ var('nope3') }} IS NULL
+            """,
+        },
+    )
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2
+    assert _codes(result.output) == [
+        "PZ0209 pipelines/a.sql:2:8:",
+        "PZ0211 pipelines/a.sql:2:33:",
+        "PZ0202 pipelines/a.sql:4:6:",
+        "PZ0203 pipelines/a.sql:4:43:",
+        "PZ0209 pipelines/a.sql:5:7:",
+    ], result.output
+    assert "PZ0222" not in result.output  # used_late is used, after the first failure
+    assert "5 errors" in result.lines[-1]
+
+
+def test_yaml_values_report_every_undeclared_name(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "sinks/lake.yml": """
+                connector: localfiles
+                connection: { root: "{{ env('NOPE_A') }}" }
+                outputs:
+                  a: { format: "{{ var('nope_b') }}", path: "{{ env('NOPE_C') }}" }
+            """,
+            "pipelines/a.sql": "INSERT INTO {{ sink('lake', 'a') }}\nSELECT {{ var('used_late') }} AS x\n",
+        },
+    )
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2
+    messages = "\n".join(line for line in result.lines if line.startswith("error:"))
+    for name in ("env('NOPE_A')", "var('nope_b')", "env('NOPE_C')"):
+        assert name in messages, result.output
+
+
+def test_env_and_var_defaults_in_the_call_are_used_when_unset(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/a.sql": """
+                INSERT INTO {{ sink('lake', 'a') }}
+                SELECT {{ var('no_default', 7) }} AS d, {{ var('with_default', 9) }} AS w,
+                       {{ env('UNSET_X', 'fallback') }} AS e, {{ var('used_late') }} AS u, id
+                FROM {{ source('files', 'orders') }}
+            """,
+        },
+    )
+    result = pz(project_dir, "run", env={"UNSET_X": None, "LAKE_DIR": None})
+    assert result.exit_code == 0, result.output
+    rows = duckdb.sql(f"SELECT d, w, e, u, id FROM read_csv('{project_dir}/out/a.csv')").fetchall()
+    assert rows == [(7, 3, "fallback", 1, 1)]  # the declared default wins over the call's (3, not 9)
+    with_env = pz(project_dir, "run", env={"UNSET_X": "set", "LAKE_DIR": "lake2"})
+    assert with_env.exit_code == 0, with_env.output
+    assert duckdb.sql(f"SELECT e FROM read_csv('{project_dir}/lake2/a.csv')").fetchall() == [("set",)]
+
+
+def test_a_var_default_that_is_not_of_the_var_type_is_refused(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/a.sql": """
+                INSERT INTO {{ sink('lake', 'a') }}
+                SELECT {{ var('no_default', 'x7') }} AS d, {{ var('used_late') }} AS u
+            """,
+        },
+    )
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2
+    assert result.lines[0] == (
+        "error: PZ0210 pipelines/a.sql:2:8: the default of var('no_default', 'x7') is not a valid int: "
+        "'x7' is not a whole number"
+    )
+    assert "invalid literal" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("template", "says"),
+    [
+        (
+            '{{ "a" * 2000000000 }}',
+            "repeating a value 2,000,000,000 times makes more than the sandbox allows",
+        ),
+        ("{{ [0] * 2000000000 }}", "repeating a value 2,000,000,000 times"),
+        ("{% for i in range(10**9) %}x{% endfor %}", "a range() of more than 100,000 items"),
+        (
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+            "the template's loops ran more than 1,000,000 iterations",
+        ),
+        ("{{ 10 ** 100000000 }}", "10 ** 100000000 is larger than the sandbox computes"),
+        ('{{ "x" | center(2000000000) }}', "center() with a width above 10,485,760"),
+        ('{{ "x".ljust(2000000000) }}', "ljust() with a width above 10,485,760"),
+        ("{{ source('files') }}", "source() takes (src, dataset), not ('files')"),
+        ("{{ env('A', 'b', 'c') }}", "env() takes (name, default), not ('A', 'b', 'c')"),
+        ("{{ 1 / 0 }}", "template error: division by zero"),
+    ],
+)
+def test_the_sandbox_is_bounded_and_speaks_plainly(project_dir: Path, template: str, says: str) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/a.sql": "INSERT INTO {{ sink('lake', 'a') }}\nSELECT {{ var('used_late') }} AS x\n-- "
+            + template
+            + "\n",
+        },
+    )
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2
+    assert result.lines[0].startswith("error: PZ0213 pipelines/a.sql:3: "), result.output
+    assert says in result.lines[0]
+    for internal in ("<locals>", "Templater", "Error:", "Traceback"):
+        assert internal not in result.output
+
+
+def test_loops_within_bounds_still_render(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/a.sql": """
+                INSERT INTO {{ sink('lake', 'a') }}
+                SELECT {% for i in range(3) %}{{ i }} AS c{{ i }}{{ ', ' if not loop.last }}{% endfor %},
+                       {{ var('used_late') }} AS u
+            """,
+        },
+    )
+    assert pz(project_dir, "validate").exit_code == 0
