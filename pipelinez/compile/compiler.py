@@ -10,12 +10,15 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from pipelinez.compile import not_built
 from pipelinez.compile.connector_static import validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
 from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
 from pipelinez.compile.graph import descendants
+from pipelinez.compile.inlining import inline
 from pipelinez.compile.instances import resolve_instances
 from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
+from pipelinez.compile.pins import check_pins
 from pipelinez.compile.semantic import analyse_pipelines
 from pipelinez.compile.targets import shared_targets
 from pipelinez.compile.templating import Templater
@@ -69,7 +72,8 @@ def compile_project(
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     values, found = resolve_values(project, overrides or {}, environ)
-    errors += found
+    errors += [d for d in found if d.is_error]
+    warnings += [d for d in found if not d.is_error]
     templater = Templater(values)
     redactor = Redactor(values.secrets)
     sources, sinks, found = resolve_instances(project, templater)
@@ -77,6 +81,9 @@ def compile_project(
     infos, found, warned = analyse_pipelines(project, templater)
     errors += found
     warnings += warned
+    found = not_built.check(project) + check_pins(project)
+    errors += [d for d in found if d.is_error]
+    warnings += [d for d in found if not d.is_error]
 
     # tier 3
     by_file = {inst.spec.file: inst for inst in [*sources.values(), *sinks.values()]}
@@ -101,7 +108,10 @@ def compile_project(
     errors += found
 
     # tier 4
-    compiler = DryCompiler(static_schema_lookup(project))
+    compiler = DryCompiler(
+        static_schema_lookup(project),
+        lambda name: inline(good[name].display_query, good, name, display=True)[1] if name in good else [],
+    )
     try:
         found, warned = compiler.run(nodes)
         found += _write_columns(project, nodes, compiler)

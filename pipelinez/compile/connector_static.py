@@ -153,10 +153,32 @@ def validate_instances(
                     locate,
                 )
                 diags += _strategy_rules(spec, name, manifest, locate)
-        if any(d.code in ("PZ0301", "PZ0302", "PZ0303") and d.place.file == spec.file for d in diags):
-            continue
-        diags += _connector_rules(spec, connection, datasets, outputs, locate)
+        # cross-field rules run on what passed the schema: a bad block is left out, a bad connection key
+        # dropped, so one schema error never hides the file's other errors
+        invalid = any(d.code in ("PZ0301", "PZ0302", "PZ0303") and d.place.file == spec.file for d in diags)
+        bad_keys = _invalid_keys(manifest.connection_schema, connection)
+        diags += _connector_rules(
+            spec,
+            {k: v for k, v in connection.items() if k not in bad_keys},
+            {n: b for n, b in datasets.items() if not _invalid_keys(manifest.dataset_schema, b)},
+            {n: b for n, b in outputs.items() if not _invalid_keys(manifest.output_schema, b)},
+            locate,
+            schema_errors=invalid,
+        )
     return diags
+
+
+def _invalid_keys(schema: dict[str, Any], value: dict[str, Any]) -> set[str]:
+    """Top-level keys of `value` that fail `schema` (unknown keys included); "" for a root-level error."""
+    keys: set[str] = set()
+    for err in Draft202012Validator(schema).iter_errors(value):
+        if err.absolute_path:
+            keys.add(str(err.absolute_path[0]))
+        elif err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            keys |= {k for k in err.instance if k not in schema.get("properties", {})}
+        else:
+            keys.add("")
+    return keys
 
 
 def _strategy_rules(spec: SinkSpec, name: str, manifest: Manifest, locate: Locator) -> list[Diagnostic]:
@@ -207,6 +229,7 @@ def _connector_rules(
     datasets: dict[str, dict[str, Any]],
     outputs: dict[str, dict[str, Any]],
     locate: Locator,
+    schema_errors: bool = False,
 ) -> list[Diagnostic]:
     try:
         cls = registry.load_class(spec.connector)
@@ -217,6 +240,8 @@ def _connector_rules(
             for d in exc.diagnostics
         ]
     except Exception as exc:  # third-party validate code: report, never crash
+        if schema_errors:
+            return []  # it tripped on what the schema errors already reported
         return [
             error(
                 "PZ0701",
@@ -227,14 +252,14 @@ def _connector_rules(
     diags = []
     for issue in issues:
         base: tuple[str | int, ...] = ("connection",)
-        if issue.block == "dataset":
-            base = ("datasets", issue.name or "")
-        elif issue.block == "output":
-            base = ("outputs", issue.name or "")
+        what = f"{spec.kind} '{spec.name}'"
+        if issue.block in ("dataset", "output"):
+            base = (f"{issue.block}s", issue.name or "")
+            what += f" {issue.block} '{issue.name}'" if issue.name else ""
         diags.append(
             error(
                 "PZ0304",
-                f"{spec.kind} '{spec.name}': {issue.message}",
+                issue.message if issue.message.startswith(what) else f"{what}: {issue.message}",
                 place=locate(spec.file, (*base, *issue.path)),
             )
         )

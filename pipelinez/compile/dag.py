@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pipelinez.compile.checks import check_sql
 from pipelinez.compile.graph import topological_order
 from pipelinez.compile.ids import content_id
+from pipelinez.compile.inlining import inline
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.compile.nodes import (
     CHECK,
@@ -22,7 +23,7 @@ from pipelinez.compile.nodes import (
     SourceLoadNode,
 )
 from pipelinez.compile.semantic import PipelineInfo
-from pipelinez.compile.templating import REF_TOKEN_RE, TemplateFailure, Templater, staging_table
+from pipelinez.compile.templating import TemplateFailure, Templater, staging_table
 from pipelinez.compile.values import ResolvedValues
 from pipelinez.compile.work import CheckWork, PipelineWork, engine_retry, sink_write_work, source_load_work
 from pipelinez.config.model import CheckSpec, Project
@@ -51,26 +52,15 @@ class CompiledDag:
         return {name: node.deps for name, node in self.nodes.items()}
 
 
-def strip_trailing_semicolons(query: str) -> str:
-    return re.sub(r";\s*$", "", query.rstrip())
-
-
 class _RefResolver:
     """Resolves ref tokens: materialized pipelines → their staging table; ephemerals → inlined query."""
 
     def __init__(self, infos: dict[str, PipelineInfo]):
         self.infos = infos
 
-    def resolve(self, query: str, display: bool = False) -> str:
-        def replace(match: re.Match[str]) -> str:
-            name = match.group(1)
-            info = self.infos[name]
-            if info.ephemeral:
-                inner = info.display_query if display else info.query
-                return "(\n" + strip_trailing_semicolons(self.resolve(inner, display)) + "\n)"
-            return quote_ident(name)
-
-        return REF_TOKEN_RE.sub(replace, query)
+    def resolve(self, name: str, display: bool = False) -> str:
+        info = self.infos[name]
+        return inline(info.display_query if display else info.query, self.infos, name, display)[0]
 
     def reads(self, name: str) -> tuple[list[tuple[str, str]], list[str]]:
         """(source datasets, materialized pipelines) a pipeline reads, looking through ephemerals."""
@@ -149,8 +139,8 @@ class _NodeBuilder:
         reads, tables = self.resolver.reads(name)
         deps = tuple(dict.fromkeys([self.loads[r] for r in reads] + tables))
         sql, display = (
-            self.resolver.resolve(info.query),
-            self.resolver.resolve(info.display_query, display=True),
+            self.resolver.resolve(name),
+            self.resolver.resolve(name, display=True),
         )
         work = PipelineWork(sql, deps, engine_retry(self.project), display)
         place, tags = Place(info.source.file), info.source.tags

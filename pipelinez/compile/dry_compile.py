@@ -6,19 +6,24 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipelinez.compile.inlining import Origin
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
 from pipelinez.core.diagnostics import Diagnostic, error, warning
+from pipelinez.core.duck_messages import condense
 from pipelinez.core.sqlnames import quote_ident
 
 if TYPE_CHECKING:
     import duckdb
 
 SchemaLookup = Callable[[SourceLoadNode], list[tuple[str, str]] | None]
+OriginLookup = Callable[
+    [str], Sequence[Origin]
+]  # pipeline name -> where each line of its display SQL came from
 
 _LINE = re.compile(r"^LINE (\d+): (.*)$")
 CHECK_BATCH = 25  # check queries bound per statement
@@ -62,32 +67,33 @@ def parse_duck_error(message: str, executed: str) -> DuckError:
     return DuckError(kind, summary.strip(), line_no, caret)
 
 
-def _first_line(summary: str) -> str:
-    return summary.split("\n")[0].strip()
-
-
-def map_sql_error(err: DuckError, place_file: str, prefix_len: int, node: str) -> Diagnostic:
+def map_sql_error(
+    err: DuckError, place_file: str, prefix_len: int, node: str, origins: Sequence[Origin] = ()
+) -> Diagnostic:
     line, col = err.line, None
     if err.caret is not None and line is not None:
         col = err.caret - (prefix_len if line == 1 else 0) + 1
         col = max(1, col)
+    where = ""
+    if line is not None and 0 < line <= len(origins):  # back to the file the line was written in
+        origin = origins[line - 1]
+        place_file, line = origin.file, origin.line
+        col = None if col is None else max(1, col + origin.col_shift)
+        if origin.pipeline != node:
+            where = f" (in ephemeral '{origin.pipeline}', which '{node}' inlines)"
     summary = err.summary
     if err.kind == "Parser":
         code = "PZ0401"
     elif err.kind == "Catalog":
         code = "PZ0402"
-        summary = _first_line(summary)
     elif err.kind == "Binder" and re.search(
         r'column "[^"]*" not found|Referenced column|does not have a column named', summary
     ):
         code = "PZ0412"
     else:
         code = "PZ0403"
-    text = _first_line(summary) if code != "PZ0412" else summary.replace("\n", "; ")
-    if code == "PZ0403":
-        candidates = summary.split("\n\tCandidate functions:")[0]
-        text = _first_line(candidates)
-    return error(code, f"pipeline '{node}': {text}", file=place_file, line=line, col=col)
+    text = condense(summary)
+    return error(code, f"pipeline '{node}': {text}{where}", file=place_file, line=line, col=col)
 
 
 def _is_duck_error(exc: Exception) -> bool:
@@ -97,13 +103,14 @@ def _is_duck_error(exc: Exception) -> bool:
 
 
 class DryCompiler:
-    def __init__(self, schema_of: SchemaLookup):
+    def __init__(self, schema_of: SchemaLookup, origins: OriginLookup | None = None):
         import duckdb
 
         self.con: duckdb.DuckDBPyConnection = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET threads = 1")  # nothing here reads data: no worker threads to wake
         self.schema_of = schema_of
+        self.origins: OriginLookup = origins or (lambda _name: [])
 
     def close(self) -> None:
         self.con.close()
@@ -176,7 +183,7 @@ class DryCompiler:
             return error(
                 "PZ0302",
                 f"dataset '{node.source}.{node.dataset}' columns: contract is not valid: "
-                f"{_first_line(err.summary)}",
+                f"{condense(err.summary)}",
                 place=node.place,
                 next_step="use DuckDB type names such as bigint, varchar, decimal(18,2), date, timestamp",
             )
@@ -199,7 +206,11 @@ class DryCompiler:
             if not _is_duck_error(exc):
                 raise
             return map_sql_error(
-                parse_duck_error(str(exc), node.display_sql), node.place.file or "", 0, node.name
+                parse_duck_error(str(exc), node.display_sql),
+                node.place.file or "",
+                0,
+                node.name,
+                self.origins(node.name),
             )
         if problem:
             return error("PZ0404", f"pipeline '{node.name}' {problem}", place=node.place)
@@ -230,7 +241,11 @@ class DryCompiler:
             if diag:
                 return diag
             return map_sql_error(
-                parse_duck_error(str(exc), executed), node.place.file or "", len(prefix), node.name
+                parse_duck_error(str(exc), executed),
+                node.place.file or "",
+                len(prefix),
+                node.name,
+                self.origins(node.name),
             )
         return None
 
@@ -291,7 +306,7 @@ class DryCompiler:
             summary = parse_duck_error(str(exc), node.sql).summary if _is_duck_error(exc) else str(exc)
             return error(
                 "PZ0405",
-                f"check '{node.check.name}' on '{node.target}': {_first_line(summary)}",
+                f"check '{node.check.name}' on '{node.target}': {condense(summary)}",
                 place=node.check.place,
             )
         return None

@@ -10,7 +10,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from pipelinez.config.model import EnvSpec, Project, VarSpec
-from pipelinez.core.diagnostics import Diagnostic, error
+from pipelinez.core.diagnostics import Diagnostic, error, warning
 from pipelinez.core.sqlnames import quote_literal
 
 _TRUE = {"true", "1", "yes", "on"}
@@ -187,5 +187,20 @@ def resolve_values(
                     next_step=f"export {name}=… before running pz, or give it a default",
                 )
             )
+        if env_spec.secret and value and len(str(value)) < SHORT_SECRET:
+            p = env_spec.place
+            diags.append(
+                warning(
+                    "PZ0115",
+                    f"secret environment variable {name} is shorter than {SHORT_SECRET} characters: it is "
+                    "masked in messages, where it may also mask ordinary words or numbers",
+                    file=p.file,
+                    line=p.line,
+                    col=p.col,
+                )
+            )
         resolved.env[name] = (env_spec, value)
     return resolved, diags
+
+
+SHORT_SECRET = 4

@@ -7,11 +7,11 @@ an unknown exception is never silently retried.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.duck_messages import condense
 from pipelinez.core.transient import is_transient_native
 from pipelinez.core.vocabulary import NodeError
 
@@ -45,9 +45,13 @@ class NodeFailure(Exception):
 
 
 def duck_summary(message: str) -> str:
-    """A DuckDB message without its LINE context and caret, on one line."""
-    head = re.split(r"\n\s*LINE \d+:", message, maxsplit=1)[0]
-    return " ".join(part.strip() for part in head.strip().splitlines() if part.strip())
+    """A DuckDB message condensed to its first meaningful line (plus DuckDB's suggestion, if any)."""
+    return condense(message)
+
+
+def _about(what: str, message: str) -> str:
+    """`what: message`, unless the message already names `what` (connectors often do)."""
+    return message if message.startswith(what) else f"{what}: {message}"
 
 
 def _is_duck_error(exc: BaseException) -> bool:
@@ -63,14 +67,14 @@ def classify(exc: BaseException, default_code: str, what: str) -> NodeFailure:
     if isinstance(exc, PzConnectorError):
         return NodeFailure(
             exc.code if exc.code and (exc.code.startswith("PZ05") or exc.code == "PZ0312") else default_code,
-            f"{what}: {exc.message}",
+            _about(what, exc.message),
             exc.is_transient,
             exc.retry_after,
             getattr(exc, "batches_committed", None),
         )
     if _is_duck_error(exc):
         message = str(exc)
-        return NodeFailure(default_code, f"{what}: {duck_summary(message)}", is_transient_native(message))
+        return NodeFailure(default_code, _about(what, duck_summary(message)), is_transient_native(message))
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
         return NodeFailure(default_code, f"{what}: {exc.strerror or exc}{where}")

@@ -1,0 +1,43 @@
+"""Configuration pz parses but does not implement yet: refused (or warned about), never accepted silently.
+
+One function per feature; when the feature ships, delete its function and its call in `check`.
+"""
+
+from __future__ import annotations
+
+from pipelinez.config.model import Project
+from pipelinez.core.diagnostics import Diagnostic, error, warning
+
+
+def check(project: Project) -> list[Diagnostic]:
+    """Errors and warnings for every use of a feature this version does not have."""
+    return [*_incremental_sync(project), *_breaker(project)]
+
+
+def _incremental_sync(project: Project) -> list[Diagnostic]:
+    """`sync:` would be ignored: every run reads in full, and an append downstream duplicates rows."""
+    return [
+        error(
+            "PZ0233",
+            f"source '{s_name}' dataset '{d_name}' declares sync: mode "
+            f"{(dataset.sync or {}).get('mode', 'incremental')}; incremental reads are not available in this "
+            "version of pz, so every run would read the whole dataset",
+            place=project.locate(source.file, ("datasets", d_name, "sync")),
+        )
+        for s_name, source in sorted(project.sources.items())
+        for d_name, dataset in sorted(source.datasets.items())
+        if dataset.sync is not None
+    ]
+
+
+def _breaker(project: Project) -> list[Diagnostic]:
+    """`engine.breaker` would have no effect: no node ever waits on a breaker in this version."""
+    if project.engine.breaker is None:
+        return []
+    return [
+        warning(
+            "PZ0234",
+            "engine.breaker is not available in this version of pz: the block has no effect",
+            place=project.locate("project.yml", ("engine", "breaker")),
+        )
+    ]
