@@ -7,6 +7,7 @@ an unknown exception is never silently retried.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,9 @@ from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.duck_messages import condense
 from pipelinez.core.transient import is_transient_native
 from pipelinez.core.vocabulary import NodeError
+
+# what a node error message leaves out (a DuckDB error's full text); a run writes it to .pz/runs/<id>/pz.log
+DEBUG_LOG = logging.getLogger("pipelinez.node_errors")
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,14 @@ def duck_summary(message: str) -> str:
     return condense(message)
 
 
+def _one_line(what: str, message: str) -> str:
+    """A multi-line message condensed for the user; the full text goes to the run's debug log."""
+    if "\n" not in message:
+        return message
+    DEBUG_LOG.info("%s: full message:\n%s", what, message)
+    return duck_summary(message)
+
+
 def _about(what: str, message: str) -> str:
     """`what: message`, unless the message already names `what` (connectors often do)."""
     return message if message.startswith(what) else f"{what}: {message}"
@@ -67,14 +79,14 @@ def classify(exc: BaseException, default_code: str, what: str) -> NodeFailure:
     if isinstance(exc, PzConnectorError):
         return NodeFailure(
             exc.code if exc.code and (exc.code.startswith("PZ05") or exc.code == "PZ0312") else default_code,
-            _about(what, exc.message),
+            _about(what, _one_line(what, exc.message)),
             exc.is_transient,
             exc.retry_after,
             getattr(exc, "batches_committed", None),
         )
     if _is_duck_error(exc):
         message = str(exc)
-        return NodeFailure(default_code, _about(what, duck_summary(message)), is_transient_native(message))
+        return NodeFailure(default_code, _about(what, _one_line(what, message)), is_transient_native(message))
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
         return NodeFailure(default_code, f"{what}: {exc.strerror or exc}{where}")

@@ -19,6 +19,7 @@ from pipelinez.core.oserrors import os_reason
 from pipelinez.core.redact import Redactor
 from pipelinez.core.vocabulary import NodeError, NodeStatus, RunStatus
 from pipelinez.engine.context import RunContext, open_staging
+from pipelinez.engine.debug_log import debug_log
 from pipelinez.engine.events import (
     EventBus,
     JsonlWriter,
@@ -186,7 +187,8 @@ def _run_nodes(
     try:
         staging = open_staging(session.staging_path, plan.dag.project.engine.memory_limit)
         ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
-        Executor(ctx, session.writer, threads, fail_fast, gate=gate).run()
+        with debug_log(session.run_dir / "pz.log", session.redactor):
+            Executor(ctx, session.writer, threads, fail_fast, gate=gate).run()
         ok = all(n.status in OK_STATUSES for n in results.nodes)
         results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
         return None
