@@ -131,6 +131,10 @@ class PzGroup(click.Group):
         try:
             rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:  # bare `pz`: its help
+                click.echo(ctx.get_help())
+                sys.exit(0)
             emit([usage_diagnostic(exc, argv, list(self.commands))], log_format_of(argv))
             sys.exit(EXIT_REFUSED)
         except click.exceptions.Abort:

@@ -93,3 +93,5 @@ def test_help_and_version_still_exit_zero(project_dir: Path) -> None:
     write_project(project_dir, SMALL)
     assert pz(project_dir, "run", "--help").exit_code == 0
     assert pz(project_dir, "--version").exit_code == 0
+    bare = pz_subprocess(project_dir)
+    assert bare.exit_code == 0 and bare.lines[0].startswith("Usage: pz [OPTIONS] COMMAND")
