@@ -4,6 +4,8 @@ stands); global flags work after the command; commands that are not built say so
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,5 +95,7 @@ def test_help_and_version_still_exit_zero(project_dir: Path) -> None:
     write_project(project_dir, SMALL)
     assert pz(project_dir, "run", "--help").exit_code == 0
     assert pz(project_dir, "--version").exit_code == 0
-    bare = pz_subprocess(project_dir)
-    assert bare.exit_code == 0 and bare.lines[0].startswith("Usage: pz [OPTIONS] COMMAND")
+    bare = subprocess.run([sys.executable, "-m", "pipelinez.cli.main"], capture_output=True, text=True)
+    assert bare.returncode == 0 and bare.stdout.startswith("Usage: pz [OPTIONS] COMMAND")
+    no_command = pz(project_dir)  # `pz -p DIR` and nothing else
+    assert (no_command.exit_code, no_command.lines[0]) == (2, "error: PZ0513 command line: pz: missing command")
