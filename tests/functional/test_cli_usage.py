@@ -98,4 +98,5 @@ def test_help_and_version_still_exit_zero(project_dir: Path) -> None:
     bare = subprocess.run([sys.executable, "-m", "pipelinez.cli.main"], capture_output=True, text=True)
     assert bare.returncode == 0 and bare.stdout.startswith("Usage: pz [OPTIONS] COMMAND")
     no_command = pz(project_dir)  # `pz -p DIR` and nothing else
-    assert (no_command.exit_code, no_command.lines[0]) == (2, "error: PZ0513 command line: pz: missing command")
+    assert no_command.exit_code == 2
+    assert no_command.lines[0] == "error: PZ0513 command line: pz: missing command"
