@@ -78,6 +78,9 @@ def _sized(value: Any) -> int | None:
     return len(value) if isinstance(value, str | bytes | list | tuple) else None
 
 
+_PADDING = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})  # str methods that grow by a width
+
+
 def _refuse_huge(what: str, args: Iterable[Any]) -> None:
     if any(isinstance(a, int) and a > MAX_OUTPUT_CHARS for a in args):
         raise SandboxLimit(
@@ -102,7 +105,7 @@ class BoundedSandbox(SandboxedEnvironment):
     def __init__(self, **options: Any):
         super().__init__(**options)
         self.budget = Budget()
-        for name in ("center", "indent", "wordwrap", "format"):  # the filters that build text from a width
+        for name in ("center", "indent"):  # the filters that build text from a width
             self.filters[name] = _bounded_filter(name, self.filters[name])
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
@@ -129,8 +132,9 @@ class BoundedSandbox(SandboxedEnvironment):
 
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         __self.budget.check_time()
-        if isinstance(getattr(__obj, "__self__", None), str | bytes | list):  # "x".center(2000000000)
-            _refuse_huge(getattr(__obj, "__name__", "a method"), (*args, *kwargs.values()))
+        name = getattr(__obj, "__name__", "")
+        if name in _PADDING and isinstance(getattr(__obj, "__self__", None), str | bytes):  # "x".center(2e9)
+            _refuse_huge(name, (*args, *kwargs.values()))
         return super().call(__context, __obj, *args, **kwargs)
 
     def render_bounded(self, template: Any, context: dict[str, Any]) -> str:
