@@ -9,6 +9,7 @@ against a loop budget, every call and output chunk checks a deadline, and the ou
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import operator
 import time
@@ -24,6 +25,9 @@ MAX_LOOP_ITERATIONS = 1_000_000
 MAX_SECONDS = 10.0
 MAX_POWER_BITS = 4096
 LOOP_GUARD = "__pz_loop_guard__"
+MAX_VALUE_SIZE = 1_000_000  # characters or items one `*` or padding call may build
+_LOOP_BATCH = 256  # loop steps are counted this many at a time
+_OUTPUT_BATCH = 64  # output chunks likewise (each at most MAX_VALUE_SIZE, so memory stays bounded)
 
 
 class SandboxLimit(Exception):
@@ -42,12 +46,11 @@ class Budget:
         if time.monotonic() > self.deadline:
             raise SandboxLimit(f"the template ran longer than the sandbox allows ({MAX_SECONDS:.0f}s)")
 
-    def tick(self) -> None:
-        self.iterations += 1
+    def tick(self, steps: int) -> None:
+        self.iterations += steps
         if self.iterations > MAX_LOOP_ITERATIONS:
             raise SandboxLimit(f"the template's loops ran more than {MAX_LOOP_ITERATIONS:,} iterations")
-        if self.iterations % 1024 == 0:
-            self.check_time()
+        self.check_time()
 
     def wrote(self, chars: int) -> None:
         self.output += chars
@@ -66,9 +69,10 @@ class _Counted:
         self._budget = budget
 
     def __iter__(self) -> Iterator[Any]:
-        for item in self._items:
-            self._budget.tick()
-            yield item
+        items = iter(self._items)
+        while batch := list(itertools.islice(items, _LOOP_BATCH)):  # counted in batches: cheap per step
+            self._budget.tick(len(batch))
+            yield from batch
 
     def __len__(self) -> int:
         return len(self._items)  # type: ignore[arg-type]  # TypeError when unsized: Jinja falls back
@@ -82,10 +86,8 @@ _PADDING = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})  # str
 
 
 def _refuse_huge(what: str, args: Iterable[Any]) -> None:
-    if any(isinstance(a, int) and a > MAX_OUTPUT_CHARS for a in args):
-        raise SandboxLimit(
-            f"{what}() with a width above {MAX_OUTPUT_CHARS:,} is more than the sandbox allows"
-        )
+    if any(isinstance(a, int) and a > MAX_VALUE_SIZE for a in args):
+        raise SandboxLimit(f"{what}() with a width above {MAX_VALUE_SIZE:,} is more than the sandbox allows")
 
 
 def _bounded_filter(name: str, fn: Any) -> Any:
@@ -119,10 +121,10 @@ class BoundedSandbox(SandboxedEnvironment):
         if op == "*":
             for seq, times in ((left, right), (right, left)):
                 size = _sized(seq)
-                if size is not None and isinstance(times, int) and size * times > MAX_OUTPUT_CHARS:
+                if size is not None and isinstance(times, int) and size * times > MAX_VALUE_SIZE:
                     raise SandboxLimit(
                         f"repeating a value {times:,} times makes more than the sandbox allows "
-                        f"({MAX_OUTPUT_CHARS:,} characters or items)"
+                        f"({MAX_VALUE_SIZE:,} characters or items)"
                     )
             return operator.mul(left, right)
         ints = isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0
@@ -141,7 +143,8 @@ class BoundedSandbox(SandboxedEnvironment):
         """Render with a fresh budget; SandboxLimit when the template goes past a bound."""
         self.budget = budget = Budget()
         parts: list[str] = []
-        for chunk in template.generate({**context, LOOP_GUARD: lambda items: _Counted(items, budget)}):
-            budget.wrote(len(chunk))
-            parts.append(chunk)
+        chunks = template.generate({**context, LOOP_GUARD: lambda items: _Counted(items, budget)})
+        while batch := list(itertools.islice(chunks, _OUTPUT_BATCH)):
+            budget.wrote(sum(map(len, batch)))
+            parts += batch
         return "".join(parts)
