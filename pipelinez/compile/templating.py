@@ -225,7 +225,8 @@ class Templater:
                         inspect.signature(fn).bind(*args, **kwargs)
                     except TypeError:
                         raise _Arity(
-                            f"{name}() takes ({', '.join(params)}), not {_shown(args, kwargs)}"
+                            f"{name}() takes ({', '.join(params)}), not {_shown(args, kwargs)}",
+                            (name, tuple(str(a) for a in args)),
                         ) from None
                     try:
                         return fn(*args, **kwargs)
@@ -258,7 +259,8 @@ class Templater:
                 ) from exc
             except Exception as exc:  # a user template can raise anything (ZeroDivision, TypeError, ...)
                 message, hint = _render_error(exc)
-                raise TemplateFailure(at("PZ0213", message, hint=hint, exc=exc)) from exc
+                where = exc.where if isinstance(exc, _Arity) else ("", ())  # located by its call
+                raise TemplateFailure(at("PZ0213", message, *where, hint=hint, exc=exc)) from exc
         return results[0], results[-1], list(dict.fromkeys(soft))
 
 
@@ -308,6 +310,10 @@ def _shown(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
 
 class _Arity(Exception):
     """A pz template function called with the wrong arguments."""
+
+    def __init__(self, message: str, where: tuple[str, tuple[str, ...]]):
+        super().__init__(message)
+        self.where = where
 
 
 class _Soft(Exception):
