@@ -174,6 +174,25 @@ class OutputRequest:
 
 
 @dataclass(frozen=True)
+class TargetColumn:
+    """A column of an existing target, as a connector reports it for the engine's narrowing rule.
+
+    `type` is normalized: DuckDB's type names (`INTEGER`, `UBIGINT`, `DECIMAL(12,2)`, `DOUBLE`, `BOOLEAN`,
+    `DATE`, `TIMESTAMP WITH TIME ZONE`, `BLOB`), plus the bounds DuckDB itself does not carry:
+    `VARCHAR(n)` holds at most n characters, `DECIMAL` without precision is an unbounded numeric,
+    `TIMESTAMP(p)`, `TIMESTAMPTZ(p)`, `TIME(p)` keep p fractional-second digits (6 when absent), `MEDIUMINT`
+    / `UMEDIUMINT` are 24-bit integers. A type the connector cannot express may be passed through as the
+    system spells it: the rule leaves types it does not model to the target system.
+    """
+
+    name: str
+    type: str
+    native: str = ""  # the type as the target system spells it (for messages)
+    max_bytes: int | None = None  # a byte bound on text or binary values (MySQL TEXT, VARBINARY(n))
+    utc: bool = False  # a naive timestamp column the connector fills with UTC wall time from zoned values
+
+
+@dataclass(frozen=True)
 class WriteResult:
     rows: int
     batches_committed: int | None = None
@@ -263,6 +282,12 @@ class Connector:
     def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:
         """Consume `reader` and write it to the output with its strategy (universal tier)."""
         raise self.unsupported("has no universal sink tier")
+
+    def target_columns(self, output: OutputRequest) -> list[TargetColumn] | None:
+        """The columns of the existing target this write keeps, for the engine's narrowing rule: called
+        before any write, for every strategy. None when there is no such target: it does not exist yet, or
+        the write recreates it from the result's types (a replace that swaps in a new table or folder)."""
+        return None
 
     # -- connectivity (tier 5) ------------------------------------------------------------------
     def check_connection(self) -> None:

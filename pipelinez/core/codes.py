@@ -486,6 +486,23 @@ REGISTRY: tuple[Code, ...] = (
         "run again when ready; committed sink writes stay committed",
     ),
     Code(
+        "PZ0515",
+        "TargetNarrowing",
+        "a merge or append into an existing target (or a parquet folder an append adds to) has a result "
+        "column that does not fit its target column without loss: numeric precision or scale, integer "
+        "width, signedness, timestamp -> date, fractional seconds, time zone, text length; nothing was "
+        "written",
+        "cast the column in the pipeline as the message shows, or alter the target column to hold the "
+        "result's type",
+    ),
+    Code(
+        "PZ0516",
+        "MergeDuplicateKeys",
+        "a merge's result has two or more rows with the same key; nothing was written",
+        "deduplicate the pipeline's result so each key appears once (e.g. QUALIFY row_number() OVER "
+        "(PARTITION BY the keys ORDER BY …) = 1)",
+    ),
+    Code(
         "PZ0524",
         "CommandNotAvailable",
         "the command is part of the reference but not available in this version of pz",

@@ -24,6 +24,7 @@ from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, Severity, Strategy, Tier
 from pipelinez.engine.failures import NodeFailure, classify
 from pipelinez.engine.run_results import PartitionResult
+from pipelinez.engine.sink_checks import refuse_duplicate_keys, refuse_narrowing
 from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:
@@ -257,7 +258,9 @@ def run_sink_write(ctx: NodeContext, planned: PlannedNode, attempt: int) -> Node
                 f"{what}: pipeline '{node.pipeline}' returned no rows and a replace would leave the target "
                 "empty; nothing was written",
             )
+        refuse_duplicate_keys(cur, request, source, what)
         connector = make_connector(ctx, work.endpoint)
+        refuse_narrowing(cur, connector, request, source, what)
         if work.tier == Tier.NATIVE:
             result = connector.write_native(cur, request, source)
         else:

@@ -32,6 +32,7 @@ from pipelinez.connectors.sdk import (
     OutputRequest,
     OutputTarget,
     Partition,
+    TargetColumn,
     WriteResult,
 )
 from pipelinez.connectors.sdk_sql import (
@@ -204,6 +205,28 @@ class DuckDBConnector(Connector):
             raise wrap(exc, "PZ0501") from exc
         except OSError as exc:
             raise os_error(exc, "PZ0501") from exc
+
+    def target_columns(self, output: OutputRequest) -> list[TargetColumn] | None:
+        """Merge and append write into the existing table; replace swaps in a table created from the
+        result (CREATE TABLE … AS), so it keeps nothing of the old definition."""
+        import duckdb
+
+        if output.strategy == "replace" or not self.path.is_file():
+            return None
+        target = self._target(output)
+        try:
+            with connected(self.path, read_only=True) as con:
+                found = con.execute(
+                    "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                    "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
+                    [target.schema, target.table],
+                ).fetchone()
+                if not (found and found[0]):
+                    return None
+                cols = strategies.columns_of(con, target.sql())
+        except duckdb.Error as exc:
+            raise wrap(exc, "PZ0501") from exc
+        return [TargetColumn(name, kind, kind) for name, kind in cols]
 
     # -- connectivity ----------------------------------------------------------------------------
     def check_connection(self) -> None:

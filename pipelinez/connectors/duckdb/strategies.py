@@ -144,7 +144,7 @@ def write(
                 if rows is None:
                     raise ValueError("merge needs a source it can read twice")
                 cur.execute(_merge_sql(qtarget, output, source, source_cols))
-                result = WriteResult(rows)
+                result = WriteResult(rows - _delete_requests(cur, output, source))
         cur.execute("COMMIT")
         return result
     except BaseException:
@@ -175,6 +175,13 @@ def sweep(cur: duckdb.DuckDBPyConnection, catalog: str, target: TableName) -> No
     ).fetchall()
     for (name,) in rows:
         cur.execute(f"DROP TABLE IF EXISTS {TableName(target.schema, str(name)).sql(catalog)}")
+
+
+def _delete_requests(cur: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> int:
+    """Rows of a merge's source flagged by `on_delete`: they remove a key, they do not land."""
+    if not output.on_delete:
+        return 0
+    return count_rows(cur, f"(SELECT 1 FROM {source} WHERE {quote_ident(output.on_delete)} IS TRUE)")
 
 
 def _merge_sql(

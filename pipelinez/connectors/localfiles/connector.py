@@ -36,6 +36,7 @@ from pipelinez.connectors.sdk import (
     OutputRequest,
     OutputTarget,
     Partition,
+    TargetColumn,
     WriteResult,
 )
 from pipelinez.connectors.sdk_sql import land, os_error, wrap
@@ -167,6 +168,22 @@ class LocalFilesConnector(Connector):
             raise os_error(exc, "PZ0501") from exc
         except pa.ArrowException as exc:
             raise PzConnectorError(str(exc), code="PZ0501") from exc
+
+    def target_columns(self, output: OutputRequest) -> list[TargetColumn] | None:
+        """An append to a parquet folder that already holds files keeps their schema: the last file's
+        columns. CSV and JSON store no types (a reader infers them over all files), and a replace swaps in
+        a new folder, so neither keeps a definition."""
+        import duckdb
+
+        out = writing.FileOutput.of(self.root, output)
+        latest = writing.latest_part(out)
+        if latest is None:
+            return None
+        try:
+            cols = writing.parquet_columns(latest)
+        except duckdb.Error as exc:
+            raise wrap(exc, "PZ0501", f"cannot read the schema of {latest}: ") from exc
+        return [TargetColumn(name, kind, kind) for name, kind in cols]
 
     # -- connectivity ----------------------------------------------------------------------------
     def check_connection(self) -> None:

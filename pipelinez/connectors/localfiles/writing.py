@@ -69,6 +69,27 @@ class FileOutput:
         )
 
 
+def latest_part(out: FileOutput) -> Path | None:
+    """The newest data file of a parquet output an append adds to, or None (no files, or not an append
+    of parquet: CSV and JSON carry no column types to keep)."""
+    if out.strategy != "append" or out.fmt != "parquet" or not out.folder.is_dir():
+        return None
+    parts = [p for p in out.folder.glob("*.parquet") if p.is_file() and not p.name.startswith(".")]
+    return max(parts, key=lambda p: (p.stat().st_mtime_ns, p.name)) if parts else None
+
+
+def parquet_columns(path: Path) -> list[tuple[str, str]]:
+    """(name, DuckDB type) of a parquet file's columns, from its footer."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        rows = con.execute(f"DESCRIBE SELECT * FROM read_parquet({quote_literal(str(path))})").fetchall()
+    finally:
+        con.close()
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
 def write_native(con: duckdb.DuckDBPyConnection, out: FileOutput, source: str) -> WriteResult:
     cur = con.cursor()
     try:

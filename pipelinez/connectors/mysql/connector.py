@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelinez.connectors.mysql import target_types
 from pipelinez.connectors.mysql.settings import (
     Settings,
     TableName,
@@ -74,6 +75,7 @@ from pipelinez.connectors.sdk import (
     OutputRequest,
     OutputTarget,
     Partition,
+    TargetColumn,
     WriteResult,
 )
 from pipelinez.core import failpoints
@@ -426,6 +428,35 @@ class MySQLConnector(Connector):
             with contextlib.suppress(Exception):
                 con.close()
 
+    def target_columns(self, output: OutputRequest) -> list[TargetColumn] | None:
+        """Merge and append write into the existing table; replace renames in a table created from the
+        result's types, so it keeps nothing of the old definition."""
+        if output.strategy == "replace":
+            return None
+        import pymysql
+
+        table = TableName.parse(str(output.options.get("table") or output.name))
+        what = f"sink '{self.context.instance}' output '{output.name}' ({table.display()})"
+        con = self._connect(what, "PZ0501")
+        db = sql_literal(table.database) if table.database else "DATABASE()"
+        try:
+            with con.cursor() as cur:
+                cur.execute(
+                    "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS "
+                    f"WHERE TABLE_SCHEMA = {db} AND TABLE_NAME = {sql_literal(table.table)} "
+                    "ORDER BY ORDINAL_POSITION"
+                )
+                rows = cur.fetchall()
+        except pymysql.MySQLError as exc:
+            raise connector_error(
+                self.settings, f"{what}: cannot read the target's columns", exc, code="PZ0501"
+            ) from None
+        finally:
+            con.close()
+        if not rows:
+            return None
+        return target_types.target_columns({str(name): str(kind) for name, kind in rows})
+
     # -- tier 5 -------------------------------------------------------------------------------------------
     def check_connection(self) -> None:
         import pymysql
@@ -744,7 +775,7 @@ class _Writer:
         try:
             rows = self.load(self.tmp)
             self.con.commit()
-            self._merge_dml(keys, flag)
+            rows -= self._merge_dml(keys, flag)
         except BaseException:
             self.drop(self.tmp)
             raise
@@ -763,20 +794,26 @@ class _Writer:
         wanted = {k.lower() for k in keys}
         return any(cols == wanted for cols in indexes.values())
 
-    def _merge_dml(self, keys: tuple[str, ...], flag: str | None) -> None:
+    def _merge_dml(self, keys: tuple[str, ...], flag: str | None) -> int:
+        """Upsert the temp table into the target; returns how many of its rows were delete requests."""
         target, tmp = self.table.sql(), self.tmp.sql()
         names = self.written_names()
         cols = [quote_ident(n) for n in names]
         col_list = ", ".join(cols)
         select = ", ".join(f"s.{c}" for c in cols)
         match = " AND ".join(f"t.{quote_ident(k)} <=> s.{quote_ident(k)}" for k in keys)
-        flagged = f"COALESCE(s.{quote_ident(flag)}, 0) <> 0" if flag else ""
-        keep = f" WHERE NOT ({flagged})" if flag else ""
+        flagged_sql = f"COALESCE(s.{quote_ident(flag)}, 0) <> 0" if flag else ""
+        keep = f" WHERE NOT ({flagged_sql})" if flag else ""
         upsert = self._has_unique_key(keys)
+        flagged = 0
+        if flag:
+            self.exec(f"SELECT COUNT(*) FROM {tmp} AS s WHERE {flagged_sql}")
+            row = self.cur.fetchone()
+            flagged = int(row[0]) if row else 0
         self.con.begin()
         if upsert:
             if flag:
-                self.exec(f"DELETE t FROM {target} AS t JOIN {tmp} AS s ON {match} WHERE {flagged}")
+                self.exec(f"DELETE t FROM {target} AS t JOIN {tmp} AS s ON {match} WHERE {flagged_sql}")
             lowered = {k.lower() for k in keys}
             updates = [
                 f"{c} = VALUES({c})" for n, c in zip(names, cols, strict=True) if n.lower() not in lowered
@@ -792,6 +829,7 @@ class _Writer:
             self.exec(f"DELETE t FROM {target} AS t JOIN {tmp} AS s ON {match}")
             self.exec(f"INSERT INTO {target} ({col_list}) SELECT {select} FROM {tmp} AS s{keep}")
         self.con.commit()
+        return flagged
 
     def append(self) -> WriteResult:
         if self.exists(self.table):

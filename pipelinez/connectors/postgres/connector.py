@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.postgres import sink
+from pipelinez.connectors.postgres import sink, target_types
 from pipelinez.connectors.postgres.settings import Settings, TableRef
 from pipelinez.connectors.postgres.source import (
     Relation,
@@ -42,6 +42,7 @@ from pipelinez.connectors.sdk import (
     OutputRequest,
     OutputTarget,
     Partition,
+    TargetColumn,
     WriteResult,
 )
 from pipelinez.core.diagnostics import PzConnectorError
@@ -195,6 +196,22 @@ class PostgresConnector(Connector):
             self.settings, self.control("PZ0501"), output, self._sink_where(output), self.append_batch_rows
         )
         return writer.write_batches(reader)
+
+    def target_columns(self, output: OutputRequest) -> list[TargetColumn] | None:
+        """Merge and append write into the existing table; replace swaps in a table created from the
+        result's types, so it keeps nothing of the old definition."""
+        if output.strategy == "replace":
+            return None
+        writer = sink.Writer(
+            self.settings, self.control("PZ0501"), output, self._sink_where(output), self.append_batch_rows
+        )
+        try:
+            columns = writer.target_columns()
+        except PzConnectorError:
+            raise
+        except Exception as exc:
+            raise self.settings.error(exc, self._sink_where(output), "PZ0501") from exc
+        return None if columns is None else target_types.target_columns(columns)
 
     # -- connectivity (tier 5) ------------------------------------------------------------------
     def check_connection(self) -> None:

@@ -562,13 +562,15 @@ class Writer:
                 raise self._fail(exc) from exc
             try:
                 rows = load(work)
-                self._merge_transaction(work, keys, flag, data)
+                deleted = self._merge_transaction(work, keys, flag, data)
             finally:
                 self._drop(work)
-        return WriteResult(rows=rows)
+        return WriteResult(rows=rows - deleted)
 
-    def _merge_transaction(self, work: str, keys: list[str], flag: str | None, data: list[Column]) -> None:
+    def _merge_transaction(self, work: str, keys: list[str], flag: str | None, data: list[Column]) -> int:
+        """Upsert the work table into the target; returns how many of its rows were delete requests."""
         src = self._q(work)
+        flagged = 0
         try:
             with self.conn.transaction():
                 cur = self.conn.cursor()
@@ -587,6 +589,10 @@ class Writer:
                 self._check_keys(cur, src, keys)
                 on = " AND ".join(f"t.{quote_ident(k)} = s.{quote_ident(k)}::{existing[k]}" for k in keys)
                 if flag:
+                    row = cur.execute(
+                        f"SELECT count(*) FROM {src} WHERE {quote_ident(flag)} IS TRUE"
+                    ).fetchone()
+                    flagged = int(row[0]) if row else 0
                     cur.execute(
                         f"DELETE FROM {self.qualified} AS t USING {src} AS s WHERE {on} "
                         f"AND s.{quote_ident(flag)} IS TRUE"
@@ -633,6 +639,7 @@ class Writer:
             raise
         except Exception as exc:
             raise self._fail(exc) from exc
+        return flagged
 
     def _check_keys(self, cur: Any, src: str, keys: list[str]) -> None:
         nulls = " OR ".join(f"{quote_ident(k)} IS NULL" for k in keys)

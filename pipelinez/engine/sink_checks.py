@@ -1,0 +1,156 @@
+"""Checks on a sink write that run in the engine, on the staged result, before the connector writes
+anything, so every connector refuses the same things with the same code and message:
+
+- narrowing (PZ0515): a result column that does not fit the existing target column without loss
+  (the rule is `type_fit.misfit`; the connector reports its target's columns through
+  `Connector.target_columns`);
+- duplicate merge keys (PZ0516): merge needs one result row per key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pipelinez.connectors.sdk import Connector, OutputRequest, TargetColumn
+from pipelinez.core.sqlnames import quote_ident
+from pipelinez.engine.failures import NodeFailure
+from pipelinez.engine.type_fit import ResultColumn, Target, misfit, needs_lengths, parse_kind
+
+if TYPE_CHECKING:
+    import duckdb
+
+_SHOWN_VALUE = 60  # characters of an example key value in a message
+
+
+def written_columns(
+    cur: duckdb.DuckDBPyConnection, request: OutputRequest, source: str
+) -> list[tuple[str, str]]:
+    """(name, DuckDB type) of the result columns the write lands: all but merge's on_delete column."""
+    cols = [(str(r[0]), str(r[1])) for r in cur.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
+    flag = request.on_delete.lower() if request.strategy == "merge" and request.on_delete else None
+    return [(n, t) for n, t in cols if n.lower() != flag]
+
+
+def _match(name: str, targets: dict[str, TargetColumn]) -> TargetColumn | None:
+    if name in targets:
+        return targets[name]
+    folded = [t for n, t in targets.items() if n.lower() == name.lower()]
+    return folded[0] if len(folded) == 1 else None
+
+
+def _measure(
+    cur: duckdb.DuckDBPyConnection, source: str, pairs: Sequence[tuple[str, str, TargetColumn]]
+) -> dict[str, tuple[int | None, int | None]]:
+    """The longest value (characters, bytes) of each text/binary result column a bounded target needs."""
+    wanted = [
+        (name, kind)
+        for name, kind, target in pairs
+        if parse_kind(kind).family in ("text", "binary") and needs_lengths(target.type, target.max_bytes)
+    ]
+    if not wanted:
+        return {}
+    items = []
+    for name, kind in wanted:
+        ref = quote_ident(name)
+        if parse_kind(kind).family == "text":
+            items.append(f"max(length({ref})), max(strlen({ref}))")
+        else:
+            items.append(f"NULL::BIGINT, max(octet_length({ref}))")
+    row = cur.execute(f"SELECT {', '.join(items)} FROM {source}").fetchone() or ()
+    out: dict[str, tuple[int | None, int | None]] = {}
+    for i, (name, _) in enumerate(wanted):
+        chars, nbytes = row[2 * i], row[2 * i + 1]
+        out[name] = (None if chars is None else int(chars), None if nbytes is None else int(nbytes))
+    return out
+
+
+def cast_hint(name: str, target: TargetColumn) -> str:
+    """The pipeline change that makes `name` fit `target`."""
+    ref = quote_ident(name) if not name.isidentifier() else name
+    kind = parse_kind(target.type)
+    if kind.family == "text" and kind.length is not None:
+        return f"left({ref}, {kind.length})"
+    if kind.family in ("text", "binary"):
+        return f"a shorter value of {ref}"
+    if kind.family in ("timestamp", "time") and kind.digits < 6:
+        unit = "second" if kind.digits < 3 else "millisecond"
+        zone = "TIMESTAMPTZ" if kind.zoned else "TIMESTAMP"
+        base = f"date_trunc('{unit}', {ref})" if kind.family == "timestamp" else ref
+        return f"CAST({base} AS {zone if kind.family == 'timestamp' else 'TIME'})"
+    if kind.family == "timestamp":
+        return f"CAST({ref} AS {'TIMESTAMPTZ' if kind.zoned else 'TIMESTAMP'})"
+    if kind.family == "decimal" and kind.precision is not None and kind.precision > 38:
+        return f"CAST({ref} AS DECIMAL(38,{min(kind.scale, 38)}))"
+    spelled = target.type.upper()
+    if spelled.startswith("MEDIUMINT"):
+        return f"CAST({ref} AS INTEGER)"
+    if spelled.startswith("UMEDIUMINT"):
+        return f"CAST({ref} AS UINTEGER)"
+    return f"CAST({ref} AS {target.type})"
+
+
+def refuse_narrowing(
+    cur: duckdb.DuckDBPyConnection, connector: Connector, request: OutputRequest, source: str, what: str
+) -> None:
+    """PZ0515 when a result column would lose values in the existing target; nothing is written."""
+    reported = connector.target_columns(request)
+    if not reported:
+        return
+    targets = {t.name: t for t in reported}
+    pairs = [
+        (name, kind, target)
+        for name, kind in written_columns(cur, request, source)
+        if (target := _match(name, targets)) is not None
+    ]
+    lengths = _measure(cur, source, pairs)
+    problems = []
+    for name, kind, target in pairs:
+        chars, nbytes = lengths.get(name, (None, None))
+        reason = misfit(
+            ResultColumn(name, kind, chars, nbytes),
+            Target(target.name, target.type, target.native or target.type, target.max_bytes, target.utc),
+        )
+        if reason:
+            native = target.native or target.type
+            problems.append(
+                f"column {name} is {kind} in the result but {native} in the target: {reason}; "
+                f"write {cast_hint(name, target)} in the pipeline"
+            )
+    if problems:
+        raise NodeFailure(
+            "PZ0515",
+            f"{what}: the result does not fit the existing target without loss, so nothing was written "
+            f"({request.strategy}): " + "; ".join(problems) + ". Cast in the pipeline as shown, or alter "
+            "the target column to hold the result's type",
+        )
+
+
+def _shown(value: object) -> str:
+    text = repr(value) if isinstance(value, str) else ("NULL" if value is None else str(value))
+    return text if len(text) <= _SHOWN_VALUE else text[: _SHOWN_VALUE - 1] + "…"
+
+
+def refuse_duplicate_keys(
+    cur: duckdb.DuckDBPyConnection, request: OutputRequest, source: str, what: str
+) -> None:
+    """PZ0516 when two rows of a merge's result share a key (which one should win is not defined)."""
+    if request.strategy != "merge" or not request.keys:
+        return
+    names = {str(r[0]).lower() for r in cur.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    if any(k.lower() not in names for k in request.keys):
+        return  # the connector names the missing key column
+    keys = ", ".join(quote_ident(k) for k in request.keys)
+    row = cur.execute(
+        f"SELECT count(*) OVER (), count(*), {keys} FROM {source} GROUP BY ALL HAVING count(*) > 1 "
+        f"ORDER BY count(*) DESC, {keys} LIMIT 1"
+    ).fetchone()
+    if not row:
+        return
+    example = ", ".join(f"{k} = {_shown(v)}" for k, v in zip(request.keys, row[2:], strict=True))
+    raise NodeFailure(
+        "PZ0516",
+        f"{what}: merge needs one row per key ({', '.join(request.keys)}), but {row[0]} key value(s) repeat "
+        f"in the result, e.g. {example} ({row[1]} rows); nothing was written. Deduplicate the pipeline's "
+        "result (e.g. QUALIFY row_number() OVER (PARTITION BY the keys ORDER BY …) = 1)",
+    )

@@ -1,0 +1,308 @@
+"""Data safety of sink writes, through the CLI, on every connector it applies to (PostgreSQL and MariaDB
+live, DuckDB files, parquet folders): no silent narrowing into an existing target (PZ0515), merge with
+duplicate keys refused alike everywhere (PZ0516), and the row counts pz prints and records are the rows
+the target received."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+import duckdb
+import psycopg
+import pymysql
+import pytest
+
+from tests.conftest import PG_HOST, PG_PORT, PG_USER, PzResult, fresh_pg_database, pz, write_project
+
+pytestmark = [pytest.mark.postgres, pytest.mark.mysql]
+
+NARROWING_SQL = """
+    INSERT INTO {{ sink('wh', 'out') }}
+    SELECT 1 AS id, 120.50::DECIMAL(10,2) AS amount, TIMESTAMP '2026-03-01 10:30:00' AS placed
+"""
+DUPLICATES_SQL = """
+    INSERT INTO {{ sink('wh', 'out') }}
+    SELECT * FROM (VALUES (1, 'a'), (2, 'b'), (2, 'c'), (3, 'd'), (3, 'e')) AS t(id, name)
+"""
+ON_DELETE_SQL = """
+    INSERT INTO {{ sink('wh', 'out') }}
+    SELECT * FROM (VALUES (1, 'a', false), (2, 'b', NULL), (3, 'c', true)) AS t(id, name, gone)
+"""
+
+EVENTS_SQL = "INSERT INTO {{{{ sink('lake', 'events') }}}} SELECT {id} AS id, 'x' AS name"
+
+
+class Target(Protocol):
+    """One sink system: its sink YAML, SQL run directly in it, and its table's rows."""
+
+    name: str
+
+    def sink_yaml(self, strategy: str, extra: str = "") -> str: ...
+
+    def execute(self, sql: str) -> None: ...
+
+    def rows(self, sql: str) -> list[tuple[object, ...]]: ...
+
+
+class Postgres:
+    name = "postgres"
+
+    def __init__(self, database: str):
+        self.database = database
+
+    def sink_yaml(self, strategy: str, extra: str = "") -> str:
+        return f"""
+            connector: postgres
+            connection: {{ host: {PG_HOST}, port: {PG_PORT}, user: {PG_USER}, database: {self.database} }}
+            outputs:
+              out: {{ table: public.target, strategy: {strategy}{extra} }}
+        """
+
+    def _con(self) -> psycopg.Connection[tuple[object, ...]]:
+        return psycopg.connect(
+            host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=self.database, autocommit=True
+        )
+
+    def execute(self, sql: str) -> None:
+        with self._con() as con:
+            con.execute(sql)  # type: ignore[arg-type]
+
+    def rows(self, sql: str) -> list[tuple[object, ...]]:
+        with self._con() as con:
+            return con.execute(sql).fetchall()  # type: ignore[arg-type]
+
+
+class MariaDB:
+    name = "mysql"
+
+    def __init__(self, database: str):
+        self.database = database
+
+    def sink_yaml(self, strategy: str, extra: str = "") -> str:
+        return f"""
+            connector: mysql
+            connection: {{ host: 127.0.0.1, port: 3306, user: root, password: "", database: {self.database} }}
+            outputs:
+              out: {{ table: target, strategy: {strategy}{extra} }}
+        """
+
+    def execute(self, sql: str) -> None:
+        con = pymysql.connect(
+            host="127.0.0.1", user="root", password="", database=self.database, autocommit=True
+        )
+        try:
+            with con.cursor() as cur:
+                cur.execute(sql)
+        finally:
+            con.close()
+
+    def rows(self, sql: str) -> list[tuple[object, ...]]:
+        con = pymysql.connect(host="127.0.0.1", user="root", password="", database=self.database)
+        try:
+            with con.cursor() as cur:
+                cur.execute(sql)
+                return list(cur.fetchall())
+        finally:
+            con.close()
+
+
+class DuckDBFile:
+    name = "duckdb"
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def sink_yaml(self, strategy: str, extra: str = "") -> str:
+        return f"""
+            connector: duckdb
+            connection: {{ path: {self.path} }}
+            outputs:
+              out: {{ table: target, strategy: {strategy}{extra} }}
+        """
+
+    def execute(self, sql: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with duckdb.connect(str(self.path)) as con:
+            con.execute(sql)
+
+    def rows(self, sql: str) -> list[tuple[object, ...]]:
+        with duckdb.connect(str(self.path), read_only=True) as con:
+            return con.execute(sql).fetchall()
+
+
+@contextlib.contextmanager
+def _mariadb() -> Iterator[str]:
+    name = f"pz_safety_{secrets.token_hex(4)}"
+    con = pymysql.connect(host="127.0.0.1", user="root", password="", autocommit=True)
+    try:
+        with con.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        yield name
+    finally:
+        with con.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        con.close()
+
+
+@pytest.fixture(params=["postgres", "mysql", "duckdb"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
+    if request.param == "postgres":
+        with fresh_pg_database() as database:
+            yield Postgres(database)
+    elif request.param == "mysql":
+        with _mariadb() as database:
+            yield MariaDB(database)
+    else:
+        yield DuckDBFile(tmp_path / "wh.duckdb")
+
+
+def _run(
+    project: Path, target: Target, strategy: str, sql: str, *, extra: str = "", universal: bool = False
+) -> PzResult:
+    engine = "engine: { force_universal: true }\n" if universal else ""
+    write_project(
+        project,
+        {
+            "project.yml": f"name: safety\n{engine}",
+            "sinks/wh.yml": target.sink_yaml(strategy, extra),
+            "pipelines/p.sql": sql,
+        },
+    )
+    return pz(project, "run")
+
+
+@pytest.mark.parametrize("strategy", ["merge", "append"])
+def test_narrowing_into_an_existing_target_is_refused_before_anything_lands(
+    project_dir: Path, target: Target, strategy: str
+) -> None:
+    kinds = {
+        "postgres": "id integer PRIMARY KEY, amount integer, placed date",
+        "mysql": "id INT PRIMARY KEY, amount INT, placed DATE",
+        "duckdb": "id INTEGER PRIMARY KEY, amount INTEGER, placed DATE",
+    }[target.name]
+    target.execute(f"CREATE TABLE target ({kinds})")
+    target.execute("INSERT INTO target VALUES (7, 7, DATE '2020-01-01')")
+    extra = ", keys: [id]" if strategy == "merge" else ""
+    for universal in (False, True):
+        result = _run(project_dir, target, strategy, NARROWING_SQL, extra=extra, universal=universal)
+        assert result.exit_code == 1, result.output
+        node = result.node("wh.out")
+        assert node["status"] == "failed" and node["error"]["code"] == "PZ0515", node
+        message = node["error"]["message"]
+        assert "sink 'wh' output 'out'" in message
+        assert "column amount is DECIMAL(10,2)" in message and "numeric scale" in message
+        assert "column placed is TIMESTAMP" in message and "timestamp -> date" in message
+        assert "CAST(amount AS INTEGER)" in message and "alter the target" in message
+        assert "PZ0515" in result.output
+        assert target.rows("SELECT count(*) FROM target") == [(1,)]
+
+
+def test_a_fitting_merge_and_append_still_land(project_dir: Path, target: Target) -> None:
+    """Wider target columns take the result: no false refusals (text into a bounded column included)."""
+    kinds = {
+        "postgres": "id bigint PRIMARY KEY, amount numeric(14,4), placed timestamp, name varchar(5)",
+        "mysql": "id BIGINT PRIMARY KEY, amount DECIMAL(14,4), placed DATETIME(6), name VARCHAR(5)",
+        "duckdb": "id BIGINT PRIMARY KEY, amount DECIMAL(14,4), placed TIMESTAMP, name VARCHAR",
+    }[target.name]
+    target.execute(f"CREATE TABLE target ({kinds})")
+    sql = NARROWING_SQL.replace("AS placed", "AS placed, 'héllo' AS name")
+    assert (merged := _run(project_dir, target, "merge", sql, extra=", keys: [id]")).exit_code == 0, (
+        merged.output
+    )
+    sql = sql.replace("SELECT 1 AS id", "SELECT 2 AS id")
+    assert (appended := _run(project_dir, target, "append", sql)).exit_code == 0, appended.output
+    rows = target.rows("SELECT id, amount, name FROM target ORDER BY id")
+    assert [(int(r[0]), float(r[1]), r[2]) for r in rows] == [(1, 120.5, "héllo"), (2, 120.5, "héllo")]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("target", ["postgres", "mysql"], indirect=True)  # DuckDB's VARCHAR has no length
+def test_text_longer_than_the_target_column_is_refused(project_dir: Path, target: Target) -> None:
+    target.execute("CREATE TABLE target (id integer, name varchar(3))")
+    result = _run(
+        project_dir, target, "append", "INSERT INTO {{ sink('wh', 'out') }} SELECT 1 AS id, 'abcd' AS name"
+    )
+    assert result.exit_code == 1, result.output
+    message = result.node("wh.out")["error"]["message"]
+    assert "column name is VARCHAR" in message and "4 characters, the column holds 3" in message
+    assert "left(name, 3)" in message
+    assert target.rows("SELECT count(*) FROM target") == [(0,)]
+
+
+def test_merge_with_duplicate_keys_is_refused_alike(project_dir: Path, target: Target) -> None:
+    for universal in (False, True):
+        result = _run(project_dir, target, "merge", DUPLICATES_SQL, extra=", keys: [id]", universal=universal)
+        assert result.exit_code == 1, result.output
+        error = result.node("wh.out")["error"]
+        assert error["code"] == "PZ0516"
+        assert error["message"] == (
+            "sink 'wh' output 'out': merge needs one row per key (id), but 2 key value(s) repeat in the "
+            "result, e.g. id = 2 (2 rows); nothing was written. Deduplicate the pipeline's result (e.g. "
+            "QUALIFY row_number() OVER (PARTITION BY the keys ORDER BY …) = 1)"
+        )
+    # nothing landed: not even the target table was created
+    missing = {
+        "postgres": "SELECT count(*) FROM pg_tables WHERE tablename = 'target'",
+        "mysql": "SELECT count(*) FROM information_schema.TABLES WHERE TABLE_NAME = 'target' "
+        "AND TABLE_SCHEMA = DATABASE()",
+        "duckdb": "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'target'",
+    }[target.name]
+    if not isinstance(target, DuckDBFile) or target.path.exists():
+        assert target.rows(missing) == [(0,)]
+
+
+@pytest.mark.parametrize("universal", [False, True], ids=["native", "universal"])
+def test_merge_rows_are_the_rows_upserted_not_the_deleted_ones(
+    project_dir: Path, target: Target, universal: bool
+) -> None:
+    result = _run(
+        project_dir,
+        target,
+        "merge",
+        ON_DELETE_SQL,
+        extra=", keys: [id], on_delete: { column: gone }",
+        universal=universal,
+    )
+    assert result.exit_code == 0, result.output
+    assert result.node("wh.out")["rows"] == 2
+    assert any("wh.out" in line and "2 rows" in line for line in result.lines), result.output
+    assert target.rows("SELECT count(*) FROM target") == [(2,)]
+
+
+def test_append_rows_are_the_rows_inserted(project_dir: Path, target: Target) -> None:
+    sql = "INSERT INTO {{ sink('wh', 'out') }} SELECT range AS id FROM range(5)"
+    for expected in (5, 10):
+        result = _run(project_dir, target, "append", sql)
+        assert result.exit_code == 0, result.output
+        assert result.node("wh.out")["rows"] == 5
+        assert target.rows("SELECT count(*) FROM target") == [(expected,)]
+
+
+def test_appending_other_types_to_a_parquet_folder_is_refused(project_dir: Path) -> None:
+    files = {
+        "project.yml": "name: lake\n",
+        "sinks/lake.yml": """
+            connector: localfiles
+            connection: { root: out }
+            outputs:
+              events: { format: parquet, strategy: append }
+        """,
+        "pipelines/events.sql": EVENTS_SQL.format(id="1::INTEGER"),
+    }
+    write_project(project_dir, files)
+    assert pz(project_dir, "run").exit_code == 0
+    assert pz(project_dir, "run").exit_code == 0  # the same types append again
+    write_project(
+        project_dir,
+        {
+            "pipelines/events.sql": EVENTS_SQL.format(id="3000000000"),
+        },
+    )
+    result = pz(project_dir, "run")
+    assert result.exit_code == 1, result.output
+    error = result.node("lake.events")["error"]
+    assert error["code"] == "PZ0515" and "column id is BIGINT" in error["message"], error
+    assert len(list((project_dir / "out" / "events.parquet").glob("*.parquet"))) == 2
