@@ -503,6 +503,12 @@ REGISTRY: tuple[Code, ...] = (
         "(PARTITION BY the keys ORDER BY …) = 1)",
     ),
     Code(
+        "PZ0517",
+        "AppendColumnsDiffer",
+        "an append to a parquet folder has other columns (names or order) than the files already in it",
+        "select the same columns in the same order as the folder's files, or write with strategy replace",
+    ),
+    Code(
         "PZ0524",
         "CommandNotAvailable",
         "the command is part of the reference but not available in this version of pz",

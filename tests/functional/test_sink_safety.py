@@ -306,3 +306,61 @@ def test_appending_other_types_to_a_parquet_folder_is_refused(project_dir: Path)
     error = result.node("lake.events")["error"]
     assert error["code"] == "PZ0515" and "column id is BIGINT" in error["message"], error
     assert len(list((project_dir / "out" / "events.parquet").glob("*.parquet"))) == 2
+
+
+def test_appending_other_columns_to_a_parquet_folder_is_refused(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            "project.yml": "name: lake\n",
+            "sinks/lake.yml": """
+            connector: localfiles
+            connection: { root: out }
+            outputs:
+              events: { format: parquet, strategy: append }
+        """,
+            "pipelines/events.sql": EVENTS_SQL.format(id="1"),
+        },
+    )
+    assert pz(project_dir, "run").exit_code == 0
+    write_project(
+        project_dir,
+        {"pipelines/events.sql": "INSERT INTO {{ sink('lake', 'events') }} SELECT 'x' AS name, 1 AS id"},
+    )
+    result = pz(project_dir, "run")
+    assert result.exit_code == 1, result.output
+    error = result.node("lake.events")["error"]
+    assert (
+        error["code"] == "PZ0517" and "columns (id, name) but the result has (name, id)" in error["message"]
+    )
+    assert len(list((project_dir / "out" / "events.parquet").glob("*.parquet"))) == 1
+
+
+@pytest.mark.parametrize("universal", [False, True], ids=["native", "universal"])
+def test_sums_append_to_parquet_exactly_and_again(project_dir: Path, universal: bool) -> None:
+    """sum() is HUGEINT: written as DECIMAL(38,0) by both tiers (DuckDB's parquet writer would round it to
+    DOUBLE), so the values are exact and the next append fits."""
+    write_project(
+        project_dir,
+        {
+            "project.yml": "name: lake\n" + ("engine: { force_universal: true }\n" if universal else ""),
+            "sinks/lake.yml": """
+            connector: localfiles
+            connection: { root: out }
+            outputs:
+              totals: { format: parquet, strategy: append }
+        """,
+            "pipelines/totals.sql": """
+            INSERT INTO {{ sink('lake', 'totals') }}
+            SELECT sum(x) AS total FROM (VALUES (9007199254740993::BIGINT), (0::BIGINT)) AS t(x)
+        """,
+        },
+    )
+    for _ in range(2):
+        result = pz(project_dir, "run")
+        assert result.exit_code == 0, result.output
+    with duckdb.connect() as con:
+        rows = con.execute(
+            f"SELECT total::VARCHAR FROM read_parquet('{project_dir / 'out' / 'totals.parquet'}/*.parquet')"
+        ).fetchall()
+    assert rows == [("9007199254740993",), ("9007199254740993",)]

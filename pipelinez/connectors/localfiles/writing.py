@@ -24,7 +24,7 @@ from pipelinez.connectors.localfiles.paths import format_of_path, under_root
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
 from pipelinez.connectors.sdk_sql import peek_rows
 from pipelinez.core.diagnostics import PzConnectorError
-from pipelinez.core.sqlnames import quote_literal
+from pipelinez.core.sqlnames import quote_ident, quote_literal
 
 if TYPE_CHECKING:
     import duckdb
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 _COPY_OPTIONS = {"parquet": "FORMAT parquet", "csv": "FORMAT csv, HEADER true", "json": "FORMAT json"}
 FIRST_PART = "part-00000"
+_WIDE_INTS = ("HUGEINT", "UHUGEINT")
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,37 @@ def parquet_columns(path: Path) -> list[tuple[str, str]]:
     return [(str(r[0]), str(r[1])) for r in rows]
 
 
+def check_append_columns(out: FileOutput, names: list[str]) -> None:
+    """An appended parquet file has the columns of the folder's files, so the folder stays readable as one
+    table; their types are the engine's narrowing check (`target_columns`)."""
+    latest = latest_part(out)
+    if latest is None:
+        return
+    have = [name for name, _ in parquet_columns(latest)]
+    if [n.lower() for n in have] != [n.lower() for n in names]:
+        raise PzConnectorError(
+            f"the files in {out.folder} have columns ({', '.join(have)}) but the result has "
+            f"({', '.join(names)}); a file with other columns would make the folder unreadable as one "
+            "table, so nothing was written. Select the same columns in the same order, or write with "
+            "strategy replace",
+            code="PZ0517",
+        )
+
+
+def _select_list(columns: list[tuple[str, str]], fmt: str) -> str:
+    """The COPY's select list. DuckDB's parquet writer stores 128-bit integers as DOUBLE (rounding them);
+    they are written as DECIMAL(38,0), as the universal tier's Arrow stream does (a wider value fails
+    loudly)."""
+    if fmt != "parquet" or not any(kind in _WIDE_INTS for _, kind in columns):
+        return "*"
+    return ", ".join(
+        f"CAST({quote_ident(name)} AS DECIMAL(38,0)) AS {quote_ident(name)}"
+        if kind in _WIDE_INTS
+        else quote_ident(name)
+        for name, kind in columns
+    )
+
+
 def write_native(con: duckdb.DuckDBPyConnection, out: FileOutput, source: str) -> WriteResult:
     cur = con.cursor()
     try:
@@ -100,16 +132,20 @@ def write_native(con: duckdb.DuckDBPyConnection, out: FileOutput, source: str) -
         if out.fmt == "json":
             finite.check_staged(cur, source)
 
+        described = cur.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+        columns = [(str(r[0]), str(r[1])) for r in described]
+        select = _select_list(columns, out.fmt)
+        options = _COPY_OPTIONS[out.fmt]
+
         def copy(dest: Path) -> None:
-            cur.execute(
-                f"COPY (SELECT * FROM {source}) TO {quote_literal(str(dest))} ({_COPY_OPTIONS[out.fmt]})"
-            )
+            cur.execute(f"COPY (SELECT {select} FROM {source}) TO {quote_literal(str(dest))} ({options})")
 
         if out.strategy == "replace":
             replace_folder(out.folder, out.run_id, lambda tmp: copy(tmp / f"{FIRST_PART}.{out.fmt}"))
             return WriteResult(rows)
         if rows == 0:
             return WriteResult(0, batches_committed=0)
+        check_append_columns(out, [name for name, _ in columns])
         append_file(out.folder, out.run_id, out.fmt, copy)
         return WriteResult(rows, batches_committed=1)
     finally:
@@ -184,6 +220,7 @@ def write_batches(out: FileOutput, reader: pa.RecordBatchReader) -> WriteResult:
         return WriteResult(counted.rows)
     if first is None:
         return WriteResult(0, batches_committed=0)
+    check_append_columns(out, list(reader.schema.names))
     append_file(
         out.folder, out.run_id, out.fmt, lambda dest: _write_stream(out.fmt, dest, reader.schema, counted)
     )
