@@ -141,16 +141,17 @@ def refuse_duplicate_keys(
     if any(k.lower() not in names for k in request.keys):
         return  # the connector names the missing key column
     keys = ", ".join(quote_ident(k) for k in request.keys)
-    row = cur.execute(
-        f"SELECT count(*) OVER (), count(*), {keys} FROM {source} GROUP BY ALL HAVING count(*) > 1 "
-        f"ORDER BY count(*) DESC, {keys} LIMIT 1"
-    ).fetchone()
-    if not row:
+    repeated = f"SELECT count(*) AS __pz_rows, {keys} FROM {source} GROUP BY ALL HAVING count(*) > 1"
+    # one aggregation pass when every key is unique (the common case); the details only on refusal
+    if not cur.execute(f"{repeated} LIMIT 1").fetchone():
         return
-    example = ", ".join(f"{k} = {_shown(v)}" for k, v in zip(request.keys, row[2:], strict=True))
+    total = cur.execute(f"SELECT count(*) FROM ({repeated})").fetchone()
+    row = cur.execute(f"{repeated} ORDER BY __pz_rows DESC, {keys} LIMIT 1").fetchone()
+    assert total is not None and row is not None
+    example = ", ".join(f"{k} = {_shown(v)}" for k, v in zip(request.keys, row[1:], strict=True))
     raise NodeFailure(
         "PZ0516",
-        f"{what}: merge needs one row per key ({', '.join(request.keys)}), but {row[0]} key value(s) repeat "
-        f"in the result, e.g. {example} ({row[1]} rows); nothing was written. Deduplicate the pipeline's "
-        "result (e.g. QUALIFY row_number() OVER (PARTITION BY the keys ORDER BY …) = 1)",
+        f"{what}: merge needs one row per key ({', '.join(request.keys)}), but {total[0]} key value(s) "
+        f"repeat in the result, e.g. {example} ({row[0]} rows); nothing was written. Deduplicate the "
+        "pipeline's result (e.g. QUALIFY row_number() OVER (PARTITION BY the keys ORDER BY …) = 1)",
     )
