@@ -83,6 +83,7 @@ def classify(exc: BaseException, default_code: str, what: str) -> NodeFailure:
             exc.is_transient,
             exc.retry_after,
             getattr(exc, "batches_committed", None),
+            int(getattr(exc, "rows_committed", 0) or 0),  # a failed append: the rows that landed
         )
     if _is_duck_error(exc):
         message = str(exc)

@@ -748,6 +748,7 @@ def test_append_failure_mid_way_reports_batches_committed(
     with pytest.raises(PzConnectorError) as info:
         conn.write_batches(out("app_fail", "append"), pa.RecordBatchReader.from_batches(schema, batches()))
     assert info.value.batches_committed == 2  # type: ignore[attr-defined]
+    assert info.value.rows_committed == 20  # type: ignore[attr-defined]
     assert "2 batch(es), 20 row(s) committed" in info.value.message
     assert sql(db, "SELECT COUNT(*) FROM app_fail") == [(20,)]
 
@@ -763,6 +764,7 @@ def test_append_failure_mid_way_reports_batches_committed(
             out("app_fail2", "append"), pa.RecordBatchReader.from_batches(schema, [*good, bad])
         )
     assert info.value.batches_committed == 2  # type: ignore[attr-defined]
+    assert info.value.rows_committed == 20  # type: ignore[attr-defined]
     assert "1406" in info.value.message or "truncated" in info.value.message.lower()
     assert sql(db, "SELECT COUNT(*) FROM app_fail2") == [(20,)]
 

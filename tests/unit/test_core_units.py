@@ -204,3 +204,14 @@ def test_node_failure_is_data() -> None:
     failure = NodeFailure("PZ0501", "boom", transient=True)
     assert failure.to_dict() == {"code": "PZ0501", "message": "boom", "transient": True}
     assert dataclasses.is_dataclass(failure)
+
+
+def test_a_failed_append_records_the_rows_that_landed() -> None:
+    from pipelinez.connectors.postgres.sink import AppendFailed
+    from pipelinez.engine.failures import classify
+
+    exc = AppendFailed(
+        "boom", batches_committed=2, rows_committed=2_000_000, is_transient=False, retry_after=None
+    )
+    failure = classify(exc, "PZ0501", "sink 'wh' output 'events'")
+    assert (failure.batches_committed, failure.rows) == (2, 2_000_000)

@@ -865,6 +865,7 @@ class _Writer:
             err.message = f"{err.message} ({committed} batch(es), {rows} row(s) committed before the failure)"
             err.args = (err.message,)
             err.batches_committed = committed  # type: ignore[attr-defined]
+            err.rows_committed = rows  # type: ignore[attr-defined]
             raise err from exc
         return WriteResult(rows, batches_committed=committed)
 
