@@ -715,6 +715,17 @@ def test_fallback_swap_and_crash_recovery(tmp_path: Path, monkeypatch: pytest.Mo
     assert (target / "f").read_text() == "two"
 
 
+def test_sniffed_iso_date_keeps_infinity_on_both_tiers(tmp_path: Path) -> None:
+    # DuckDB's strptime reads 'INFINITY' as 1900-01-01: a sniffed ISO date format must not be pinned
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "p.csv").write_text("id,day\n1,INFINITY\n2,2024-02-29\n")
+    ds = DatasetRequest("p", {"path": "p.csv"}, None)
+    con, native, universal = both_tiers(tmp_path, ds)
+    for table in (native, universal):
+        got = con.execute(f"SELECT id, day::VARCHAR FROM {quote_ident(table)} ORDER BY id").fetchall()
+        assert got == [(1, "infinity"), (2, "2024-02-29")]
+
+
 # -- property: any table written as CSV lands identically in both tiers ---------------------------------
 
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)

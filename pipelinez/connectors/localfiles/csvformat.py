@@ -143,7 +143,10 @@ def resolve_schema(
                 code="PZ0505",
             )
         sniffed = [(name, typ) for name, (_, typ) in zip(names, sniffed, strict=True)]
-    return ReadSchema(tuple(sniffed), dialect.dateformat or row[1], dialect.timestampformat or row[2])
+    # An ISO date needs no format: a plain cast reads it, and keeps `infinity` (DuckDB's strptime turns
+    # 'INFINITY' into 1900-01-01, so pinning the sniffed ISO format would change such a value silently).
+    sniffed_date = None if row[1] == "%Y-%m-%d" else row[1]
+    return ReadSchema(tuple(sniffed), dialect.dateformat or sniffed_date, dialect.timestampformat or row[2])
 
 
 def header_names(file: Path, dialect: CsvDialect) -> list[str]:
