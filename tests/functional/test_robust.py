@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import pz, write_project
+from tests.conftest import pz, pz_subprocess, write_project
 
 BASE = {
     "project.yml": """
@@ -204,3 +204,44 @@ def test_internal_error_with_no_writable_crash_log_still_prints_one_line(
         assert f"{place}/" in result.output
     assert result.output.rstrip().endswith("please report it with the command you ran")
     assert len(result.lines) == 1
+
+
+def _nested_json(depth: int) -> str:
+    return '{"id": 1, "x": ' + '{"a": ' * (depth - 1) + "1" + "}" * (depth - 1) + "}\n"
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_deeply_nested_json_is_refused_before_duckdb_reads_it(project_dir: Path, declared: bool) -> None:
+    columns = "columns: { id: bigint }" if declared else ""
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "sources/js.yml": f"""
+                connector: localfiles
+                connection: {{ root: data }}
+                datasets:
+                  deep: {{ format: json, path: deep.json {", " + columns if columns else ""} }}
+                  shallow: {{ format: json, path: shallow.json }}
+            """,
+            "pipelines/deep_out.sql": """
+                INSERT INTO {{ sink('wh', 'deep_out') }}
+                SELECT id FROM {{ source('js', 'deep') }}
+            """,
+            "pipelines/shallow_out.sql": """
+                INSERT INTO {{ sink('wh', 'shallow_out') }}
+                SELECT id, x FROM {{ source('js', 'shallow') }}
+            """,
+        },
+    )
+    (project_dir / "data" / "deep.json").write_text(_nested_json(20000), encoding="utf-8")
+    (project_dir / "data" / "shallow.json").write_text(_nested_json(900), encoding="utf-8")
+    result = pz_subprocess(project_dir, "run", timeout=120)  # a segfault would be exit -11, no message
+    _no_internal_error(result.output)
+    assert result.exit_code == 1, result.output
+    assert (
+        f"PZ0505: source 'js' dataset 'deep': {project_dir}/data/deep.json nests JSON values more than "
+        "1000 levels deep, which DuckDB cannot read safely" in result.output
+    )
+    assert result.node("src_js__shallow")["status"] == "success"
+    assert result.node("wh.shallow_out")["status"] == "success"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.localfiles import csvformat
 from pipelinez.connectors.localfiles.csvformat import CsvDialect, ReadSchema
+from pipelinez.connectors.localfiles.jsondepth import refuse_too_deep
 from pipelinez.connectors.localfiles.paths import duckdb_path, format_of_path, list_files, under_root
 from pipelinez.connectors.sdk import DatasetRequest, Partition
 from pipelinez.connectors.sdk_sql import canonical_contract
@@ -26,6 +27,9 @@ from pipelinez.core.sqlnames import quote_ident, quote_literal
 
 if TYPE_CHECKING:
     import duckdb
+
+INFER_DEPTH = 16  # levels of nesting typed as STRUCT/LIST when inferring; deeper values are JSON
+INFER_SAMPLE = 20480  # records sampled per file when inferring (DuckDB's default, pinned)
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,8 @@ def resolve_schema(con: duckdb.DuckDBPyConnection, ds: FileDataset, files: Seque
     """The schema every read of the dataset lands, from the contract or from `files` (all of them)."""
     if ds.fmt == "csv":
         return csvformat.resolve_schema(con, files[0], ds.dialect, ds.contract)
+    if ds.fmt == "json":
+        refuse_too_deep(files)  # before DuckDB parses them: past ~10,000 levels it crashes the process
     if ds.contract:
         return ReadSchema(ds.contract)
     if ds.fmt == "parquet":
@@ -121,7 +127,22 @@ def resolve_schema(con: duckdb.DuckDBPyConnection, ds: FileDataset, files: Seque
                 _describe_columns(con, f"SELECT * FROM read_parquet({_file_list(files)}, union_by_name=true)")
             )
         )
-    return ReadSchema(tuple(_describe_columns(con, f"SELECT * FROM read_json({_file_list(files)})")))
+    return _infer_json(con, files)
+
+
+def _infer_json(con: duckdb.DuckDBPyConnection, files: Sequence[Path]) -> ReadSchema:
+    """Keys and types sampled from the files, bounded: nesting below INFER_DEPTH levels stays JSON."""
+    import duckdb
+
+    scan = f"read_json({_file_list(files)}, maximum_depth={INFER_DEPTH}, sample_size={INFER_SAMPLE})"
+    try:
+        return ReadSchema(tuple(_describe_columns(con, f"SELECT * FROM {scan}")))
+    except duckdb.Error as exc:
+        raise PzConnectorError(
+            f"cannot infer the columns of {files[0]}{' …' if len(files) > 1 else ''}: "
+            f"{str(exc).splitlines()[0]}; declare columns: for the dataset",
+            code="PZ0505",
+        ) from None
 
 
 def native_select(
