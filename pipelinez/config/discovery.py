@@ -1,14 +1,18 @@
 """Finding a project's files: project.yml, sources/*.yml, sinks/*.yml, pipelines/**/*.sql and their sidecars.
 
 Hidden files and folders (a name starting with '.', e.g. `.pz/`) are skipped. `.yaml` is accepted next to
-`.yml`. Paths come back sorted, so loading is deterministic.
+`.yml`. Paths come back sorted, so loading is deterministic. Symbolic links are followed; a link whose target
+does not exist is PZ0110 and links that loop are PZ0111, never a silently skipped file.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pipelinez.core.diagnostics import Diagnostic, error
 
 PROJECT_FILE = "project.yml"
 YAML_SUFFIXES = (".yml", ".yaml")
@@ -22,6 +26,7 @@ class ProjectFiles:
     sinks: list[Path] = field(default_factory=list)
     pipelines: list[Path] = field(default_factory=list)  # the .sql files
     sidecars: list[Path] = field(default_factory=list)  # .yml/.yaml files under pipelines/
+    problems: list[Diagnostic] = field(default_factory=list)  # broken links among the project's files
 
     def rel(self, path: Path) -> str:
         """The project-relative POSIX path users see in messages."""
@@ -29,38 +34,96 @@ class ProjectFiles:
 
 
 def discover(root: Path) -> ProjectFiles:
+    problems: list[Diagnostic] = []
+    pipelines, sidecars = _tree(root, root / "pipelines", problems)
     return ProjectFiles(
         root=root,
         project=root / PROJECT_FILE,
-        sources=_flat(root / "sources"),
-        sinks=_flat(root / "sinks"),
-        pipelines=_tree(root / "pipelines", (".sql",)),
-        sidecars=_tree(root / "pipelines", YAML_SUFFIXES),
+        sources=_flat(root, root / "sources", problems),
+        sinks=_flat(root, root / "sinks", problems),
+        pipelines=pipelines,
+        sidecars=sidecars,
+        problems=problems,
     )
+
+
+def broken_link(root: Path, path: Path) -> Diagnostic | None:
+    """PZ0110 (dangling) or PZ0111 (loop) when `path` is a symbolic link that leads nowhere, else None."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if not os.path.islink(path) and exc.errno != errno.ELOOP:
+            return None
+        rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+        if exc.errno == errno.ELOOP:
+            return error("PZ0111", "this symbolic link loops back on itself", file=rel)
+        return error("PZ0110", f"symbolic link to '{os.readlink(path)}', which does not exist", file=rel)
+    return None
 
 
 def _visible(name: str) -> bool:
     return not name.startswith(".")
 
 
-def _flat(folder: Path) -> list[Path]:
+def _flat(root: Path, folder: Path, problems: list[Diagnostic]) -> list[Path]:
+    link = broken_link(root, folder)
+    if link:
+        problems.append(link)
+        return []
     if not folder.is_dir():
         return []
     try:
         entries = list(folder.iterdir())
     except OSError:
         return []
-    return sorted(p for p in entries if _visible(p.name) and p.suffix in YAML_SUFFIXES and p.is_file())
-
-
-def _tree(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
-    if not folder.is_dir():
-        return []
-    found: list[Path] = []
-    for here, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if _visible(d))
-        for name in files:
-            path = Path(here) / name
-            if _visible(name) and path.suffix in suffixes and path.is_file():
-                found.append(path)
+    found = []
+    for p in entries:
+        if not _visible(p.name) or p.suffix not in YAML_SUFFIXES:
+            continue
+        link = broken_link(root, p)
+        if link:
+            problems.append(link)
+        elif p.is_file():
+            found.append(p)
     return sorted(found)
+
+
+def _tree(root: Path, folder: Path, problems: list[Diagnostic]) -> tuple[list[Path], list[Path]]:
+    """(.sql files, .yml/.yaml files) under `folder`, following links to folders; a folder reached again
+    through a link (a loop) is PZ0111."""
+    sql: list[Path] = []
+    yml: list[Path] = []
+    link = broken_link(root, folder)
+    if link:
+        problems.append(link)
+        return sql, yml
+    if not folder.is_dir():
+        return sql, yml
+    pending = [(folder, frozenset({os.path.realpath(folder)}))]
+    while pending:
+        here, seen = pending.pop()
+        try:
+            entries = sorted(os.scandir(here), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            if not _visible(entry.name):
+                continue
+            link = broken_link(root, path)
+            if link:
+                if path.suffix in (".sql", *YAML_SUFFIXES) or not path.suffix:
+                    problems.append(link)
+                continue
+            if path.is_dir():
+                real = os.path.realpath(path)
+                if real in seen:
+                    rel = path.relative_to(root).as_posix()
+                    problems.append(error("PZ0111", "links back to a folder that contains it", file=rel))
+                    continue
+                pending.append((path, seen | {real}))
+            elif path.suffix == ".sql" and path.is_file():
+                sql.append(path)
+            elif path.suffix in YAML_SUFFIXES and path.is_file():
+                yml.append(path)
+    return sorted(sql), sorted(yml)

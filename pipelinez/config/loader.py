@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from pipelinez.config.build import build_settings, build_sidecar, build_sink, build_source
 from pipelinez.config.checks import duplicate_check_names
-from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, discover
+from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, broken_link, discover
 from pipelinez.config.model import PipelineSource, Project, SidecarSpec
 from pipelinez.config.positions import Positions
 from pipelinez.config.shape import validate_shape
@@ -34,6 +34,9 @@ def find_project_root(start: Path) -> Path:
     for folder in (here, *here.parents):
         if (folder / PROJECT_FILE).is_file():
             return folder
+        link = broken_link(folder, folder / PROJECT_FILE)
+        if link:  # the project is here, its project.yml leads nowhere: say so, don't look further up
+            raise PzConfigError([link])
     raise PzConfigError([_no_project(start)])
 
 
@@ -68,6 +71,7 @@ class _Loading:
     broken: set[str] = field(default_factory=set)  # "source:<name>" / "sink:<name>" that failed tier 1
 
     def run(self) -> tuple[Project | None, list[Diagnostic]]:
+        self.diagnostics += self.files.problems
         settings = self._yaml(self.files.project, "project", build_settings)
         sources = self._instances(self.files.sources, "source", build_source)
         sinks = self._instances(self.files.sinks, "sink", build_sink)

@@ -245,3 +245,37 @@ def test_deeply_nested_json_is_refused_before_duckdb_reads_it(project_dir: Path,
     )
     assert result.node("src_js__shallow")["status"] == "success"
     assert result.node("wh.shallow_out")["status"] == "success"
+
+
+def test_dangling_and_looping_links_among_project_files_are_errors(project_dir: Path, tmp_path: Path) -> None:
+    write_project(project_dir, BASE)
+    elsewhere = write_project(tmp_path / "shared", {"linked.sql": "SELECT 1 AS x\n"})
+    (project_dir / "pipelines" / "ghost.sql").symlink_to("nowhere.sql")
+    (project_dir / "pipelines" / "gone").symlink_to("missing_dir")
+    (project_dir / "pipelines" / "again").symlink_to("../pipelines")
+    (project_dir / "pipelines" / "shared").symlink_to(elsewhere)
+    (project_dir / "sources" / "loop.yml").symlink_to("loop.yml")
+    (project_dir / "sinks" / "notes.txt").symlink_to("nowhere.txt")  # not a project file: ignored
+    result = pz(project_dir, "validate")
+    _no_internal_error(result.output)
+    assert result.exit_code == 2
+    errors = [line for line in result.lines if line.startswith("error:")]
+    assert errors == [
+        "error: PZ0111 pipelines/again: links back to a folder that contains it",
+        "error: PZ0110 pipelines/ghost.sql: symbolic link to 'nowhere.sql', which does not exist",
+        "error: PZ0110 pipelines/gone: symbolic link to 'missing_dir', which does not exist",
+        "error: PZ0111 sources/loop.yml: this symbolic link loops back on itself",
+    ], result.output
+    assert "PZ0223 pipelines/shared/linked.sql" in result.output  # a linked folder is followed
+
+
+def test_project_file_that_is_a_dangling_link_is_pz0110(tmp_path: Path) -> None:
+    outer = write_project(tmp_path / "outer", BASE)
+    inner = outer / "inner"
+    inner.mkdir()
+    (inner / "project.yml").symlink_to("elsewhere.yml")
+    result = pz(inner, "validate")
+    assert result.exit_code == 2
+    assert result.lines[0] == (
+        "error: PZ0110 project.yml: symbolic link to 'elsewhere.yml', which does not exist"
+    ), result.output
