@@ -48,11 +48,12 @@ def check_sql(check: CheckSpec, table: str, ref_table: str | None = None) -> str
             f"(SELECT count(*) AS n FROM {table} GROUP BY {cols} HAVING count(*) > 1)"
         )
     if check.type == "accepted_values":
+        # compared in the column's own type (DuckDB casts the literals): 1.5 matches a DECIMAL 1.50
         col = quote_ident(o["column"])
         values = ", ".join(_value_literal(v) for v in o["values"])
         return (
             f"SELECT count(*)::BIGINT, string_agg(DISTINCT CAST({col} AS VARCHAR), ', ')::VARCHAR "
-            f"FROM {table} WHERE {col} IS NOT NULL AND CAST({col} AS VARCHAR) NOT IN ({values})"
+            f"FROM {table} WHERE {col} IS NOT NULL AND {col} NOT IN ({values})"
         )
     if check.type == "row_count":
         conds = []

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipelinez.compile.check_types import type_problem
 from pipelinez.compile.inlining import Origin
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
 from pipelinez.core.diagnostics import Diagnostic, error, warning
@@ -263,7 +264,7 @@ class DryCompiler:
         single: list[CheckNode] = []
         suspects: list[CheckNode] = []  # bound one by one: _bind_check words their error
         for check in checks:
-            (single if self._single_statement(check) else suspects).append(check)
+            (single if self._single_statement(check) and self._types_fit(check) else suspects).append(check)
         for start in range(0, len(single), CHECK_BATCH):
             batch = single[start : start + CHECK_BATCH]
             union = "\nUNION ALL\n".join(f"(\n{c.sql}\n)" for c in batch)
@@ -285,6 +286,16 @@ class DryCompiler:
             return False
         return True
 
+    def _types_fit(self, node: CheckNode) -> bool:
+        """Whether the check's options fit its columns' types (else it is bound alone, to say why)."""
+        try:
+            return type_problem(self.con, node) is None
+        except Exception as exc:
+            if not _is_duck_error(exc):
+                raise
+            self._recover()
+            return False
+
     def _assert_single(self, node: CheckNode) -> None:
         assert node.check is not None
         if node.check.type == "expression":
@@ -299,6 +310,9 @@ class DryCompiler:
         assert node.check is not None
         try:
             self._assert_single(node)
+            problem = type_problem(self.con, node)  # before binding: its words beat DuckDB's
+            if problem:
+                raise ValueError(problem)
             self.con.execute("EXPLAIN " + node.sql)
         except Exception as exc:
             if not (_is_duck_error(exc) or isinstance(exc, ValueError)):

@@ -279,3 +279,54 @@ def test_project_file_that_is_a_dangling_link_is_pz0110(tmp_path: Path) -> None:
     assert result.lines[0] == (
         "error: PZ0110 project.yml: symbolic link to 'elsewhere.yml', which does not exist"
     ), result.output
+
+
+def test_check_options_that_do_not_fit_column_types_fail_tier_4(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/orders_out.yml": """
+                checks:
+                  - freshness: { column: amount, max_age: 1d }
+                  - accepted_values: { column: id, values: [1, two] }
+                  - relationships: { column: at, to: "source('files', 'customers')", field: id }
+                  - expression: { sql: "amount * 2", name: doubled }
+                  - freshness: { column: at, max_age: 1d }
+                  - accepted_values: { column: amount, values: [10.5, 20] }
+                  - relationships: { column: customer_id, to: "source('files', 'customers')", field: id }
+                  - expression: { sql: "amount > 0", name: positive }
+            """,
+        },
+    )
+    result = pz(project_dir, "validate")
+    _no_internal_error(result.output)
+    assert result.exit_code == 2
+    place = "pipelines/orders_out.yml"
+    assert [line for line in result.lines if line.startswith("error:")] == [
+        f"error: PZ0405 {place}:2:5: check 'freshness_amount' on 'orders_out': freshness needs a date or "
+        "timestamp column; 'amount' is DECIMAL(10,2) "
+        "(cast it in the pipeline, e.g. CAST(amount AS TIMESTAMP))",
+        f"error: PZ0405 {place}:3:5: check 'accepted_values_id' on 'orders_out': value 'two' can never be a "
+        "value of 'id' (BIGINT)",
+        f"error: PZ0405 {place}:4:5: check 'relationships_at' on 'orders_out': 'at' (TIMESTAMP) can't be "
+        "compared with source('files', 'customers').id (BIGINT); cast one of them in its pipeline",
+        f"error: PZ0405 {place}:5:5: check 'expression_doubled' on 'orders_out': the expression must be true "
+        "or false for each row; it is DECIMAL(18,2)",
+    ], result.output
+
+
+def test_accepted_values_compare_in_the_column_type(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/orders_out.yml": """
+                checks:
+                  - accepted_values: { column: amount, values: [10.5, 20] }
+            """,
+        },
+    )
+    result = pz(project_dir, "run")
+    assert result.exit_code == 0, result.output
+    assert result.node("chk_orders_out__accepted_values_amount")["status"] == "success"
