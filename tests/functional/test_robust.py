@@ -330,3 +330,46 @@ def test_accepted_values_compare_in_the_column_type(project_dir: Path) -> None:
     result = pz(project_dir, "run")
     assert result.exit_code == 0, result.output
     assert result.node("chk_orders_out__accepted_values_amount")["status"] == "success"
+
+
+@pytest.mark.mysql
+def test_connectorx_panic_text_never_reaches_the_user(project_dir: Path) -> None:
+    import secrets
+
+    import pymysql
+
+    name = f"pz_test_{secrets.token_hex(4)}"
+    admin = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", autocommit=True)
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}`")
+        cur.execute(f"USE `{name}`")
+        cur.execute("SET SESSION sql_mode = ''")
+        cur.execute("CREATE TABLE odd (id INT, d DATETIME)")
+        cur.execute("INSERT INTO odd VALUES (1, '2024-01-01'), (2, '0000-00-00 00:00:00')")
+    try:
+        write_project(
+            project_dir,
+            {
+                "project.yml": "name: p\n",
+                "sources/my.yml": f"""
+                    connector: mysql
+                    connection: {{ host: 127.0.0.1, port: 3306, user: root, password: "", database: {name} }}
+                    datasets:
+                      odd: {{ table: odd, columns: {{ id: int, d: timestamp }} }}
+                """,
+                "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+                "pipelines/o.sql": """
+                    INSERT INTO {{ sink('wh', 'o') }}
+                    SELECT * FROM {{ source('my', 'odd') }}
+                """,
+            },
+        )
+        result = pz_subprocess(project_dir, "run")
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        admin.close()
+    assert result.exit_code == 1, result.output
+    assert "the MySQL reader cannot convert a value" in result.output
+    for raw in ("panicked at", "RUST_BACKTRACE", "stack backtrace", "rayon::"):
+        assert raw not in result.output, result.output

@@ -80,6 +80,7 @@ from pipelinez.connectors.sdk import (
 )
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.native_stderr import native_stderr
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -352,15 +353,16 @@ class MySQLConnector(Connector):
         settings = self.settings
         reader: Any = None
         try:
-            reader = cx.read_sql(
-                settings.connectorx_url(),
-                sql,
-                return_type="arrow_stream",
-                batch_size=BATCH_ROWS,
-                pre_execution_query=settings.session_statements(),
-            )
+            with native_stderr():  # a Rust panic prints to fd 2: never raw to the user
+                reader = cx.read_sql(
+                    settings.connectorx_url(),
+                    sql,
+                    return_type="arrow_stream",
+                    batch_size=BATCH_ROWS,
+                    pre_execution_query=settings.session_statements(),
+                )
             yielded = False
-            for batch in reader:
+            while (batch := _next_batch(reader)) is not None:
                 if batch.num_rows:
                     yielded = True
                     yield convert_batch(batch, plans, schema, where)
@@ -918,3 +920,12 @@ def _empty(schema: pa.Schema) -> pa.RecordBatch:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _next_batch(reader: Any) -> Any:
+    """The reader's next batch (None at the end), with native stderr captured only while Rust runs."""
+    with native_stderr():
+        try:
+            return reader.read_next_batch()
+        except StopIteration:
+            return None
