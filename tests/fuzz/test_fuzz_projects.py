@@ -10,8 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
 
 from tests.fuzz.harness import Case, CommandResult, Outcome, Worker, classify, run_case
+from tests.fuzz.mutations import cases
 from tests.fuzz.seeds import ENV, SEEDS
 
 EXAMPLES = int(os.environ.get("PZ_FUZZ_EXAMPLES", "100"))
@@ -29,6 +31,35 @@ def _report(failures: list[tuple[Case, Outcome]]) -> str:
             lines.append(f"    $ pz {' '.join(r.args)} -> exit {r.exit_code} {r.abnormal}")
             lines += [f"      | {line[:200]}" for line in r.output.splitlines()[-8:]]
     return "\n".join(lines)
+
+
+def test_generated_projects_keep_the_error_contract(tmp_path: Path) -> None:
+    worker = Worker(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    outcomes: list[tuple[Case, Outcome]] = []
+
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(cases())
+    def one(case: Case) -> None:
+        outcomes.append((case, run_case(case, worker, tmp_path / "case", TIMEOUT)))
+
+    try:
+        one()
+    finally:
+        worker.stop()
+    failures = [(c, o) for c, o in outcomes if o.violations]
+    if failures:
+        pytest.fail(_report(failures), pytrace=False)
+    # the sample reaches every kind of outcome, so a harness that stopped running pz would fail here
+    kinds = {o.kind for _, o in outcomes}
+    assert {"ok", "refused", "failed"} <= kinds, kinds
 
 
 @pytest.mark.parametrize("seed", sorted(SEEDS))
