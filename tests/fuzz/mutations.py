@@ -597,30 +597,26 @@ def rename_pipeline(draw: Draw, tree: Tree) -> str:
     return f"renamed pipeline {old} -> {new!r} ({'refs too' if consistent else 'refs unchanged'})"
 
 
-def rename_dataset(draw: Draw, tree: Tree) -> str:
-    pick = _pick(draw, _datasets(tree))
+def _rename_entry(draw: Draw, tree: Tree, picks: list[tuple[str, str]], key: str, what: str) -> str:
+    """Rename one `datasets:`/`outputs:` entry and the source()/sink() calls that name it."""
+    pick = _pick(draw, picks)
     if pick is None:
         return "noop"
     path, old = pick
     new = draw(identifiers())
-    datasets = tree[path][1]["datasets"]
-    datasets[new] = datasets.pop(old)
-    src = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    _sub_sql(tree, rf"'{re.escape(src)}',\s*'{re.escape(old)}'", f"{_quote(src)}, {_quote(new)}")
-    return f"{path}: renamed dataset {old} -> {new!r}"
+    entries = tree[path][1][key]
+    entries[new] = entries.pop(old)
+    instance = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    _sub_sql(tree, rf"'{re.escape(instance)}',\s*'{re.escape(old)}'", f"{_quote(instance)}, {_quote(new)}")
+    return f"{path}: renamed {what} {old} -> {new!r}"
+
+
+def rename_dataset(draw: Draw, tree: Tree) -> str:
+    return _rename_entry(draw, tree, _datasets(tree), "datasets", "dataset")
 
 
 def rename_output(draw: Draw, tree: Tree) -> str:
-    pick = _pick(draw, _outputs(tree))
-    if pick is None:
-        return "noop"
-    path, old = pick
-    new = draw(identifiers())
-    outputs = tree[path][1]["outputs"]
-    outputs[new] = outputs.pop(old)
-    sink = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    _sub_sql(tree, rf"'{re.escape(sink)}',\s*'{re.escape(old)}'", f"{_quote(sink)}, {_quote(new)}")
-    return f"{path}: renamed output {old} -> {new!r}"
+    return _rename_entry(draw, tree, _outputs(tree), "outputs", "output")
 
 
 def rename_instance(draw: Draw, tree: Tree) -> str:
