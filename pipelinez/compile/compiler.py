@@ -15,6 +15,7 @@ from pipelinez.compile.connector_static import validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
 from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
 from pipelinez.compile.graph import descendants
+from pipelinez.compile.incremental import IncrementalSpec
 from pipelinez.compile.inlining import inline
 from pipelinez.compile.instances import resolve_instances
 from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
@@ -33,6 +34,8 @@ class CompileResult:
     dag: CompiledDag | None
     errors: list[Diagnostic] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)
+    # every incremental dataset by (source, dataset), whichever route declared it
+    incremental: dict[tuple[str, str], IncrementalSpec] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
