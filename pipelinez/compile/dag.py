@@ -154,6 +154,20 @@ class _NodeBuilder:
         deps = (pipeline, *self.blocking_checks.get(pipeline, []))
         work = sink_write_work(self.project, self.sinks[sink], output, pipeline)
         self.nodes[name] = SinkWriteNode(name, SINK_WRITE, "", deps, place, info.source.tags, work=work)
+        spec = self.project.sinks[sink]
+        caps = work.endpoint.capabilities()
+        if output not in spec.outputs and caps.strategies and work.strategy not in caps.strategies:
+            # a declared output's strategy is checked in tier 3; an undeclared one is a replace
+            self.diags.append(
+                error(
+                    "PZ0305",
+                    f"sink '{sink}' output '{output}' has no entry in {spec.file}, so it is a "
+                    f"{work.strategy}, which connector '{spec.connector}' cannot do (it supports: "
+                    f"{', '.join(caps.strategies)})",
+                    place=place,
+                    next_step=f"declare it under outputs: in {spec.file} with strategy: {caps.strategies[0]}",
+                )
+            )
 
     def add_checks(self, target: str, checks: tuple[CheckSpec, ...], tags: tuple[str, ...]) -> None:
         for raw_check in checks:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.vocabulary import Strategy, Tier
 
@@ -171,6 +172,9 @@ class OutputRequest:
     on_delete: str | None = None
     allow_empty: bool = False
     run_id: str = ""
+    # checkpointed delivery: what an earlier attempt (or the run `pz retry` finishes) had acknowledged;
+    # filled in when the write runs, never at compile (so it is not part of the node's id)
+    resume_from: DeliveryCheckpoint | None = field(default=None, metadata={"id": "exclude"})
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,7 @@ class TargetColumn:
 class WriteResult:
     rows: int
     batches_committed: int | None = None
+    checkpoint: DeliveryCheckpoint | None = None  # checkpointed delivery: every acknowledged batch
 
 
 @dataclass

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.engine.context import RunContext
 from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.node_runners import RUNNERS, NodeOutput
+from pipelinez.engine.node_runners import RUNNERS, NodeOutput, run_sink_write
 from pipelinez.plan.planner import PlannedNode
 
 
@@ -35,6 +36,7 @@ class WorkItem:
     run_id: str
     planned: PlannedNode
     attempt: int
+    resume: DeliveryCheckpoint | None = None  # a sink write with checkpointed delivery: batches acknowledged
 
     @property
     def name(self) -> str:
@@ -69,7 +71,10 @@ def run_attempt(ctx: RunContext, item: WorkItem) -> AttemptResult:
     """Run one attempt of a node; a runner bug becomes the node's PZ0512 failure, never a crash."""
     node = item.planned.node
     try:
-        output = RUNNERS[node.kind](ctx, item.planned, item.attempt)
+        if item.resume is not None:
+            output = run_sink_write(ctx, item.planned, item.attempt, resume=item.resume)
+        else:
+            output = RUNNERS[node.kind](ctx, item.planned, item.attempt)
     except NodeFailure as failure:
         return AttemptResult(node.name, item.attempt, failure=failure)
     except Exception as exc:

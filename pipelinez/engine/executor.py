@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core import vocabulary
 from pipelinez.core.vocabulary import NodeStatus
 from pipelinez.engine.backend import AttemptResult, Done, ExecutorBackend, ThreadBackend, WorkItem
@@ -46,6 +47,7 @@ class Executor:
         backend: ExecutorBackend | None = None,
         gate: NodeGate | None = None,
         clock: Clock | None = None,
+        checkpoints: dict[str, DeliveryCheckpoint] | None = None,
     ):
         self.ctx = ctx
         self.writer = writer
@@ -58,6 +60,9 @@ class Executor:
         self.results = {n.name: n for n in writer.results.nodes}
         self.planned = {p.node.name: p for p in ctx.plan.nodes}
         self._started: dict[str, float] = {}
+        # checkpointed delivery: what the next attempt of a sink write may resume past (seeded by a retry
+        # from the failed run, then by each failed attempt of this run)
+        self._resume: dict[str, DeliveryCheckpoint] = dict(checkpoints or {})
 
     def run(self) -> None:
         order = [p.node.name for p in self.ctx.plan.nodes]
@@ -100,10 +105,12 @@ class Executor:
         self.ctx.bus.publish(
             NodeStarted(self.ctx.run_id, name=key, id=node.id, kind=node.kind, attempt=attempt)
         )
-        self._backend.submit(WorkItem(self.ctx.run_id, planned, attempt), done)
+        self._backend.submit(WorkItem(self.ctx.run_id, planned, attempt, self._resume.get(key)), done)
 
     def settle(self, key: str, attempt: int, result: AttemptResult, may_retry: bool) -> Verdict:
         failure = result.failure
+        if failure is not None and failure.checkpoint is not None:
+            self._resume[key] = failure.checkpoint
         if failure is not None and may_retry:
             delay = retry_delay(self.planned[key].retry, attempt, failure)
             if delay is not None:
@@ -152,6 +159,7 @@ class Executor:
             result.error = done.failure.error
             result.batches_committed = done.failure.batches_committed
             result.rows = done.failure.rows
+            result.checkpoint = done.failure.checkpoint
         elif done.output:
             out = done.output
             result.status = out.status
@@ -159,6 +167,7 @@ class Executor:
             result.tier = out.tier or result.tier
             result.partitions = out.partitions
             result.batches_committed = out.batches_committed
+            result.checkpoint = out.checkpoint
             result.message = out.message
         self._publish(result)
 

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.duck_messages import condense
 from pipelinez.core.transient import is_transient_native
@@ -28,6 +29,7 @@ class NodeFailure(Exception):
     retry_after: float | None = None
     batches_committed: int | None = None
     rows: int = 0  # rows the failed node reports (a failed check: its offending rows)
+    checkpoint: DeliveryCheckpoint | None = None  # checkpointed delivery: the batches acknowledged so far
 
     @property
     def error(self) -> NodeError:
@@ -41,7 +43,15 @@ class NodeFailure(Exception):
         # a frozen dataclass exception does not survive pickle by default (a remote worker returns it)
         return (
             NodeFailure,
-            (self.code, self.message, self.transient, self.retry_after, self.batches_committed, self.rows),
+            (
+                self.code,
+                self.message,
+                self.transient,
+                self.retry_after,
+                self.batches_committed,
+                self.rows,
+                self.checkpoint,
+            ),
         )
 
     def __str__(self) -> str:
@@ -72,6 +82,11 @@ def _is_duck_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.Error)
 
 
+def _checkpoint_of(exc: BaseException) -> DeliveryCheckpoint | None:
+    checkpoint = getattr(exc, "checkpoint", None)
+    return checkpoint if isinstance(checkpoint, DeliveryCheckpoint) else None
+
+
 def classify(exc: BaseException, default_code: str, what: str) -> NodeFailure:
     """`what` names the node for the message, e.g. "sink 'warehouse' output 'orders'"."""
     if isinstance(exc, NodeFailure):
@@ -84,6 +99,7 @@ def classify(exc: BaseException, default_code: str, what: str) -> NodeFailure:
             exc.retry_after,
             getattr(exc, "batches_committed", None),
             int(getattr(exc, "rows_committed", 0) or 0),  # a failed append: the rows that landed
+            _checkpoint_of(exc),
         )
     if _is_duck_error(exc):
         message = str(exc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -19,6 +19,7 @@ from pipelinez.connectors.sdk import (
     DatasetRequest,
     Partition,
 )
+from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.diagnostics import ConnectorHostError
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, Severity, Strategy, Tier
@@ -60,6 +61,7 @@ class NodeOutput:
     message: str | None = None
     partitions: list[PartitionResult] | None = None
     batches_committed: int | None = None
+    checkpoint: DeliveryCheckpoint | None = None
 
 
 def make_connector(ctx: NodeContext, point: Endpoint) -> Connector:
@@ -109,7 +111,18 @@ def ingest_batches(
             cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in columns.items())
             cur.execute(f"CREATE TABLE {target} ({cols})")
         return
-    reader = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], iterator))
+    raised: list[BaseException] = []
+
+    def rest() -> Iterator[pa.RecordBatch]:
+        # DuckDB pulls the batches: an error the connector raises mid-stream reaches us wrapped in a DuckDB
+        # error that lost its class (and is_transient, retry_after). Keep the original to re-raise it.
+        try:
+            yield from iterator
+        except BaseException as exc:
+            raised.append(exc)
+            raise
+
+    reader = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], rest()))
     select = "*"
     if columns:
         missing = [c for c in columns if c not in first.schema.names]
@@ -127,6 +140,10 @@ def ingest_batches(
             cur.execute(f"INSERT INTO {target} BY NAME {source}")
         else:
             cur.execute(f"CREATE TABLE {target} AS {source}")
+    except Exception:
+        if raised:
+            raise raised[0] from None
+        raise
     finally:
         cur.unregister(view_name)
 
@@ -242,12 +259,14 @@ def run_check(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOutpu
     raise NodeFailure("PZ0508", result.message, rows=result.rows)
 
 
-def run_sink_write(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOutput:
+def run_sink_write(
+    ctx: NodeContext, planned: PlannedNode, attempt: int, resume: DeliveryCheckpoint | None = None
+) -> NodeOutput:
     node = planned.node
     assert isinstance(node, SinkWriteNode)
     work = node.work
     what = f"sink '{node.sink}' output '{node.output}'"
-    request = dataclasses.replace(work.request, run_id=ctx.run_id)
+    request = dataclasses.replace(work.request, run_id=ctx.run_id, resume_from=resume)
     source = quote_ident(node.pipeline)
     cur = ctx.cursor()
     connector = None
@@ -266,7 +285,12 @@ def run_sink_write(ctx: NodeContext, planned: PlannedNode, attempt: int) -> Node
         else:
             reader = cur.execute(f"SELECT * FROM {source}").to_arrow_reader(SINK_BATCH_ROWS)
             result = connector.write_batches(request, reader)
-        return NodeOutput(rows=result.rows, tier=work.tier, batches_committed=result.batches_committed)
+        return NodeOutput(
+            rows=result.rows,
+            tier=work.tier,
+            batches_committed=result.batches_committed,
+            checkpoint=result.checkpoint,
+        )
     except Exception as exc:
         raise classify(exc, "PZ0501", what) from exc
     finally:

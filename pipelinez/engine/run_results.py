@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez import __version__
+from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.redact import Redactor
 from pipelinez.core.vocabulary import NodeError, NodeKind, NodeStatus, Provenance, RunStatus, Tier
 
@@ -114,6 +115,7 @@ class NodeResult:
     batches_committed: int | None = None
     skipped_because: str | None = None
     message: str | None = None
+    checkpoint: DeliveryCheckpoint | None = None  # checkpointed delivery: every acknowledged batch
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -133,6 +135,8 @@ class NodeResult:
         data["watermark"] = self.watermark
         data["partitions"] = None if self.partitions is None else [p.to_dict() for p in self.partitions]
         data["batches_committed"] = self.batches_committed
+        if self.checkpoint is not None:
+            data["checkpoint"] = self.checkpoint.to_dict()
         data["skipped_because"] = self.skipped_because
         data["message"] = self.message
         return data
@@ -158,6 +162,7 @@ class NodeResult:
             batches_committed=data.get("batches_committed"),
             skipped_because=data.get("skipped_because"),
             message=data.get("message"),
+            checkpoint=DeliveryCheckpoint.from_dict(data.get("checkpoint")),
         )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.codes import lookup
 from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.oserrors import os_reason
@@ -165,6 +166,7 @@ def execute(
     fail_fast: bool | None = None,
     retry_of: str | None = None,
     gate: NodeGate | None = None,
+    checkpoints: dict[str, DeliveryCheckpoint] | None = None,
 ) -> RunOutcome:
     project = plan.dag.project
     with RunSession(project.state_dir, plan.dag.redactor, project.keep_last, subscribers) as session:
@@ -173,12 +175,17 @@ def execute(
         session.begin(results, len(plan.nodes), warnings)
         n_threads = threads or project.engine.threads or os.cpu_count() or 1
         ff = project.engine.fail_fast if fail_fast is None else fail_fast
-        log_file = _run_nodes(session, plan, n_threads, ff, gate)
+        log_file = _run_nodes(session, plan, n_threads, ff, gate, checkpoints)
         return RunOutcome(session.run_id, results.status, results, log_file)
 
 
 def _run_nodes(
-    session: RunSession, plan: Plan, threads: int, fail_fast: bool, gate: NodeGate | None
+    session: RunSession,
+    plan: Plan,
+    threads: int,
+    fail_fast: bool,
+    gate: NodeGate | None,
+    checkpoints: dict[str, DeliveryCheckpoint] | None = None,
 ) -> Path | None:
     """Run the nodes on a fresh staging database; set the run's status. Returns the log file of an
     orchestrator-level failure (a bug, or the staging database itself failing), else None."""
@@ -188,7 +195,7 @@ def _run_nodes(
         staging = open_staging(session.staging_path, plan.dag.project.engine.memory_limit)
         ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
         with debug_log(session.run_dir / "pz.log", session.redactor):
-            Executor(ctx, session.writer, threads, fail_fast, gate=gate).run()
+            Executor(ctx, session.writer, threads, fail_fast, gate=gate, checkpoints=checkpoints).run()
         ok = all(n.status in OK_STATUSES for n in results.nodes)
         results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
         return None

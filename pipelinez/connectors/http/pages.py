@@ -1,0 +1,137 @@
+"""One page of a JSON API as Arrow record batches, parsed by DuckDB (never row by row in Python).
+
+A page's body lands in a temporary file; DuckDB finds the records list at the dataset's `records` path (and
+the next cursor, for cursor pagination), and `read_json(..., format='array')` reads the records: with the
+`columns:` contract's types, or with the types inferred from the first page that has records, by the same
+rules as JSON files (DuckDB's sampling, nesting below 16 levels kept as JSON). Every later page is read with
+those types. Memory is bounded by one page.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+# The JSON-file rules (depth guard, inference bounds) are the localfiles ones until the shared file-format
+# kit moves them into the SDK.
+from pipelinez.connectors.localfiles.jsondepth import refuse_too_deep
+from pipelinez.connectors.localfiles.reading import INFER_DEPTH, INFER_SAMPLE
+from pipelinez.connectors.sdk_sql import summary
+from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.sqlnames import quote_ident, quote_literal
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+BATCH_ROWS = 122_880
+
+
+@dataclass
+class Page:
+    """A parsed page: where its records are, the next cursor it names, and (once read) its row count."""
+
+    records_file: Path | None  # None: the page holds no records
+    cursor: str | None
+    rows: int = 0
+
+
+class PageReader:
+    """Parses the pages of one dataset read in a private in-memory DuckDB, with one schema for all."""
+
+    def __init__(self, records_path: str | None, contract: Sequence[tuple[str, str]] | None):
+        import duckdb
+
+        self.records_path = records_path
+        self.schema: tuple[tuple[str, str], ...] | None = tuple(contract) if contract else None
+        self._con: duckdb.DuckDBPyConnection = duckdb.connect()
+        self._con.execute("SET TimeZone = 'UTC'")
+        self._dir = tempfile.TemporaryDirectory(prefix="pz-http-")
+        self._pages = 0
+
+    def close(self) -> None:
+        self._con.close()
+        self._dir.cleanup()
+
+    def parse(self, body: bytes, cursor_path: str | None, what: str) -> Page:
+        """Find the records and the next cursor of one page body."""
+        import duckdb
+
+        self._pages += 1
+        folder = Path(self._dir.name)
+        page_file = folder / "page.json"
+        page_file.write_bytes(body)
+        refuse_too_deep([page_file])
+        path = self.records_path or "$"
+        sql = (
+            "SELECT json_type(j), json_extract(j, ?)::VARCHAR, json_extract_string(j, ?), "
+            "CASE WHEN json_type(j) = 'OBJECT' THEN json_keys(j) END "
+            f"FROM (SELECT content::JSON AS j FROM read_text({quote_literal(page_file.as_posix())}))"
+        )
+        try:
+            row = self._con.execute(sql, [path, cursor_path or "$.__pz_no_cursor"]).fetchone()
+        except duckdb.Error as exc:
+            raise PzConnectorError(f"{what}: the response is not JSON: {summary(str(exc))}") from None
+        assert row is not None
+        top, records, cursor = row[0], row[1], row[2]
+        keys: list[str] = list(row[3] or [])
+        if records is None or records == "null":
+            if self._pages == 1 and self.records_path is not None:
+                raise PzConnectorError(
+                    f"{what}: the response has no records at '{self.records_path}'"
+                    + (f" (its top-level keys: {', '.join(keys)})" if keys else f" (it is a JSON {top})")
+                    + "; set records: to the path of the list"
+                )
+            return Page(None, cursor)
+        if self.records_path is None and top == "ARRAY":
+            return Page(page_file, cursor)
+        records_file = folder / "records.json"
+        kind = self._con.execute("SELECT json_type(?::JSON)", [records]).fetchone()
+        text = records if kind and kind[0] == "ARRAY" else f"[{records}]"
+        records_file.write_text(text, encoding="utf-8")
+        return Page(records_file, cursor)
+
+    def batches(self, page: Page, what: str) -> Iterator[pa.RecordBatch]:
+        """The page's records as Arrow batches with the dataset's schema (inferred now when not known)."""
+        import duckdb
+
+        if page.records_file is None:
+            return
+        scan_file = quote_literal(page.records_file.as_posix())
+        try:
+            if self.schema is None:
+                found = self._con.execute(
+                    f"DESCRIBE SELECT * FROM read_json({scan_file}, format='array', "
+                    f"maximum_depth={INFER_DEPTH}, sample_size={INFER_SAMPLE})"
+                ).fetchall()
+                if not found or (len(found) == 1 and found[0][0] == "json" and found[0][1] == "JSON"):
+                    # an empty list: nothing to infer from yet
+                    count = self._con.execute(f"SELECT count(*) FROM read_json({scan_file}, format='array')")
+                    if (count.fetchone() or (0,))[0] == 0:
+                        return
+                self.schema = tuple((str(r[0]), str(r[1])) for r in found)
+            columns = "{" + ", ".join(f"{quote_literal(n)}: {quote_literal(t)}" for n, t in self.schema) + "}"
+            reader = self._con.execute(
+                f"SELECT * FROM read_json({scan_file}, format='array', auto_detect=false, columns={columns})"
+            ).to_arrow_reader(BATCH_ROWS)
+            for batch in reader:
+                page.rows += batch.num_rows
+                yield batch
+        except duckdb.Error as exc:
+            raise PzConnectorError(
+                f"{what}: cannot read the records: {summary(str(exc))}; "
+                "declare or fix columns: for the dataset"
+            ) from None
+
+    def empty_batch(self) -> pa.RecordBatch | None:
+        """An empty batch of the schema (a read with a contract that found no records), else None."""
+        if self.schema is None:
+            return None
+        cols = ", ".join(f"NULL::{t} AS {quote_ident(n)}" for n, t in self.schema)
+        import pyarrow as pa
+
+        table = self._con.execute(f"SELECT {cols} LIMIT 0").to_arrow_table()
+        return pa.RecordBatch.from_pylist([], schema=table.schema)
