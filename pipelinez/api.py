@@ -22,6 +22,7 @@ from pipelinez.core.diagnostics import Diagnostic, PzConfigError, PzError, PzVal
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy, Tier
 from pipelinez.engine import workflow
 from pipelinez.engine.events import Event
+from pipelinez.engine.restore import LockedConnector, PipOptions, RestoreReport
 from pipelinez.engine.run_results import NodeResult, RunResults
 from pipelinez.engine.runs import RunSummary
 from pipelinez.engine.session import RunOutcome
@@ -29,6 +30,7 @@ from pipelinez.plan.planner import PlannedNode
 
 __all__ = [
     "Diagnostic",
+    "LockedConnector",
     "NodeResult",
     "NodeStatus",
     "OnEvent",
@@ -37,6 +39,7 @@ __all__ = [
     "PzConfigError",
     "PzError",
     "PzValidationError",
+    "RestoreReport",
     "RetryPolicy",
     "RunOutcome",
     "RunPlan",
@@ -185,6 +188,19 @@ class Project:
     def runs(self, *, limit: int | None = None) -> list[RunSummary]:
         """Run history, newest first."""
         return workflow.history(self.root, limit)
+
+    def restore(
+        self,
+        *,
+        index_url: str | None = None,
+        find_links: Sequence[str] = (),
+        no_index: bool = False,
+    ) -> RestoreReport:
+        """Install the connector packages project.yml pins (`connectors:`) into the running environment and
+        write pz.lock. Raises RestoreError (PZ07xx) with every problem when a pin cannot be satisfied."""
+        from pipelinez.engine.restore import restore
+
+        return restore(self.root, PipOptions(index_url, tuple(find_links), no_index))
 
     def clean(self) -> list[str]:
         """Delete every run's staging database (history stays); the ids of the runs cleaned."""

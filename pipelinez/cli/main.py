@@ -371,6 +371,40 @@ def clean(settings: Settings) -> None:
 
 
 @cli.command()
+@click.option("--index-url", default=None, metavar="URL", help="Package index to install from (pip's).")
+@click.option(
+    "--find-links", multiple=True, metavar="DIR|URL", help="Also look for packages here (pip's; repeatable)."
+)
+@click.option("--no-index", is_flag=True, help="Install only from --find-links (offline).")
+@click.pass_obj
+@guarded
+def restore(settings: Settings, index_url: str | None, find_links: tuple[str, ...], no_index: bool) -> None:
+    """Install the connector packages project.yml pins and write pz.lock."""
+    from pipelinez.api import Project
+
+    report = Project(settings.project).restore(index_url=index_url, find_links=find_links, no_index=no_index)
+    if settings.log_format == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "event": "restore",
+                    "ts": utc_now(),
+                    "installed": list(report.installed),
+                    "connectors": [c.to_dict() for c in report.connectors],
+                    "lock_file": str(report.lock_file),
+                }
+            )
+        )
+        return
+    for requirement in report.installed:
+        click.echo(f"installed {requirement}")
+    for c in report.connectors:
+        pin = f" (pin {c.pin})" if c.pin else ""
+        click.echo(f"ok {c.name} {c.version or '-'} {c.package or '-'} from {c.source}{pin}")
+    click.echo(f"wrote {report.lock_file.name} ({len(report.connectors)} connector(s))")
+
+
+@cli.command()
 @click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),

@@ -24,7 +24,6 @@ COMMAND_LINE = "command line"
 # "No such command". A real command registered under the same name wins; to ship one, delete its entry.
 NOT_BUILT: dict[str, str] = {
     "retry": "finishing the latest run (pz retry) is not available in this version of pz",
-    "restore": "installing pinned connector packages (pz restore) is not available in this version of pz",
 }
 
 

@@ -117,8 +117,9 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0116",
         "InvalidConnectorPin",
-        'a `connectors:` pin in project.yml is not a valid version specifier (like ">=1.0,<2")',
-        'write the pin as a PEP 440 specifier, e.g. postgres: ">=1.0,<2"',
+        'a `connectors:` pin in project.yml is neither a version specifier (like ">=1.0,<2") nor a '
+        'requirement naming the package (like "acme-pz>=1.0")',
+        'write the pin as a PEP 440 specifier, e.g. postgres: ">=1.0,<2", or as a PEP 508 requirement',
     ),
     Code(
         "PZ0120",
@@ -603,8 +604,29 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0703",
         "RestoreFailed",
-        "pz restore could not resolve or install a pinned connector",
-        "check the pin in project.yml connectors: and your package index access",
+        "pz restore could not resolve or install a pinned connector (pip failed)",
+        "check the pin in project.yml connectors: and your package index access (--index-url, "
+        "--find-links, pip's own configuration)",
+    ),
+    Code(
+        "PZ0704",
+        "BuiltinPinUnsatisfied",
+        "a pin names a builtin connector, and the pz installed does not ship a version that satisfies it",
+        "install a pipelinez version whose builtins satisfy the pin, or change the pin",
+    ),
+    Code(
+        "PZ0705",
+        "RestoredPackageNotConnector",
+        "pz restore installed the pinned package, but it provides no connector of that name in the entry "
+        "point group pipelinez.connectors (or not at the pinned version)",
+        "check the package name in the pin; a connector package declares "
+        '[project.entry-points."pipelinez.connectors"] <name> = "module:Class"',
+    ),
+    Code(
+        "PZ0706",
+        "LockWriteFailed",
+        "pz restore could not write pz.lock in the project folder",
+        "make the project folder writable and run pz restore again",
     ),
 )
 

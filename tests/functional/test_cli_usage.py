@@ -80,7 +80,7 @@ def test_global_flags_are_accepted_after_the_command(project_dir: Path) -> None:
     assert "run_started" in events and "run_completed" in events
 
 
-@pytest.mark.parametrize("command", ["retry", "restore"])
+@pytest.mark.parametrize("command", ["retry"])
 def test_commands_not_built_say_so_with_a_code(project_dir: Path, command: str) -> None:
     write_project(project_dir, SMALL)
     result = pz_subprocess(project_dir, command, "--dry-run")
