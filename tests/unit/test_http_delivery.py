@@ -120,3 +120,17 @@ def test_small_parsers() -> None:
     assert with_params("http://h/p?a=1&b=2", {"b": "3"}) == "http://h/p?a=1&b=3"
     assert with_params("http://h/p?k=old", {"k": "new", "z": "1"}, keep=True) == "http://h/p?k=old&z=1"
     assert json_path("data.items") == "$.data.items" and json_path("$") is None and json_path("[0]") == "$[0]"
+
+
+def test_a_failure_and_a_work_item_carry_their_checkpoint_across_a_pickle() -> None:
+    import pickle
+
+    from pipelinez.engine.failures import NodeFailure, classify
+
+    cp = DeliveryCheckpoint(2, (AckedBatch(0, 2, "sha256:ab"),))
+    exc = PzConnectorError("HTTP 503", is_transient=True, retry_after=1.5)
+    exc.checkpoint = cp  # type: ignore[attr-defined]
+    failure = classify(exc, "PZ0501", "sink 'api' output 'events'")
+    assert failure.checkpoint == cp and failure.retry_after == 1.5
+    back = pickle.loads(pickle.dumps(failure))
+    assert isinstance(back, NodeFailure) and back.checkpoint == cp
