@@ -23,6 +23,8 @@ from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy,
 from pipelinez.engine import workflow
 from pipelinez.engine.events import Event
 from pipelinez.engine.restore import LockedConnector, PipOptions, RestoreReport
+from pipelinez.engine.retry_command import RetryOutcome, RetryRefused
+from pipelinez.engine.retry_select import RetrySelection
 from pipelinez.engine.run_results import NodeResult, RunResults
 from pipelinez.engine.runs import RunSummary
 from pipelinez.engine.session import RunOutcome
@@ -40,7 +42,10 @@ __all__ = [
     "PzError",
     "PzValidationError",
     "RestoreReport",
+    "RetryOutcome",
     "RetryPolicy",
+    "RetryRefused",
+    "RetrySelection",
     "RunOutcome",
     "RunPlan",
     "RunResults",
@@ -182,6 +187,31 @@ class Project:
             threads=threads,
             fail_fast=fail_fast,
             full_refresh=full_refresh,
+            subscribers=[forward] if on_event is not None else [],
+        )
+
+    def retry(
+        self,
+        *,
+        dry_run: bool = False,
+        full_refresh: bool = False,
+        on_event: OnEvent | None = None,
+    ) -> RetryOutcome:
+        """Finish the latest run without starting over (`pz retry`). Raises RetryRefused (PZ0502, PZ0503,
+        PZ0504, PZ0526) when that run can only be redone, PzValidationError when the project is not valid.
+        Otherwise `run` holds the retry's outcome, or `message` says there was nothing to retry (with `notes`
+        saying why), or, with `dry_run`, `selection.steps()` says what would be reused, carried forward and
+        run, and nothing ran or changed."""
+
+        def forward(_event: Event, data: dict[str, Any]) -> None:
+            if on_event is not None:
+                on_event(copy.deepcopy(data))
+
+        return workflow.retry(
+            self.root,
+            full_refresh=full_refresh,
+            dry_run=dry_run,
+            environ=self.environ,
             subscribers=[forward] if on_event is not None else [],
         )
 

@@ -328,6 +328,49 @@ def _run_error_line(run_id: str, err: NodeError, log_file: Path | None) -> str:
 
 
 @cli.command()
+@click.option(
+    "--full-refresh", is_flag=True, help="No reuse, no carried-forward writes, every watermark ignored."
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print what would be reused, carried forward and run; change nothing."
+)
+@click.pass_obj
+@guarded
+def retry(settings: Settings, full_refresh: bool, dry_run: bool) -> None:
+    """Finish the latest run: reuse what it staged, carry forward what it committed, run the rest."""
+    from pipelinez.api import Project
+    from pipelinez.cli.render import retry_lines
+
+    reporter = _reporter(settings)
+    outcome = Project(settings.project).retry(dry_run=dry_run, full_refresh=full_refresh, on_event=reporter)
+    if outcome.run is None:
+        if settings.log_format == "json":
+            for note in outcome.notes:
+                click.echo(json.dumps({"event": "note", "ts": utc_now(), "run_id": None, "message": note}))
+            steps = outcome.selection.steps() if outcome.dry_run and outcome.selection else []
+            click.echo(
+                json.dumps(
+                    {
+                        "event": "retry_dry_run" if outcome.dry_run else "nothing_to_retry",
+                        "ts": utc_now(),
+                        "retry_of": outcome.retry_of,
+                        "message": outcome.message,
+                        "steps": [{"action": a, "name": n, "detail": d} for a, n, d in steps],
+                    }
+                )
+            )
+        else:
+            settings.emit_diagnostics(outcome.warnings)
+            for line in retry_lines(outcome):
+                click.echo(line)
+        sys.exit(EXIT_OK)
+    run = outcome.run
+    if run.status == "error" and run.results.error:
+        click.echo(_run_error_line(run.run_id, run.results.error, run.log_file), err=True)
+    sys.exit(run.exit_code)
+
+
+@cli.command()
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @click.pass_obj
 @guarded

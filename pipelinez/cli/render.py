@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from pipelinez.core.diagnostics import Diagnostic
 
 if TYPE_CHECKING:
-    from pipelinez.api import RunPlan, RunSummary
+    from pipelinez.api import RetryOutcome, RunPlan, RunSummary
 
 
 def diagnostic_lines(d: Diagnostic) -> list[str]:
@@ -50,6 +50,8 @@ def node_lines(data: dict[str, Any]) -> list[str]:
         return [f"SKIP {name} ({data.get('reason') or 'upstream failed'})"]
     if status == "cancelled":
         return [f"CANCEL {name} ({data.get('reason') or 'cancelled by fail-fast'})"]
+    if status == "carried_forward":
+        return []  # a retry announced it in its note; it did not run
     label = {"success": "ok", "carried_forward": "ok", "warn": "WARN", "failed": "FAIL"}.get(status, status)
     lines = [f"{label} {name} {rows} rows {ms}ms"]
     if status == "failed" and data.get("error"):
@@ -145,4 +147,19 @@ def runs_lines(runs: Sequence[RunSummary]) -> list[str]:
             f"{r.run_id:<26} {r.started_at:<25} {duration:>9} {r.status:<8} {counts:<40} "
             f"{r.reused:>6} {r.carried_forward:>7}"
         )
+    return lines
+
+
+def retry_lines(outcome: RetryOutcome) -> list[str]:
+    """A retry that ran nothing: its notes, then what it would do (--dry-run) or why nothing is to retry."""
+    lines = [f"note: {note}" for note in outcome.notes]
+    if outcome.dry_run and outcome.selection is not None:
+        steps = outcome.selection.steps()
+        lines.append(
+            f"dry run: retry of run {outcome.retry_of} ({_plural(len(steps), 'node')}; nothing runs)"
+        )
+        width = max((len(a) for a, _, _ in steps), default=3)
+        lines += [f"  {a:<{width}}  {n}" + (f"  ({d})" if d else "") for a, n, d in steps]
+    elif outcome.message:
+        lines.append(outcome.message)
     return lines

@@ -22,9 +22,7 @@ COMMAND_LINE = "command line"
 
 # Commands the reference names that this version does not ship: `pz <name>` says so (PZ0524) instead of
 # "No such command". A real command registered under the same name wins; to ship one, delete its entry.
-NOT_BUILT: dict[str, str] = {
-    "retry": "finishing the latest run (pz retry) is not available in this version of pz",
-}
+NOT_BUILT: dict[str, str] = {}
 
 
 def log_format_of(argv: Sequence[str]) -> str:

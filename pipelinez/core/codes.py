@@ -431,6 +431,13 @@ REGISTRY: tuple[Code, ...] = (
         "run `pz run` again",
     ),
     Code(
+        "PZ0526",
+        "RetryRecordUnreadable",
+        "pz retry cannot read the last run's run_results.json (edited by hand, truncated, or written by a "
+        "newer pz), so it cannot tell what that run finished",
+        "run `pz run` again; `pz runs` shows the record's problem",
+    ),
+    Code(
         "PZ0505",
         "ExtractionFailed",
         "extracting a source dataset failed",

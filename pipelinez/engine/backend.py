@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Protocol
 
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
+from pipelinez.core.vocabulary import NodeKind
 from pipelinez.engine.context import RunContext
 from pipelinez.engine.failures import NodeFailure
 from pipelinez.engine.node_runners import RUNNERS, NodeOutput, run_sink_write
+from pipelinez.engine.reuse_runner import run_reused_source_load
+from pipelinez.engine.staging_store import Reuse
 from pipelinez.plan.planner import PlannedNode
 
 
@@ -37,6 +40,7 @@ class WorkItem:
     planned: PlannedNode
     attempt: int
     resume: DeliveryCheckpoint | None = None  # a sink write with checkpointed delivery: batches acknowledged
+    reuse: Reuse | None = None  # a retry's source load: take the failed run's staged data (checked)
 
     @property
     def name(self) -> str:
@@ -73,6 +77,8 @@ def run_attempt(ctx: RunContext, item: WorkItem) -> AttemptResult:
     try:
         if item.resume is not None:
             output = run_sink_write(ctx, item.planned, item.attempt, resume=item.resume)
+        elif item.reuse is not None and node.kind == NodeKind.SOURCE_LOAD:
+            output = run_reused_source_load(ctx, item.planned, item.attempt, item.reuse)
         else:
             output = RUNNERS[node.kind](ctx, item.planned, item.attempt)
     except NodeFailure as failure:

@@ -7,7 +7,7 @@ recorded here, on the coordinator thread."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core import vocabulary
@@ -27,6 +27,7 @@ from pipelinez.engine.scheduler import (
     Scheduler,
     Verdict,
 )
+from pipelinez.engine.staging_store import Reuse
 from pipelinez.plan.planner import PlannedNode
 
 OK_STATUSES = vocabulary.OK_STATUSES
@@ -48,6 +49,7 @@ class Executor:
         gate: NodeGate | None = None,
         clock: Clock | None = None,
         checkpoints: dict[str, DeliveryCheckpoint] | None = None,
+        reuse: Mapping[str, Reuse] | None = None,
     ):
         self.ctx = ctx
         self.writer = writer
@@ -57,6 +59,7 @@ class Executor:
         self._backend: ExecutorBackend = backend or ThreadBackend(ctx, self.threads)
         self.gate = gate
         self.clock = clock
+        self.reuse = dict(reuse or {})  # a retry's source loads that take the failed run's staged data
         self.results = {n.name: n for n in writer.results.nodes}
         self.planned = {p.node.name: p for p in ctx.plan.nodes}
         self._started: dict[str, float] = {}
@@ -105,7 +108,8 @@ class Executor:
         self.ctx.bus.publish(
             NodeStarted(self.ctx.run_id, name=key, id=node.id, kind=node.kind, attempt=attempt)
         )
-        self._backend.submit(WorkItem(self.ctx.run_id, planned, attempt, self._resume.get(key)), done)
+        work = WorkItem(self.ctx.run_id, planned, attempt, self._resume.get(key), self.reuse.get(key))
+        self._backend.submit(work, done)
 
     def settle(self, key: str, attempt: int, result: AttemptResult, may_retry: bool) -> Verdict:
         failure = result.failure
@@ -160,6 +164,8 @@ class Executor:
             result.batches_committed = done.failure.batches_committed
             result.rows = done.failure.rows
             result.checkpoint = done.failure.checkpoint
+            if done.failure.partitions is not None:
+                result.partitions = list(done.failure.partitions)
         elif done.output:
             out = done.output
             result.status = out.status
@@ -169,6 +175,8 @@ class Executor:
             result.batches_committed = out.batches_committed
             result.checkpoint = out.checkpoint
             result.message = out.message
+            result.provenance = out.provenance
+            result.reused_from = out.reused_from
         self._publish(result)
 
     def _publish(self, result: NodeResult) -> None:

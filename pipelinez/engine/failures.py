@@ -16,6 +16,7 @@ from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.duck_messages import condense
 from pipelinez.core.transient import is_transient_native
 from pipelinez.core.vocabulary import NodeError
+from pipelinez.engine.run_results import PartitionResult
 
 # what a node error message leaves out (a DuckDB error's full text); a run writes it to .pz/runs/<id>/pz.log
 DEBUG_LOG = logging.getLogger("pipelinez.node_errors")
@@ -30,6 +31,7 @@ class NodeFailure(Exception):
     batches_committed: int | None = None
     rows: int = 0  # rows the failed node reports (a failed check: its offending rows)
     checkpoint: DeliveryCheckpoint | None = None  # checkpointed delivery: the batches acknowledged so far
+    partitions: tuple[PartitionResult, ...] | None = None  # a partitioned load: which partitions landed
 
     @property
     def error(self) -> NodeError:
@@ -51,6 +53,7 @@ class NodeFailure(Exception):
                 self.batches_committed,
                 self.rows,
                 self.checkpoint,
+                self.partitions,
             ),
         )
 

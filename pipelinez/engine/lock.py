@@ -48,6 +48,10 @@ class ProjectLock:
         self._fd = fd
         return self
 
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:

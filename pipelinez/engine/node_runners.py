@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from pipelinez.compile.checks import outcome
+from pipelinez.compile.ids import canonical, digest
 from pipelinez.compile.nodes import CheckNode, PipelineNode, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.work import Endpoint
 from pipelinez.connectors.sdk import (
@@ -20,12 +21,14 @@ from pipelinez.connectors.sdk import (
     Partition,
 )
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
+from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import ConnectorHostError
 from pipelinez.core.sqlnames import quote_ident
-from pipelinez.core.vocabulary import NodeKind, NodeStatus, Severity, Strategy, Tier
+from pipelinez.core.vocabulary import NodeKind, NodeStatus, Provenance, Severity, Strategy, Tier
 from pipelinez.engine.failures import NodeFailure, classify
 from pipelinez.engine.run_results import PartitionResult
 from pipelinez.engine.sink_checks import refuse_duplicate_keys, refuse_narrowing
+from pipelinez.engine.staging_store import Reuse, ReuseUnavailable, StagedPart
 from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:
@@ -62,6 +65,8 @@ class NodeOutput:
     partitions: list[PartitionResult] | None = None
     batches_committed: int | None = None
     checkpoint: DeliveryCheckpoint | None = None
+    provenance: Provenance | None = None  # reused: copied from an earlier run's staging
+    reused_from: str | None = None
 
 
 def make_connector(ctx: NodeContext, point: Endpoint) -> Connector:
@@ -148,7 +153,12 @@ def ingest_batches(
         cur.unregister(view_name)
 
 
-def run_source_load(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOutput:
+def run_source_load(
+    ctx: NodeContext, planned: PlannedNode, attempt: int, reuse: Reuse | None = None
+) -> NodeOutput:
+    """Extract the node's dataset into staging. `reuse` (a retry of a load that failed part-way) names the
+    partitions that fully landed in the failed run: those whose definition is unchanged are copied from its
+    staging, the rest are extracted."""
     node = planned.node
     assert isinstance(node, SourceLoadNode)
     work = node.work
@@ -165,40 +175,129 @@ def run_source_load(ctx: NodeContext, planned: PlannedNode, attempt: int) -> Nod
         partitions = connector.partitions(request)
         if len(partitions) == 1:
             _land_partition(ctx, connector, cur, request, partitions[0], node.table, tier)
+            failpoints.hit("source.landed", node.name)
             return NodeOutput(rows=_count(cur, target), tier=tier)
         # Partitions are read in parallel, each landing in its own table, then combined into the staging
-        # table: the first is renamed (no copy), the others appended by column name.
+        # table: the first is renamed (no copy), the others appended by column name. A partition that
+        # landed stays in staging when another fails, so a retry can resume past it.
         part_tables = [f"{node.table}__part{p.index}" for p in partitions]
+        landed = _landed_parts(partitions, reuse)
         workers = min(len(partitions), max(1, work.endpoint.max_concurrency or PARTITION_WORKERS))
 
-        def land(job: tuple[Partition, str]) -> int:
+        def land(job: tuple[Partition, str]) -> PartitionResult:
             partition, table = job
-            part_connector = make_connector(ctx, work.endpoint)
+            fingerprint = partition_fingerprint(partition)
             part_cur = ctx.cursor()
             try:
-                part_cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
-                _land_partition(ctx, part_connector, part_cur, request, partition, table, tier)
-                return _count(part_cur, quote_ident(table))
+                if reuse is not None and partition.index in landed:
+                    rows = _copy_part(ctx, part_cur, reuse, landed[partition.index], table)
+                    if rows is not None:
+                        return PartitionResult(
+                            partition.index, rows, fingerprint=fingerprint, provenance=Provenance.REUSED
+                        )
+                part_connector = make_connector(ctx, work.endpoint)
+                try:
+                    part_cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
+                    _land_partition(ctx, part_connector, part_cur, request, partition, table, tier)
+                finally:
+                    part_connector.close()
+                failpoints.hit("source.landed", f"{node.name}#{partition.index}")
+                return PartitionResult(
+                    partition.index, _count(part_cur, quote_ident(table)), fingerprint=fingerprint
+                )
+            except Exception:
+                drop_quietly(part_cur, quote_ident(table))
+                raise
             finally:
-                part_connector.close()
                 ctx.release(part_cur)
 
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pz-partition") as pool:
-            counts = list(pool.map(land, zip(partitions, part_tables, strict=True)))
+        results = _land_all(land, list(zip(partitions, part_tables, strict=True)), workers)
         cur.execute(f"ALTER TABLE {quote_ident(part_tables[0])} RENAME TO {target}")
         for table in part_tables[1:]:
             cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {quote_ident(table)}")
             cur.execute(f"DROP TABLE {quote_ident(table)}")
-        parts = [PartitionResult(p.index, n) for p, n in zip(partitions, counts, strict=True)]
-        return NodeOutput(rows=sum(counts), tier=tier, partitions=parts)
+        failpoints.hit("source.landed", node.name)
+        return NodeOutput(rows=sum(r.rows for r in results), tier=tier, partitions=results)
+    except _PartitionsFailed as failed:
+        drop_quietly(cur, target)
+        raise dataclasses.replace(
+            classify(failed.first, "PZ0505", what), partitions=tuple(failed.results)
+        ) from failed.first
     except Exception as exc:
         for table in [node.table, *part_tables]:
-            _drop_quietly(cur, quote_ident(table))
+            drop_quietly(cur, quote_ident(table))
         raise classify(exc, "PZ0505", what) from exc
     finally:
         if connector:
             connector.close()
         ctx.release(cur)
+
+
+def partition_fingerprint(partition: Partition) -> str:
+    """What a partition reads, hashed: a retry reuses a landed partition only for the same slice."""
+    return digest(canonical(partition))
+
+
+class _PartitionsFailed(Exception):
+    """Some partitions failed; `results` holds how every partition ended (landed ones keep their tables)."""
+
+    def __init__(self, first: BaseException, results: list[PartitionResult]):
+        super().__init__(str(first))
+        self.first = first
+        self.results = results
+
+
+def _land_all(
+    land: Callable[[tuple[Partition, str]], PartitionResult],
+    jobs: list[tuple[Partition, str]],
+    workers: int,
+) -> list[PartitionResult]:
+    """Land every partition (in parallel); when any fails, _PartitionsFailed after all have ended."""
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pz-partition") as pool:
+        futures = [pool.submit(land, job) for job in jobs]
+        wait(futures)
+    results: list[PartitionResult] = []
+    first: BaseException | None = None
+    for (partition, _table), future in zip(jobs, futures, strict=True):
+        exc = future.exception()
+        if exc is None:
+            results.append(future.result())
+        else:
+            first = first or exc
+            results.append(PartitionResult(partition.index, 0, NodeStatus.FAILED))
+    if first is not None:
+        raise _PartitionsFailed(first, results)
+    return results
+
+
+def _landed_parts(partitions: list[Partition], reuse: Reuse | None) -> dict[int, StagedPart]:
+    """The failed run's landed partitions that read exactly what this run's partition of that index reads."""
+    if reuse is None or reuse.whole:
+        return {}
+    now = {p.index: partition_fingerprint(p) for p in partitions}
+    return {p.index: p for p in reuse.staged.parts if now.get(p.index) == p.fingerprint}
+
+
+def _copy_part(
+    ctx: NodeContext, cur: duckdb.DuckDBPyConnection, reuse: Reuse, part: StagedPart, table: str
+) -> int | None:
+    """Copy one landed partition; None (with a note) when it cannot be reused and must be extracted."""
+    staged = reuse.staged
+    try:
+        rows = reuse.store.copy(cur, staged.run_id, part.table, table)
+    except ReuseUnavailable as exc:
+        ctx.note(
+            f"partition {part.index} of {staged.table} from run {staged.run_id}: {exc}; extracting it again"
+        )
+        return None
+    if rows != part.rows:
+        drop_quietly(cur, quote_ident(table))
+        ctx.note(
+            f"partition {part.index} of {staged.table} from run {staged.run_id}: copied {rows} rows, the run "
+            f"recorded {part.rows}; extracting it again"
+        )
+        return None
+    return rows
 
 
 def _land_partition(
@@ -229,12 +328,13 @@ def run_pipeline(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOu
     cur = ctx.cursor()
     target = quote_ident(node.name)
     try:
+        failpoints.hit("pipeline.start", node.name)
         cur.execute(f"DROP TABLE IF EXISTS {target}")
         row = cur.execute(f"CREATE TABLE {target} AS {node.sql.rstrip().rstrip(';')}").fetchone()
         rows = int(row[0]) if row else _count(cur, target)
         return NodeOutput(rows=rows)
     except Exception as exc:
-        _drop_quietly(cur, target)
+        drop_quietly(cur, target)
         raise classify(exc, "PZ0507", f"pipeline '{node.name}' ({node.place.file})") from exc
     finally:
         ctx.release(cur)
@@ -280,11 +380,13 @@ def run_sink_write(
         refuse_duplicate_keys(cur, request, source, what)
         connector = make_connector(ctx, work.endpoint)
         refuse_narrowing(cur, connector, request, source, what)
+        failpoints.hit("sink.write", node.name)
         if work.tier == Tier.NATIVE:
             result = connector.write_native(cur, request, source)
         else:
             reader = cur.execute(f"SELECT * FROM {source}").to_arrow_reader(SINK_BATCH_ROWS)
             result = connector.write_batches(request, reader)
+        failpoints.hit("sink.committed", node.name)
         return NodeOutput(
             rows=result.rows,
             tier=work.tier,
@@ -299,7 +401,7 @@ def run_sink_write(
         ctx.release(cur)
 
 
-def _drop_quietly(cur: duckdb.DuckDBPyConnection, target: str) -> None:
+def drop_quietly(cur: duckdb.DuckDBPyConnection, target: str) -> None:
     try:
         cur.execute(f"DROP TABLE IF EXISTS {target}")
     except Exception:  # the staging db itself may be the failure; the table is dropped on the next attempt

@@ -18,10 +18,12 @@ from typing import Any
 
 from pipelinez import __version__
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
+from pipelinez.core import failpoints
 from pipelinez.core.redact import Redactor
 from pipelinez.core.vocabulary import NodeError, NodeKind, NodeStatus, Provenance, RunStatus, Tier
 
 SCHEMA_VERSION = 1
+RESULTS_FILE = "run_results.json"
 SCHEMA_URL = f"https://pipelinez.dev/schemas/run_results/v{SCHEMA_VERSION}.json"
 
 
@@ -88,13 +90,27 @@ class PartitionResult:
     index: int
     rows: int
     status: NodeStatus = NodeStatus.SUCCESS
+    fingerprint: str | None = None  # of the partition's definition: a retry reuses it only for the same slice
+    provenance: Provenance | None = None  # reused: a retry copied it from the failed run's staging
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "rows": self.rows, "status": str(self.status)}
+        data: dict[str, Any] = {"index": self.index, "rows": self.rows, "status": str(self.status)}
+        if self.fingerprint is not None:
+            data["fingerprint"] = self.fingerprint
+        if self.provenance is not None:
+            data["provenance"] = str(self.provenance)
+        return data
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> PartitionResult:
-        return PartitionResult(int(data["index"]), int(data["rows"]), NodeStatus(data["status"]))
+        provenance = data.get("provenance")
+        return PartitionResult(
+            int(data["index"]),
+            int(data["rows"]),
+            NodeStatus(data["status"]),
+            data.get("fingerprint"),
+            Provenance(provenance) if provenance is not None else None,
+        )
 
 
 @dataclass
@@ -244,12 +260,15 @@ class ResultsWriter:
         self.results = results
         self._redact = redactor
         self._lock = threading.Lock()
+        self._writes = 0
 
     def write(self) -> None:
         with self._lock:
+            self._writes += 1
             data = self._redact.deep(self.results.to_dict())
             tmp = self.path.with_suffix(".json.tmp")
             tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+            failpoints.hit("results.before_rename", str(self._writes))
             os.replace(tmp, self.path)
 
 

@@ -73,7 +73,9 @@ def history(state_dir: Path, limit: int | None = None) -> list[RunSummary]:
             results = _read(runs_dir(state_dir) / run_id / "run_results.json")
         except (OSError, ValueError) as exc:
             out.append(
-                RunSummary(run_id, "-", None, RunStatus.CORRUPT, "-", {}, 0, 0, None, staged, _why(exc))
+                RunSummary(
+                    run_id, "-", None, RunStatus.CORRUPT, "-", {}, 0, 0, None, staged, unreadable_reason(exc)
+                )
             )
             continue
         status = results.status
@@ -100,7 +102,7 @@ def _read(path: Path) -> RunResults:
     return RunResults.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
-def _why(exc: OSError | ValueError) -> str:
+def unreadable_reason(exc: OSError | ValueError) -> str:
     """Why a run record cannot be read, in words (no Python exception names)."""
     if isinstance(exc, OSError):
         return os_reason(exc)

@@ -8,8 +8,8 @@ import contextlib
 import os
 import time
 import traceback
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -24,6 +24,8 @@ from pipelinez.engine.debug_log import debug_log
 from pipelinez.engine.events import (
     EventBus,
     JsonlWriter,
+    NodeCompleted,
+    Note,
     RunCompleted,
     RunStarted,
     Subscriber,
@@ -34,6 +36,7 @@ from pipelinez.engine.executor import OK_STATUSES, Executor, NodeGate
 from pipelinez.engine.lock import ProjectLock
 from pipelinez.engine.run_results import NodeResult, ResultsWriter, RunArgs, RunResults
 from pipelinez.engine.runs import STAGING_FILE, new_run_id, runs_dir, sweep
+from pipelinez.engine.staging_store import Reuse
 from pipelinez.engine.statedir import state_error
 from pipelinez.plan.planner import Plan
 
@@ -65,15 +68,19 @@ class RunSession:
         redactor: Redactor,
         keep_last: int,
         subscribers: Sequence[Subscriber] = (),
+        lock: ProjectLock | None = None,
     ):
+        """`lock`: the project lock, when the caller already holds it (a retry decides under it); the session
+        releases it at the end like its own."""
         self.state_dir = state_dir
         self.redactor = redactor
         self.keep_last = keep_last
         self.subscribers = subscribers
-        self._lock = ProjectLock(state_dir)
+        self._lock = lock or ProjectLock(state_dir)
 
     def __enter__(self) -> RunSession:
-        self._lock.__enter__()
+        if not self._lock.held:
+            self._lock.__enter__()
         self.run_id = new_run_id()
         self.run_dir = runs_dir(self.state_dir) / self.run_id
         try:  # refused before any node runs when the run's folder cannot be written
@@ -93,8 +100,10 @@ class RunSession:
     def staging_path(self) -> Path:
         return self.run_dir / STAGING_FILE
 
-    def begin(self, results: RunResults, nodes: int, warnings: Sequence[Diagnostic]) -> None:
-        """Write the first run_results.json and publish run_started and the plan's warnings."""
+    def begin(
+        self, results: RunResults, nodes: int, warnings: Sequence[Diagnostic], notes: Sequence[str] = ()
+    ) -> None:
+        """Write the first run_results.json and publish run_started, the plan's warnings and notes."""
         self.results = results
         writer = ResultsWriter(self.run_dir / "run_results.json", results, self.redactor)
         try:
@@ -117,6 +126,8 @@ class RunSession:
                     self.run_id, code=w.code, message=w.message, place=w.place.render(), next_step=w.next_step
                 )
             )
+        for note in notes:
+            self.bus.publish(Note(self.run_id, message=note))
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -167,16 +178,47 @@ def execute(
     retry_of: str | None = None,
     gate: NodeGate | None = None,
     checkpoints: dict[str, DeliveryCheckpoint] | None = None,
+    resume: Resumption | None = None,
+    lock: ProjectLock | None = None,
 ) -> RunOutcome:
+    """Run `plan`. `resume` (a retry): notes to print first, source loads to reuse, sink writes carried
+    forward (recorded, never run); `lock`: the project lock when the caller already holds it."""
     project = plan.dag.project
-    with RunSession(project.state_dir, plan.dag.redactor, project.keep_last, subscribers) as session:
+    resume = resume or Resumption()
+    with RunSession(project.state_dir, plan.dag.redactor, project.keep_last, subscribers, lock) as session:
         results = RunResults(session.run_id, command, utc_now(), plan.selection, args, retry_of=retry_of)
-        results.nodes = [NodeResult(p.node.id, p.node.name, p.node.kind, tier=p.tier) for p in plan.nodes]
-        session.begin(results, len(plan.nodes), warnings)
+        planned = [NodeResult(p.node.id, p.node.name, p.node.kind, tier=p.tier) for p in plan.nodes]
+        by_name = {n.name: n for n in [*planned, *resume.carried]}
+        results.nodes = [by_name[name] for name in plan.dag.nodes if name in by_name]
+        session.begin(results, len(results.nodes), warnings, resume.notes)
+        for carried in resume.carried:
+            session.bus.publish(_completed(session.run_id, carried))
         n_threads = threads or project.engine.threads or os.cpu_count() or 1
         ff = project.engine.fail_fast if fail_fast is None else fail_fast
-        log_file = _run_nodes(session, plan, n_threads, ff, gate, checkpoints)
+        log_file = _run_nodes(session, plan, n_threads, ff, gate, resume.reuse, checkpoints)
         return RunOutcome(session.run_id, results.status, results, log_file)
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """What a retry hands the run besides its plan."""
+
+    notes: tuple[str, ...] = ()
+    reuse: Mapping[str, Reuse] = field(default_factory=dict)
+    carried: tuple[NodeResult, ...] = ()
+
+
+def _completed(run_id: str, result: NodeResult) -> NodeCompleted:
+    return NodeCompleted(
+        run_id,
+        name=result.name,
+        id=result.id,
+        kind=result.kind,
+        status=result.status,
+        rows=result.rows,
+        duration_ms=result.duration_ms,
+        provenance=result.provenance,
+    )
 
 
 def _run_nodes(
@@ -185,6 +227,7 @@ def _run_nodes(
     threads: int,
     fail_fast: bool,
     gate: NodeGate | None,
+    reuse: Mapping[str, Reuse],
     checkpoints: dict[str, DeliveryCheckpoint] | None = None,
 ) -> Path | None:
     """Run the nodes on a fresh staging database; set the run's status. Returns the log file of an
@@ -195,7 +238,9 @@ def _run_nodes(
         staging = open_staging(session.staging_path, plan.dag.project.engine.memory_limit)
         ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
         with debug_log(session.run_dir / "pz.log", session.redactor):
-            Executor(ctx, session.writer, threads, fail_fast, gate=gate, checkpoints=checkpoints).run()
+            Executor(
+                ctx, session.writer, threads, fail_fast, gate=gate, checkpoints=checkpoints, reuse=reuse
+            ).run()
         ok = all(n.status in OK_STATUSES for n in results.nodes)
         results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
         return None

@@ -6,6 +6,7 @@ PzConfigError; the CLI renders them and exits 2.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,15 +15,19 @@ from pipelinez.compile.compiler import CompileResult, compile_project
 from pipelinez.config.loader import find_project_root, load_project
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
+from pipelinez.core.vocabulary import RunStatus
 from pipelinez.engine.connectivity import check_connectivity
 from pipelinez.engine.events import Subscriber
 from pipelinez.engine.lock import ProjectLock
+from pipelinez.engine.retry_command import NOTHING, NOTHING_CHANGED, RetryOutcome, last_run
+from pipelinez.engine.retry_select import select_retry
 from pipelinez.engine.run_results import RunArgs
-from pipelinez.engine.runs import RunSummary
+from pipelinez.engine.runs import RunSummary, runs_dir
 from pipelinez.engine.runs import clean as clean_runs
 from pipelinez.engine.runs import history as run_history
-from pipelinez.engine.session import RunOutcome, execute
-from pipelinez.plan.planner import Plan, build_plan
+from pipelinez.engine.session import Resumption, RunOutcome, execute
+from pipelinez.engine.staging_store import LocalStagingStore
+from pipelinez.plan.planner import Plan, build_plan, plan_named
 
 
 @dataclass
@@ -98,6 +103,58 @@ def run(
         threads=threads,
         fail_fast=fail_fast,
     )
+
+
+def retry(
+    project_dir: Path | None,
+    *,
+    full_refresh: bool = False,
+    dry_run: bool = False,
+    environ: Mapping[str, str] | None = None,
+    subscribers: Sequence[Subscriber] = (),
+) -> RetryOutcome:
+    """Finish the last run (the retry article): refusals PZ0502/PZ0503/PZ0504/PZ0526, then the project is
+    validated with the last run's vars, the retry selected by node id, and run (or only shown: `dry_run`).
+    Everything is decided under the project lock, which the retry's run keeps until it ends."""
+    root = find_project_root(project_dir or Path.cwd())
+    state_dir = root / ".pz"
+    lock = ProjectLock(state_dir).__enter__()
+    handed = False
+    try:
+        last = last_run(state_dir)
+        if last.status == RunStatus.SUCCESS:
+            return RetryOutcome(last.run_id, message=NOTHING)
+        the_plan, warnings = plan(root, (), (), last.args.vars, environ)
+        dag = the_plan.dag
+        selection = select_retry(last, dag, LocalStagingStore(runs_dir(state_dir)), full_refresh)
+        notes = tuple(selection.notes())
+        if selection.nothing:
+            message = NOTHING_CHANGED if selection.changed or selection.removed else NOTHING
+            return RetryOutcome(last.run_id, notes, message, selection)
+        if dry_run:
+            return RetryOutcome(last.run_id, notes, None, selection, dry_run=True, warnings=tuple(warnings))
+        retry_plan, diags = plan_named(dag, selection.run, last.selection)
+        errors = [d for d in diags if d.is_error]
+        if errors:
+            raise PzValidationError([*errors, *warnings])
+        args = dataclasses.replace(last.args, full_refresh=last.args.full_refresh or full_refresh)
+        handed = True
+        outcome = execute(
+            retry_plan,
+            command="retry",
+            args=args,
+            warnings=warnings,
+            subscribers=subscribers,
+            threads=last.args.threads,
+            fail_fast=last.args.fail_fast,
+            retry_of=last.run_id,
+            resume=Resumption(notes, selection.reuse, tuple(selection.carried)),
+            lock=lock,
+        )
+        return RetryOutcome(last.run_id, notes, None, selection, outcome)
+    finally:
+        if not handed:
+            lock.__exit__(None, None, None)
 
 
 def history(project_dir: Path | None, limit: int | None = None) -> list[RunSummary]:

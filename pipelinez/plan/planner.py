@@ -120,3 +120,14 @@ def build_plan(
     plan = Plan(dag, selection=[*select, *(f"--exclude {e}" for e in exclude)] or ["--all"])
     plan.nodes = [plan_node(dag.nodes[name], diags) for name in names]
     return plan, diags
+
+
+def plan_named(
+    dag: CompiledDag, names: Sequence[str], selection: Sequence[str]
+) -> tuple[Plan, list[Diagnostic]]:
+    """A plan of exactly `names` (a retry's selection, already closed over ancestors), in dag order."""
+    diags: list[Diagnostic] = []
+    wanted = set(names)
+    plan = Plan(dag, selection=list(selection))
+    plan.nodes = [plan_node(node, diags) for name, node in dag.nodes.items() if name in wanted]
+    return plan, diags

@@ -1,0 +1,249 @@
+"""What `pz retry` does with the last run: the smallest amount of work that finishes it.
+
+Rules (the retry article):
+- select every node that failed, was skipped because something upstream failed, or was cancelled, matched by
+  content-hash id; an edited node is not "the node that failed" and is reported as changed;
+- add whatever those nodes depend on, and the checks of every pipeline that runs (pipelines and checks always
+  re-run);
+- a source load that succeeded last time is copied from the failed run's staging (checked at run time); one
+  that failed part-way resumes past its landed partitions;
+- a sink write that committed last time, downstream of a selected source, is carried forward only when every
+  node between it and its sources succeeded last time and is unchanged, and every source load feeding it is
+  being reused; otherwise it runs again (and so do its ancestors).
+`--full-refresh` turns reuse and carry-forward off. This module decides; nothing here runs or prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipelinez.compile.dag import CompiledDag
+from pipelinez.compile.graph import ancestors, descendants
+from pipelinez.compile.nodes import CheckNode, SinkWriteNode, SourceLoadNode
+from pipelinez.core.vocabulary import NodeKind, NodeStatus, Provenance
+from pipelinez.engine.run_results import NodeResult, RunResults
+from pipelinez.engine.staging_store import Reuse, StagedLoad, StagedPart, StagingStore
+
+UNFINISHED = frozenset(
+    {NodeStatus.FAILED, NodeStatus.SKIPPED, NodeStatus.CANCELLED, NodeStatus.PENDING, NodeStatus.RUNNING}
+)
+COMMITTED = frozenset({NodeStatus.SUCCESS, NodeStatus.CARRIED_FORWARD})
+
+
+@dataclass
+class RetrySelection:
+    """The retry of run `retry_of`: what runs, what is reused, what is carried forward, and why not."""
+
+    retry_of: str
+    run: list[str] = field(default_factory=list)  # node names to run, in dependency order
+    reuse: dict[str, Reuse] = field(default_factory=dict)  # source loads taking the failed run's staging
+    carried: list[NodeResult] = field(default_factory=list)  # sink writes carried forward
+    fallbacks: dict[str, str] = field(default_factory=dict)  # source load -> why it is extracted again
+    changed: list[str] = field(default_factory=list)  # edited nodes that were to be retried (notes)
+    removed: list[str] = field(default_factory=list)  # nodes to retry that are no longer in the project
+    order: list[str] = field(default_factory=list)  # run and carried nodes, in dependency order
+
+    @property
+    def nothing(self) -> bool:
+        return not self.run
+
+    def steps(self) -> list[tuple[str, str, str]]:
+        """(action, node, detail) for every node the retry touches, in run order: `reuse`, `resume`,
+        `extract` (a reuse that falls back), `run`, `carry forward`. What `pz retry --dry-run` prints."""
+        carried = {c.name: c for c in self.carried}
+        out: list[tuple[str, str, str]] = []
+        for name in self.order:
+            if name in carried:
+                c = carried[name]
+                out.append(("carry forward", name, f"{c.rows} rows committed by run {c.reused_from}"))
+            elif name in self.reuse and self.reuse[name].whole:
+                staged = self.reuse[name].staged
+                out.append(("reuse", name, f"{staged.rows} rows staged by run {staged.run_id}"))
+            elif name in self.reuse:
+                staged = self.reuse[name].staged
+                out.append(
+                    ("resume", name, f"past {len(staged.parts)} partition(s) landed in run {staged.run_id}")
+                )
+            elif name in self.fallbacks:
+                out.append(("extract", name, f"cannot reuse: {self.fallbacks[name]}"))
+            else:
+                out.append(("run", name, ""))
+        return out
+
+    def notes(self) -> list[str]:
+        """The notes a retry prints before its nodes, in the article's words."""
+        notes = [
+            f"{n} changed since the failed run; run 'pz run' for a full pass if needed" for n in self.changed
+        ]
+        notes += [
+            f"{n} is no longer in the project; run 'pz run' for a full pass if needed" for n in self.removed
+        ]
+        if self.run:
+            notes += [
+                f"cannot reuse staged data for {n} from run {self.retry_of}: {why}; extracting it again"
+                for n, why in self.fallbacks.items()
+            ]
+            whole = [r for r in self.reuse.values() if r.whole]
+            if whole:
+                notes.append(f"reusing staged data for {len(whole)} source load(s) from run {self.retry_of}")
+            for name, r in self.reuse.items():
+                if not r.whole:
+                    notes.append(
+                        f"resuming {name} past {len(r.staged.parts)} partition(s) that landed in run "
+                        f"{self.retry_of}"
+                    )
+            if self.carried:
+                notes.append(
+                    f"carrying forward {len(self.carried)} committed sink write(s) from run {self.retry_of}"
+                )
+        return notes
+
+
+def select_retry(
+    last: RunResults, dag: CompiledDag, store: StagingStore, full_refresh: bool = False
+) -> RetrySelection:
+    sel = RetrySelection(last.run_id)
+    old = {n.name: n for n in last.nodes}
+    edges = dag.edges
+    pending = [n for n in last.nodes if n.status in UNFINISHED]
+    chosen = {n.name for n in pending if n.name in dag.nodes and dag.nodes[n.name].id == n.id}
+    _report_changes(sel, last, dag, [n.name for n in pending if n.name not in chosen])
+    if not chosen:
+        return sel
+    reuse: dict[str, Reuse] = {}
+    carried: dict[str, NodeResult] = {}
+    while True:
+        chosen |= ancestors(edges, sorted(chosen))
+        chosen |= _checks_of(dag, chosen)
+        for name in sorted(chosen):
+            if name not in reuse and name not in sel.fallbacks and not full_refresh:
+                _plan_reuse(sel, reuse, store, last.run_id, name, dag, old.get(name))
+        carried.clear()
+        grew = False
+        for name in _carry_candidates(dag, chosen, old):
+            if _may_carry(name, dag, old, reuse):
+                carried[name] = _carried(old[name], last.run_id)
+            else:
+                chosen.add(name)  # it runs again, with its ancestors
+                grew = True
+        if not grew:
+            break
+    sel.run = [n for n in dag.nodes if n in chosen]
+    sel.reuse = {n: r for n, r in reuse.items() if n in chosen}
+    sel.carried = [carried[n] for n in dag.nodes if n in carried]
+    sel.order = [n for n in dag.nodes if n in chosen or n in carried]
+    return sel
+
+
+def _report_changes(sel: RetrySelection, last: RunResults, dag: CompiledDag, unmatched: list[str]) -> None:
+    """Name the edited nodes at the root of each unmatched node's change (the article names the pipeline
+    that was edited, not every node whose id changed with it)."""
+    old_ids = {n.name: n.id for n in last.nodes}
+    edited = {n for n, node in dag.nodes.items() if n in old_ids and node.id != old_ids[n]}
+    roots: list[str] = []
+    for name in unmatched:
+        if name not in dag.nodes:
+            sel.removed.append(name)
+            continue
+        lineage = ancestors(dag.edges, [name]) | {name}
+        for n in lineage:
+            node_deps = dag.nodes[n].deps
+            if n in edited and not any(d in edited for d in node_deps) and n not in roots:
+                roots.append(n)
+        if not any(n in edited for n in lineage) and name not in roots:
+            roots.append(name)  # its own change left no trace upstream (e.g. an input was added)
+    sel.changed = [n for n in dag.nodes if n in roots]
+
+
+def _checks_of(dag: CompiledDag, chosen: set[str]) -> set[str]:
+    """The checks of every chosen pipeline or source load: checks always re-run with what they check."""
+    return {
+        name
+        for name, node in dag.nodes.items()
+        if isinstance(node, CheckNode) and node.target in chosen and set(node.deps) <= chosen | {node.target}
+    }
+
+
+def _plan_reuse(
+    sel: RetrySelection,
+    reuse: dict[str, Reuse],
+    store: StagingStore,
+    run_id: str,
+    name: str,
+    dag: CompiledDag,
+    before: NodeResult | None,
+) -> None:
+    node = dag.nodes[name]
+    if not isinstance(node, SourceLoadNode) or before is None or before.id != node.id:
+        return
+    if before.status in (NodeStatus.SUCCESS, NodeStatus.WARN):
+        staged = StagedLoad(run_id, node.table, before.rows)
+        whole = True
+    elif before.status == NodeStatus.FAILED and before.partitions:
+        parts = tuple(
+            StagedPart(p.index, p.rows, p.fingerprint, f"{node.table}__part{p.index}")
+            for p in before.partitions
+            if p.status == NodeStatus.SUCCESS and p.fingerprint
+        )
+        if not parts:
+            return
+        staged, whole = StagedLoad(run_id, node.table, before.rows, parts), False
+    else:
+        return
+    why = store.unusable(staged)
+    if why is not None:
+        sel.fallbacks[name] = why
+        return
+    reuse[name] = Reuse(store, staged, whole)
+
+
+def _carry_candidates(dag: CompiledDag, chosen: set[str], old: dict[str, NodeResult]) -> list[str]:
+    """Committed sink writes of the last run, unchanged, not chosen, downstream of a chosen source load."""
+    loads = sorted(n for n in chosen if isinstance(dag.nodes[n], SourceLoadNode))
+    below = descendants(dag.edges, loads)
+    return [
+        n
+        for n in dag.nodes
+        if n in below
+        and n not in chosen
+        and isinstance(dag.nodes[n], SinkWriteNode)
+        and n in old
+        and old[n].id == dag.nodes[n].id
+        and old[n].status in COMMITTED
+    ]
+
+
+def _may_carry(name: str, dag: CompiledDag, old: dict[str, NodeResult], reuse: dict[str, Reuse]) -> bool:
+    """The article's two conditions: every node between the sink and its sources succeeded last time and is
+    unchanged (an id hashes the node and its inputs' ids, so an equal id vouches for the whole lineage), and
+    every source load feeding it is being reused whole from the failed run's staging."""
+    was_carried = old[name].status == NodeStatus.CARRIED_FORWARD
+    for up in ancestors(dag.edges, [name]):
+        before = old.get(up)
+        if before is None:
+            if not was_carried:  # a carried write's lineage may have stayed out of the last run
+                return False
+            if isinstance(dag.nodes[up], SourceLoadNode):
+                return False  # and then its sources are not being reused from it
+            continue
+        if before.id != dag.nodes[up].id or before.status not in COMMITTED | {NodeStatus.WARN}:
+            return False
+        if isinstance(dag.nodes[up], SourceLoadNode) and not (up in reuse and reuse[up].whole):
+            return False
+    return True
+
+
+def _carried(before: NodeResult, run_id: str) -> NodeResult:
+    """The new run's record of a write carried forward: the rows of the run that wrote it."""
+    wrote = before.reused_from if before.provenance == Provenance.CARRIED_FORWARD else run_id
+    return NodeResult(
+        id=before.id,
+        name=before.name,
+        kind=NodeKind.SINK_WRITE,
+        status=NodeStatus.CARRIED_FORWARD,
+        rows=before.rows,
+        tier=before.tier,
+        provenance=Provenance.CARRIED_FORWARD,
+        reused_from=wrote or run_id,
+        batches_committed=before.batches_committed,
+    )

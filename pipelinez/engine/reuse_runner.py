@@ -1,0 +1,39 @@
+"""A retry's source load: copy the table the failed run staged instead of extracting it again.
+
+The copy is checked, not trusted: its row count must equal what the failed run recorded for the node. A
+staging that is gone, a table that cannot be read, or a count that differs falls back to a normal extraction
+with a note saying why, so a retry never fails because of the reuse. A load that failed part-way resumes past
+the partitions that fully landed (see `node_runners.run_source_load`).
+"""
+
+from __future__ import annotations
+
+from pipelinez.compile.nodes import SourceLoadNode
+from pipelinez.core.sqlnames import quote_ident
+from pipelinez.core.vocabulary import Provenance
+from pipelinez.engine.node_runners import NodeContext, NodeOutput, drop_quietly, run_source_load
+from pipelinez.engine.staging_store import Reuse, ReuseUnavailable
+from pipelinez.plan.planner import PlannedNode
+
+
+def run_reused_source_load(ctx: NodeContext, planned: PlannedNode, attempt: int, reuse: Reuse) -> NodeOutput:
+    node = planned.node
+    assert isinstance(node, SourceLoadNode)
+    if not reuse.whole:
+        return run_source_load(ctx, planned, attempt, reuse)
+    staged = reuse.staged
+    cur = ctx.cursor()
+    try:
+        rows = reuse.store.copy(cur, staged.run_id, staged.table, node.table)
+        if rows == staged.rows:
+            return NodeOutput(
+                rows=rows, tier=planned.tier, provenance=Provenance.REUSED, reused_from=staged.run_id
+            )
+        drop_quietly(cur, quote_ident(node.table))
+        why = f"the copy has {rows} rows, the run recorded {staged.rows}"
+    except ReuseUnavailable as exc:
+        why = str(exc)
+    finally:
+        ctx.release(cur)
+    ctx.note(f"cannot reuse staged data for {node.name} from run {staged.run_id}: {why}; extracting it again")
+    return run_source_load(ctx, planned, attempt)
