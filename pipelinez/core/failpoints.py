@@ -4,10 +4,14 @@
 - `name` raises `RuntimeError("failpoint name")` (an ordinary failure, cleaned up like any other);
 - `name:kill` ends the process at once with exit code 137, as `kill -9` would (no cleanup, no finally).
 A seam that passes a `scope` (a node's name) also answers to `name@scope` and `name@scope:kill`, so a test can
-fail one node's write and not the others'.
+fail one node's write and not the others'. Seams inside connectors take the scope the engine set around the
+node (`scoped(node.name)`), so `sink.before_swap@pg.orders:kill` kills only that write.
 
 Known names:
 - `sink.before_swap`: a sink's replace has written its temp table/folder and is about to swap it in.
+- `sink.before_merge`: a merge has loaded its work table and is about to upsert it (postgres, mysql), or has
+  run its MERGE and is about to commit (duckdb).
+- `sink.after_batch`: an append has committed one batch (postgres, mysql).
 - `sink.write` (scoped): a sink write is about to hand its data to the connector.
 - `sink.committed` (scoped): a sink write has committed; the engine has not recorded it yet.
 - `source.landed` (scoped): a source load (or one of its partitions) has landed in staging.
@@ -18,9 +22,23 @@ Known names:
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 ENV = "PZ_FAILPOINTS"
+_scope: ContextVar[str | None] = ContextVar("pz_failpoint_scope", default=None)
+
+
+@contextlib.contextmanager
+def scoped(name: str) -> Iterator[None]:
+    """Seams hit inside this block (in this thread) answer to `seam@name` too."""
+    token = _scope.set(name)
+    try:
+        yield
+    finally:
+        _scope.reset(token)
 
 
 def hit(name: str, scope: str | None = None) -> None:
@@ -28,6 +46,7 @@ def hit(name: str, scope: str | None = None) -> None:
     if not spec:
         return
     entries = {entry.strip() for entry in spec.split(",")}
+    scope = scope or _scope.get()
     for key in (name, f"{name}@{scope}") if scope else (name,):
         if f"{key}:kill" in entries:
             os._exit(137)

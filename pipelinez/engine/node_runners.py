@@ -182,6 +182,11 @@ def run_source_load(
         # landed stays in staging when another fails, so a retry can resume past it.
         part_tables = [f"{node.table}__part{p.index}" for p in partitions]
         landed = _landed_parts(partitions, reuse)
+        if reuse is not None and len(landed) < len(reuse.staged.parts):
+            ctx.note(
+                f"{len(reuse.staged.parts) - len(landed)} partition(s) of {node.name} that landed in run "
+                f"{reuse.staged.run_id} no longer match this run's partitions; reading them again"
+            )
         workers = min(len(partitions), max(1, work.endpoint.max_concurrency or PARTITION_WORKERS))
 
         def land(job: tuple[Partition, str]) -> PartitionResult:
@@ -380,13 +385,14 @@ def run_sink_write(
         refuse_duplicate_keys(cur, request, source, what)
         connector = make_connector(ctx, work.endpoint)
         refuse_narrowing(cur, connector, request, source, what)
-        failpoints.hit("sink.write", node.name)
-        if work.tier == Tier.NATIVE:
-            result = connector.write_native(cur, request, source)
-        else:
-            reader = cur.execute(f"SELECT * FROM {source}").to_arrow_reader(SINK_BATCH_ROWS)
-            result = connector.write_batches(request, reader)
-        failpoints.hit("sink.committed", node.name)
+        with failpoints.scoped(node.name):
+            failpoints.hit("sink.write")
+            if work.tier == Tier.NATIVE:
+                result = connector.write_native(cur, request, source)
+            else:
+                reader = cur.execute(f"SELECT * FROM {source}").to_arrow_reader(SINK_BATCH_ROWS)
+                result = connector.write_batches(request, reader)
+            failpoints.hit("sink.committed")
         return NodeOutput(
             rows=result.rows,
             tier=work.tier,

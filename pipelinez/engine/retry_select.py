@@ -9,7 +9,8 @@ Rules (the retry article):
   that failed part-way resumes past its landed partitions;
 - a sink write that committed last time, downstream of a selected source, is carried forward only when every
   node between it and its sources succeeded last time and is unchanged, and every source load feeding it is
-  being reused; otherwise it runs again (and so do its ancestors).
+  being reused; otherwise it runs again (and so do its ancestors). Its other source loads are taken along
+  for reuse first when they succeeded last time: a local copy is cheaper than writing the sink again.
 `--full-refresh` turns reuse and carry-forward off. This module decides; nothing here runs or prints.
 """
 
@@ -118,9 +119,14 @@ def select_retry(
         for name in sorted(chosen):
             if name not in reuse and name not in sel.fallbacks and not full_refresh:
                 _plan_reuse(sel, reuse, store, last.run_id, name, dag, old.get(name))
+        candidates = _carry_candidates(dag, chosen, old)
+        pulled = set() if full_refresh else _reusable_loads_feeding(candidates, dag, old, chosen)
+        if pulled:  # copying a load is cheaper than writing a sink again: take it, then decide
+            chosen |= pulled
+            continue
         carried.clear()
         grew = False
-        for name in _carry_candidates(dag, chosen, old):
+        for name in candidates:
             if _may_carry(name, dag, old, reuse):
                 carried[name] = _carried(old[name], last.run_id)
             else:
@@ -195,6 +201,21 @@ def _plan_reuse(
         sel.fallbacks[name] = why
         return
     reuse[name] = Reuse(store, staged, whole)
+
+
+def _reusable_loads_feeding(
+    sinks: list[str], dag: CompiledDag, old: dict[str, NodeResult], chosen: set[str]
+) -> set[str]:
+    """Source loads feeding `sinks` that are not chosen yet but succeeded last time, unchanged."""
+    return {
+        up
+        for up in ancestors(dag.edges, sinks)
+        if up not in chosen
+        and isinstance(dag.nodes[up], SourceLoadNode)
+        and up in old
+        and old[up].id == dag.nodes[up].id
+        and old[up].status == NodeStatus.SUCCESS
+    }
 
 
 def _carry_candidates(dag: CompiledDag, chosen: set[str], old: dict[str, NodeResult]) -> list[str]:

@@ -80,15 +80,19 @@ def test_global_flags_are_accepted_after_the_command(project_dir: Path) -> None:
     assert "run_started" in events and "run_completed" in events
 
 
-@pytest.mark.parametrize("command", ["retry"])
-def test_commands_not_built_say_so_with_a_code(project_dir: Path, command: str) -> None:
+def test_commands_not_built_say_so_with_a_code(project_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipelinez.cli import usage
+
+    # every command of the reference is built now; the stopgap stays for the next one
+    monkeypatch.setitem(usage.NOT_BUILT, "upcoming", "pz upcoming is not available in this version of pz")
     write_project(project_dir, SMALL)
-    result = pz_subprocess(project_dir, command, "--dry-run")
+    result = pz(project_dir, "upcoming", "--dry-run")
     assert result.exit_code == 2
     assert result.lines[0].startswith("error: PZ0524 command line: "), result.output
-    assert f"pz {command}" in result.lines[0] and "not available in this version" in result.lines[0]
-    as_json = pz(project_dir, "--log-format", "json", command)
+    assert "pz upcoming" in result.lines[0] and "not available in this version" in result.lines[0]
+    as_json = pz(project_dir, "--log-format", "json", "upcoming")
     assert json.loads(as_json.lines[0])["code"] == "PZ0524"
+    assert usage.NOT_BUILT.keys() == {"upcoming"}
 
 
 def test_help_and_version_still_exit_zero(project_dir: Path) -> None:

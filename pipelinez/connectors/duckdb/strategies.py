@@ -144,6 +144,7 @@ def write(
                 if rows is None:
                     raise ValueError("merge needs a source it can read twice")
                 cur.execute(_merge_sql(qtarget, output, source, source_cols))
+                failpoints.hit("sink.before_merge")
                 result = WriteResult(rows - _delete_requests(cur, output, source))
         cur.execute("COMMIT")
         return result

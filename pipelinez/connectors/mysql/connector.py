@@ -777,6 +777,7 @@ class _Writer:
         try:
             rows = self.load(self.tmp)
             self.con.commit()
+            failpoints.hit("sink.before_merge")
             rows -= self._merge_dml(keys, flag)
         except BaseException:
             self.drop(self.tmp)
@@ -846,6 +847,7 @@ class _Writer:
             self.con.commit()
             committed += 1
             rows = total
+            failpoints.hit("sink.after_batch")
 
         try:
             self.load(self.table, on_chunk=commit)

@@ -330,6 +330,7 @@ class Writer:
                     count = con.fetchone()
                     committed += 1
                     landed += int(count[0]) if count else 0
+                    failpoints.hit("sink.after_batch")
         except (duckdb.Error, PzConnectorError) as exc:
             raise self._append_failed(exc, committed, landed) from exc
         return WriteResult(rows=landed, batches_committed=committed)
@@ -405,6 +406,7 @@ class Writer:
                     conn.commit()
                     committed += 1
                     landed += int(count) if count is not None and count >= 0 else 0
+                    failpoints.hit("sink.after_batch")
             finally:
                 with contextlib.suppress(Exception):
                     cur.close()
@@ -562,6 +564,7 @@ class Writer:
                 raise self._fail(exc) from exc
             try:
                 rows = load(work)
+                failpoints.hit("sink.before_merge")
                 deleted = self._merge_transaction(work, keys, flag, data)
             finally:
                 self._drop(work)
