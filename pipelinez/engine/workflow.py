@@ -16,6 +16,7 @@ from pipelinez.config.loader import find_project_root, load_project
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
 from pipelinez.core.vocabulary import RunStatus
+from pipelinez.engine.checkpoints import checkpoints_from
 from pipelinez.engine.connectivity import check_connectivity
 from pipelinez.engine.events import Subscriber
 from pipelinez.engine.lock import ProjectLock
@@ -149,6 +150,7 @@ def retry(
             fail_fast=last.args.fail_fast,
             retry_of=last.run_id,
             resume=Resumption(notes, selection.reuse, tuple(selection.carried)),
+            checkpoints=None if full_refresh else checkpoints_from(last, retry_plan),
             lock=lock,
         )
         return RetryOutcome(last.run_id, notes, None, selection, outcome)

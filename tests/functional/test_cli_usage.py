@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import pz, pz_subprocess, write_project
+from tests.conftest import pz, write_project
 
 SMALL = {
     "project.yml": "name: shop\n",

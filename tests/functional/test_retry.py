@@ -4,6 +4,7 @@ retention and `pz clean`, partition resume, provenance in run_results.json, even
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -680,3 +681,39 @@ def test_a_changed_partition_layout_is_read_again(project_dir: Path) -> None:
     assert [p.get("provenance") for p in node["partitions"]] == [None, None, None]
     assert "3 partition(s) of src_files__parts that landed in run" in retry.output
     assert node["rows"] == 6
+
+
+# -- checkpointed delivery: the failed run's acknowledged batches reach the retried sink write ---------------
+
+
+def test_a_retried_http_sink_resumes_past_the_batches_the_api_acknowledged(project_dir: Path) -> None:
+    from tests.http_server import Fault, running
+
+    with contextlib.contextmanager(running)() as api:
+        api.state.faults[("POST", "/sink/events")] = Fault(status=503, times=1, after=2, retry_after="0")
+        write_project(
+            project_dir,
+            {
+                "project.yml": "name: push\n",
+                "sinks/api.yml": f"""
+                    connector: http
+                    connection: {{ base_url: {api.url} }}
+                    retry: {{ max_attempts: 1 }}
+                    outputs:
+                      events: {{ path: /sink/events, strategy: append, batch_size: 4 }}
+                """,
+                "pipelines/push.sql": """
+                    INSERT INTO {{ sink('api', 'events') }}
+                    SELECT i AS id, 'e' || i AS name FROM range(10) t(i) ORDER BY i
+                """,
+            },
+        )
+        failed = pz(project_dir, "run")
+        assert failed.exit_code == 1
+        assert [r["id"] for r in api.state.received["events"]] == list(range(8))
+        retry = pz(project_dir, "retry")
+        assert retry.exit_code == 0, retry.output
+        assert "resuming past 2 acknowledged batch(es) (8 rows)" in retry.output
+        assert [r["id"] for r in api.state.received["events"]] == list(range(10))  # each row exactly once
+        node = _nodes(_runs(project_dir)[-1])["api.events"]
+        assert node["rows"] == 10 and node["batches_committed"] == 3
