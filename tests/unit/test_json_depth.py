@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelinez.connectors.localfiles import jsondepth
+from pipelinez.connectors.files import jsondepth
 from pipelinez.core.diagnostics import PzConnectorError
 
 _TEXT = st.text(alphabet='ab{}[]"\\/\n', max_size=6)

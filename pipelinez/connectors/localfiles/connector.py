@@ -18,14 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.localfiles import csvformat, reading, writing
-from pipelinez.connectors.localfiles.csvformat import ReadSchema
-from pipelinez.connectors.localfiles.paths import (
-    escape_problem,
-    format_of_path,
-    is_templated,
-    resolve_root,
-)
+from pipelinez.connectors.files import csvformat, formats, reading, writing
+from pipelinez.connectors.files.csvformat import ReadSchema
+from pipelinez.connectors.localfiles.local import LocalFolder, LocalStore
+from pipelinez.connectors.localfiles.paths import escape_problem, resolve_root, under_root
 from pipelinez.connectors.sdk import (
     NATIVE,
     UNIVERSAL,
@@ -47,13 +43,12 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-_CSV_ONLY = ("delimiter", "header", "quote", "null", "dateformat", "timestampformat")
-
 
 class LocalFilesConnector(Connector):
     def __init__(self, context: ConnectorContext):
         super().__init__(context)
         self.root = resolve_root(context.project_dir, context.connection.get("root"))
+        self.store = LocalStore(self.root)
         self._schemas: dict[str, ReadSchema] = {}
         self._lock = threading.Lock()
 
@@ -82,7 +77,8 @@ class LocalFilesConnector(Connector):
         overlaps it (a replace swaps the whole folder)."""
         root = resolve_root(project_dir, connection.get("root"))
         try:
-            folder = writing.FileOutput.of(root, OutputRequest(output, options, Strategy.REPLACE)).folder
+            out = writing.FileOutput.of(OutputRequest(output, options, Strategy.REPLACE))
+            folder = under_root(root, out.path)
         except PzConnectorError:
             return None  # tier 3 reports it
         real = Path(os.path.normcase(os.path.realpath(folder)))
@@ -147,9 +143,9 @@ class LocalFilesConnector(Connector):
     def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
         import duckdb
 
-        out = writing.FileOutput.of(self.root, output)
+        out, folder = self._output(output)
         try:
-            return writing.write_native(con, out, source)
+            return writing.write_native(con, out, folder, source)
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0501") from exc
         except OSError as exc:
@@ -159,9 +155,9 @@ class LocalFilesConnector(Connector):
         import duckdb
         import pyarrow as pa
 
-        out = writing.FileOutput.of(self.root, output)
+        out, folder = self._output(output)
         try:
-            return writing.write_batches(out, reader)
+            return writing.write_batches(out, folder, reader)
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0501") from exc
         except OSError as exc:
@@ -175,12 +171,16 @@ class LocalFilesConnector(Connector):
         a new folder, so neither keeps a definition."""
         import duckdb
 
-        out = writing.FileOutput.of(self.root, output)
-        latest = writing.latest_part(out)
+        out, folder = self._output(output)
+        latest = writing.latest_part(out, folder)
         if latest is None:
             return None
         try:
-            cols = writing.parquet_columns(latest)
+            con = duckdb.connect()
+            try:
+                cols = writing.parquet_columns(con, latest)
+            finally:
+                con.close()
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0501", f"cannot read the schema of {latest}: ") from exc
         return [TargetColumn(name, kind, kind) for name, kind in cols]
@@ -203,10 +203,10 @@ class LocalFilesConnector(Connector):
             raise wrap(exc, "PZ0602") from exc
 
     def probe_output(self, output: OutputRequest) -> None:
-        out = writing.FileOutput.of(self.root, output)
-        if os.path.lexists(out.folder) and not out.folder.is_dir():
-            raise PzConnectorError(f"{out.folder} exists and is not a folder", code="PZ0606")
-        existing = out.folder if out.folder.is_dir() else out.folder.parent
+        target = self._output(output)[1].folder
+        if os.path.lexists(target) and not target.is_dir():
+            raise PzConnectorError(f"{target} exists and is not a folder", code="PZ0606")
+        existing = target if target.is_dir() else target.parent
         while not existing.exists() and existing != existing.parent:
             existing = existing.parent
         probe = existing / f".pz-probe-{secrets.token_hex(4)}"
@@ -221,7 +221,11 @@ class LocalFilesConnector(Connector):
 
     # -- helpers -----------------------------------------------------------------------------
     def _dataset(self, dataset: DatasetRequest) -> reading.FileDataset:
-        return reading.FileDataset.of(self.root, dataset)
+        return reading.FileDataset.of(self.store, dataset)
+
+    def _output(self, output: OutputRequest) -> tuple[writing.FileOutput, LocalFolder]:
+        out = writing.FileOutput.of(output)
+        return out, LocalFolder(under_root(self.root, out.path))
 
     def _schema(self, ds: reading.FileDataset, dataset: DatasetRequest) -> ReadSchema:
         """The dataset's schema, decided once per connector instance over all of the dataset's files."""
@@ -249,56 +253,14 @@ def _part(ds: reading.FileDataset, partition: Partition) -> str:
 
 
 def _dataset_issues(name: str, block: dict[str, Any]) -> list[ConnectorIssue]:
-    issues: list[ConnectorIssue] = []
-
-    def issue(message: str, *path: str) -> None:
-        issues.append(ConnectorIssue(message, path, "dataset", name))
-
-    path = block.get("path")
-    if isinstance(path, str) and not is_templated(path):
-        problem = escape_problem(path)
-        if problem:
-            issue(problem, "path")
-    fmt = block.get("format")
-    if fmt is None and isinstance(path, str) and not is_templated(path):
-        fmt = format_of_path(path)
-        if fmt is None:
-            issue(
-                f"cannot tell the format of '{path}' from its extension; set format: csv, parquet or json",
-                "format",
-            )
-    if fmt in ("parquet", "json"):
-        for key in _CSV_ONLY:
-            if key in block:
-                issue(f"'{key}' is a csv option, but this dataset's format is {fmt}", key)
-    for key in ("delimiter", "quote"):
-        value = block.get(key)
-        if (
-            isinstance(value, str)
-            and not is_templated(value)
-            and value
-            and (len(value) != 1 or not value.isascii())
-        ):
-            issue(f"{key} must be a single ASCII character, got {value!r}", key)
-    delimiter, quote = block.get("delimiter", ","), block.get("quote", '"')
-    if isinstance(delimiter, str) and delimiter and delimiter == quote:
-        issue(f"delimiter and quote are both {delimiter!r}", "quote")
-    return issues
+    return [
+        ConnectorIssue(message, path, "dataset", name)
+        for message, path in formats.dataset_issues(block, escape_problem)
+    ]
 
 
 def _output_issues(name: str, block: dict[str, Any]) -> list[ConnectorIssue]:
-    issues: list[ConnectorIssue] = []
-    path = block.get("path")
-    if isinstance(path, str) and not is_templated(path):
-        problem = escape_problem(path)
-        if problem:
-            issues.append(ConnectorIssue(problem, ("path",), "output", name))
-        named = format_of_path(path)
-        fmt = block.get("format")
-        if isinstance(fmt, str) and not is_templated(fmt) and named and named != fmt:
-            issues.append(
-                ConnectorIssue(
-                    f"path '{path}' names a {named} file, but format is {fmt}", ("format",), "output", name
-                )
-            )
-    return issues
+    return [
+        ConnectorIssue(message, path, "output", name)
+        for message, path in formats.output_issues(block, escape_problem)
+    ]

@@ -1,4 +1,4 @@
-"""Where localfiles reads and writes: the root folder, paths under it, globs and formats.
+"""Where localfiles reads and writes: the root folder, paths under it and globs (formats: `files.formats`).
 
 Paths in a dataset or output are relative to the instance's `root` (itself relative to the project) and
 must stay under it: an absolute path or a `..` that climbs out of root is refused by `validate` and again
@@ -12,40 +12,8 @@ import glob
 import os
 from pathlib import Path
 
+from pipelinez.connectors.files.formats import has_glob
 from pipelinez.core.diagnostics import PzConnectorError
-
-FORMATS = ("csv", "parquet", "json")
-GLOB_CHARS = frozenset("*?[")
-_SUFFIX_FORMATS = {
-    ".csv": "csv",
-    ".tsv": "csv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".json": "json",
-    ".jsonl": "json",
-    ".ndjson": "json",
-}
-_COMPRESSION_SUFFIXES = (".gz", ".zst", ".bz2", ".lz4")
-
-
-def is_templated(value: object) -> bool:
-    return isinstance(value, str) and "{{" in value
-
-
-def has_glob(path: str) -> bool:
-    return any(ch in GLOB_CHARS for ch in path)
-
-
-def format_of_path(path: str) -> str | None:
-    """The format a path's extension names (`orders.csv.gz` -> csv), or None."""
-    name = path.rstrip("/\\").rsplit("/", 1)[-1].lower()
-    for suffix in _COMPRESSION_SUFFIXES:
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    for suffix, fmt in _SUFFIX_FORMATS.items():
-        if name.endswith(suffix):
-            return fmt
-    return None
 
 
 def escape_problem(path: str) -> str | None:
@@ -94,12 +62,3 @@ def list_files(root: Path, pattern: str) -> list[str]:
         found = []
     rel = {p.relative_to(root).as_posix() for p in found if root in p.parents}
     return sorted(rel)
-
-
-def duckdb_path(path: Path) -> str:
-    """A file path DuckDB reads as that one file: glob characters in the name are escaped (`[*]`),
-    because DuckDB expands any path holding them as a pattern."""
-    text = str(path)
-    if not has_glob(text):
-        return text
-    return "".join(f"[{ch}]" if ch in GLOB_CHARS else ch for ch in text)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from pipelinez.connectors.files.store import FileRef, local_ref
 from pipelinez.core.diagnostics import PzConnectorError
 
 MAX_DEPTH = 1000
@@ -21,10 +22,14 @@ _BRACKETS = bytes.maketrans(b"[]", b"{}")
 _DROP = bytes(b for b in range(256) if b not in b'{}[]"')
 
 
-def _brackets(path: Path) -> Iterator[bytes]:
+def _ref(path: FileRef | Path) -> FileRef:
+    return path if isinstance(path, FileRef) else local_ref(path)
+
+
+def _brackets(path: FileRef | Path) -> Iterator[bytes]:
     """Each chunk of the file as its brackets outside strings only ('{' opens, '}' closes)."""
     in_string = False
-    with path.open("rb") as f:
+    with _ref(path).open_raw() as f:
         while chunk := f.read(_CHUNK):
             while chunk.endswith(b"\\") and (len(chunk) - len(chunk.rstrip(b"\\"))) % 2:
                 more = f.read(1)  # an escape cut by the chunk boundary: take the escaped byte too
@@ -58,7 +63,7 @@ def _deepest(brackets: bytes, depth: int) -> tuple[int, int]:
     return max(depth, pc.max(levels).as_py()), levels[-1].as_py()
 
 
-def too_deep(path: Path, limit: int = MAX_DEPTH) -> bool:
+def too_deep(path: FileRef | Path, limit: int = MAX_DEPTH) -> bool:
     """Whether `path` nests values more than `limit` levels deep (arrays and objects both count)."""
     depth = 0
     for brackets in _brackets(path):
@@ -69,13 +74,14 @@ def too_deep(path: Path, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
-def refuse_too_deep(files: Sequence[Path]) -> None:
+def refuse_too_deep(files: Sequence[FileRef | Path]) -> None:
     """PzConnectorError (PZ0505) naming the first file nested deeper than MAX_DEPTH levels."""
     for path in files:
         try:
             deep = too_deep(path)
         except OSError as exc:
-            raise PzConnectorError(f"cannot read {path}: {exc.strerror or exc}", code="PZ0505") from None
+            reason = exc.strerror or exc
+            raise PzConnectorError(f"cannot read {_ref(path)}: {reason}", code="PZ0505") from None
         if deep:
             raise PzConnectorError(
                 f"{path} nests JSON values more than {MAX_DEPTH} levels deep, which DuckDB cannot read "

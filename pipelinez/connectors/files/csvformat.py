@@ -29,10 +29,9 @@ import csv
 import io
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.localfiles.paths import duckdb_path
+from pipelinez.connectors.files.store import FileRef, file_list
 from pipelinez.connectors.sdk_sql import summary, with_schema
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, quote_literal
@@ -105,13 +104,9 @@ def _struct(pairs: Sequence[tuple[str, str]]) -> str:
     return "{" + ", ".join(f"{quote_literal(n)}: {quote_literal(t)}" for n, t in pairs) + "}"
 
 
-def _file_list(files: Sequence[Path]) -> str:
-    return "[" + ", ".join(quote_literal(duckdb_path(f)) for f in files) + "]"
-
-
 def resolve_schema(
     con: duckdb.DuckDBPyConnection,
-    first_file: Path,
+    first_file: FileRef,
     dialect: CsvDialect,
     contract: Sequence[tuple[str, str]] | None,
 ) -> ReadSchema:
@@ -124,7 +119,7 @@ def resolve_schema(
     try:
         row = con.execute(
             "SELECT Columns, DateFormat, TimestampFormat FROM "
-            f"sniff_csv({quote_literal(duckdb_path(first_file))}, {dialect.duckdb_args()})"
+            f"sniff_csv({quote_literal(first_file.location)}, {dialect.duckdb_args()})"
         ).fetchone()
     except duckdb.Error as exc:
         raise PzConnectorError(
@@ -149,13 +144,12 @@ def resolve_schema(
     return ReadSchema(tuple(sniffed), dialect.dateformat or sniffed_date, dialect.timestampformat or row[2])
 
 
-def header_names(file: Path, dialect: CsvDialect) -> list[str]:
+def header_names(file: FileRef, dialect: CsvDialect) -> list[str]:
     """The column names of a file's header row, read with the dataset's dialect (only that row is read):
     blanks trimmed, an empty name becomes `column<i>`, a repeated name (ignoring case) gets `_1`, `_2`…"""
-    import pyarrow as pa
 
     with (
-        pa.input_stream(str(file), compression="detect") as raw,
+        file.open_text_source() as raw,
         io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="") as text,
     ):
         reader = csv.reader(
@@ -187,14 +181,14 @@ class _Layout:
     """Files of one read that share a header, in read order."""
 
     names: tuple[str, ...]
-    files: tuple[Path, ...]
+    files: tuple[FileRef, ...]
 
     def position(self, column: str) -> int | None:
         lowered = column.lower()
         return next((i for i, n in enumerate(self.names) if n.lower() == lowered), None)
 
 
-def _layouts(files: Sequence[Path], dialect: CsvDialect, schema: ReadSchema) -> list[_Layout]:
+def _layouts(files: Sequence[FileRef], dialect: CsvDialect, schema: ReadSchema) -> list[_Layout]:
     """Consecutive files with the same header, grouped; error when a schema column is in no header."""
     if not dialect.header:
         return [_Layout(tuple(n for n, _ in schema.columns), tuple(files))]
@@ -216,19 +210,19 @@ def _layouts(files: Sequence[Path], dialect: CsvDialect, schema: ReadSchema) -> 
     return layouts
 
 
-def _describe_files(files: Sequence[Path]) -> str:
+def _describe_files(files: Sequence[FileRef]) -> str:
     if len(files) == 1:
         return f"file {files[0]}"
     return f"{len(files)} files ({files[0]} … {files[-1]})"
 
 
-def native_select(files: Sequence[Path], dialect: CsvDialect, schema: ReadSchema) -> str:
+def native_select(files: Sequence[FileRef], dialect: CsvDialect, schema: ReadSchema) -> str:
     """A SELECT over `files` that yields exactly the schema's columns, in order, with its types. Every read
     is explicit (`auto_detect=false`): files sharing a header are read together, with each schema column
     typed and every other column read as text and dropped."""
     if not dialect.header:
         return (
-            f"SELECT * FROM read_csv({_file_list(files)}, {dialect.duckdb_args()}, auto_detect=false, "
+            f"SELECT * FROM read_csv({file_list(files)}, {dialect.duckdb_args()}, auto_detect=false, "
             f"columns={_struct(schema.columns)}{schema.format_args()})"
         )
     types = {n.lower(): t for n, t in schema.columns}
@@ -241,7 +235,7 @@ def native_select(files: Sequence[Path], dialect: CsvDialect, schema: ReadSchema
             source = f"CAST(NULL AS {typ})" if at is None else quote_ident(layout.names[at])
             cols.append(f"{source} AS {quote_ident(name)}")
         selects.append(
-            f"SELECT {', '.join(cols)} FROM read_csv({_file_list(layout.files)}, {dialect.duckdb_args()}, "
+            f"SELECT {', '.join(cols)} FROM read_csv({file_list(layout.files)}, {dialect.duckdb_args()}, "
             f"auto_detect=false, columns={struct}{schema.format_args()})"
         )
     return "\nUNION ALL\n".join(selects)
@@ -259,7 +253,7 @@ def _cast(field: str, typ: str, schema: ReadSchema) -> str:
 
 
 def universal_batches(
-    files: Sequence[Path], dialect: CsvDialect, schema: ReadSchema, batch_rows: int = BATCH_ROWS
+    files: Sequence[FileRef], dialect: CsvDialect, schema: ReadSchema, batch_rows: int = BATCH_ROWS
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of `files`: pyarrow splits text fields, DuckDB converts them; one file at a time."""
     import duckdb
@@ -298,7 +292,7 @@ def universal_batches(
 
 
 def _open_text_fields(
-    file: Path, fields: list[str], wanted: list[str], dialect: CsvDialect
+    file: FileRef, fields: list[str], wanted: list[str], dialect: CsvDialect
 ) -> pa.RecordBatchReader:
     """A pyarrow stream of the file's `wanted` columns as text, split with the dataset's dialect."""
     import pyarrow as pa
@@ -306,7 +300,7 @@ def _open_text_fields(
 
     try:
         return pacsv.open_csv(
-            pa.input_stream(str(file), compression="detect"),
+            file.open_text_source(),
             read_options=pacsv.ReadOptions(
                 column_names=fields, skip_rows_after_names=1 if dialect.header else 0, block_size=BLOCK_SIZE
             ),

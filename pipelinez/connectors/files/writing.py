@@ -1,6 +1,8 @@
-"""localfiles sink writes: an output is a folder of data files (`out/orders.parquet/part-00000.parquet`).
+"""File sink writes: an output is a folder (or an object prefix) of data files
+(`out/orders.parquet/part-00000.parquet`). Where the files go is an `OutputFolder`: localfiles swaps local
+folders, the object stores promote a temp prefix (see `objects`).
 
-- replace: the whole result goes into a temp folder that is swapped in atomically (see `folders`).
+- replace: the whole result goes into a temp folder/prefix that is promoted only when it is complete.
 - append: one new file `part-<run id>-<n>.<ext>` is added to the folder.
 - merge: not supported (a folder of files has no keys to upsert on).
 A replace with an empty result is refused (PZ0509) before anything is written, unless `allow_empty: true`.
@@ -13,14 +15,14 @@ JSON has no NaN/Infinity: a result holding them is refused (PZ0519, see `finite`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pipelinez.connectors.localfiles import finite
-from pipelinez.connectors.localfiles.folders import append_file, replace_folder
-from pipelinez.connectors.localfiles.paths import format_of_path, under_root
+from pipelinez.connectors.files import finite
+from pipelinez.connectors.files.formats import format_of_path
+from pipelinez.connectors.files.store import FileRef
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
 from pipelinez.connectors.sdk_sql import peek_rows
 from pipelinez.core.diagnostics import PzConnectorError
@@ -35,17 +37,41 @@ FIRST_PART = "part-00000"
 _WIDE_INTS = ("HUGEINT", "UHUGEINT")
 
 
+class OutputFolder(Protocol):
+    """Where an output's files go: a local folder, an object prefix."""
+
+    def describe(self) -> str:
+        """How messages name it (a path, `s3://bucket/prefix`)."""
+        ...
+
+    def parts(self, ext: str) -> list[tuple[FileRef, int]]:
+        """The folder's visible data files named `*.<ext>`, each with its modification time (ns)."""
+        ...
+
+    def replace(self, run_id: str, ext: str, fill: Callable[[str], None]) -> None:
+        """Call `fill(location)` to write the result's one file (`part-00000.<ext>`) into a fresh temp
+        place, then make that place the folder's whole content; on any failure the folder is left as it
+        was."""
+        ...
+
+    def append(self, run_id: str, ext: str, fill: Callable[[str], None]) -> None:
+        """Call `fill(location)` to write one new file `part-<run>-<n>.<ext>` that appears whole or not
+        at all, never overwriting a file."""
+        ...
+
+
 @dataclass(frozen=True)
 class FileOutput:
     name: str
     fmt: str
-    folder: Path
+    path: str  # the folder, relative to the connector's root/bucket
     strategy: str
     allow_empty: bool
     run_id: str
+    connector: str = "localfiles"
 
     @staticmethod
-    def of(root: Path, output: OutputRequest) -> FileOutput:
+    def of(output: OutputRequest, connector: str = "localfiles") -> FileOutput:
         options: dict[str, Any] = dict(output.options)
         path = options.get("path")
         fmt = str(options.get("format") or (format_of_path(str(path)) if path else None) or "parquet")
@@ -54,53 +80,49 @@ class FileOutput:
         rel = str(path).rstrip("/\\") if path else f"{output.name}.{fmt}"
         if output.strategy not in ("replace", "append"):
             raise PzConnectorError(
-                f"localfiles cannot '{output.strategy}' (a folder of files has "
+                f"{connector} cannot '{output.strategy}' (a folder of files has "
                 "no keys to upsert on); use strategy replace or append",
                 code="PZ0305",
             )
         return FileOutput(
-            output.name, fmt, under_root(root, rel), output.strategy, output.allow_empty, output.run_id
+            output.name, fmt, rel, output.strategy, output.allow_empty, output.run_id, connector
         )
 
-    def refuse_empty(self) -> PzConnectorError:
+    def refuse_empty(self, folder: OutputFolder) -> PzConnectorError:
         return PzConnectorError(
-            f"the result has no rows, and replace would leave {self.folder} empty; "
+            f"the result has no rows, and replace would leave {folder.describe()} empty; "
             "nothing was written (set allow_empty: true to allow it)",
             code="PZ0509",
         )
 
 
-def latest_part(out: FileOutput) -> Path | None:
+def latest_part(out: FileOutput, folder: OutputFolder) -> FileRef | None:
     """The newest data file of a parquet output an append adds to, or None (no files, or not an append
     of parquet: CSV and JSON carry no column types to keep)."""
-    if out.strategy != "append" or out.fmt != "parquet" or not out.folder.is_dir():
+    if out.strategy != "append" or out.fmt != "parquet":
         return None
-    parts = [p for p in out.folder.glob("*.parquet") if p.is_file() and not p.name.startswith(".")]
-    return max(parts, key=lambda p: (p.stat().st_mtime_ns, p.name)) if parts else None
+    parts = folder.parts("parquet")
+    return max(parts, key=lambda p: (p[1], p[0].display))[0] if parts else None
 
 
-def parquet_columns(path: Path) -> list[tuple[str, str]]:
+def parquet_columns(con: duckdb.DuckDBPyConnection, file: FileRef) -> list[tuple[str, str]]:
     """(name, DuckDB type) of a parquet file's columns, from its footer."""
-    import duckdb
-
-    con = duckdb.connect()
-    try:
-        rows = con.execute(f"DESCRIBE SELECT * FROM read_parquet({quote_literal(str(path))})").fetchall()
-    finally:
-        con.close()
+    rows = con.execute(f"DESCRIBE SELECT * FROM read_parquet({quote_literal(file.location)})").fetchall()
     return [(str(r[0]), str(r[1])) for r in rows]
 
 
-def check_append_columns(out: FileOutput, names: list[str]) -> None:
+def check_append_columns(
+    con: duckdb.DuckDBPyConnection, out: FileOutput, folder: OutputFolder, names: list[str]
+) -> None:
     """An appended parquet file has the columns of the folder's files, so the folder stays readable as one
     table; their types are the engine's narrowing check (`target_columns`)."""
-    latest = latest_part(out)
+    latest = latest_part(out, folder)
     if latest is None:
         return
-    have = [name for name, _ in parquet_columns(latest)]
+    have = [name for name, _ in parquet_columns(con, latest)]
     if [n.lower() for n in have] != [n.lower() for n in names]:
         raise PzConnectorError(
-            f"the files in {out.folder} have columns ({', '.join(have)}) but the result has "
+            f"the files in {folder.describe()} have columns ({', '.join(have)}) but the result has "
             f"({', '.join(names)}); a file with other columns would make the folder unreadable as one "
             "table, so nothing was written. Select the same columns in the same order, or write with "
             "strategy replace",
@@ -122,13 +144,17 @@ def _select_list(columns: list[tuple[str, str]], fmt: str) -> str:
     )
 
 
-def write_native(con: duckdb.DuckDBPyConnection, out: FileOutput, source: str) -> WriteResult:
+def write_native(
+    con: duckdb.DuckDBPyConnection, out: FileOutput, folder: OutputFolder, source: str
+) -> WriteResult:
+    """COPY the staging table `source` into the folder with the output's strategy (`con` can write there:
+    for an object store, its extension and secret are set up on `con`'s database)."""
     cur = con.cursor()
     try:
         row = cur.execute(f"SELECT count(*) FROM {source}").fetchone()
         rows = int(row[0]) if row else 0
         if rows == 0 and out.strategy == "replace" and not out.allow_empty:
-            raise out.refuse_empty()
+            raise out.refuse_empty(folder)
         if out.fmt == "json":
             finite.check_staged(cur, source)
 
@@ -137,16 +163,16 @@ def write_native(con: duckdb.DuckDBPyConnection, out: FileOutput, source: str) -
         select = _select_list(columns, out.fmt)
         options = _COPY_OPTIONS[out.fmt]
 
-        def copy(dest: Path) -> None:
-            cur.execute(f"COPY (SELECT {select} FROM {source}) TO {quote_literal(str(dest))} ({options})")
+        def copy(dest: str) -> None:
+            cur.execute(f"COPY (SELECT {select} FROM {source}) TO {quote_literal(dest)} ({options})")
 
         if out.strategy == "replace":
-            replace_folder(out.folder, out.run_id, lambda tmp: copy(tmp / f"{FIRST_PART}.{out.fmt}"))
+            folder.replace(out.run_id, out.fmt, copy)
             return WriteResult(rows)
         if rows == 0:
             return WriteResult(0, batches_committed=0)
-        check_append_columns(out, [name for name, _ in columns])
-        append_file(out.folder, out.run_id, out.fmt, copy)
+        check_append_columns(cur, out, folder, [name for name, _ in columns])
+        folder.append(out.run_id, out.fmt, copy)
         return WriteResult(rows, batches_committed=1)
     finally:
         cur.close()
@@ -206,22 +232,27 @@ def _write_stream(fmt: str, dest: Path, schema: pa.Schema, batches: _Counted) ->
             con.close()
 
 
-def write_batches(out: FileOutput, reader: pa.RecordBatchReader) -> WriteResult:
+def write_batches(out: FileOutput, folder: OutputFolder, reader: pa.RecordBatchReader) -> WriteResult:
+    """Write the engine's Arrow stream into a folder whose locations are local paths (universal tier)."""
+    import duckdb
+
     first, rest = peek_rows(reader)
     if first is None and out.strategy == "replace" and not out.allow_empty:
-        raise out.refuse_empty()
+        raise out.refuse_empty(folder)
     counted = _Counted(first, rest)
     if out.strategy == "replace":
-        replace_folder(
-            out.folder,
-            out.run_id,
-            lambda tmp: _write_stream(out.fmt, tmp / f"{FIRST_PART}.{out.fmt}", reader.schema, counted),
+        folder.replace(
+            out.run_id, out.fmt, lambda dest: _write_stream(out.fmt, Path(dest), reader.schema, counted)
         )
         return WriteResult(counted.rows)
     if first is None:
         return WriteResult(0, batches_committed=0)
-    check_append_columns(out, list(reader.schema.names))
-    append_file(
-        out.folder, out.run_id, out.fmt, lambda dest: _write_stream(out.fmt, dest, reader.schema, counted)
+    helper = duckdb.connect()
+    try:
+        check_append_columns(helper, out, folder, list(reader.schema.names))
+    finally:
+        helper.close()
+    folder.append(
+        out.run_id, out.fmt, lambda dest: _write_stream(out.fmt, Path(dest), reader.schema, counted)
     )
     return WriteResult(counted.rows, batches_committed=1)

@@ -1,0 +1,111 @@
+"""File formats, globs and the option rules every file-like connector applies alike.
+
+A dataset's `format` defaults to what its path's extension names (`.csv`/`.tsv`, `.parquet`/`.pq`,
+`.json`/`.jsonl`/`.ndjson`, each optionally compressed: `.gz`, `.zst`, `.bz2`, `.lz4`). CSV options
+(`delimiter`, `header`, `quote`, `null`, `dateformat`, `timestampformat`) apply to csv only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+FORMATS = ("csv", "parquet", "json")
+OUTPUT_FORMATS = ("parquet", "csv", "json")
+GLOB_CHARS = frozenset("*?[")
+CSV_ONLY = ("delimiter", "header", "quote", "null", "dateformat", "timestampformat")
+_SUFFIX_FORMATS = {
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+}
+_COMPRESSION_SUFFIXES = (".gz", ".zst", ".bz2", ".lz4")
+
+# A problem with one key: (message, key path)
+Issue = tuple[str, tuple[str, ...]]
+
+
+def is_templated(value: object) -> bool:
+    return isinstance(value, str) and "{{" in value
+
+
+def has_glob(path: str) -> bool:
+    return any(ch in GLOB_CHARS for ch in path)
+
+
+def format_of_path(path: str) -> str | None:
+    """The format a path's extension names (`orders.csv.gz` -> csv), or None."""
+    name = path.rstrip("/\\").rsplit("/", 1)[-1].lower()
+    for suffix in _COMPRESSION_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    for suffix, fmt in _SUFFIX_FORMATS.items():
+        if name.endswith(suffix):
+            return fmt
+    return None
+
+
+def glob_escaped(text: str) -> str:
+    """A file name DuckDB reads as that one file: glob characters are escaped (`[*]`), because DuckDB
+    expands any path holding them as a pattern (local paths and object URIs alike)."""
+    if not has_glob(text):
+        return text
+    return "".join(f"[{ch}]" if ch in GLOB_CHARS else ch for ch in text)
+
+
+def dataset_issues(block: dict[str, Any], path_problem: Callable[[str], str | None]) -> list[Issue]:
+    """The format rules of one dataset block (values rendered); `path_problem` adds the connector's own
+    rule for where a path may point."""
+    issues: list[Issue] = []
+    path = block.get("path")
+    if isinstance(path, str) and not is_templated(path):
+        problem = path_problem(path)
+        if problem:
+            issues.append((problem, ("path",)))
+    fmt = block.get("format")
+    if fmt is None and isinstance(path, str) and not is_templated(path):
+        fmt = format_of_path(path)
+        if fmt is None:
+            issues.append(
+                (
+                    f"cannot tell the format of '{path}' from its extension; "
+                    "set format: csv, parquet or json",
+                    ("format",),
+                )
+            )
+    if fmt in ("parquet", "json"):
+        for key in CSV_ONLY:
+            if key in block:
+                issues.append((f"'{key}' is a csv option, but this dataset's format is {fmt}", (key,)))
+    for key in ("delimiter", "quote"):
+        value = block.get(key)
+        if (
+            isinstance(value, str)
+            and not is_templated(value)
+            and value
+            and (len(value) != 1 or not value.isascii())
+        ):
+            issues.append((f"{key} must be a single ASCII character, got {value!r}", (key,)))
+    delimiter, quote = block.get("delimiter", ","), block.get("quote", '"')
+    if isinstance(delimiter, str) and delimiter and delimiter == quote:
+        issues.append((f"delimiter and quote are both {delimiter!r}", ("quote",)))
+    return issues
+
+
+def output_issues(block: dict[str, Any], path_problem: Callable[[str], str | None]) -> list[Issue]:
+    """The format rules of one output block (values rendered)."""
+    issues: list[Issue] = []
+    path = block.get("path")
+    if isinstance(path, str) and not is_templated(path):
+        problem = path_problem(path)
+        if problem:
+            issues.append((problem, ("path",)))
+        named = format_of_path(path)
+        fmt = block.get("format")
+        if isinstance(fmt, str) and not is_templated(fmt) and named and named != fmt:
+            issues.append((f"path '{path}' names a {named} file, but format is {fmt}", ("format",)))
+    return issues
