@@ -8,7 +8,9 @@ fail one node's write and not the others'. Seams inside connectors take the scop
 node (`scoped(node.name)`), so `sink.before_swap@pg.orders:kill` kills only that write.
 
 Known names:
-- `sink.before_swap`: a sink's replace has written its temp table/folder and is about to swap it in.
+- `sink.before_swap`: a sink's replace has written its temp table/folder/prefix and is about to swap it in.
+- `sink.during_promote`: an object-store replace has copied its new file over the output's and is about to
+  delete the output's other objects.
 - `sink.before_merge`: a merge has loaded its work table and is about to upsert it (postgres, mysql), or has
   run its MERGE and is about to commit (duckdb).
 - `sink.after_batch`: an append has committed one batch (postgres, mysql).

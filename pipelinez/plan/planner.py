@@ -1,5 +1,6 @@
 """The plan: the selected nodes in order, each with its data-plane tier, strategy, effective retry policy
-and the capabilities that limit its delivery guarantee. Plan-time tier conflicts are PZ0312."""
+and the capabilities that limit its delivery guarantee. Plan-time tier conflicts are PZ0312 and PZ0313
+(`tier_gates`)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from dataclasses import dataclass, field
 from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.policy import RetryPolicy
-from pipelinez.compile.work import Endpoint
+from pipelinez.config.model import Project
 from pipelinez.connectors.sdk import Capabilities
-from pipelinez.core.diagnostics import Diagnostic, error
+from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.vocabulary import Strategy, Tier
 from pipelinez.plan.selection import select_nodes
+from pipelinez.plan.tier_gates import sink_gates, source_gates
 
 
 @dataclass(frozen=True)
@@ -57,24 +59,14 @@ def _guarantee(strategy: Strategy, caps: Capabilities) -> str:
     return "at-least-once (append)" + ("; checkpointed delivery" if caps.checkpointed_delivery else "")
 
 
-def _refusal(name: str, what: str, point: Endpoint) -> Diagnostic:
-    return error(
-        "PZ0312",
-        f"{what} '{point.instance}': engine.force_universal needs the universal tier, but connector "
-        f"'{point.connector}' is native-only",
-        file=point.file,
-        node=name,
-    )
-
-
-def plan_node(node: Node, diags: list[Diagnostic]) -> PlannedNode:
-    """The node as it will run; plan-time tier refusals (PZ0312) go to `diags`."""
+def plan_node(node: Node, diags: list[Diagnostic], project: Project | None = None) -> PlannedNode:
+    """The node as it will run; plan-time tier refusals (PZ0312, PZ0313) go to `diags`. With `project`,
+    they point at the key that asks for it."""
     if isinstance(node, SourceLoadNode):
         work = node.work
         point = work.endpoint
         caps = point.capabilities()
-        if point.force_universal and caps.native_only_source:
-            diags.append(_refusal(node.name, "source", point))
+        diags += source_gates(node, project)
         note = None
         fmt = str(work.request.options.get("format", ""))
         if point.force_universal and fmt in caps.native_only_formats:
@@ -97,8 +89,7 @@ def plan_node(node: Node, diags: list[Diagnostic]) -> PlannedNode:
         sink = node.work
         point = sink.endpoint
         caps = point.capabilities()
-        if point.force_universal and caps.native_only_sink:
-            diags.append(_refusal(node.name, "sink", point))
+        diags += sink_gates(node, project)
         return PlannedNode(
             node,
             sink.tier,
@@ -118,7 +109,7 @@ def build_plan(
 ) -> tuple[Plan, list[Diagnostic]]:
     names, diags = select_nodes(dag, select, exclude)
     plan = Plan(dag, selection=[*select, *(f"--exclude {e}" for e in exclude)] or ["--all"])
-    plan.nodes = [plan_node(dag.nodes[name], diags) for name in names]
+    plan.nodes = [plan_node(dag.nodes[name], diags, dag.project) for name in names]
     return plan, diags
 
 

@@ -7,6 +7,7 @@ A dataset's `format` defaults to what its path's extension names (`.csv`/`.tsv`,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +48,41 @@ def format_of_path(path: str) -> str | None:
         if name.endswith(suffix):
             return fmt
     return None
+
+
+def safe_token(text: str) -> str:
+    """A run id reduced to characters safe in a file name."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:64] or "run"
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob over '/'-separated names as a regex: `*` and `?` stay within one segment, `**` spans any
+    number of segments (`a/**/b` also matches `a/b`), `[..]` is a class (`[!..]` negated)."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
+            body = pattern[i + 1 : end]
+            negate = body.startswith("!")
+            body = body[1:] if negate else body
+            out.append("[" + ("^" if negate else "") + body.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
 
 
 def glob_escaped(text: str) -> str:

@@ -22,24 +22,19 @@ import contextlib
 import ctypes
 import errno
 import os
-import re
 import secrets
 import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from pipelinez.connectors.files.formats import safe_token
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import PzConnectorError
 
 AT_FDCWD = -100
 RENAME_EXCHANGE = 2
 _UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
-
-
-def safe_token(text: str) -> str:
-    """A run id reduced to characters safe in a file name."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:64] or "run"
 
 
 def _tmp_prefix(target: Path) -> str:

@@ -1,0 +1,1 @@
+"""The `azureblob` connector: Azure Blob Storage containers."""

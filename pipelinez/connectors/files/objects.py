@@ -1,0 +1,315 @@
+"""Object stores for file connectors: one bucket or container, read and written natively by DuckDB.
+
+The data plane is DuckDB's: reads are `read_parquet`/`read_csv`/`read_json` of `s3://` or `az://` URIs and
+writes are `COPY … TO` them, through the httpfs or azure extension LOADed from the file its PyPI package
+ships (no network, no `INSTALL`). Credentials reach DuckDB as a temporary secret scoped to the bucket,
+created for one load or write and dropped after it; they never appear in SQL that an error could echo.
+
+The control plane (listing a prefix or a glob, reading a CSV header or a JSON file's nesting, promoting a
+finished temp prefix, deleting objects) goes through a pyarrow file system built from the same settings.
+The engine owns retries: for S3, httpfs's `http_retries` is set to 0 and pyarrow's S3 client makes one
+attempt. DuckDB's azure extension (1.5.5) has no setting for the Azure SDK's own retry policy, so Azure
+requests keep the SDK's default retries underneath the engine's.
+
+Replace writes the result under a hidden temp prefix next to the output (`.orders.pz-tmp-<run>-<hex>/`),
+then promotes it: the new data file is copied server-side over `part-00000.<ext>` (one object replaced in
+one step, so a reader sees the old file or the new one), the output's other objects are deleted, then the
+temp prefix. A failure before the promote leaves the output exactly as it was; a failure during the promote's
+deletes leaves the new file plus old files an earlier append added, and the next write of that output
+starts by sweeping temp prefixes. Append writes one new object `part-<run>-<n>.<ext>` directly: an object
+becomes visible only once its upload completes, so a failed append adds nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pipelinez.connectors.files.formats import glob_escaped, glob_regex, has_glob, safe_token
+from pipelinez.connectors.files.store import FileRef
+from pipelinez.core import failpoints
+from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.sqlnames import quote_ident, quote_literal
+from pipelinez.core.transient import is_transient_native
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+
+def extension_path(package: str, extension: str) -> str:
+    """The `<extension>.duckdb_extension` file the PyPI package `package` ships for this DuckDB."""
+    import importlib
+
+    import duckdb
+
+    try:
+        module = importlib.import_module(package)
+    except ImportError as exc:
+        raise PzConnectorError(
+            f"the Python package {package} (DuckDB's {extension} extension) is not installed; "
+            "reinstall pipelinez",
+            code="PZ0505",
+        ) from exc
+    folder = os.path.join(os.path.dirname(str(module.__file__)), "extensions")
+    wanted = os.path.join(folder, f"v{duckdb.__version__}", f"{extension}.duckdb_extension")
+    if os.path.isfile(wanted):
+        return wanted
+    found = sorted(glob.glob(os.path.join(folder, "*", f"{extension}.duckdb_extension")))
+    if not found:
+        raise PzConnectorError(
+            f"the {package} package ships no {extension} extension file; reinstall pipelinez", code="PZ0505"
+        )
+    return found[-1]
+
+
+# pyarrow's S3 client names its error kinds: these are the network and throttling ones (transient)
+_TRANSIENT_AWS = (
+    "AWS Error NETWORK_CONNECTION",
+    "AWS Error SLOW_DOWN",
+    "AWS Error THROTTLING",
+    "AWS Error SERVICE_UNAVAILABLE",
+    "AWS Error REQUEST_TIMEOUT",
+)
+
+
+def io_error(exc: BaseException, code: str, prefix: str = "") -> PzConnectorError:
+    """A pyarrow file-system error as a PzConnectorError: transient for the S3 client's network and
+    throttling errors, else by the engine's closed list."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    transient = any(kind in text for kind in _TRANSIENT_AWS) or is_transient_native(text)
+    return PzConnectorError(f"{prefix}{text}", is_transient=transient, code=code)
+
+
+class ObjectStore:
+    """One bucket/container. Subclasses say how to reach it: `scheme`, the extension, the DuckDB secret
+    and the pyarrow file system."""
+
+    scheme: str = ""  # URI scheme DuckDB reads: s3, az
+    extension: tuple[str, str] = ("", "")  # (PyPI package, extension name)
+    settings: tuple[str, ...] = ()  # SET statements of every session (retries off)
+
+    def __init__(self, root: str):
+        self.root = root
+        self._fs: pafs.FileSystem | None = None
+
+    # -- what subclasses provide ---------------------------------------------------------------
+    def identity(self) -> tuple[str, ...]:
+        """What tells two stores apart (endpoint, account), never a secret."""
+        raise NotImplementedError
+
+    def secret_options(self) -> str:
+        """The body of the DuckDB secret (`TYPE s3, KEY_ID '…', …`) without its SCOPE."""
+        raise NotImplementedError
+
+    def make_filesystem(self) -> pafs.FileSystem:
+        raise NotImplementedError
+
+    # -- names ---------------------------------------------------------------------------------
+    def uri(self, key: str) -> str:
+        return f"{self.scheme}://{self.root}/{key}"
+
+    def describe(self) -> str:
+        return f"{self.scheme}://{self.root}"
+
+    @property
+    def fs(self) -> pafs.FileSystem:
+        if self._fs is None:
+            self._fs = self.make_filesystem()
+        return self._fs
+
+    def _fs_path(self, key: str) -> str:
+        return f"{self.root}/{key}" if key else self.root
+
+    def ref(self, name: str) -> FileRef:
+        fs, path = self.fs, self._fs_path(name)
+
+        def opener() -> pa.NativeFile:
+            return fs.open_input_stream(path)
+
+        uri = self.uri(name)
+        return FileRef(uri, glob_escaped(uri), opener)
+
+    # -- listing -------------------------------------------------------------------------------
+    def objects(self, prefix: str) -> list[tuple[str, int]]:
+        """(key, mtime ns) of every object under `prefix` (a folder-like prefix, recursive)."""
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(self._fs_path(prefix.strip("/")), recursive=True, allow_not_found=True)
+        found = []
+        for info in self.fs.get_file_info(selector):
+            if info.type == pafs.FileType.File:
+                key = info.path[len(self.root) + 1 :]
+                mtime = info.mtime_ns or 0
+                found.append((key, int(mtime)))
+        return found
+
+    def list(self, path: str) -> list[str]:
+        """Keys `path` selects: one object, every object under a prefix, or a glob's matches; hidden
+        segments (starting with '.') below the listed prefix never match."""
+        import pyarrow.fs as pafs
+
+        pattern = path.strip("/")
+        if has_glob(pattern):
+            segments = pattern.split("/")
+            first = next(i for i, seg in enumerate(segments) if has_glob(seg))
+            base = "/".join(segments[:first])
+            regex = glob_regex(pattern)
+            keys = [k for k, _ in self.objects(base) if regex.match(k)]
+        else:
+            base = pattern
+            keys = []
+            if pattern:
+                info = self.fs.get_file_info(self._fs_path(pattern))
+                if info.type == pafs.FileType.File:
+                    return [pattern]
+            keys = [k for k, _ in self.objects(pattern)]
+        return sorted(k for k in keys if not _hidden(k, base))
+
+    def exists(self) -> bool:
+        import pyarrow.fs as pafs
+
+        return bool(self.fs.get_file_info(self.root).type == pafs.FileType.Directory)
+
+    # -- DuckDB --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def session(self, con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of `con`'s database that reads and writes this store: the extension loaded, a
+        temporary secret scoped to the bucket (dropped after the block), no retries inside DuckDB."""
+        import duckdb
+
+        cur = con.cursor()
+        name = f"__pz_{self.scheme}_{secrets.token_hex(6)}"
+        try:
+            cur.execute(f"LOAD {quote_literal(extension_path(*self.extension))}")
+            for statement in self.settings:
+                cur.execute(statement)
+            try:
+                cur.execute(
+                    f"CREATE TEMPORARY SECRET {quote_ident(name)} "
+                    f"({self.secret_options()}, SCOPE {quote_literal(self.describe())})"
+                )
+            except duckdb.Error as exc:  # the statement holds the credentials: never echo it
+                raise PzConnectorError(
+                    f"DuckDB refused the credentials' settings for {self.describe()} "
+                    f"({type(exc).__name__}); check the connection keys",
+                    code="PZ0505",
+                ) from None
+            yield cur
+        finally:
+            with contextlib.suppress(Exception):
+                cur.execute(f"DROP TEMPORARY SECRET IF EXISTS {quote_ident(name)}")
+            cur.close()
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A private in-memory DuckDB able to read the store (secret kept for the connection's life)."""
+        import duckdb
+
+        con = duckdb.connect()
+        try:
+            con.execute(f"LOAD {quote_literal(extension_path(*self.extension))}")
+            for statement in self.settings:
+                con.execute(statement)
+            con.execute(
+                f"CREATE TEMPORARY SECRET __pz_store ({self.secret_options()}, "
+                f"SCOPE {quote_literal(self.describe())})"
+            )
+        except duckdb.Error as exc:
+            con.close()
+            raise PzConnectorError(
+                f"DuckDB refused the credentials' settings for {self.describe()} ({type(exc).__name__}); "
+                "check the connection keys",
+                code="PZ0505",
+            ) from None
+        return con
+
+
+def _hidden(key: str, base: str) -> bool:
+    rest = key[len(base) :].lstrip("/") if base and key.startswith(base) else key
+    return any(seg.startswith(".") for seg in rest.split("/"))
+
+
+@dataclass(frozen=True)
+class ObjectFolder:
+    """An output prefix of an object store (see the module docstring for replace and append)."""
+
+    store: ObjectStore
+    prefix: str  # no leading or trailing '/'
+
+    def describe(self) -> str:
+        return self.store.uri(self.prefix)
+
+    def _parent_and_name(self) -> tuple[str, str]:
+        parent, _, name = self.prefix.rpartition("/")
+        return parent, name
+
+    def _tmp_base(self) -> str:
+        parent, name = self._parent_and_name()
+        return f"{parent}/.{name}.pz-tmp-" if parent else f".{name}.pz-tmp-"
+
+    def parts(self, ext: str) -> list[tuple[FileRef, int]]:
+        found = []
+        for key, mtime in self.store.objects(self.prefix):
+            rest = key[len(self.prefix) + 1 :]
+            if "/" not in rest and not rest.startswith(".") and rest.endswith(f".{ext}"):
+                found.append((self.store.ref(key), mtime))
+        return found
+
+    def sweep(self) -> None:
+        """Delete temp prefixes an earlier failed or killed replace of this output left behind."""
+        import pyarrow.fs as pafs
+
+        parent, _ = self._parent_and_name()
+        base = self.store._fs_path(self._tmp_base())
+        selector = pafs.FileSelector(self.store._fs_path(parent), recursive=False, allow_not_found=True)
+        for info in self.store.fs.get_file_info(selector):
+            if info.path.startswith(base):
+                self._remove(info.path)
+
+    def _remove(self, fs_path: str) -> None:
+        """Delete a prefix (or object) and every object under it; gone already is fine."""
+        import pyarrow.fs as pafs
+
+        fs = self.store.fs
+        info = fs.get_file_info(fs_path)
+        if info.type == pafs.FileType.File:
+            fs.delete_file(fs_path)
+        elif info.type == pafs.FileType.Directory:
+            fs.delete_dir(fs_path)
+
+    def replace(self, run_id: str, ext: str, fill: Callable[[str], None]) -> None:
+        from pipelinez.connectors.files.writing import FIRST_PART
+
+        self.sweep()
+        tmp = f"{self._tmp_base()}{safe_token(run_id)}-{secrets.token_hex(4)}"
+        part = f"{FIRST_PART}.{ext}"
+        try:
+            fill(self.store.uri(f"{tmp}/{part}"))
+            failpoints.hit("sink.before_swap")
+            self._promote(tmp, part)
+        finally:
+            with contextlib.suppress(OSError):
+                self._remove(self.store._fs_path(tmp))
+
+    def _promote(self, tmp: str, part: str) -> None:
+        fs, path = self.store.fs, self.store._fs_path
+        final = f"{self.prefix}/{part}"
+        old = [key for key, _ in self.store.objects(self.prefix) if key != final]
+        fs.copy_file(path(f"{tmp}/{part}"), path(final))
+        failpoints.hit("sink.during_promote")
+        for key in old:
+            fs.delete_file(path(key))
+
+    def append(self, run_id: str, ext: str, fill: Callable[[str], None]) -> None:
+        stem = f"part-{safe_token(run_id)}-"
+        taken = {key.rsplit("/", 1)[-1] for key, _ in self.store.objects(self.prefix)}
+        n = 0
+        while f"{stem}{n:05d}.{ext}" in taken:
+            n += 1
+        fill(self.store.uri(f"{self.prefix}/{stem}{n:05d}.{ext}"))

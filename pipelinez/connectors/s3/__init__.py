@@ -1,0 +1,1 @@
+"""The `s3` connector: any S3-compatible object store."""

@@ -1,0 +1,247 @@
+"""The `azureblob` connector end to end against Azurite on 127.0.0.1 (its well-known dev account): reads by
+blob, prefix and glob, replace and append writes (DuckDB's azure extension writes blobs), replace atomicity
+under injected failures, PZ0312 at plan time and secrets kept out of every artifact."""
+
+from __future__ import annotations
+
+import io
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import PzResult, pz, pz_subprocess, write_project
+from tests.objstores import AZURITE_ACCOUNT, AZURITE_KEY, AzureServer, azurite_server
+
+PROJECT_YML = "name: azt\nenv:\n  AZ_CONN: { secret: true }\n  AZ_KEY: { secret: true }\n"
+
+
+@pytest.fixture(scope="module")
+def azure() -> Iterator[AzureServer]:
+    with azurite_server() as server:
+        yield server
+
+
+@pytest.fixture
+def container(azure: AzureServer) -> str:
+    return azure.container(f"pz-{secrets.token_hex(4)}")
+
+
+def env(azure: AzureServer) -> dict[str, str]:
+    return {"AZ_CONN": azure.connection_string, "AZ_KEY": AZURITE_KEY}
+
+
+def by_string(container: str) -> str:
+    return f"{{ container: {container}, connection_string: \"{{{{ env('AZ_CONN') }}}}\" }}"
+
+
+def by_account(azure: AzureServer, container: str) -> str:
+    return (
+        f"{{ container: {container}, account_name: {AZURITE_ACCOUNT}, "
+        f'account_key: "{{{{ env(\'AZ_KEY\') }}}}", endpoint: "{azure.endpoint}" }}'
+    )
+
+
+def put(azure: AzureServer, path: str, data: bytes) -> None:
+    with azure.filesystem().open_output_stream(path) as f:
+        f.write(data)
+
+
+def blobs(azure: AzureServer, container: str, prefix: str = "") -> list[str]:
+    base = f"{container}/{prefix}".rstrip("/")
+    infos = azure.filesystem().get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    return sorted(i.path[len(container) + 1 :] for i in infos if i.type == pafs.FileType.File)
+
+
+def read_parquet(azure: AzureServer, path: str) -> list[dict[str, Any]]:
+    with azure.filesystem().open_input_file(path) as f:
+        return pq.read_table(f).sort_by("id").to_pylist()
+
+
+def run(azure: AzureServer, project: Path, *args: str) -> PzResult:
+    return pz(project, *args, env=env(azure))
+
+
+def test_reads_by_blob_prefix_and_glob(tmp_path: Path, azure: AzureServer, container: str) -> None:
+    put(azure, f"{container}/csv/a.csv", b"id,name\n1,ann\n2,bob\n")
+    put(azure, f"{container}/csv/sub/b.csv", b"id,name\n3,cid\n")
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"id": [5, 6], "v": [0.5, 1.5]}), sink)
+    put(azure, f"{container}/pq/x.parquet", sink.getvalue())
+    put(azure, f"{container}/js/e.json", b'[{"id": 1, "ok": true}, {"id": 2, "ok": false}]')
+    project = write_project(
+        tmp_path / "proj",
+        {
+            "project.yml": PROJECT_YML,
+            "sources/blob.yml": f"""
+                connector: azureblob
+                connection: {by_string(container)}
+                datasets:
+                  one: {{ path: csv/a.csv }}
+                  prefix: {{ path: csv, format: csv }}
+                  glob: {{ path: "**/*.parquet" }}
+                  json: {{ path: js/e.json, columns: {{ id: bigint, ok: boolean }} }}
+            """,
+            "sources/acct.yml": f"""
+                connector: azureblob
+                connection: {by_account(azure, container)}
+                datasets:
+                  one: {{ path: csv/a.csv }}
+            """,
+            "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+            "pipelines/one.sql": "INSERT INTO {{ sink('wh', 'one') }}\n"
+            "SELECT * FROM {{ source('blob', 'one') }}\n",
+            "pipelines/prefix.sql": "INSERT INTO {{ sink('wh', 'prefix') }}\n"
+            "SELECT * FROM {{ source('blob', 'prefix') }}\n",
+            "pipelines/pq.sql": "INSERT INTO {{ sink('wh', 'pq') }}\n"
+            "SELECT * FROM {{ source('blob', 'glob') }}\n",
+            "pipelines/js.sql": "INSERT INTO {{ sink('wh', 'js') }}\n"
+            "SELECT * FROM {{ source('blob', 'json') }}\n",
+            "pipelines/acct.sql": "INSERT INTO {{ sink('wh', 'acct') }}\n"
+            "SELECT * FROM {{ source('acct', 'one') }}\n",
+        },
+    )
+    result = run(azure, project, "run")
+    assert result.exit_code == 0, result.output
+    con = duckdb.connect(str(project / "out" / "wh.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT * FROM one ORDER BY id").fetchall() == [(1, "ann"), (2, "bob")]
+        assert con.execute("SELECT * FROM prefix ORDER BY id").fetchall() == [
+            (1, "ann"),
+            (2, "bob"),
+            (3, "cid"),
+        ]
+        assert con.execute("SELECT * FROM pq ORDER BY id").fetchall() == [(5, 0.5), (6, 1.5)]
+        assert con.execute("SELECT * FROM js ORDER BY id").fetchall() == [(1, True), (2, False)]
+        assert con.execute("SELECT * FROM acct ORDER BY id").fetchall() == [(1, "ann"), (2, "bob")]
+    finally:
+        con.close()
+    assert run(azure, project, "validate", "--connect").exit_code == 0
+
+
+def sink_project(root: Path, container: str, rows: int) -> Path:
+    return write_project(
+        root,
+        {
+            "project.yml": PROJECT_YML,
+            "sinks/blob.yml": f"""
+                connector: azureblob
+                connection: {by_string(container)}
+                outputs:
+                  orders: {{ path: out/orders }}
+                  log: {{ path: out/log, strategy: append, format: csv }}
+            """,
+            "pipelines/orders.sql": "INSERT INTO {{ sink('blob', 'orders') }}\n"
+            "INSERT INTO {{ sink('blob', 'log') }}\n"
+            f"SELECT range AS id, 'n' || range AS name FROM range({rows})\n",
+        },
+    )
+
+
+def test_replace_and_append_write_blobs(tmp_path: Path, azure: AzureServer, container: str) -> None:
+    first = run(azure, sink_project(tmp_path / "p", container, 3), "run")
+    assert first.exit_code == 0, first.output
+    assert read_parquet(azure, f"{container}/out/orders/part-00000.parquet") == [
+        {"id": i, "name": f"n{i}"} for i in range(3)
+    ]
+    second = run(azure, sink_project(tmp_path / "p", container, 2), "run")
+    assert second.exit_code == 0, second.output
+    assert read_parquet(azure, f"{container}/out/orders/part-00000.parquet") == [
+        {"id": i, "name": f"n{i}"} for i in range(2)
+    ]
+    assert blobs(azure, container, "out/orders") == ["out/orders/part-00000.parquet"]
+    assert len(blobs(azure, container, "out/log")) == 2
+    assert all(not seg.startswith(".") for k in blobs(azure, container) for seg in k.split("/"))
+
+
+def test_a_failed_replace_leaves_the_prefix_as_it_was(
+    tmp_path: Path, azure: AzureServer, container: str
+) -> None:
+    assert run(azure, sink_project(tmp_path / "p", container, 3), "run").exit_code == 0
+    project = sink_project(tmp_path / "p", container, 7)
+    failed = pz_subprocess(
+        project, "run", "--select", "blob.orders", env={**env(azure), "PZ_FAILPOINTS": "sink.before_swap"}
+    )
+    assert failed.exit_code == 1, failed.output
+    assert read_parquet(azure, f"{container}/out/orders/part-00000.parquet") == [
+        {"id": i, "name": f"n{i}"} for i in range(3)
+    ]
+    assert not any(".orders.pz-tmp-" in k for k in blobs(azure, container))
+    again = run(azure, project, "run", "--select", "blob.orders")
+    assert again.exit_code == 0, again.output
+    assert len(read_parquet(azure, f"{container}/out/orders/part-00000.parquet")) == 7
+
+
+def test_force_universal_is_pz0312_and_a_literal_key_is_refused(
+    tmp_path: Path, azure: AzureServer, container: str
+) -> None:
+    project = write_project(
+        tmp_path / "p",
+        {
+            "project.yml": PROJECT_YML,
+            "sources/blob.yml": f"""
+                connector: azureblob
+                connection: {by_string(container)}
+                engine: {{ force_universal: true }}
+                datasets:
+                  a: {{ path: "a/*.csv", columns: {{ id: bigint }} }}
+            """,
+            "sinks/lit.yml": f"""
+                connector: azureblob
+                connection: {{ container: {container}, account_name: x, account_key: {AZURITE_KEY} }}
+            """,
+            "pipelines/p.sql": "INSERT INTO {{ sink('lit', 'p') }}\n"
+            "SELECT * FROM {{ source('blob', 'a') }}\n",
+        },
+    )
+    result = run(azure, project, "validate")
+    assert (
+        result.exit_code == 2 and "PZ0304" in result.output and "account_key must come from" in result.output
+    )
+    assert AZURITE_KEY not in result.output
+    (project / "sinks" / "lit.yml").write_text(f"connector: azureblob\nconnection: {by_string(container)}\n")
+    plan = run(azure, project, "plan")
+    assert plan.exit_code == 2
+    assert any(line.startswith("error: PZ0312 sources/blob.yml:3:") for line in plan.lines), plan.output
+
+
+def test_secrets_never_reach_output_events_or_artifacts(
+    tmp_path: Path, azure: AzureServer, container: str
+) -> None:
+    put(azure, f"{container}/in/a.csv", b"id\n1\n")
+    project = write_project(
+        tmp_path / "p",
+        {
+            "project.yml": PROJECT_YML,
+            "sources/blob.yml": f"""
+                connector: azureblob
+                connection: {by_account(azure, container)}
+                datasets:
+                  a: {{ path: in/a.csv }}
+                  gone: {{ path: in/none.csv, columns: {{ id: bigint }} }}
+            """,
+            "sinks/blob.yml": f"connector: azureblob\nconnection: {by_string(container)}\n",
+            "pipelines/p.sql": "INSERT INTO {{ sink('blob', 'p') }}\n"
+            "SELECT * FROM {{ source('blob', 'a') }}\n",
+            "pipelines/q.sql": "INSERT INTO {{ sink('blob', 'q') }}\n"
+            "SELECT * FROM {{ source('blob', 'gone') }}\n",
+        },
+    )
+    results = [
+        run(azure, project, "plan"),
+        run(azure, project, "run"),
+        run(azure, project, "--log-format", "json", "run"),
+        run(azure, project, "validate", "--connect"),
+    ]
+    assert results[1].exit_code == 1, results[1].output
+    for result in results:
+        assert AZURITE_KEY not in result.output
+    for path in (project / ".pz").rglob("*"):
+        if path.is_file():
+            assert AZURITE_KEY.encode() not in path.read_bytes(), path

@@ -1,0 +1,157 @@
+"""Loopback object stores for tests: a moto S3 server and an Azurite blob server, each started on a free
+port of 127.0.0.1 and stopped by the fixture that started it.
+
+Azurite comes from the npm package `azurite`, which `.ci/run` installs into `.tools/` (PZ_AZURITE may name
+another `azurite-blob` executable). Without it (no node on the machine), the Azurite tests skip and say why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+AZURITE_ACCOUNT = "devstoreaccount1"
+# Azurite's published, well-known development account key (not a secret)
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+S3_KEY_ID = "pzaccesskey"
+S3_SECRET = "pz-s3-secret-value-0c1d2e3f"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before listening")
+        with contextlib.suppress(OSError):
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout}s")
+
+
+@contextlib.contextmanager
+def _process(cmd: list[str], port: int, what: str) -> Iterator[None]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait(port, proc, what)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass
+class S3Server:
+    endpoint: str  # http://127.0.0.1:<port>
+
+    def filesystem(self):  # type: ignore[no-untyped-def]
+        import pyarrow.fs as pafs
+
+        return pafs.S3FileSystem(
+            access_key=S3_KEY_ID,
+            secret_key=S3_SECRET,
+            endpoint_override=self.endpoint.removeprefix("http://"),
+            scheme="http",
+            region="us-east-1",
+            allow_bucket_creation=True,
+            allow_bucket_deletion=True,
+        )
+
+    def bucket(self, name: str) -> str:
+        self.filesystem().create_dir(name)
+        return name
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[S3Server]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    with _process(cmd, port, "moto server"):
+        yield S3Server(f"http://127.0.0.1:{port}")
+
+
+def azurite_executable() -> str | None:
+    named = os.environ.get("PZ_AZURITE")
+    if named:
+        return named
+    local = REPO / ".tools" / "node_modules" / ".bin" / "azurite-blob"
+    if local.exists():
+        return str(local)
+    return shutil.which("azurite-blob")
+
+
+@dataclass
+class AzureServer:
+    endpoint: str  # http://127.0.0.1:<port>/devstoreaccount1
+    port: int
+
+    @property
+    def connection_string(self) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint={self.endpoint};"
+        )
+
+    def filesystem(self):  # type: ignore[no-untyped-def]
+        import pyarrow.fs as pafs
+
+        authority = f"127.0.0.1:{self.port}"
+        return pafs.AzureFileSystem(
+            account_name=AZURITE_ACCOUNT,
+            account_key=AZURITE_KEY,
+            blob_storage_authority=authority,
+            dfs_storage_authority=authority,
+            blob_storage_scheme="http",
+            dfs_storage_scheme="http",
+        )
+
+    def container(self, name: str) -> str:
+        self.filesystem().create_dir(name)
+        return name
+
+
+@contextlib.contextmanager
+def azurite_server() -> Iterator[AzureServer]:
+    exe = azurite_executable()
+    if exe is None:
+        pytest.skip(
+            "Azurite is not installed: run .ci/run (npm install --prefix .tools azurite) or set PZ_AZURITE"
+        )
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="pz-azurite-") as data:
+        cmd = [
+            exe,
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--location",
+            data,
+            "--skipApiVersionCheck",
+            "--loose",
+            "--silent",
+        ]
+        with _process(cmd, port, "azurite"):
+            yield AzureServer(f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}", port)
