@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# The JSON-file rules (depth guard, inference bounds) are the localfiles ones until the shared file-format
-# kit moves them into the SDK.
-from pipelinez.connectors.localfiles.jsondepth import refuse_too_deep
-from pipelinez.connectors.localfiles.reading import INFER_DEPTH, INFER_SAMPLE
+# The JSON-file rules (depth guard, inference bounds) of the SDK's file-format kit, as for JSON files.
+from pipelinez.connectors.files.jsondepth import refuse_too_deep
+from pipelinez.connectors.files.jsonread import INFER_DEPTH, INFER_SAMPLE
 from pipelinez.connectors.sdk_sql import summary
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, quote_literal
