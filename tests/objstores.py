@@ -92,14 +92,17 @@ def moto_server() -> Iterator[S3Server]:
         yield S3Server(f"http://127.0.0.1:{port}")
 
 
-def azurite_executable() -> str | None:
+def azurite_command() -> list[str] | None:
+    """How to start Azurite's blob server: PZ_AZURITE, else the copy `.ci/run` installs, else one on PATH."""
     named = os.environ.get("PZ_AZURITE")
     if named:
-        return named
-    local = REPO / ".tools" / "node_modules" / ".bin" / "azurite-blob"
-    if local.exists():
-        return str(local)
-    return shutil.which("azurite-blob")
+        return [named]
+    main = REPO / ".tools" / "node_modules" / "azurite" / "dist" / "src" / "blob" / "main.js"
+    node = shutil.which("node")
+    if main.exists() and node:
+        return [node, str(main)]
+    found = shutil.which("azurite-blob")
+    return [found] if found else None
 
 
 @dataclass
@@ -134,7 +137,7 @@ class AzureServer:
 
 @contextlib.contextmanager
 def azurite_server() -> Iterator[AzureServer]:
-    exe = azurite_executable()
+    exe = azurite_command()
     if exe is None:
         pytest.skip(
             "Azurite is not installed: run .ci/run (npm install --prefix .tools azurite) or set PZ_AZURITE"
@@ -142,7 +145,7 @@ def azurite_server() -> Iterator[AzureServer]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="pz-azurite-") as data:
         cmd = [
-            exe,
+            *exe,
             "--blobHost",
             "127.0.0.1",
             "--blobPort",
