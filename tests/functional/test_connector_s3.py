@@ -462,3 +462,45 @@ def test_a_replace_failing_inside_its_promote_is_completed_by_the_next_write(
     again = run(project, "run", "--select", "lake.orders")
     assert again.exit_code == 0, again.output
     assert keys(s3, bucket, "out/orders") == ["out/orders/part-00000.parquet"]
+
+
+def test_hive_partitions_become_columns(tmp_path: Path, s3: S3Server, bucket: str) -> None:
+    put_parquet(s3, f"{bucket}/ev/year=2024/month=1/a.parquet", pa.table({"id": [1, 2]}))
+    put_parquet(s3, f"{bucket}/ev/year=2025/month=2/b.parquet", pa.table({"id": [3]}))
+    put(s3, f"{bucket}/cs/region=eu/a.csv", b"id,name\n1,ann\n")
+    put(s3, f"{bucket}/cs/region=us/b.csv", b"id,name\n2,bob\n")
+    put(s3, f"{bucket}/js/day=7/a.jsonl", b'{"id": 5}\n')
+    project = write_project(
+        tmp_path / "proj",
+        {
+            "project.yml": PROJECT_YML,
+            "sources/lake.yml": f"""
+                connector: s3
+                connection: {connection(s3, bucket)}
+                datasets:
+                  ev: {{ path: "ev/**/*.parquet", hive_partitioning: true }}
+                  cs: {{ path: cs/, format: csv, hive_partitioning: true }}
+                  cs_typed:
+                    path: cs/
+                    format: csv
+                    hive_partitioning: true
+                    columns: {{ region: varchar, id: integer, name: varchar }}
+                  js: {{ path: js/, format: json, hive_partitioning: true }}
+            """,
+            "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+            "pipelines/ev.sql": "INSERT INTO {{ sink('wh', 'ev') }}\n"
+            "SELECT id, year, month FROM {{ source('lake', 'ev') }}\n",
+            "pipelines/cs.sql": "INSERT INTO {{ sink('wh', 'cs') }}\n"
+            "SELECT * FROM {{ source('lake', 'cs') }}\n",
+            "pipelines/cs_typed.sql": "INSERT INTO {{ sink('wh', 'cs_typed') }}\n"
+            "SELECT * FROM {{ source('lake', 'cs_typed') }}\n",
+            "pipelines/js.sql": "INSERT INTO {{ sink('wh', 'js') }}\n"
+            "SELECT * FROM {{ source('lake', 'js') }}\n",
+        },
+    )
+    result = run(project, "run")
+    assert result.exit_code == 0, result.output
+    assert wh_rows(project, "ev") == [(1, 2024, 1), (2, 2024, 1), (3, 2025, 2)]
+    assert wh_rows(project, "cs") == [(1, "ann", "eu"), (2, "bob", "us")]
+    assert wh_rows(project, "cs_typed") == [("eu", 1, "ann"), ("us", 2, "bob")]
+    assert wh_rows(project, "js") == [(5, 7)]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import duckdb
 import pytest
 
 from pipelinez.connectors.files import formats
 from pipelinez.connectors.files.objconnector import key_problem
 from pipelinez.connectors.files.objects import _hidden
+from tests.conftest import pz, write_project
 
 
 @pytest.mark.parametrize(
@@ -42,3 +46,31 @@ def test_formats_and_option_rules() -> None:
     issues = formats.dataset_issues({"path": "x.parquet", "delimiter": ";"}, key_problem)
     assert issues == [("'delimiter' is a csv option, but this dataset's format is parquet", ("delimiter",))]
     assert key_problem("a/../b") is not None and key_problem("a/b/") is None
+
+
+def test_localfiles_reads_hive_partitions_natively_and_refuses_them_universally(tmp_path: Path) -> None:
+    for part, rows in (("year=2024", "id\n1\n2\n"), ("year=2025", "id\n3\n")):
+        (tmp_path / "data" / part).mkdir(parents=True)
+        (tmp_path / "data" / part / "x.csv").write_text(rows)
+    files = {
+        "project.yml": "name: hv\n",
+        "sources/files.yml": """
+            connector: localfiles
+            datasets:
+              orders: { path: "data/**/*.csv", hive_partitioning: true }
+        """,
+        "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+        "pipelines/p.sql": "INSERT INTO {{ sink('wh', 'p') }}\n"
+        "SELECT * FROM {{ source('files', 'orders') }}\n",
+    }
+    project = write_project(tmp_path, files)
+    result = pz(project, "run")
+    assert result.exit_code == 0, result.output
+    con = duckdb.connect(str(project / "out" / "wh.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT * FROM p ORDER BY id").fetchall() == [(1, 2024), (2, 2024), (3, 2025)]
+    finally:
+        con.close()
+    (project / "project.yml").write_text("name: hv\nengine: { force_universal: true }\n")
+    forced = pz(project, "run")
+    assert forced.exit_code == 1 and "PZ0312" in forced.output and "hive_partitioning" in forced.output

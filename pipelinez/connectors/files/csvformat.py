@@ -188,8 +188,14 @@ class _Layout:
         return next((i for i, n in enumerate(self.names) if n.lower() == lowered), None)
 
 
-def _layouts(files: Sequence[FileRef], dialect: CsvDialect, schema: ReadSchema) -> list[_Layout]:
-    """Consecutive files with the same header, grouped; error when a schema column is in no header."""
+def _layouts(
+    files: Sequence[FileRef],
+    dialect: CsvDialect,
+    schema: ReadSchema,
+    hive: frozenset[str] | set[str] = frozenset(),
+) -> list[_Layout]:
+    """Consecutive files with the same header, grouped; error when a schema column (other than a `hive`
+    partition column) is in no header."""
     if not dialect.header:
         return [_Layout(tuple(n for n, _ in schema.columns), tuple(files))]
     layouts: list[_Layout] = []
@@ -199,7 +205,11 @@ def _layouts(files: Sequence[FileRef], dialect: CsvDialect, schema: ReadSchema) 
             layouts[-1] = _Layout(names, (*layouts[-1].files, file))
         else:
             layouts.append(_Layout(names, (file,)))
-    missing = [n for n, _ in schema.columns if all(lay.position(n) is None for lay in layouts)]
+    missing = [
+        n
+        for n, _ in schema.columns
+        if n.lower() not in hive and all(lay.position(n) is None for lay in layouts)
+    ]
     if missing:
         seen = sorted({n for lay in layouts for n in lay.names})
         raise PzConnectorError(
@@ -216,27 +226,41 @@ def _describe_files(files: Sequence[FileRef]) -> str:
     return f"{len(files)} files ({files[0]} … {files[-1]})"
 
 
-def native_select(files: Sequence[FileRef], dialect: CsvDialect, schema: ReadSchema) -> str:
+def native_select(
+    files: Sequence[FileRef], dialect: CsvDialect, schema: ReadSchema, hive: Sequence[str] = ()
+) -> str:
     """A SELECT over `files` that yields exactly the schema's columns, in order, with its types. Every read
     is explicit (`auto_detect=false`): files sharing a header are read together, with each schema column
-    typed and every other column read as text and dropped."""
+    typed and every other column read as text and dropped. Columns named in `hive` come from the files'
+    `key=value` folders (`hive_partitioning`), not from the files."""
+    hive_names = {h.lower() for h in hive}
+    hive_arg = ", hive_partitioning=true" if hive else ""
     if not dialect.header:
+        in_file = [(n, t) for n, t in schema.columns if n.lower() not in hive_names]
+        listed = "*"
+        if hive:
+            listed = ", ".join(
+                f"CAST({quote_ident(n)} AS {t}) AS {quote_ident(n)}" for n, t in schema.columns
+            )
         return (
-            f"SELECT * FROM read_csv({file_list(files)}, {dialect.duckdb_args()}, auto_detect=false, "
-            f"columns={_struct(schema.columns)}{schema.format_args()})"
+            f"SELECT {listed} FROM read_csv({file_list(files)}, {dialect.duckdb_args()}, auto_detect=false, "
+            f"columns={_struct(in_file)}{schema.format_args()}{hive_arg})"
         )
     types = {n.lower(): t for n, t in schema.columns}
     selects = []
-    for layout in _layouts(files, dialect, schema):
+    for layout in _layouts(files, dialect, schema, hive_names):
         struct = _struct([(n, types.get(n.lower(), "VARCHAR")) for n in layout.names])
         cols = []
         for name, typ in schema.columns:
             at = layout.position(name)
-            source = f"CAST(NULL AS {typ})" if at is None else quote_ident(layout.names[at])
+            if name.lower() in hive_names:
+                source = f"CAST({quote_ident(name)} AS {typ})"
+            else:
+                source = f"CAST(NULL AS {typ})" if at is None else quote_ident(layout.names[at])
             cols.append(f"{source} AS {quote_ident(name)}")
         selects.append(
             f"SELECT {', '.join(cols)} FROM read_csv({file_list(layout.files)}, {dialect.duckdb_args()}, "
-            f"auto_detect=false, columns={struct}{schema.format_args()})"
+            f"auto_detect=false, columns={struct}{schema.format_args()}{hive_arg})"
         )
     return "\nUNION ALL\n".join(selects)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from pipelinez.connectors.files.jsondepth import refuse_too_deep
 from pipelinez.connectors.files.store import FileRef, file_list
 from pipelinez.core.diagnostics import PzConnectorError
-from pipelinez.core.sqlnames import quote_literal
+from pipelinez.core.sqlnames import quote_ident, quote_literal
 
 if TYPE_CHECKING:
     import duckdb
@@ -38,12 +38,14 @@ def struct_literal(pairs: Sequence[tuple[str, str]]) -> str:
 
 
 def infer_columns(
-    con: duckdb.DuckDBPyConnection, files: Sequence[FileRef], what: str = "the dataset"
+    con: duckdb.DuckDBPyConnection, files: Sequence[FileRef], what: str = "the dataset", hive: bool = False
 ) -> tuple[tuple[str, str], ...]:
-    """Keys and types sampled from the files, bounded: nesting below INFER_DEPTH levels stays JSON."""
+    """Keys and types sampled from the files, bounded: nesting below INFER_DEPTH levels stays JSON. With
+    `hive`, the files' `key=value` folders add their columns."""
     import duckdb
 
-    scan = f"read_json({file_list(files)}, maximum_depth={INFER_DEPTH}, sample_size={INFER_SAMPLE})"
+    hive_arg = ", hive_partitioning=true" if hive else ""
+    scan = f"read_json({file_list(files)}, maximum_depth={INFER_DEPTH}, sample_size={INFER_SAMPLE}{hive_arg})"
     try:
         rows = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
     except duckdb.Error as exc:
@@ -55,9 +57,18 @@ def infer_columns(
     return tuple((str(r[0]), str(r[1])) for r in rows)
 
 
-def select(files: Sequence[FileRef], columns: Sequence[tuple[str, str]]) -> str:
-    """The SELECT that reads `files` as exactly `columns` (name, DuckDB type), in order."""
+def select(files: Sequence[FileRef], columns: Sequence[tuple[str, str]], hive: Sequence[str] = ()) -> str:
+    """The SELECT that reads `files` as exactly `columns` (name, DuckDB type), in order; columns named in
+    `hive` come from the files' `key=value` folders."""
+    if not hive:
+        return (
+            f"SELECT * FROM read_json({file_list(files)}, auto_detect=false, format='auto', "
+            f"columns={struct_literal(columns)})"
+        )
+    names = {h.lower() for h in hive}
+    in_file = [(n, t) for n, t in columns if n.lower() not in names]
+    cols = ", ".join(f"CAST({quote_ident(n)} AS {t}) AS {quote_ident(n)}" for n, t in columns)
     return (
-        f"SELECT * FROM read_json({file_list(files)}, auto_detect=false, format='auto', "
-        f"columns={struct_literal(columns)})"
+        f"SELECT {cols} FROM read_json({file_list(files)}, auto_detect=false, format='auto', "
+        f"columns={struct_literal(in_file)}, hive_partitioning=true)"
     )

@@ -38,6 +38,7 @@ class FileDataset:
     files_per_partition: int | None
     dialect: CsvDialect
     contract: tuple[tuple[str, str], ...] | None
+    hive: bool = False  # `key=value` folders add columns (hive_partitioning: true)
 
     @staticmethod
     def of(store: FileStore, request: DatasetRequest) -> FileDataset:
@@ -62,6 +63,7 @@ class FileDataset:
             int(per) if per else None,
             CsvDialect.of(options),
             tuple(contract) if contract else None,
+            bool(options.get("hive_partitioning", False)),
         )
 
     def files(self) -> list[str]:
@@ -104,32 +106,50 @@ def _describe_columns(con: duckdb.DuckDBPyConnection, select: str) -> list[tuple
     return [(str(r[0]), str(r[1])) for r in con.execute(f"DESCRIBE {select}").fetchall()]
 
 
+def hive_keys(file: FileRef) -> list[str]:
+    """The partition columns a file's `key=value` folders name (as DuckDB's hive_partitioning reads them)."""
+    folders = file.display.replace("\\", "/").split("/")[:-1]
+    return [seg.split("=", 1)[0] for seg in folders if "=" in seg and not seg.startswith("=")]
+
+
+def _hive_arg(ds: FileDataset) -> str:
+    return ", hive_partitioning=true" if ds.hive else ""
+
+
 def resolve_schema(con: duckdb.DuckDBPyConnection, ds: FileDataset, files: Sequence[FileRef]) -> ReadSchema:
-    """The schema every read of the dataset lands, from the contract or from `files` (all of them)."""
+    """The schema every read of the dataset lands, from the contract or from `files` (all of them). With
+    hive_partitioning, the partition columns follow the files' columns (as DuckDB orders them) unless the
+    contract places them."""
     if ds.fmt == "csv":
-        return csvformat.resolve_schema(con, files[0], ds.dialect, ds.contract)
+        schema = csvformat.resolve_schema(con, files[0], ds.dialect, ds.contract)
+        if ds.hive and not ds.contract:
+            scan = (
+                f"read_csv({file_list(files[:1])}, {ds.dialect.duckdb_args()}, auto_detect=false, "
+                f"columns={jsonread.struct_literal(schema.columns)}, hive_partitioning=true)"
+            )
+            extra = _describe_columns(con, f"SELECT * FROM {scan}")[len(schema.columns) :]
+            schema = ReadSchema((*schema.columns, *extra), schema.dateformat, schema.timestampformat)
+        return schema
     if ds.fmt == "json":
         refuse_too_deep(files)  # before DuckDB parses them: past ~10,000 levels it crashes the process
     if ds.contract:
         return ReadSchema(ds.contract)
     if ds.fmt == "parquet":
-        return ReadSchema(
-            tuple(
-                _describe_columns(con, f"SELECT * FROM read_parquet({file_list(files)}, union_by_name=true)")
-            )
-        )
-    return ReadSchema(jsonread.infer_columns(con, files))
+        scan = f"read_parquet({file_list(files)}, union_by_name=true{_hive_arg(ds)})"
+        return ReadSchema(tuple(_describe_columns(con, f"SELECT * FROM {scan}")))
+    return ReadSchema(jsonread.infer_columns(con, files, hive=ds.hive))
 
 
 def native_select(
     con: duckdb.DuckDBPyConnection, ds: FileDataset, schema: ReadSchema, files: Sequence[FileRef]
 ) -> str:
     """The SELECT that reads `files` as exactly the schema's columns, in order, with its types."""
+    hive = hive_keys(files[0]) if ds.hive else []
     if ds.fmt == "csv":
-        return csvformat.native_select(files, ds.dialect, schema)
+        return csvformat.native_select(files, ds.dialect, schema, hive)
     if ds.fmt == "json":
-        return jsonread.select(files, schema.columns)
-    scan = f"read_parquet({file_list(files)}, union_by_name=true)"
+        return jsonread.select(files, schema.columns, hive)
+    scan = f"read_parquet({file_list(files)}, union_by_name=true{_hive_arg(ds)})"
     present = {name for name, _ in _describe_columns(con, f"SELECT * FROM {scan}")}
     missing = [name for name, _ in schema.columns if name not in present]
     if missing:

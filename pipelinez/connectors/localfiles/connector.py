@@ -86,9 +86,16 @@ class LocalFilesConnector(Connector):
         return OutputTarget(("files",), real.parts, f"folder {shown}", nested=True)
 
     def source_tier(self, dataset: DatasetRequest) -> str:
-        fmt = self._dataset(dataset).fmt
+        ds = self._dataset(dataset)
+        fmt = ds.fmt
         if not dataset.force_universal:
             return NATIVE
+        if ds.hive:
+            raise PzConnectorError(
+                "force_universal needs the universal tier, but hive_partitioning is read natively only; "
+                "remove force_universal for this source, or declare the partition values as columns",
+                code="PZ0312",
+            )
         if fmt != "csv":
             raise PzConnectorError(
                 f"force_universal needs the universal tier, but localfiles reads "
