@@ -74,3 +74,35 @@ def test_localfiles_reads_hive_partitions_natively_and_refuses_them_universally(
     (project / "project.yml").write_text("name: hv\nengine: { force_universal: true }\n")
     forced = pz(project, "run")
     assert forced.exit_code == 1 and "PZ0312" in forced.output and "hive_partitioning" in forced.output
+
+
+def test_s3_settings_from_the_connection() -> None:
+    from pipelinez.connectors.s3.connector import S3Store
+
+    local = S3Store({"bucket": "b", "endpoint": "http://127.0.0.1:9000"})
+    assert (local.endpoint, local.use_ssl, local.url_style, local.region) == (
+        "127.0.0.1:9000",
+        False,
+        "path",
+        "us-east-1",
+    )
+    aws = S3Store({"bucket": "/b/", "region": "eu-west-1", "access_key_id": "k", "secret_access_key": "s"})
+    assert (aws.root, aws.endpoint, aws.use_ssl, aws.url_style) == ("b", None, True, "vhost")
+    assert "SECRET 's'" in aws.secret_options() and "ENDPOINT" not in aws.secret_options()
+
+
+def test_azure_account_from_a_connection_string_or_keys() -> None:
+    from pipelinez.connectors.azureblob.connector import Account
+
+    azurite = Account.of(
+        {
+            "connection_string": "DefaultEndpointsProtocol=http;AccountName=dev;AccountKey=k==;"
+            "BlobEndpoint=http://127.0.0.1:10000/dev;"
+        }
+    )
+    assert (azurite.name, azurite.key, azurite.blob_url) == ("dev", "k==", "http://127.0.0.1:10000/dev")
+    cloud = Account.of({"account_name": "acme", "account_key": "k"})
+    assert cloud.blob_url == "https://acme.blob.core.windows.net"
+    assert cloud.connection_string() == (
+        "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=k;BlobEndpoint=https://acme.blob.core.windows.net;"
+    )
