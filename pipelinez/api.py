@@ -12,12 +12,14 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelinez.compile.policy import RetryPolicy
+from pipelinez.compile.policy import BreakerPolicy, RetryPolicy
+from pipelinez.compile.work import engine_retry as engine_retry_policy
 from pipelinez.config.loader import find_project_root
+from pipelinez.config.model import RetrySpec
 from pipelinez.core.diagnostics import Diagnostic, PzConfigError, PzError, PzValidationError
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy, Tier
 from pipelinez.engine import workflow
@@ -31,6 +33,7 @@ from pipelinez.engine.session import RunOutcome
 from pipelinez.plan.planner import PlannedNode
 
 __all__ = [
+    "BreakerPolicy",
     "Diagnostic",
     "LockedConnector",
     "NodeResult",
@@ -83,9 +86,10 @@ class PlanNode:
     delivery: str | None  # a sink write's delivery guarantee
     retry: RetryPolicy | None  # the effective policy, for a node whose config declares one
     note: str | None = None
+    breaker: str | None = None  # the instance whose circuit breaker guards this node (engine.breaker set)
 
     @staticmethod
-    def of(planned: PlannedNode) -> PlanNode:
+    def of(planned: PlannedNode, breaker: bool = False) -> PlanNode:
         node = planned.node
         return PlanNode(
             node.name,
@@ -98,6 +102,7 @@ class PlanNode:
             planned.guarantee,
             planned.retry if planned.declares_retry else None,
             planned.note,
+            node.instance if breaker else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -110,7 +115,8 @@ class PlanNode:
             "strategy": self.strategy,
             "deps": list(self.deps),
             "delivery": self.delivery,
-            "retry": asdict(self.retry) if self.retry else None,
+            "retry": self.retry.to_dict() if self.retry else None,
+            "breaker": self.breaker,
         }
 
 
@@ -119,6 +125,8 @@ class RunPlan:
     nodes: tuple[PlanNode, ...]
     selection: tuple[str, ...]
     warnings: tuple[Diagnostic, ...] = ()
+    engine_retry: RetryPolicy | None = None  # project.yml's engine.retry, effective, when it declares one
+    breaker: BreakerPolicy | None = None  # engine.breaker, effective, when it declares one
 
     @property
     def names(self) -> list[str]:
@@ -154,8 +162,13 @@ class Project:
     ) -> RunPlan:
         """Validate, then the selected nodes in run order (selection syntax as `pz plan --select`)."""
         the_plan, warnings = workflow.plan(self.root, select, exclude, vars, self.environ)
+        engine_retry = engine_retry_policy(the_plan.dag.project)
         return RunPlan(
-            tuple(PlanNode.of(p) for p in the_plan.nodes), tuple(the_plan.selection), tuple(warnings)
+            tuple(PlanNode.of(p, the_plan.breaker is not None) for p in the_plan.nodes),
+            tuple(the_plan.selection),
+            tuple(warnings),
+            engine_retry if the_plan.dag.project.engine.retry != RetrySpec() else None,
+            the_plan.breaker,
         )
 
     def run(

@@ -249,7 +249,10 @@ def plan(
     settings.emit_diagnostics(the_plan.warnings)
     if settings.log_format == "json":
         for p in the_plan.nodes:
-            click.echo(json.dumps({"event": "plan_node", "ts": utc_now(), **p.to_dict()}))
+            data = {"event": "plan_node", "ts": utc_now(), **p.to_dict()}
+            if p.breaker and the_plan.breaker:
+                data["breaker"] = {"instance": p.breaker, **the_plan.breaker.to_dict()}
+            click.echo(json.dumps(data))
         return
     for line in plan_lines(the_plan):
         click.echo(line)

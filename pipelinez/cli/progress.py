@@ -47,6 +47,8 @@ class ProgressReporter:
                 self.live.start()
             elif kind == "node_started":
                 self.running[str(data["name"])] = time.monotonic()
+            elif kind == "node_retry":  # waits out its back-off: not running
+                self.running.pop(str(data["name"]), None)
             elif kind == "node_completed":
                 self.running.pop(str(data["name"]), None)
                 self.done += 1

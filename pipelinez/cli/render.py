@@ -62,6 +62,29 @@ def node_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _seconds(ms: int) -> str:
+    return f"{ms / 1000:.1f}s" if ms < 60_000 else f"{ms / 60_000:.1f}m"
+
+
+def node_retry_lines(data: dict[str, Any]) -> list[str]:
+    """The text lines of one node_retry event: the node, when its next attempt goes, and why."""
+    lines = [f"RETRY {data['name']} attempt {int(data['attempt']) + 1} in {_seconds(int(data['delay_ms']))}"]
+    err = data.get("error")
+    if err:
+        lines.append(f"  {err['code']}: {err['message']}")
+    return lines
+
+
+def breaker_lines(data: dict[str, Any]) -> list[str]:
+    """The text line of one breaker_state_changed event."""
+    line = f"BREAKER {data['instance']} {data['from']} -> {data['to']}"
+    if data.get("reason"):
+        line += f": {data['reason']}"
+    if data.get("retry_in_ms") is not None:
+        line += f"; next probe in {_seconds(int(data['retry_in_ms']))}"
+    return [line]
+
+
 _closed_streams: set[int] = set()
 
 
@@ -94,6 +117,10 @@ class TextReporter:
             if self.quiet and data["status"] in ("success", "carried_forward"):
                 return
             lines = node_lines(data)
+        elif kind == "node_retry":
+            lines = node_retry_lines(data)
+        elif kind == "breaker_state_changed":
+            lines = breaker_lines(data)
         elif kind == "note" and not self.quiet:
             lines = [f"note: {data['message']}"]
         elif kind == "warning":
@@ -115,6 +142,14 @@ class JsonReporter:
 
 def plan_lines(plan: RunPlan) -> list[str]:
     lines = [f"plan: {_plural(len(plan.nodes), 'node')} (selection: {' '.join(plan.selection)})"]
+    if plan.engine_retry:
+        lines.append(f"engine retry: {plan.engine_retry.render(origins=True)}")
+    if plan.breaker:
+        instances = sorted({p.breaker for p in plan.nodes if p.breaker})
+        lines.append(
+            f"engine breaker: {plan.breaker.render(origins=True)}; one per instance"
+            + (f": {', '.join(instances)}" if instances else "")
+        )
     width = max((len(p.name) for p in plan.nodes), default=10)
     for i, p in enumerate(plan.nodes, 1):
         parts = [f"{i:>3}. {p.name:<{width}}", f"{p.kind:<11}"]
@@ -129,7 +164,9 @@ def plan_lines(plan: RunPlan) -> list[str]:
         if p.delivery:
             lines.append(f"       delivery: {p.delivery}")
         if p.retry:
-            lines.append(f"       retry: {p.retry.render()}")
+            lines.append(f"       retry: {p.retry.render(origins=True)}")
+        if p.breaker:
+            lines.append(f"       breaker: {p.breaker}")
         if p.deps:
             lines.append(f"       after: {', '.join(p.deps)}")
     return lines

@@ -6,12 +6,12 @@ One function per feature; when the feature ships, delete its function and its ca
 from __future__ import annotations
 
 from pipelinez.config.model import Project
-from pipelinez.core.diagnostics import Diagnostic, error, warning
+from pipelinez.core.diagnostics import Diagnostic, error
 
 
 def check(project: Project) -> list[Diagnostic]:
     """Errors and warnings for every use of a feature this version does not have."""
-    return [*_incremental_sync(project), *_breaker(project)]
+    return [*_incremental_sync(project)]
 
 
 def _incremental_sync(project: Project) -> list[Diagnostic]:
@@ -27,17 +27,4 @@ def _incremental_sync(project: Project) -> list[Diagnostic]:
         for s_name, source in sorted(project.sources.items())
         for d_name, dataset in sorted(source.datasets.items())
         if dataset.sync is not None
-    ]
-
-
-def _breaker(project: Project) -> list[Diagnostic]:
-    """`engine.breaker` would have no effect: no node ever waits on a breaker in this version."""
-    if project.engine.breaker is None:
-        return []
-    return [
-        warning(
-            "PZ0234",
-            "engine.breaker is not available in this version of pz: the block has no effect",
-            place=project.locate("project.yml", ("engine", "breaker")),
-        )
     ]

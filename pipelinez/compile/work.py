@@ -148,13 +148,16 @@ def output_request(project: Project, inst: ResolvedInstance, output: str) -> Out
     )
 
 
+ENGINE_LEVEL = "engine.retry"  # the origin label of project.yml's engine.retry
+
+
 def engine_retry(project: Project) -> RetryPolicy:
     """The policy of nodes with no retry key of their own (pipelines, checks)."""
-    return effective_policy((project.engine.retry,))
+    return effective_policy(((ENGINE_LEVEL, project.engine.retry),))
 
 
-def _retry(project: Project, *levels: RetrySpec | None) -> tuple[RetryPolicy, bool]:
-    cascade = (project.engine.retry, *levels)
+def _retry(project: Project, *levels: tuple[str, RetrySpec | None]) -> tuple[RetryPolicy, bool]:
+    cascade = ((ENGINE_LEVEL, project.engine.retry), *levels)
     return effective_policy(cascade), declares_retry(cascade[1:])
 
 
@@ -171,7 +174,9 @@ def source_load_work(project: Project, inst: ResolvedInstance, dataset: str, tab
     point = endpoint(project, inst)
     request = dataset_request(project, inst, dataset)
     spec = project.sources[inst.name]
-    retry, declared = _retry(project, spec.retry, spec.datasets[dataset].retry)
+    retry, declared = _retry(
+        project, (f"source '{spec.name}'", spec.retry), (f"dataset '{dataset}'", spec.datasets[dataset].retry)
+    )
     return SourceLoadWork(point, request, table, source_tier(point.capabilities(), request), retry, declared)
 
 
@@ -181,7 +186,9 @@ def sink_write_work(
     point = endpoint(project, inst)
     spec = project.sinks[inst.name]
     out = spec.outputs.get(output)
-    retry, declared = _retry(project, spec.retry, out.retry if out else None)
+    retry, declared = _retry(
+        project, (f"sink '{spec.name}'", spec.retry), (f"output '{output}'", out.retry if out else None)
+    )
     tier = choose_tier(point.capabilities().sink_tiers, point.force_universal)
     duplicates = out.duplicates if out else None
     return SinkWriteWork(

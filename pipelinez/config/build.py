@@ -117,6 +117,7 @@ def build_breaker(block: Any) -> BreakerSpec:
     return BreakerSpec(
         failure_threshold=defaults.failure_threshold if threshold is None else int(threshold),
         cool_down=defaults.cool_down if cool_down is None else cool_down,
+        declared=frozenset(k for k in ("failure_threshold", "cool_down") if block.get(k) is not None),
     )
 
 

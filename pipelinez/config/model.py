@@ -29,6 +29,7 @@ class RetrySpec:
 class BreakerSpec:
     failure_threshold: int = 5
     cool_down: float = 30.0
+    declared: frozenset[str] = field(default=frozenset(), compare=False)  # the keys the block sets
 
 
 @dataclass(frozen=True)

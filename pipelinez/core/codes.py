@@ -319,9 +319,9 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0234",
         "BreakerNotAvailable",
-        "project.yml declares `engine.breaker`, but circuit breakers are not available in this version; "
-        "the block has no effect (warning)",
-        "remove engine.breaker; failed nodes are still retried under the retry: policy",
+        "retired: `engine.breaker` works now (see Resilience); this warning said the block had no effect",
+        "nothing to do; this code is never reused",
+        retired=True,
     ),
     # --- 03: connectors and tiers ------------------------------------------------------------
     Code(
@@ -446,8 +446,9 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0506",
         "BreakerOpen",
-        "a circuit breaker stayed open past the bounded wait",
-        "wait for the source/sink to recover, then run again",
+        "the circuit breaker of the node's source/sink instance stayed open through 3 cool-down cycles while "
+        "the node waited (retryable: the node did not run)",
+        "wait for the source/sink to recover, then `pz retry` (only the failed and skipped nodes run again)",
     ),
     Code(
         "PZ0507",

@@ -78,9 +78,11 @@ class NodeRetry(Event):
 @dataclass(frozen=True)
 class BreakerStateChanged(Event):
     EVENT: ClassVar[str] = "breaker_state_changed"
-    instance: str = ""
-    from_state: str = ""
+    instance: str = ""  # source:<name> | sink:<name>
+    from_state: str = ""  # closed | open | half_open
     to_state: str = ""
+    reason: str = ""
+    retry_in_ms: int | None = None  # to open: when the next probe may go
 
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()

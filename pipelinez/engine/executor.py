@@ -1,7 +1,8 @@
 """The DAG executor: the generic scheduler with pz's nodes. Up to `threads` nodes at once, each instance at
 most `max_concurrency`, dbt failure semantics (a failed node's descendants are skipped, independent
 branches go on) or fail-fast, retries of transient failures re-submitted after their back-off (no worker
-waits), and a gate hook (the circuit breaker's seam). Node results, events and run_results.json are
+waits), and the gate: the circuit breakers of `engine.breaker` (`breaker_gate.py`) hold nodes back without a
+worker and hear how every attempt ended. Node results, events and run_results.json are
 recorded here, on the coordinator thread."""
 
 from __future__ import annotations
@@ -9,12 +10,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
+from pipelinez.compile.policy import BreakerPolicy
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core import vocabulary
 from pipelinez.core.vocabulary import NodeStatus
 from pipelinez.engine.backend import AttemptResult, Done, ExecutorBackend, ThreadBackend, WorkItem
+from pipelinez.engine.breaker import Transition
+from pipelinez.engine.breaker_gate import BreakerGate
 from pipelinez.engine.context import RunContext
-from pipelinez.engine.events import NodeCompleted, NodeRetry, NodeStarted
+from pipelinez.engine.events import BreakerStateChanged, NodeCompleted, NodeRetry, NodeStarted
 from pipelinez.engine.failures import NodeFailure
 from pipelinez.engine.retry import retry_delay
 from pipelinez.engine.run_results import NodeResult, ResultsWriter
@@ -23,6 +27,7 @@ from pipelinez.engine.scheduler import (
     Finished,
     GateDecision,
     Graph,
+    MonotonicClock,
     RetryIn,
     Scheduler,
     Verdict,
@@ -50,7 +55,10 @@ class Executor:
         clock: Clock | None = None,
         checkpoints: dict[str, DeliveryCheckpoint] | None = None,
         reuse: Mapping[str, Reuse] | None = None,
+        breaker: BreakerPolicy | None = None,
     ):
+        """`gate`: asked before each attempt (tests); `breaker`: engine.breaker's policy: one breaker per
+        source/sink instance, asked after `gate` and told how every attempt ended."""
         self.ctx = ctx
         self.writer = writer
         self.threads = max(1, threads)
@@ -58,14 +66,16 @@ class Executor:
         self._own_backend = backend is None
         self._backend: ExecutorBackend = backend or ThreadBackend(ctx, self.threads)
         self.gate = gate
-        self.clock = clock
         self.reuse = dict(reuse or {})  # a retry's source loads that take the failed run's staged data
+        self.clock: Clock = clock or MonotonicClock()
+        self.breakers = BreakerGate(breaker, self.publish_transition) if breaker else None
         self.results = {n.name: n for n in writer.results.nodes}
         self.planned = {p.node.name: p for p in ctx.plan.nodes}
         self._started: dict[str, float] = {}
         # checkpointed delivery: what the next attempt of a sink write may resume past (seeded by a retry
         # from the failed run, then by each failed attempt of this run)
         self._resume: dict[str, DeliveryCheckpoint] = dict(checkpoints or {})
+        self._attempts: dict[str, int] = {}  # the latest attempt submitted per node
 
     def run(self) -> None:
         order = [p.node.name for p in self.ctx.plan.nodes]
@@ -83,13 +93,12 @@ class Executor:
         settled = {
             n: r.status in OK_STATUSES for n, r in self.results.items() if r.status != NodeStatus.PENDING
         }
-        gate = self.gate
         scheduler: Scheduler[str, AttemptResult] = Scheduler(
             graph,
             self,
             slots=self.threads,
             fail_fast=self.fail_fast,
-            gate=(lambda name, now: gate(self.planned[name], now)) if gate else None,
+            gate=self._gate if self.gate or self.breakers else None,
             clock=self.clock,
             settled=settled,
         )
@@ -99,10 +108,32 @@ class Executor:
             if self._own_backend:
                 self._backend.close()
 
+    def _gate(self, name: str, now: float) -> GateDecision:
+        planned = self.planned[name]
+        for gate in (self.gate, self.breakers):
+            decision = gate(planned, now) if gate else None
+            if decision is not None:
+                return decision
+        return None
+
+    def publish_transition(self, change: Transition) -> None:
+        """A breaker changed state: the `breaker_state_changed` event."""
+        self.ctx.bus.publish(
+            BreakerStateChanged(
+                self.ctx.run_id,
+                instance=change.instance,
+                from_state=change.from_state,
+                to_state=change.to_state,
+                reason=change.reason,
+                retry_in_ms=None if change.retry_in is None else int(change.retry_in * 1000),
+            )
+        )
+
     # -- Hooks ---------------------------------------------------------------------------------------
     def submit(self, key: str, attempt: int, done: Done) -> None:
         planned = self.planned[key]
         node = planned.node
+        self._attempts[key] = attempt
         self._started.setdefault(key, time.monotonic())
         self.results[key].status = NodeStatus.RUNNING
         self.ctx.bus.publish(
@@ -115,6 +146,8 @@ class Executor:
         failure = result.failure
         if failure is not None and failure.checkpoint is not None:
             self._resume[key] = failure.checkpoint
+        if self.breakers is not None:
+            self.breakers.observe(self.planned[key], failure, self.clock.now())
         if failure is not None and may_retry:
             delay = retry_delay(self.planned[key].retry, attempt, failure)
             if delay is not None:
@@ -131,6 +164,8 @@ class Executor:
         return Finished(self.results[key].status in OK_STATUSES)
 
     def settle_interrupted(self, key: str, attempt: int, result: AttemptResult) -> None:
+        if self.breakers is not None:
+            self.breakers.release(self.planned[key])
         if result.failure is None:
             self._finish(result)  # it finished before the interrupt reached it
         else:
@@ -138,7 +173,7 @@ class Executor:
 
     def refuse(self, key: str, reason: object) -> None:
         failure = reason if isinstance(reason, NodeFailure) else NodeFailure("PZ0506", str(reason))
-        self._finish(AttemptResult(key, 0, failure=failure))
+        self._finish(AttemptResult(key, self._attempts.get(key, 0), failure=failure))
 
     def give_up(self, key: str, status: str, reason: str) -> None:
         self._give_up(key, NodeStatus(status), reason)

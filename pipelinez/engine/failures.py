@@ -32,6 +32,14 @@ class NodeFailure(Exception):
     rows: int = 0  # rows the failed node reports (a failed check: its offending rows)
     checkpoint: DeliveryCheckpoint | None = None  # checkpointed delivery: the batches acknowledged so far
     partitions: tuple[PartitionResult, ...] | None = None  # a partitioned load: which partitions landed
+    # the worker running the attempt was lost (a remote backend's node died): such a failure may be transient
+    # for the retry policy, but it says nothing about the source/sink instance, so a breaker never counts it
+    worker_lost: bool = False
+
+    @property
+    def blames_instance(self) -> bool:
+        """A transient failure of the external system itself: what a circuit breaker counts."""
+        return self.transient and not self.worker_lost
 
     @property
     def error(self) -> NodeError:
@@ -54,6 +62,7 @@ class NodeFailure(Exception):
                 self.rows,
                 self.checkpoint,
                 self.partitions,
+                self.worker_lost,
             ),
         )
 

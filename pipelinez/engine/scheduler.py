@@ -4,7 +4,9 @@ limits, a gate and a timer heap, and nothing of what a node does (like SQLMesh's
 One coordinator thread (the caller's) owns every decision. Work runs elsewhere (`Hooks.submit`) and reports
 back through an inbox; the coordinator settles each result. A node that must wait — a gate that says "not
 yet, re-check at T", a retry back-off — sits in the timer heap and holds no worker: the capacity `slots`
-counts only nodes actually running. Fail-fast and Ctrl-C cancel waiting and unstarted nodes at once.
+counts only nodes actually running. A node the gate deferred is asked again at its time, or sooner when an
+attempt of its group (its source/sink instance) ends, since that may change the gate's mind. Fail-fast and
+Ctrl-C cancel waiting and unstarted nodes at once.
 
 Outcomes: a settled node is ok or failed; a node whose dependency is not ok is skipped (naming the failed
 node at the root of the chain); a node cancelled by fail-fast or an interrupt is cancelled.
@@ -119,6 +121,7 @@ class _Timer(Generic[K]):
     seq: int
     key: K = field(compare=False)
     attempt: int = field(compare=False)
+    deferred: bool = field(default=False, compare=False)  # held by the gate (not a retry back-off)
 
 
 class Scheduler(Generic[K, R]):
@@ -172,6 +175,8 @@ class Scheduler(Generic[K, R]):
         try:
             while len(self.ok) < len(self._rank):
                 self._pump()
+                if len(self.ok) == len(self._rank):
+                    break  # the gate refused the last nodes
                 if not self._running and not self._timers:
                     stuck = [k for k in self.graph.order if k not in self.ok]
                     raise RuntimeError(f"scheduler stalled with nodes {stuck}")
@@ -201,7 +206,7 @@ class Scheduler(Generic[K, R]):
                 continue
             decision = self.gate(key, now) if self.gate else None
             if isinstance(decision, Defer):
-                self._wait(key, attempt, decision.at)
+                self._wait(key, attempt, decision.at, deferred=True)
             elif isinstance(decision, Refuse):
                 self.hooks.refuse(key, decision.reason)
                 self._finish(key, False)
@@ -220,9 +225,22 @@ class Scheduler(Generic[K, R]):
 
         self.hooks.submit(key, attempt, done)
 
-    def _wait(self, key: K, attempt: int, at: float) -> None:
+    def _wait(self, key: K, attempt: int, at: float, deferred: bool = False) -> None:
         self._seq += 1
-        heapq.heappush(self._timers, _Timer(at, self._seq, key, attempt))
+        heapq.heappush(self._timers, _Timer(at, self._seq, key, attempt, deferred))
+
+    def _wake_group(self, group: str | None) -> None:
+        """An attempt of `group` ended, which may change the gate's mind (a breaker's probe closed it): the
+        group's deferred nodes are asked again now instead of at their timer."""
+        if not group:
+            return
+        woken = [t for t in self._timers if t.deferred and self.graph.group(t.key) == group]
+        if not woken:
+            return
+        self._timers = [t for t in self._timers if not (t.deferred and self.graph.group(t.key) == group)]
+        heapq.heapify(self._timers)
+        for timer in woken:
+            heapq.heappush(self._ready, (self._rank[timer.key], timer.attempt, timer.key))
 
     def _release(self, key: K) -> None:
         self._running.pop(key, None)
@@ -233,6 +251,7 @@ class Scheduler(Generic[K, R]):
     def _settle(self, key: K, attempt: int, result: R) -> None:
         self._release(key)
         verdict = self.hooks.settle(key, attempt, result, may_retry=not self._cancelled)
+        self._wake_group(self.graph.group(key))
         if isinstance(verdict, RetryIn) and not self._cancelled:
             self._wait(key, attempt + 1, self.clock.now() + verdict.delay)
             return

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from pipelinez.compile.policy import BreakerPolicy
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.codes import lookup
 from pipelinez.core.diagnostics import Diagnostic
@@ -195,7 +196,7 @@ def execute(
             session.bus.publish(_completed(session.run_id, carried))
         n_threads = threads or project.engine.threads or os.cpu_count() or 1
         ff = project.engine.fail_fast if fail_fast is None else fail_fast
-        log_file = _run_nodes(session, plan, n_threads, ff, gate, resume.reuse, checkpoints)
+        log_file = _run_nodes(session, plan, n_threads, ff, gate, resume.reuse, checkpoints, plan.breaker)
         return RunOutcome(session.run_id, results.status, results, log_file)
 
 
@@ -229,6 +230,7 @@ def _run_nodes(
     gate: NodeGate | None,
     reuse: Mapping[str, Reuse],
     checkpoints: dict[str, DeliveryCheckpoint] | None = None,
+    breaker: BreakerPolicy | None = None,
 ) -> Path | None:
     """Run the nodes on a fresh staging database; set the run's status. Returns the log file of an
     orchestrator-level failure (a bug, or the staging database itself failing), else None."""
@@ -239,7 +241,14 @@ def _run_nodes(
         ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
         with debug_log(session.run_dir / "pz.log", session.redactor):
             Executor(
-                ctx, session.writer, threads, fail_fast, gate=gate, checkpoints=checkpoints, reuse=reuse
+                ctx,
+                session.writer,
+                threads,
+                fail_fast,
+                gate=gate,
+                checkpoints=checkpoints,
+                reuse=reuse,
+                breaker=breaker,
             ).run()
         ok = all(n.status in OK_STATUSES for n in results.nodes)
         results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED

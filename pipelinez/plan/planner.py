@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode, SourceLoadNode
-from pipelinez.compile.policy import RetryPolicy
+from pipelinez.compile.policy import BreakerPolicy, RetryPolicy, breaker_policy
 from pipelinez.config.model import Project
 from pipelinez.connectors.sdk import Capabilities
 from pipelinez.core.diagnostics import Diagnostic
@@ -36,6 +36,7 @@ class Plan:
     dag: CompiledDag
     nodes: list[PlannedNode] = field(default_factory=list)
     selection: list[str] = field(default_factory=list)
+    breaker: BreakerPolicy | None = None  # engine.breaker: one breaker per source/sink instance
 
     @property
     def names(self) -> list[str]:
@@ -108,7 +109,11 @@ def build_plan(
     dag: CompiledDag, select: Sequence[str] = (), exclude: Sequence[str] = ()
 ) -> tuple[Plan, list[Diagnostic]]:
     names, diags = select_nodes(dag, select, exclude)
-    plan = Plan(dag, selection=[*select, *(f"--exclude {e}" for e in exclude)] or ["--all"])
+    plan = Plan(
+        dag,
+        selection=[*select, *(f"--exclude {e}" for e in exclude)] or ["--all"],
+        breaker=breaker_policy(dag.project.engine.breaker),
+    )
     plan.nodes = [plan_node(dag.nodes[name], diags, dag.project) for name in names]
     return plan, diags
 

@@ -1,5 +1,5 @@
-"""Nothing accepted silently: `sync:`, `engine.breaker` and `connectors:` pins each get a word; masking a
-secret never rewrites structured fields, and a short secret gets a warning."""
+"""Nothing accepted silently: `sync:` and `connectors:` pins each get a word (`engine.breaker` works);
+masking a secret never rewrites structured fields, and a short secret gets a warning."""
 
 from __future__ import annotations
 
@@ -56,16 +56,17 @@ def test_incremental_sync_is_refused_until_it_is_built(project_dir: Path) -> Non
     assert not (project_dir / "out").exists()
 
 
-def test_a_breaker_block_is_a_warning_that_it_has_no_effect(project_dir: Path) -> None:
+def test_a_breaker_block_is_accepted_without_a_warning_and_shown_by_plan(project_dir: Path) -> None:
     write_project(
         project_dir,
         {**BASE, "project.yml": "name: shop\nengine:\n  breaker: { failure_threshold: 5, cool_down: 30s }\n"},
     )
     result = pz(project_dir, "validate")
-    assert result.exit_code == 0
-    assert result.lines[0] == (
-        "warning: PZ0234 project.yml:3:3: engine.breaker is not available in this version of pz: "
-        "the block has no effect"
+    assert (result.exit_code, result.lines) == (0, ["ok: project is valid (3 nodes)"])
+    plan = pz(project_dir, "plan")
+    assert plan.lines[1] == (
+        "engine breaker: failure_threshold 5 (engine.breaker), cool_down 30s (engine.breaker); "
+        "one per instance: sink:lake, source:files"
     )
 
 
