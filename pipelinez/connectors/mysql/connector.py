@@ -52,6 +52,7 @@ from pipelinez.connectors.mysql.settings import (
     Settings,
     TableName,
     connector_error,
+    is_transient,
     quote_ident,
     sql_literal,
 )
@@ -375,6 +376,10 @@ class MySQLConnector(Connector):
         except (
             BaseException
         ) as exc:  # ConnectorX raises RuntimeError, and pyo3 PanicException (a BaseException)
+            if type(exc).__name__ == "PanicException" and is_transient(exc):
+                # ConnectorX panics when the server connection is lost mid-read ("cx writer failed: ...
+                # Connection reset by peer"): a lost connection, not a value it cannot convert
+                raise connector_error(settings, f"{where}: read failed", exc, code="PZ0505") from None
             if type(exc).__name__ == "PanicException":
                 bad = self._impossible_dates(plans, source, where)
                 if bad:

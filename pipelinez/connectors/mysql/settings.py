@@ -32,11 +32,12 @@ TRANSIENT_CODES: dict[int, str] = {
 }
 
 # ConnectorX reports I/O failures of its Rust driver without a MySQL error number. These shapes are the
-# driver's wording of the client errors 2002/2003 (cannot connect) and 2006/2013 (connection lost).
+# driver's wording of the client errors 2002/2003 (cannot connect) and 2006/2013 (connection lost);
+# "timed out waiting for connection" is its connection pool (r2d2) giving up on connecting.
 _DRIVER_IO = re.compile(
     r"connection refused|connection reset|broken pipe|could not connect|couldn't connect|"
     r"connection aborted|unexpected eof|os error 10[34]\b|os error 111\b|os error 32\b|"
-    r"server has gone away|lost connection",
+    r"server has gone away|lost connection|timed out waiting for connection",
     re.IGNORECASE,
 )
 _ERROR_NUMBER = re.compile(r"\bERROR\s+(\d{4})\b|\((\d{4})\s*,|\bcode:\s*(\d{4})\b", re.IGNORECASE)
@@ -109,6 +110,11 @@ class Settings:
         host = f"[{self.host}]" if ":" in self.host else self.host
         url = f"mysql://{auth}{host}:{self.port}/{quote(self.database or '', safe='')}"
         params = list(self.url_params)
+        if not any(key == "prefer_socket" for key, _ in params):
+            # ConnectorX's Rust driver would otherwise ask a server reached at 127.0.0.1/localhost for its
+            # @@socket and silently switch to that local Unix socket: through an SSH tunnel or a proxy on a
+            # loopback port, that reads whatever server listens on the local socket, not the one configured.
+            params.append(("prefer_socket", "false"))
         if self.ssl is not None:
             params.append(("require_ssl", "true"))
             if not self.ssl.get("verify", True):

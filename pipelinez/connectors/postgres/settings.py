@@ -63,6 +63,14 @@ _TERMINAL_CONNECT = re.compile(
     r"could not translate host name|Name or service not known|is not permitted to log in",
     re.IGNORECASE,
 )
+# The ADBC driver's Arrow stream reports a connection lost mid-read as a bare OSError carrying libpq's text
+# (`[libpq] PQgetCopyData() failed: server closed the connection unexpectedly`): these libpq phrases say
+# the connection itself failed, not the query.
+_LIBPQ_CONNECTION_LOST = re.compile(
+    r"server closed the connection unexpectedly|no connection to the server|connection reset|"
+    r"could not (?:receive|send) data (?:from|to) server|SSL SYSCALL error|SSL connection has been closed",
+    re.IGNORECASE,
+)
 _LINE_CONTEXT = re.compile(r"\n[ \t]*LINE |\bLINE \d+:")
 _QUERY_WAS = re.compile(r"\n*\s*Query was:.*", re.DOTALL)
 _PASSWORD_PAIR = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
@@ -255,6 +263,8 @@ def _is_connection_error(exc: BaseException) -> bool:
         return False
     if isinstance(exc, adbc_driver_manager.OperationalError):
         return True
+    if type(exc) is OSError and "[libpq]" in str(exc):  # the ADBC Arrow stream, mid-read
+        return bool(_LIBPQ_CONNECTION_LOST.search(str(exc)))
     status = getattr(exc, "status_code", None)
     # AdbcStatusCode: 10 IO, 11 CANCELLED, 12 TIMEOUT
     return isinstance(exc, adbc_driver_manager.Error) and int(status or 0) in (10, 11, 12)

@@ -1,0 +1,216 @@
+"""A loopback TCP proxy that injects network faults, for tests against the real PostgreSQL and MariaDB.
+
+    with FaultProxy(5432, policy=fraction(0.2, Fault.reset(after_bytes=2000), seed=7)) as proxy:
+        ... connect to 127.0.0.1:proxy.port instead of 5432 ...
+    proxy.log  # one (index, fault kind) per connection accepted
+
+Every accepted connection gets a number (0, 1, 2, ... in accept order) and the policy decides its fault:
+
+- `Fault.ok()`: forward both ways until either side closes.
+- `Fault.reset(after_bytes=n)`: forward, then once `n` bytes have come back from the server, abort both
+  sides with a TCP RST (SO_LINGER 0): the client sees "connection reset by peer" or "server closed the
+  connection unexpectedly" mid-handshake or mid-result. `after_bytes=0` resets right after accept.
+- `Fault.stall(seconds)`: accept, forward nothing for `seconds`, then reset (a hung server or network).
+- `Fault.refuse()`: reset at once, before a byte moves (what a client sees of a server refusing).
+
+`proxy.listening = False` closes the listening socket so connecting fails with ECONNREFUSED (a server that
+is down); `True` listens again on the same port. `proxy.policy` may be swapped at any time.
+
+Policies (`Policy = Callable[[int], Fault]`): `always(fault)`, `fraction(p, fault, seed)` (a seeded,
+reproducible share of connections), `schedule([fault, ...], then=Fault.ok())` (by index), or any callable.
+The proxy runs its own asyncio loop on a daemon thread and stops on `__exit__`: no server outlives a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str  # ok | reset | stall | refuse
+    after_bytes: int = 0
+    seconds: float = 0.0
+
+    @staticmethod
+    def ok() -> Fault:
+        return Fault("ok")
+
+    @staticmethod
+    def reset(after_bytes: int = 0) -> Fault:
+        return Fault("reset", after_bytes=after_bytes)
+
+    @staticmethod
+    def stall(seconds: float) -> Fault:
+        return Fault("stall", seconds=seconds)
+
+    @staticmethod
+    def refuse() -> Fault:
+        return Fault("refuse")
+
+
+Policy = Callable[[int], Fault]
+
+
+def always(fault: Fault) -> Policy:
+    return lambda _index: fault
+
+
+def fraction(share: float, fault: Fault | Sequence[Fault], seed: int = 0) -> Policy:
+    """A fault for a reproducible `share` of connections (decided per index from `seed`), else ok. Given
+    several faults, each faulty connection gets one of them (also decided from `seed`)."""
+    faults = [fault] if isinstance(fault, Fault) else list(fault)
+
+    def policy(index: int) -> Fault:
+        rng = random.Random(seed * 1_000_003 + index)
+        return rng.choice(faults) if rng.random() < share else Fault.ok()
+
+    return policy
+
+
+def schedule(faults: Sequence[Fault], then: Fault | None = None) -> Policy:
+    """Connection i gets faults[i]; every later one gets `then` (default ok)."""
+    rest = then or Fault.ok()
+    return lambda index: faults[index] if index < len(faults) else rest
+
+
+def _rst(writer: asyncio.StreamWriter) -> None:
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+class FaultProxy:
+    def __init__(self, target_port: int, policy: Policy | None = None, target_host: str = "127.0.0.1"):
+        self.target = (target_host, target_port)
+        self.policy: Policy = policy or always(Fault.ok())
+        self.log: list[tuple[int, str]] = []
+        self.received: dict[int, int] = {}  # bytes the server sent back, per connection
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
+        self._server: asyncio.Server | None = None
+        self._count = 0
+        self._lock = threading.Lock()
+        self._open: set[asyncio.StreamWriter] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def __enter__(self) -> FaultProxy:
+        self._thread.start()
+        self._call(self._listen())
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._call(self._shutdown())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()
+
+    def _call(self, coro: object) -> object:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=10)  # type: ignore[arg-type]
+
+    @property
+    def connections(self) -> int:
+        with self._lock:
+            return self._count
+
+    @property
+    def listening(self) -> bool:
+        return self._server is not None
+
+    @listening.setter
+    def listening(self, on: bool) -> None:
+        if on and self._server is None:
+            self._call(self._listen())
+        elif not on and self._server is not None:
+            self._call(self._close_listener())
+
+    def kinds(self) -> list[str]:
+        with self._lock:
+            return [kind for _i, kind in self.log]
+
+    # -- the loop side --------------------------------------------------------------------------------
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port or 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _close_listener(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _shutdown(self) -> None:
+        await self._close_listener()
+        for writer in list(self._open):
+            _rst(writer)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with self._lock:
+            index = self._count
+            self._count += 1
+        fault = self.policy(index)
+        with self._lock:
+            self.log.append((index, fault.kind))
+        self._open.add(writer)
+        try:
+            if fault.kind == "refuse" or (fault.kind == "reset" and fault.after_bytes <= 0):
+                _rst(writer)
+                return
+            if fault.kind == "stall":
+                await asyncio.sleep(fault.seconds)
+                _rst(writer)
+                return
+            await self._forward(reader, writer, fault, index)
+        finally:
+            self._open.discard(writer)
+
+    async def _forward(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, fault: Fault, index: int
+    ) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            _rst(writer)
+            return
+        self._open.add(up_writer)
+        budget = [fault.after_bytes if fault.kind == "reset" else -1]
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, counted: bool) -> None:
+            try:
+                while data := await src.read(65536):
+                    if counted:
+                        self.received[index] = self.received.get(index, 0) + len(data)
+                    if counted and budget[0] >= 0:
+                        if len(data) >= budget[0]:
+                            dst.write(data[: budget[0]])
+                            with contextlib.suppress(ConnectionError):
+                                await dst.drain()
+                            _rst(writer)
+                            _rst(up_writer)
+                            return
+                        budget[0] -= len(data)
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                with contextlib.suppress(Exception):
+                    dst.close()
+
+        try:
+            await asyncio.gather(pump(reader, up_writer, False), pump(up_reader, writer, True))
+        finally:
+            self._open.discard(up_writer)

@@ -1,0 +1,449 @@
+"""Resilience under injected faults, end to end against the real PostgreSQL and MariaDB through the
+loopback fault proxy (`tests/faults/tcp_proxy.py`): runs that finish with the right data while connections
+reset, attempts counted exactly (connectors never retry internally), the circuit breaker tripping on a dead
+source while independent branches finish, and prompt cancellation of waiting nodes (--fail-fast, Ctrl-C)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pymysql
+import pytest
+
+from tests.conftest import pz, pz_subprocess, write_project
+from tests.faults.tcp_proxy import Fault, FaultProxy, always, fraction
+
+pytestmark = [pytest.mark.postgres, pytest.mark.mysql]
+
+PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
+COLUMNS = '{ id: int, amount: "decimal(12,2)", note: varchar }'
+ROWS = 20_000
+# resets at accept, mid-handshake, and mid-result
+RESETS = [Fault.reset(0), Fault.reset(300), Fault.reset(3_000), Fault.reset(200_000)]
+
+
+# --- fixtures: a PostgreSQL schema and a MariaDB database with the same table -------------------------------
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    schema = f"pz_faults_{secrets.token_hex(4)}"
+    with psycopg.connect(PG_DSN, autocommit=True) as con:
+        con.execute(f'CREATE SCHEMA "{schema}"')
+        con.execute(
+            f'CREATE TABLE "{schema}".orders AS SELECT g AS id, (g % 97)::numeric(12,2) AS amount, '
+            f"md5(g::text) AS note FROM generate_series(1, {ROWS}) g"
+        )
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as con:
+            con.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def my_db() -> Iterator[str]:
+    name = f"pz_faults_{secrets.token_hex(4)}"
+    con = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", autocommit=True)
+    try:
+        with con.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{name}`")
+            cur.execute(
+                f"CREATE TABLE `{name}`.items (id INT PRIMARY KEY, amount DECIMAL(12,2), note VARCHAR(64))"
+            )
+            cur.execute(
+                f"INSERT INTO `{name}`.items SELECT seq, seq % 97, md5(seq) FROM `{name}`.seq_1_to_{ROWS}"
+            )
+        yield name
+    finally:
+        with con.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        con.close()
+
+
+def _pg(sql: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(PG_DSN) as con:
+        return con.execute(sql).fetchall()  # type: ignore[arg-type]
+
+
+def _my(db: str, sql: str) -> list[tuple[Any, ...]]:
+    con = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database=db)
+    try:
+        with con.cursor() as cur:
+            cur.execute(sql)
+            return [tuple(r) for r in cur.fetchall()]
+    finally:
+        con.close()
+
+
+def _events(project: Path) -> list[dict[str, Any]]:
+    run = sorted((project / ".pz" / "runs").iterdir())[-1]
+    return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+
+
+def _pg_source(port: int, schema: str, name: str = "orders") -> str:
+    return f"""
+        connector: postgres
+        connection: {{ host: 127.0.0.1, port: {port}, database: test, user: postgres }}
+        datasets:
+          {name}:
+            table: {schema}.orders
+            columns: {{ id: int, amount: "decimal(12,2)", note: varchar }}
+    """
+
+
+COPY = "INSERT INTO {{ sink('%s', 'copy') }} SELECT * FROM {{ source('%s', 'orders') }}"
+TOTALS = "SELECT amount, count(*) AS n, count(DISTINCT note) AS d, sum(id) AS s FROM {src} GROUP BY amount"
+
+
+# --- a run under 20% connection resets ----------------------------------------------------------------------
+def test_a_run_finishes_with_the_right_data_while_20_percent_of_connections_reset(
+    tmp_path: Path, pg_schema: str, my_db: str
+) -> None:
+    with (
+        FaultProxy(5432, fraction(0.2, RESETS, seed=11)) as pg,
+        FaultProxy(3306, fraction(0.2, RESETS, seed=12)) as my,
+    ):
+        project = write_project(
+            tmp_path / "shop",
+            {
+                # universal tier: a native-tier (DuckDB) error is transient only by the closed list, and
+                # libpq's "server closed the connection unexpectedly" is not on it (docs/resilience.md)
+                "project.yml": """
+                    name: shop
+                    engine:
+                      threads: 2
+                      force_universal: true
+                      retry: { max_attempts: 12, base_delay: 20ms, max_delay: 200ms }
+                """,
+                "sources/pg.yml": _pg_source(pg.port, pg_schema),
+                "sources/my.yml": f"""
+                    connector: mysql
+                    connection: {{ host: 127.0.0.1, port: {my.port}, database: {my_db}, user: root }}
+                    datasets:
+                      items: {{ table: items, columns: {COLUMNS} }}
+                """,
+                "sinks/pgw.yml": f"""
+                    connector: postgres
+                    connection: {{ host: 127.0.0.1, port: {pg.port}, database: test, user: postgres }}
+                    outputs:
+                      totals: {{ table: {pg_schema}.totals }}
+                """,
+                "sinks/myw.yml": f"""
+                    connector: mysql
+                    connection: {{ host: 127.0.0.1, port: {my.port}, database: {my_db}, user: root }}
+                    outputs:
+                      totals: {{ table: totals }}
+                """,
+                "pipelines/pg_totals.sql": "INSERT INTO {{ sink('pgw', 'totals') }}\n"
+                + TOTALS.format(src="{{ source('pg', 'orders') }}"),
+                "pipelines/my_totals.sql": "INSERT INTO {{ sink('myw', 'totals') }}\n"
+                + TOTALS.format(src="{{ source('my', 'items') }}"),
+            },
+        )
+        # its own process: ConnectorX holds the GIL while it connects, which would freeze an in-process proxy
+        result = pz_subprocess(project, "run")
+        faults = pg.kinds() + my.kinds()
+    assert result.exit_code == 0, result.output
+    assert "reset" in faults  # the proxy did break connections
+    expected = _pg(
+        f'SELECT amount::float8, count(*), count(DISTINCT note), sum(id) FROM "{pg_schema}".orders '
+        "GROUP BY amount ORDER BY amount"
+    )
+    assert len(expected) == 97
+    got_pg = _pg(f'SELECT amount::float8, n, d, s FROM "{pg_schema}".totals ORDER BY amount')
+    got_my = _my(my_db, "SELECT CAST(amount AS DOUBLE), n, d, s FROM totals ORDER BY amount")
+    assert got_pg == expected
+    assert [(float(a), int(n), int(d), int(s)) for a, n, d, s in got_my] == expected
+    retried = [e for e in _events(project) if e["event"] == "node_retry"]
+    assert all(e["error"]["transient"] for e in retried)
+
+
+# --- connectors never retry: one connection per attempt -----------------------------------------------------
+def _local_orders() -> dict[str, str]:
+    return {
+        "sources/files.yml": f"""
+            connector: localfiles
+            connection: {{ root: data }}
+            datasets:
+              orders: {{ format: csv, path: orders.csv, columns: {COLUMNS} }}
+        """,
+        "data/orders.csv": "id,amount,note\n1,2.50,a\n2,3.00,b\n",
+    }
+
+
+PATHS = {
+    "postgres source, native (DuckDB postgres extension)": ("pg", "source", False),
+    "postgres source, universal (psycopg + ADBC)": ("pg", "source", True),
+    "postgres sink, native (DuckDB postgres extension)": ("pg", "sink", False),
+    "postgres sink, universal (psycopg)": ("pg", "sink", True),
+    "mysql source (PyMySQL + ConnectorX)": ("my", "source", True),
+    "mysql sink (PyMySQL)": ("my", "sink", True),
+}
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_a_transient_error_is_attempted_exactly_max_attempts_times_with_one_connection_each(
+    tmp_path: Path, path: str, pg_schema: str, my_db: str
+) -> None:
+    """Every connection is reset at accept: each attempt fails at its first connection, so a connector
+    that retried inside would show more connections than attempts."""
+    system, role, universal = PATHS[path]
+    with FaultProxy(5432 if system == "pg" else 3306, always(Fault.refuse())) as proxy:
+        connection = (
+            f"{{ host: 127.0.0.1, port: {proxy.port}, database: test, user: postgres }}"
+            if system == "pg"
+            else f"{{ host: 127.0.0.1, port: {proxy.port}, database: {my_db}, user: root }}"
+        )
+        connector = "postgres" if system == "pg" else "mysql"
+        table = f"{pg_schema}.orders" if system == "pg" else "items"
+        files: dict[str, str] = {
+            "project.yml": f"""
+                name: shop
+                engine:
+                  force_universal: {str(universal).lower()}
+                  retry: {{ max_attempts: 3, base_delay: 10ms, max_delay: 20ms }}
+            """,
+        }
+        if role == "source":
+            files |= {
+                "sources/db.yml": f"""
+                    connector: {connector}
+                    connection: {connection}
+                    datasets:
+                      orders: {{ table: {table}, columns: {COLUMNS} }}
+                """,
+                "sinks/out.yml": "connector: duckdb\nconnection: { path: out.duckdb }\n",
+                "pipelines/copy.sql": COPY % ("out", "db"),
+            }
+            node = "src_db__orders"
+        else:
+            files |= {
+                **_local_orders(),
+                "sinks/db.yml": f"""
+                    connector: {connector}
+                    connection: {connection}
+                    outputs:
+                      copy: {{ table: {"copy_t" if system == "my" else pg_schema + ".copy_t"} }}
+                """,
+                "pipelines/copy.sql": COPY % ("db", "files"),
+            }
+            node = "db.copy"
+        project = write_project(tmp_path / "shop", files)
+        result = pz(project, "run")
+        connections = proxy.connections
+    assert result.exit_code == 1, result.output
+    failed = result.node(node)
+    assert failed["status"] == "failed" and failed["attempts"] == 3, result.output
+    assert failed["error"]["transient"] is True, failed
+    events = [e for e in _events(project) if e.get("name") == node]
+    assert [(e["event"], e.get("attempt")) for e in events] == [
+        ("node_started", 1),
+        ("node_retry", 1),
+        ("node_started", 2),
+        ("node_retry", 2),
+        ("node_started", 3),
+        ("node_completed", None),
+    ]
+    assert [line for line in result.lines if line.startswith("RETRY")] == [
+        line for line in result.lines if line.startswith(f"RETRY {node} attempt ")
+    ] and len([line for line in result.lines if line.startswith("RETRY")]) == 2
+    assert connections == 3, f"{connections} connections for 3 attempts: something retried inside"
+
+
+# --- the breaker: a dead source --------------------------------------------------------------------------
+def _breaker_project(tmp_path: Path, port: int, schema: str) -> Path:
+    return write_project(
+        tmp_path / "shop",
+        {
+            "project.yml": """
+                name: shop
+                engine:
+                  threads: 2
+                  retry: { max_attempts: 2, base_delay: 10ms, max_delay: 10ms }
+                  breaker: { failure_threshold: 2, cool_down: 400ms }
+            """,
+            "sources/pg.yml": f"""
+                connector: postgres
+                connection: {{ host: 127.0.0.1, port: {port}, database: test, user: postgres }}
+                datasets:
+                  a: {{ table: {schema}.orders, columns: {COLUMNS} }}
+                  b: {{ table: {schema}.orders, columns: {COLUMNS} }}
+                  c: {{ table: {schema}.orders, columns: {COLUMNS} }}
+            """,
+            **_local_orders(),
+            "sinks/out.yml": "connector: duckdb\nconnection: { path: out.duckdb }\n",
+            "pipelines/pa.sql": "INSERT INTO {{ sink('out', 'a') }} SELECT * FROM {{ source('pg', 'a') }}",
+            "pipelines/pb.sql": "INSERT INTO {{ sink('out', 'b') }} SELECT * FROM {{ source('pg', 'b') }}",
+            "pipelines/pc.sql": "INSERT INTO {{ sink('out', 'c') }} SELECT * FROM {{ source('pg', 'c') }}",
+            "pipelines/local.sql": COPY.replace("'copy'", "'local'") % ("out", "files"),
+        },
+    )
+
+
+def test_a_dead_source_trips_its_breaker_independent_branches_finish_and_waiting_nodes_end_pz0506(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    with FaultProxy(5432) as proxy:
+        proxy.listening = False  # the server is down: connection refused (on the native tier's closed list)
+        project = _breaker_project(tmp_path, proxy.port, pg_schema)
+        plan = pz(project, "plan")
+        result = pz(project, "run")
+    assert (
+        "engine breaker: failure_threshold 2 (engine.breaker), cool_down 400ms (engine.breaker)"
+        in plan.output
+    )
+    assert result.exit_code == 1, result.output
+    assert result.node("out.local")["status"] == "success"
+    pg_nodes = [result.node(f"src_pg__{d}") for d in "abc"]
+    assert all(n["status"] == "failed" and n["error"]["transient"] for n in pg_nodes)
+    assert "PZ0506" in {n["error"]["code"] for n in pg_nodes}, result.output
+    for n in pg_nodes:
+        assert n["attempts"] <= 2  # waiting on the breaker spent no attempt
+    refused = next(n for n in pg_nodes if n["error"]["code"] == "PZ0506")
+    assert (
+        "gave up waiting for source:pg: its circuit breaker stayed open through 3 cool-down cycle(s)"
+        in (refused["error"]["message"])
+    )
+    assert "Connection refused" in refused["error"]["message"]  # the failure that kept it open
+    assert {result.node(f"out.{d}")["status"] for d in "abc"} == {"skipped"}
+    events = _events(project)
+    changes = [(e["from"], e["to"]) for e in events if e["event"] == "breaker_state_changed"]
+    assert all(e["instance"] == "source:pg" for e in events if e["event"] == "breaker_state_changed")
+    assert changes[:3] == [("closed", "open"), ("open", "half_open"), ("half_open", "open")]
+    assert ("half_open", "closed") not in changes and "sink:out" not in json.dumps(changes)
+    # while open, no pg attempt starts; each half-open admits exactly one
+    state, starts_while = "closed", {"open": 0, "half_open": 0}
+    for e in events:
+        if e["event"] == "breaker_state_changed":
+            state = e["to"]
+            starts_while["half_open"] = 0
+        elif e["event"] == "node_started" and e["name"].startswith("src_pg__") and state != "closed":
+            starts_while[state] += 1
+            assert starts_while["open"] == 0 and starts_while["half_open"] <= 1, events
+    lines = [line for line in result.lines if line.startswith("BREAKER source:pg")]
+    assert lines[0].startswith(
+        "BREAKER source:pg closed -> open: 2 transient failures in a row; next probe in 0.4s"
+    )
+
+
+def test_a_source_that_recovers_closes_its_breaker_with_the_probe_and_the_run_succeeds(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    with FaultProxy(5432) as proxy:
+        proxy.listening = False
+        project = _breaker_project(tmp_path, proxy.port, pg_schema)
+        project.joinpath("project.yml").write_text(
+            project.joinpath("project.yml").read_text().replace("max_attempts: 2", "max_attempts: 5")
+        )
+        revive = threading.Timer(0.9, lambda: setattr(proxy, "listening", True))
+        revive.start()
+        try:
+            result = pz(project, "run")
+        finally:
+            revive.cancel()
+    assert result.exit_code == 0, result.output
+    changes = [(e["from"], e["to"]) for e in _events(project) if e["event"] == "breaker_state_changed"]
+    assert changes[0] == ("closed", "open") and changes[-1] == ("half_open", "closed"), changes
+    assert all(result.node(f"src_pg__{d}")["rows"] == ROWS for d in "abc")
+
+
+# --- prompt cancellation: --fail-fast and Ctrl-C ---------------------------------------------------------
+def _spawn(project: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ},
+    )
+
+
+def _wait_for_event(project: Path, kind: str, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = project / ".pz" / "runs"
+        if runs.exists():
+            for run in runs.iterdir():
+                path = run / "events.jsonl"
+                if path.exists():
+                    for line in path.read_text().splitlines():
+                        if line.endswith("}") and json.loads(line)["event"] == kind:
+                            return dict(json.loads(line))
+        time.sleep(0.05)
+    raise AssertionError(f"no {kind} event within {timeout}s")
+
+
+def _waiting_project(tmp_path: Path, port: int, schema: str) -> Path:
+    """Source `a` fails at once (1 attempt); source `b` waits out a 60 s back-off; `c` waits on the
+    breaker `b` opened; the local branch succeeds."""
+    project = _breaker_project(tmp_path, port, schema)
+    project.joinpath("project.yml").write_text(
+        """
+name: shop
+engine:
+  threads: 1
+  breaker: { failure_threshold: 1, cool_down: 60s }
+"""
+    )
+    sources = project / "sources" / "pg.yml"
+    sources.write_text(
+        sources.read_text().replace(
+            "  b: {", "  b: { retry: { max_attempts: 5, base_delay: 60s, max_delay: 60s }, "
+        )
+    )
+    return project
+
+
+def test_ctrl_c_cancels_nodes_waiting_on_a_back_off_or_a_breaker_at_once(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    with FaultProxy(5432, always(Fault.refuse())) as proxy:
+        project = _waiting_project(tmp_path, proxy.port, pg_schema)
+        proc = _spawn(project, "--select", "src_pg__b", "--select", "src_pg__c", "--select", "out.local")
+        try:
+            _wait_for_event(project, "breaker_state_changed")
+            time.sleep(0.3)
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            output, _ = proc.communicate(timeout=30)
+            took = time.monotonic() - sent
+        finally:
+            proc.kill()
+    assert proc.returncode == 1, output
+    assert took < 5, f"took {took:.1f}s after SIGINT"
+    results = json.loads(next((project / ".pz" / "runs").iterdir()).joinpath("run_results.json").read_text())
+    status = {n["name"]: n["status"] for n in results["nodes"]}
+    assert status["src_pg__b"] == "cancelled" and status["src_pg__c"] == "cancelled", status
+    assert results["status"] == "failed" and results["error"]["code"] == "PZ0514"
+    assert "error: PZ0514 run interrupted" in output
+
+
+def test_fail_fast_cancels_waiting_nodes_promptly(tmp_path: Path, pg_schema: str) -> None:
+    with FaultProxy(5432, always(Fault.refuse())) as proxy:
+        project = _waiting_project(tmp_path, proxy.port, pg_schema)
+        project.joinpath("project.yml").write_text(
+            project.joinpath("project.yml")
+            .read_text()
+            .replace("failure_threshold: 1", "failure_threshold: 9")
+        )
+        # b fails first and goes into its 60 s back-off; c then fails for good (1 attempt)
+        sources = project / "sources" / "pg.yml"
+        sources.write_text(sources.read_text().replace("  c: {", "  c: { retry: { max_attempts: 1 }, "))
+        started = time.monotonic()
+        result = pz(project, "run", "--fail-fast", "--select", "src_pg__b", "--select", "src_pg__c")
+        took = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    assert took < 20, f"--fail-fast took {took:.1f}s with a node in a 60 s back-off"
+    status = {n: result.node(n)["status"] for n in ("src_pg__b", "src_pg__c")}
+    assert status == {"src_pg__b": "cancelled", "src_pg__c": "failed"}, result.output
+    assert "CANCEL src_pg__b (cancelled by fail-fast)" in result.lines
