@@ -226,7 +226,10 @@ def test_plan_prints_nodes_with_tier_strategy_and_retry(project_dir: Path) -> No
     text = result.output
     assert "src_files__orders" in text and "localfiles native" in text
     assert "lake.p" in text and "replace" in text
-    assert "retry: max_attempts 6, base_delay 2s, max_delay 30s" in text
+    assert (
+        "retry: max_attempts 6 (sink 'lake'), base_delay 2s (output 'p'), max_delay 30s (engine default)"
+        in text
+    )
 
 
 def test_project_flag_works_after_the_command_and_bad_var_is_one_error(project_dir: Path) -> None:
