@@ -1,0 +1,237 @@
+"""Connection resets: how long one `pz run` takes when 0%, 10% and 20% of connections to PostgreSQL and
+MariaDB are reset (at accept, mid-handshake or mid-result) by the loopback fault proxy of the test suite, and
+proof that every run lands exactly the same data.
+
+The project reads a PostgreSQL table and a MariaDB table of N rows each (universal tier: a lost connection is
+transient there; see docs/resilience.md), aggregates each, and writes both results back to their server and
+full copies to a DuckDB file. Each share runs `--seeds` times with different (reproducible) fault schedules;
+pz runs as its own process. After each run the written tables are fingerprinted (row count and an
+order-independent hash of every row) and compared with the 0% run.
+
+    .venv/bin/python benchmarks/bench_faults.py --rows 200000 --seeds 3
+
+The schema pz_bench_faults (PostgreSQL) and database pz_bench_faults (MariaDB) are dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from tests.faults.tcp_proxy import Fault, FaultProxy, fraction  # noqa: E402
+
+NAME = "pz_bench_faults"
+PG_PORT, MY_PORT = "{{ env('PG_PORT') }}", "{{ env('MY_PORT') }}"
+RESETS = [Fault.reset(0), Fault.reset(300), Fault.reset(3_000), Fault.reset(200_000)]
+SHARES = (0.0, 0.1, 0.2)
+COPY = "INSERT INTO {{{{ sink('local', '{out}') }}}} SELECT * FROM {{{{ source({src}) }}}}"
+
+
+def setup(rows: int) -> None:
+    import psycopg
+    import pymysql
+
+    with psycopg.connect("host=127.0.0.1 user=postgres dbname=test", autocommit=True) as con:
+        con.execute(f"DROP SCHEMA IF EXISTS {NAME} CASCADE")
+        con.execute(f"CREATE SCHEMA {NAME}")
+        con.execute(
+            f"CREATE TABLE {NAME}.orders AS SELECT g AS id, (g % 97)::numeric(12,2) AS amount, "  # type: ignore[arg-type]
+            f"md5(g::text) AS note, timestamp '2026-01-01' + g * interval '1 minute' AS placed_at "
+            f"FROM generate_series(1, {rows}) g"
+        )
+    con2 = pymysql.connect(host="127.0.0.1", user="root", password="", autocommit=True)
+    with con2.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {NAME}")
+        cur.execute(f"CREATE DATABASE {NAME}")
+        cur.execute(
+            f"CREATE TABLE {NAME}.items (id INT PRIMARY KEY, amount DECIMAL(12,2), note VARCHAR(64), "
+            "placed_at DATETIME)"
+        )
+        cur.execute(
+            f"INSERT INTO {NAME}.items SELECT seq, seq % 97, md5(seq), "
+            f"TIMESTAMP'2026-01-01' + INTERVAL seq MINUTE FROM {NAME}.seq_1_to_{rows}"
+        )
+    con2.close()
+
+
+def teardown() -> None:
+    import psycopg
+    import pymysql
+
+    with psycopg.connect("host=127.0.0.1 user=postgres dbname=test", autocommit=True) as con:
+        con.execute(f"DROP SCHEMA IF EXISTS {NAME} CASCADE")
+    con2 = pymysql.connect(host="127.0.0.1", user="root", password="", autocommit=True)
+    with con2.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {NAME}")
+    con2.close()
+
+
+def write_project(root: Path) -> None:
+    cols = '{ id: int, amount: "decimal(12,2)", note: varchar, placed_at: timestamp }'
+    totals = (
+        "SELECT amount, count(*) AS n, count(DISTINCT note) AS d, sum(id) AS s FROM {src} GROUP BY amount"
+    )
+    files = {
+        "project.yml": """
+            name: faults
+            env:
+              PG_PORT: { required: true }
+              MY_PORT: { required: true }
+            engine:
+              threads: 2
+              force_universal: true
+              retry: { max_attempts: 15, base_delay: 50ms, max_delay: 500ms }
+        """,
+        "sources/pg.yml": f"""
+            connector: postgres
+            connection: {{ host: 127.0.0.1, port: "{PG_PORT}", database: test, user: postgres }}
+            datasets:
+              orders: {{ table: {NAME}.orders, columns: {cols} }}
+        """,
+        "sources/my.yml": f"""
+            connector: mysql
+            connection: {{ host: 127.0.0.1, port: "{MY_PORT}", database: {NAME}, user: root }}
+            datasets:
+              items: {{ table: items, columns: {cols} }}
+        """,
+        "sinks/pgw.yml": f"""
+            connector: postgres
+            connection: {{ host: 127.0.0.1, port: "{PG_PORT}", database: test, user: postgres }}
+            outputs:
+              totals: {{ table: {NAME}.totals }}
+        """,
+        "sinks/myw.yml": f"""
+            connector: mysql
+            connection: {{ host: 127.0.0.1, port: "{MY_PORT}", database: {NAME}, user: root }}
+            outputs:
+              totals: {{ table: totals }}
+        """,
+        "sinks/local.yml": "connector: duckdb\nconnection: { path: out.duckdb }\n",
+        "pipelines/pg_totals.sql": "INSERT INTO {{ sink('pgw', 'totals') }}\n"
+        + totals.format(src="{{ source('pg', 'orders') }}"),
+        "pipelines/my_totals.sql": "INSERT INTO {{ sink('myw', 'totals') }}\n"
+        + totals.format(src="{{ source('my', 'items') }}"),
+        "pipelines/pg_copy.sql": COPY.format(out="pg_copy", src="'pg', 'orders'"),
+        "pipelines/my_copy.sql": COPY.format(out="my_copy", src="'my', 'items'"),
+    }
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+
+
+def _digest(rows: list[tuple[object, ...]]) -> str:
+    """Row count and an order-independent hash of the rows (values normalized to text)."""
+    acc = 0
+    for row in rows:
+        text = "|".join(
+            "" if v is None else (f"{float(v):.4f}" if isinstance(v, float) else str(v)) for v in row
+        )
+        acc ^= int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    return f"{len(rows)}:{acc:016x}"
+
+
+def fingerprint(project: Path) -> dict[str, str]:
+    import duckdb
+    import psycopg
+    import pymysql
+
+    out: dict[str, str] = {}
+    with psycopg.connect("host=127.0.0.1 user=postgres dbname=test") as con:
+        out["pg totals"] = _digest(con.execute(f"SELECT amount::text, n, d, s FROM {NAME}.totals").fetchall())  # type: ignore[arg-type]
+    con2 = pymysql.connect(host="127.0.0.1", user="root", password="", database=NAME)
+    with con2.cursor() as cur:
+        cur.execute("SELECT CAST(amount AS CHAR), n, d, s FROM totals")
+        out["mariadb totals"] = _digest([tuple(r) for r in cur.fetchall()])
+    con2.close()
+    local = duckdb.connect(str(project / "out.duckdb"), read_only=True)
+    for table in ("pg_copy", "my_copy"):
+        out[table] = _digest(
+            local.execute(f"SELECT id, amount::VARCHAR, note, placed_at::VARCHAR FROM {table}").fetchall()
+        )
+    local.close()
+    return out
+
+
+def run_once(project: Path, share: float, seed: int) -> tuple[float, int, int, int, dict[str, str]]:
+    """(seconds, exit code, retries, connections reset, fingerprint)."""
+    for run in (project / ".pz" / "runs").glob("*"):
+        if run.is_dir():
+            for f in run.iterdir():
+                f.unlink()
+            run.rmdir()
+    with (
+        FaultProxy(5432, fraction(share, RESETS, seed=seed)) as pg,
+        FaultProxy(3306, fraction(share, RESETS, seed=seed + 1000)) as my,
+    ):
+        env = {**os.environ, "PG_PORT": str(pg.port), "MY_PORT": str(my.port)}
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        took = time.monotonic() - started
+        resets = pg.kinds().count("reset") + my.kinds().count("reset")
+    run_dir = sorted((project / ".pz" / "runs").iterdir())[-1]
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    retries = sum(1 for e in events if e["event"] == "node_retry")
+    if proc.returncode != 0:
+        print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
+        return took, proc.returncode, retries, resets, {}
+    return took, proc.returncode, retries, resets, fingerprint(project)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--seeds", type=int, default=3)
+    args = parser.parse_args()
+    setup(args.rows)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            project = Path(tmp) / "faults"
+            write_project(project)
+            baseline: dict[str, str] | None = None
+            print(f"{args.rows} rows per source; universal tier; {args.seeds} fault schedules per share\n")
+            print("| resets | run | exit | wall s | connections reset | retries | same data as 0% |")
+            print("| --- | --- | --- | --- | --- | --- | --- |")
+            summary: list[str] = []
+            for share in SHARES:
+                times = []
+                seeds = [0] if share == 0 else list(range(1, args.seeds + 1))
+                for seed in seeds:
+                    took, code, retries, resets, fp = run_once(project, share, seed)
+                    if share == 0 and code == 0:
+                        baseline = fp
+                    same = "yes" if fp and fp == baseline else "NO"
+                    times.append(took)
+                    print(f"| {share:.0%} | {seed} | {code} | {took:.1f} | {resets} | {retries} | {same} |")
+                summary.append(
+                    f"| {share:.0%} | {statistics.median(times):.1f} | {min(times):.1f} | {max(times):.1f} |"
+                )
+            print("\n| resets | median s | min s | max s |\n| --- | --- | --- | --- |")
+            print("\n".join(summary))
+            if baseline:
+                print("\nfingerprints (rows:hash):", json.dumps(baseline))
+    finally:
+        teardown()
+
+
+if __name__ == "__main__":
+    main()
