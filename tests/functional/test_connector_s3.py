@@ -504,3 +504,34 @@ def test_hive_partitions_become_columns(tmp_path: Path, s3: S3Server, bucket: st
     assert wh_rows(project, "cs") == [(1, "ann", "eu"), (2, "bob", "us")]
     assert wh_rows(project, "cs_typed") == [("eu", 1, "ann"), ("us", 2, "bob")]
     assert wh_rows(project, "js") == [(5, 7)]
+
+
+@pytest.mark.parametrize("strategy", ["append", "replace"])
+def test_a_write_failing_midway_adds_nothing(
+    tmp_path: Path, s3: S3Server, bucket: str, strategy: str
+) -> None:
+    """DuckDB completes an object's upload even when its COPY fails midway; the failed write must still leave
+    the output as it was (here: a 128-bit value that does not fit DECIMAL(38,0) after 3,000,000 good rows)."""
+    put_parquet(
+        s3, f"{bucket}/out/big/part-old-00000.parquet", pa.table({"v": pa.array([1], pa.decimal128(38, 0)), "h": ["x"]})
+    )
+    before = keys(s3, bucket)
+    project = write_project(
+        tmp_path / "p",
+        {
+            "project.yml": PROJECT_YML,
+            "sinks/lake.yml": f"""
+                connector: s3
+                connection: {connection(s3, bucket)}
+                outputs:
+                  big: {{ path: out/big, strategy: {strategy} }}
+            """,
+            "pipelines/big.sql": "INSERT INTO {{ sink('lake', 'big') }}\n"
+            "SELECT CASE WHEN range < 3000000 THEN range::HUGEINT "
+            "ELSE 170141183460469231731687303715884105727::HUGEINT END AS v, md5(range::VARCHAR) AS h "
+            "FROM range(4000000)\n",
+        },
+    )
+    result = run(project, "run")
+    assert result.exit_code == 1 and "PZ0501" in result.output, result.output
+    assert keys(s3, bucket) == before, result.output

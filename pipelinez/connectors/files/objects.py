@@ -16,8 +16,9 @@ then promotes it: the new data file is copied server-side over `part-00000.<ext>
 one step, so a reader sees the old file or the new one), the output's other objects are deleted, then the
 temp prefix. A failure before the promote leaves the output exactly as it was; a failure during the promote's
 deletes leaves the new file plus old files an earlier append added, and the next write of that output
-starts by sweeping temp prefixes. Append writes one new object `part-<run>-<n>.<ext>` directly: an object
-becomes visible only once its upload completes, so a failed append adds nothing.
+starts by sweeping temp prefixes. Append writes its one new object under a temp prefix too and copies it in
+as `part-<run>-<n>.<ext>` once complete: DuckDB completes an object's upload even when its COPY fails
+midway, so writing in place could leave half a file; this way a failed append adds nothing.
 """
 
 from __future__ import annotations
@@ -307,9 +308,30 @@ class ObjectFolder:
             fs.delete_file(path(key))
 
     def append(self, run_id: str, ext: str, fill: Callable[[str], None]) -> None:
+        """Write the new file under a temp prefix, then copy it in under a name no object has. (DuckDB
+        completes an object's upload even when its COPY fails midway, so a direct write could leave half
+        a file in the output.)"""
+        import pyarrow.fs as pafs
+
+        self.sweep()
         stem = f"part-{safe_token(run_id)}-"
         taken = {key.rsplit("/", 1)[-1] for key, _ in self.store.objects(self.prefix)}
         n = 0
         while f"{stem}{n:05d}.{ext}" in taken:
             n += 1
-        fill(self.store.uri(f"{self.prefix}/{stem}{n:05d}.{ext}"))
+        name = f"{stem}{n:05d}.{ext}"
+        tmp = f"{self._tmp_base()}{safe_token(run_id)}-{secrets.token_hex(4)}"
+        fs, path = self.store.fs, self.store._fs_path
+        try:
+            fill(self.store.uri(f"{tmp}/{name}"))
+            final = f"{self.prefix}/{name}"
+            if fs.get_file_info(path(final)).type != pafs.FileType.NotFound:
+                raise PzConnectorError(
+                    f"object {self.store.uri(final)} appeared while writing; retry the write",
+                    is_transient=True,
+                    code="PZ0501",
+                )
+            fs.copy_file(path(f"{tmp}/{name}"), path(final))
+        finally:
+            with contextlib.suppress(OSError):
+                self._remove(path(tmp))
