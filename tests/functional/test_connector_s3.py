@@ -512,9 +512,8 @@ def test_a_write_failing_midway_adds_nothing(
 ) -> None:
     """DuckDB completes an object's upload even when its COPY fails midway; the failed write must still leave
     the output as it was (here: a 128-bit value that does not fit DECIMAL(38,0) after 3,000,000 good rows)."""
-    put_parquet(
-        s3, f"{bucket}/out/big/part-old-00000.parquet", pa.table({"v": pa.array([1], pa.decimal128(38, 0)), "h": ["x"]})
-    )
+    old = pa.table({"v": pa.array([1], pa.decimal128(38, 0)), "h": ["x"]})
+    put_parquet(s3, f"{bucket}/out/big/part-old-00000.parquet", old)
     before = keys(s3, bucket)
     project = write_project(
         tmp_path / "p",
