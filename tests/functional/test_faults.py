@@ -447,3 +447,24 @@ def test_fail_fast_cancels_waiting_nodes_promptly(tmp_path: Path, pg_schema: str
     status = {n: result.node(n)["status"] for n in ("src_pg__b", "src_pg__c")}
     assert status == {"src_pg__b": "cancelled", "src_pg__c": "failed"}, result.output
     assert "CANCEL src_pg__b (cancelled by fail-fast)" in result.lines
+
+
+def test_pz_retry_finishes_the_nodes_a_dead_source_left_behind_once_it_is_back(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    with FaultProxy(5432) as proxy:
+        proxy.listening = False
+        project = _breaker_project(tmp_path, proxy.port, pg_schema)
+        failed = pz(project, "run")
+        assert failed.exit_code == 1, failed.output
+        codes = {failed.node(f"src_pg__{d}")["error"]["code"] for d in "abc"}
+        assert "PZ0506" in codes, failed.output
+        failed_run = failed.run_results()["run_id"]
+        proxy.listening = True  # same port: the nodes' ids are unchanged
+        retried = pz(project, "retry")
+    assert retried.exit_code == 0, retried.output
+    status = {n["name"]: n["status"] for n in retried.run_results()["nodes"]}
+    assert "out.local" not in status and "src_files__orders" not in status  # its branch succeeded: not run
+    assert all(status[f"src_pg__{d}"] == "success" for d in "abc"), status
+    assert all(status[f"out.{d}"] == "success" for d in "abc"), status
+    assert retried.run_results()["retry_of"] == failed_run
