@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pipelinez.compile.policy import BreakerPolicy
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core import vocabulary
-from pipelinez.core.vocabulary import NodeStatus
+from pipelinez.core.vocabulary import NodeStatus, Provenance
 from pipelinez.engine.backend import AttemptResult, Done, ExecutorBackend, ThreadBackend, WorkItem
 from pipelinez.engine.breaker import Transition
 from pipelinez.engine.breaker_gate import BreakerGate
@@ -147,7 +147,10 @@ class Executor:
         if failure is not None and failure.checkpoint is not None:
             self._resume[key] = failure.checkpoint
         if self.breakers is not None:
-            self.breakers.observe(self.planned[key], failure, self.clock.now())
+            if result.output is not None and result.output.provenance == Provenance.REUSED:
+                self.breakers.release(self.planned[key])  # copied from old staging: the source was not asked
+            else:
+                self.breakers.observe(self.planned[key], failure, self.clock.now())
         if failure is not None and may_retry:
             delay = retry_delay(self.planned[key].retry, attempt, failure)
             if delay is not None:

@@ -15,6 +15,8 @@ Every accepted connection gets a number (0, 1, 2, ... in accept order) and the p
 
 `proxy.listening = False` closes the listening socket so connecting fails with ECONNREFUSED (a server that
 is down); `True` listens again on the same port. `proxy.policy` may be swapped at any time.
+`proxy.log` has the fault each connection was given, `proxy.fired` the connections where it happened (a
+reset whose byte budget the connection never reached did not), `proxy.received` the bytes each got back.
 
 Policies (`Policy = Callable[[int], Fault]`): `always(fault)`, `fraction(p, fault, seed)` (a seeded,
 reproducible share of connections), `schedule([fault, ...], then=Fault.ok())` (by index), or any callable.
@@ -96,6 +98,7 @@ class FaultProxy:
         self.policy: Policy = policy or always(Fault.ok())
         self.log: list[tuple[int, str]] = []
         self.received: dict[int, int] = {}  # bytes the server sent back, per connection
+        self.fired: set[int] = set()  # connections whose fault actually happened (a reset's byte budget ran out)
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
@@ -167,9 +170,11 @@ class FaultProxy:
         self._open.add(writer)
         try:
             if fault.kind == "refuse" or (fault.kind == "reset" and fault.after_bytes <= 0):
+                self.fired.add(index)
                 _rst(writer)
                 return
             if fault.kind == "stall":
+                self.fired.add(index)
                 await asyncio.sleep(fault.seconds)
                 _rst(writer)
                 return
@@ -195,6 +200,7 @@ class FaultProxy:
                         self.received[index] = self.received.get(index, 0) + len(data)
                     if counted and budget[0] >= 0:
                         if len(data) >= budget[0]:
+                            self.fired.add(index)
                             dst.write(data[: budget[0]])
                             with contextlib.suppress(ConnectionError):
                                 await dst.drain()

@@ -152,9 +152,9 @@ def test_a_run_finishes_with_the_right_data_while_20_percent_of_connections_rese
         )
         # its own process: ConnectorX holds the GIL while it connects, which would freeze an in-process proxy
         result = pz_subprocess(project, "run")
-        faults = pg.kinds() + my.kinds()
+        fired = len(pg.fired) + len(my.fired)
     assert result.exit_code == 0, result.output
-    assert "reset" in faults  # the proxy did break connections
+    assert fired >= 1  # the proxy did break connections
     expected = _pg(
         f'SELECT amount::float8, count(*), count(DISTINCT note), sum(id) FROM "{pg_schema}".orders '
         "GROUP BY amount ORDER BY amount"
