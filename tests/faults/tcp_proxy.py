@@ -98,7 +98,7 @@ class FaultProxy:
         self.policy: Policy = policy or always(Fault.ok())
         self.log: list[tuple[int, str]] = []
         self.received: dict[int, int] = {}  # bytes the server sent back, per connection
-        self.fired: set[int] = set()  # connections whose fault happened (a reset once its byte budget ran out)
+        self.fired: set[int] = set()  # connections whose fault happened (a reset: once its budget ran out)
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
