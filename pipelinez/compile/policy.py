@@ -13,6 +13,19 @@ from pipelinez.config.model import BreakerSpec, RetrySpec
 from pipelinez.core.durations import format_duration
 
 DEFAULT_ORIGIN = "engine default"
+_COUNTS = frozenset({"max_attempts", "failure_threshold"})
+
+
+def _render(fields: dict[str, int | float], origin: Sequence[str] | None) -> str:
+    """`max_attempts 3 (engine default), base_delay 1s (...)`: counts as they are, the rest as durations."""
+    values = [f"{k} {v if k in _COUNTS else format_duration(v)}" for k, v in fields.items()]
+    if origin is not None:
+        values = [f"{v} ({o})" for v, o in zip(values, origin, strict=True)]
+    return ", ".join(values)
+
+
+def _with_origins(fields: dict[str, int | float], origin: Sequence[str]) -> dict[str, object]:
+    return {**fields, "from": dict(zip(fields, origin, strict=True))}
 
 
 @dataclass(frozen=True)
@@ -23,24 +36,15 @@ class RetryPolicy:
     # where each field came from (max_attempts, base_delay, max_delay): a level's label; not part of equality
     origin: tuple[str, str, str] = field(default=(DEFAULT_ORIGIN,) * 3, compare=False)
 
+    def fields(self) -> dict[str, int | float]:
+        return {"max_attempts": self.max_attempts, "base_delay": self.base_delay, "max_delay": self.max_delay}
+
     def render(self, origins: bool = False) -> str:
-        values = [
-            f"max_attempts {self.max_attempts}",
-            f"base_delay {format_duration(self.base_delay)}",
-            f"max_delay {format_duration(self.max_delay)}",
-        ]
-        if origins:
-            values = [f"{v} ({o})" for v, o in zip(values, self.origin, strict=True)]
-        return ", ".join(values)
+        return _render(self.fields(), self.origin if origins else None)
 
     def to_dict(self) -> dict[str, object]:
         """The policy with the origin of each field, as `pz plan --log-format json` prints it."""
-        return {
-            "max_attempts": self.max_attempts,
-            "base_delay": self.base_delay,
-            "max_delay": self.max_delay,
-            "from": dict(zip(("max_attempts", "base_delay", "max_delay"), self.origin, strict=True)),
-        }
+        return _with_origins(self.fields(), self.origin)
 
 
 ENGINE_DEFAULT = RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=30.0)
@@ -81,21 +85,15 @@ class BreakerPolicy:
     max_cycles: int = MAX_OPEN_CYCLES
     origin: tuple[str, str] = field(default=(DEFAULT_ORIGIN,) * 2, compare=False)
 
+    def fields(self) -> dict[str, int | float]:
+        return {"failure_threshold": self.failure_threshold, "cool_down": self.cool_down}
+
     def render(self, origins: bool = False) -> str:
-        values = [
-            f"failure_threshold {self.failure_threshold}",
-            f"cool_down {format_duration(self.cool_down)}",
-        ]
-        if origins:
-            values = [f"{v} ({o})" for v, o in zip(values, self.origin, strict=True)]
-        return ", ".join(values)
+        return _render(self.fields(), self.origin if origins else None)
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "failure_threshold": self.failure_threshold,
-            "cool_down": self.cool_down,
-            "from": dict(zip(("failure_threshold", "cool_down"), self.origin, strict=True)),
-        }
+        """The policy with the origin of each field, as `pz plan --log-format json` prints it."""
+        return _with_origins(self.fields(), self.origin)
 
 
 def breaker_policy(spec: BreakerSpec | None) -> BreakerPolicy | None:

@@ -34,6 +34,7 @@ def validate_shape(doc: YamlDoc, kind: str) -> list[Diagnostic]:
     for err in _relevant(_validator(kind).iter_errors(doc.data)):
         found.extend(diagnose(err, doc, kind))
     found.extend(_retry_rules(doc, kind))
+    found.extend(_breaker_rules(doc, kind))
     found.extend(_check_rules(doc, kind))
     return sort_diagnostics(found)
 
@@ -63,6 +64,24 @@ def _retry_rules(doc: YamlDoc, kind: str) -> list[Diagnostic]:
                 )
             )
     return found
+
+
+def _breaker_rules(doc: YamlDoc, kind: str) -> list[Diagnostic]:
+    """A zero cool_down would let a probe through the instant the breaker opens: no breaker at all."""
+    engine = doc.data.get("engine") if kind == "project" and isinstance(doc.data, dict) else None
+    block = engine.get("breaker") if isinstance(engine, dict) else None
+    if not isinstance(block, dict) or _seconds(block, "cool_down") != 0:
+        return []
+    line, col = doc.locate(("engine", "breaker", "cool_down"), at="value")
+    return [
+        error(
+            "PZ0120",
+            f"'engine.breaker.cool_down' is {block['cool_down']}: a breaker must stay open for some time",
+            file=doc.file,
+            line=line,
+            col=col,
+        )
+    ]
 
 
 def _check_rules(doc: YamlDoc, kind: str) -> list[Diagnostic]:

@@ -124,7 +124,7 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0120",
         "InvalidBreaker",
-        "`engine.breaker` is malformed (unknown key, non-positive failure_threshold, bad cool_down)",
+        "`engine.breaker` is malformed (unknown key, non-positive failure_threshold, bad or zero cool_down)",
         "write engine.breaker as { failure_threshold: 5, cool_down: 30s }",
     ),
     Code(

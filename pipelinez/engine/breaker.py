@@ -2,7 +2,8 @@
 time `now` and returns what changed, so the unit tests drive it with a fake clock.
 
 Closed: attempts go; `failure_threshold` transient failures in a row trip it Open. Open: nothing is
-admitted until `cool_down` has elapsed (floored by the longest `retry_after` a connector reported), then the
+admitted until `cool_down` has elapsed, and never before the latest deadline a connector's `retry_after` set
+since the last success (an early failure's `Retry-After: 120` still holds when a later one trips it), then the
 breaker turns Half-Open and admits exactly one probe. The probe's success closes it; its transient failure
 reopens it for a fresh cool-down. Only failures that blame the instance count (`Outcome.FAILED`): a terminal
 failure (bad SQL, a type error) or a lost worker says nothing about the instance's health and neither trips
@@ -79,6 +80,7 @@ class Breaker:
     cycle: int = 0  # how many times the breaker opened
     probe: object | None = None  # the node holding the Half-Open probe
     last_error: str | None = None  # the failure that opened it last, for PZ0506
+    not_before: float = 0.0  # the latest deadline a connector's retry_after set since the last success
     _waited: dict[object, set[int]] = field(default_factory=dict)  # node -> cycles it waited through
 
     # -- admission ---------------------------------------------------------------------------------------
@@ -120,6 +122,7 @@ class Breaker:
             self.probe = None
         if outcome == Outcome.OK:
             self.failures = 0
+            self.not_before = 0.0
             self._waited.pop(key, None)
             if self.state != State.CLOSED:
                 return self._move(
@@ -129,21 +132,24 @@ class Breaker:
         if outcome == Outcome.NEUTRAL:
             return None
         self.last_error = error or self.last_error
+        if retry_after:
+            self.not_before = max(self.not_before, now + retry_after)
         if self.state == State.CLOSED:
             self.failures += 1
             if self.failures >= self.policy.failure_threshold:
-                return self._open(now, retry_after, f"{self.failures} transient failures in a row")
+                return self._open(now, f"{self.failures} transient failures in a row")
             return None
         if self.state == State.HALF_OPEN and was_probe:
-            return self._open(now, retry_after, "the probe failed")
+            return self._open(now, "the probe failed")
         # an attempt that started before the breaker opened: it only floors the cool-down
-        if self.state == State.OPEN and retry_after:
-            self.open_until = max(self.open_until, now + retry_after)
+        if self.state == State.OPEN:
+            self.open_until = max(self.open_until, self.not_before)
         return None
 
-    def _open(self, now: float, retry_after: float | None, reason: str) -> Transition:
-        wait = max(self.policy.cool_down, retry_after or 0.0)
-        self.open_until = now + wait
+    def _open(self, now: float, reason: str) -> Transition:
+        """Open for `cool_down`, and never sooner than any retry_after of the failure streak asked."""
+        self.open_until = max(now + self.policy.cool_down, self.not_before)
+        wait = self.open_until - now
         self.cycle += 1
         self.failures = 0
         return self._move(State.OPEN, reason, retry_in=wait)

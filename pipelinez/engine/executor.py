@@ -76,6 +76,7 @@ class Executor:
         # from the failed run, then by each failed attempt of this run)
         self._resume: dict[str, DeliveryCheckpoint] = dict(checkpoints or {})
         self._attempts: dict[str, int] = {}  # the latest attempt submitted per node
+        self._last_failure: dict[str, NodeFailure] = {}  # of a node waiting to retry
 
     def run(self) -> None:
         order = [p.node.name for p in self.ctx.plan.nodes]
@@ -162,6 +163,7 @@ class Executor:
                     error=failure.error,
                 )
                 self.ctx.bus.publish(retry)
+                self._last_failure[key] = failure
                 return RetryIn(delay)
         self._finish(result)
         return Finished(self.results[key].status in OK_STATUSES)
@@ -185,6 +187,13 @@ class Executor:
         result = self.results[key]
         result.status = status
         result.skipped_because = reason
+        if key in self._attempts:  # cancelled after it ran: the attempts it made and its last error
+            result.attempts = self._attempts[key]
+            started = self._started.get(key)
+            result.duration_ms = int((time.monotonic() - started) * 1000) if started is not None else 0
+            last = self._last_failure.get(key)
+            if last is not None and result.error is None:
+                result.error = last.error
         self._publish(result)
 
     def interrupt(self) -> None:

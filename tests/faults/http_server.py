@@ -8,7 +8,8 @@ connector, DuckDB's httpfs reading a file over http).
 
 Every request gets a number (0, 1, 2, ... in arrival order) and the policy decides its reply:
 
-- `Reply.ok()`: serve the file (GET and HEAD, with single `Range: bytes=a-b` requests answered 206);
+- `Reply.ok()`: serve the file (GET and HEAD, with single `Range: bytes=a-b` requests answered 206); a POST or
+  PUT is answered 200 `{}` and its body kept in `srv.bodies`;
 - `Reply.unavailable(retry_after=s)`: 503 Service Unavailable with `Retry-After: s` (seconds; omitted when
   None);
 - `Reply.status(code, retry_after=None)`: any other status (429 Too Many Requests, 500, 502, 504, 404);
@@ -72,6 +73,7 @@ class FaultyHttpServer:
         self.files = dict(files)
         self.policy: HttpPolicy = policy or always(Reply.ok())
         self.requests: list[tuple[int, str, str, int]] = []
+        self.bodies: list[bytes] = []  # what POST/PUT requests answered ok carried
         self._lock = threading.Lock()
         server = self
 
@@ -86,6 +88,12 @@ class FaultyHttpServer:
 
             def do_HEAD(self) -> None:
                 server._answer(self, body=False)
+
+            def do_POST(self) -> None:
+                server._receive(self)
+
+            def do_PUT(self) -> None:
+                server._receive(self)
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
@@ -146,6 +154,30 @@ class FaultyHttpServer:
         handler.end_headers()
         if body:
             handler.wfile.write(payload)
+
+    def _receive(self, handler: BaseHTTPRequestHandler) -> None:
+        """POST/PUT: read the body, answer per policy; an ok keeps the body in `bodies`."""
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append((index, handler.command, handler.path, 0))
+        reply = self.policy(index, handler.command, handler.path.split("?", 1)[0])
+        if reply.kind == "reset":
+            handler.close_connection = True
+            handler.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if reply.kind == "status":
+            self._status(handler, index, reply)
+            return
+        with self._lock:
+            self.requests[index] = (index, handler.command, handler.path, 200)
+            self.bodies.append(body)
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", "2")
+        handler.end_headers()
+        handler.wfile.write(b"{}")
 
     def _status(self, handler: BaseHTTPRequestHandler, index: int, reply: Reply) -> None:
         with self._lock:

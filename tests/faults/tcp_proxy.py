@@ -159,6 +159,10 @@ class FaultProxy:
         await self._close_listener()
         for writer in list(self._open):
             _rst(writer)
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:  # stalled and forwarding connections: ended, not left pending
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with self._lock:

@@ -94,6 +94,35 @@ SCENARIOS: dict[str, tuple[BreakerPolicy, list[Step]]] = {
             ("admit", "b", 130, "probe"),
         ],
     ),
+    "an earlier failure's retry_after still holds when a later failure trips it": (
+        BreakerPolicy(2, 10.0),
+        [
+            (("fail", 120.0), "a", 0, State.CLOSED),
+            ("fail", "b", 1, State.OPEN),
+            ("admit", "c", 2, ("wait", 120.0)),
+            ("admit", "c", 119, ("wait", 120.0)),
+            ("admit", "c", 120, "probe"),
+        ],
+    ),
+    "a success forgets the streak's retry_after": (
+        BreakerPolicy(2, 10.0),
+        [
+            (("fail", 120.0), "a", 0, State.CLOSED),
+            ("ok", "a", 1, State.CLOSED),
+            ("fail", "a", 2, State.CLOSED),
+            ("fail", "b", 3, State.OPEN),
+            ("admit", "c", 4, ("wait", 13.0)),
+        ],
+    ),
+    "a failed probe's fresh cool-down keeps a retry_after deadline still ahead": (
+        BreakerPolicy(1, 5.0),
+        [
+            (("fail", 8.0), "a", 0, State.OPEN),
+            ("admit", "a", 8, "probe"),
+            (("fail", 30.0), "a", 9, State.OPEN),
+            ("admit", "b", 10, ("wait", 39.0)),
+        ],
+    ),
     "a shorter retry_after never shortens the cool-down": (
         BreakerPolicy(1, 30.0),
         [
