@@ -54,6 +54,9 @@ class ApiState:
     requests: list[Seen] = field(default_factory=list)
     answered: Counter[tuple[str, str]] = field(default_factory=Counter)
     ignore_page: bool = False  # a broken server that always answers the first page
+    parse_posts: bool = True  # False (benchmarks): accept a body without parsing or keeping its rows
+    cache_pages: bool = False  # True (benchmarks): serialize each page once
+    _pages: dict[str, bytes] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def posts(self, name: str) -> list[Seen]:
@@ -120,6 +123,8 @@ class _Handler(BaseHTTPRequestHandler):
         if method != "GET":
             if style != "sink":
                 return 405, {}, {"error": "method not allowed"}
+            if not state.parse_posts:
+                return 200, {}, {"accepted": None}
             text = body.decode()
             rows = (
                 json.loads(text)
@@ -132,7 +137,15 @@ class _Handler(BaseHTTPRequestHandler):
         rows = state.datasets.get(name)
         if rows is None:
             return 404, {}, {"error": f"no dataset {name}"}
-        return self._page(style, name, rows, query)
+        if not state.cache_pages:
+            return self._page(style, name, rows, query)
+        key = self.path
+        if key not in state._pages:
+            status, headers, payload = self._page(style, name, rows, query)
+            if status != 200 or headers:
+                return status, headers, payload
+            state._pages[key] = json.dumps(payload).encode()
+        return 200, {}, state._pages[key]
 
     def _page(
         self, style: str, name: str, rows: list[dict[str, Any]], query: dict[str, list[str]]

@@ -66,17 +66,18 @@ class PageReader:
         refuse_too_deep([page_file])
         path = self.records_path or "$"
         sql = (
-            "SELECT json_type(j), json_extract(j, ?)::VARCHAR, json_extract_string(j, ?), "
+            "SELECT json_type(j), r::VARCHAR, json_type(r), json_extract_string(j, ?), "
             "CASE WHEN json_type(j) = 'OBJECT' THEN json_keys(j) END "
-            f"FROM (SELECT content::JSON AS j FROM read_text({quote_literal(page_file.as_posix())}))"
+            "FROM (SELECT j, json_extract(j, ?) AS r "
+            f"FROM (SELECT content::JSON AS j FROM read_text({quote_literal(page_file.as_posix())})))"
         )
         try:
-            row = self._con.execute(sql, [path, cursor_path or "$.__pz_no_cursor"]).fetchone()
+            row = self._con.execute(sql, [cursor_path or "$.__pz_no_cursor", path]).fetchone()
         except duckdb.Error as exc:
             raise PzConnectorError(f"{what}: the response is not JSON: {summary(str(exc))}") from None
         assert row is not None
-        top, records, cursor = row[0], row[1], row[2]
-        keys: list[str] = list(row[3] or [])
+        top, records, kind, cursor = row[0], row[1], row[2], row[3]
+        keys: list[str] = list(row[4] or [])
         if records is None or records == "null":
             if self._pages == 1 and self.records_path is not None:
                 raise PzConnectorError(
@@ -88,8 +89,7 @@ class PageReader:
         if self.records_path is None and top == "ARRAY":
             return Page(page_file, cursor)
         records_file = folder / "records.json"
-        kind = self._con.execute("SELECT json_type(?::JSON)", [records]).fetchone()
-        text = records if kind and kind[0] == "ARRAY" else f"[{records}]"
+        text = records if kind == "ARRAY" else f"[{records}]"
         records_file.write_text(text, encoding="utf-8")
         return Page(records_file, cursor)
 
