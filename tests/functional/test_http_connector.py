@@ -391,3 +391,95 @@ def test_sink_output_without_append_is_refused(tmp_path: Path, api: ApiServer) -
     )
     assert "strategy: append" in result.output
     assert not api.state.requests
+
+
+def test_pz_retry_sends_everything_again_when_the_result_changed(tmp_path: Path, api: ApiServer) -> None:
+    # the same node (same SQL, same id) produces different rows on the retry: the fingerprints of the
+    # acknowledged batches no longer match, so every batch is sent again, with a note
+    api.state.faults[("POST", "/sink/events")] = Fault(status=503, times=1, after=1, retry_after="0")
+    root = write_project(
+        tmp_path / "p",
+        {
+            "project.yml": "name: push\n",
+            "sinks/api.yml": f"""
+                connector: http
+                connection: {{ base_url: {api.url} }}
+                retry: {{ max_attempts: 1 }}
+                outputs:
+                  events: {{ path: /sink/events, strategy: append, batch_size: 4 }}
+            """,
+            "pipelines/push.sql": """
+                INSERT INTO {{ sink('api', 'events') }}
+                SELECT i AS id, epoch_us(now()) AS sent_at FROM range(6) t(i) ORDER BY i
+            """,
+        },
+    )
+    failed = pz(root, "run")
+    assert failed.exit_code == 1
+    assert [r["id"] for r in api.state.received["events"]] == [0, 1, 2, 3]
+    retry = pz(root, "retry")
+    assert retry.exit_code == 0, retry.output
+    assert "sending every batch again: what would be sent no longer matches the 1 batch(es)" in retry.output
+    assert [r["id"] for r in api.state.received["events"]] == [0, 1, 2, 3, 0, 1, 2, 3, 4, 5]
+    node = retry.node("api.events")
+    assert node["rows"] == 6 and node["batches_committed"] == 2
+
+
+def test_validate_connect_fetches_the_first_page_and_caches_its_schema(
+    tmp_path: Path, api: ApiServer
+) -> None:
+    api.state.datasets["items"] = ROWS
+    api.state.token = TOKEN
+    source = """
+        connector: http
+        connection:
+          base_url: BASE
+          params: { api_key: "{{ env('API_TOKEN') }}" }
+        datasets:
+          items:
+            path: /cursor/items
+            records: data.items
+            pagination: { style: cursor, cursor_path: meta.next_cursor }
+          gone: { path: /cursor/nothing, records: data.items }
+    """
+    root = project(
+        tmp_path / "p",
+        api,
+        source,
+        "INSERT INTO {{ sink('wh', 'items') }}\n"
+        "SELECT * FROM {{ source('api', 'items') }}, {{ source('api', 'gone') }}\n",
+    )
+    result = run(root, "validate", "--connect")
+    assert result.exit_code == 2
+    assert "PZ0602" in result.output and "HTTP 404" in result.output and "/cursor/nothing" in result.output
+    schemas = json.loads((root / ".pz" / "target" / "schemas.json").read_text())
+    cached = schemas["datasets"]["api.items"]
+    assert [c[0] for c in cached] == ["id", "name", "ts", "tags"]
+    gets = [r for r in api.state.requests if r.path == "/cursor/items"]
+    assert len(gets) == 1  # the first page only
+    assert_no_secret(root, result)
+
+
+def test_a_refused_token_in_the_query_never_shows_up(tmp_path: Path, api: ApiServer) -> None:
+    api.state.datasets["items"] = ROWS
+    api.state.token = "the-right-one"
+    source = """
+        connector: http
+        connection:
+          base_url: BASE
+          params: { api_key: "{{ env('API_TOKEN') }}" }
+        datasets:
+          items: { path: /offset/items, records: items, pagination: { style: offset, limit: 4 } }
+    """
+    root = project(
+        tmp_path / "p",
+        api,
+        source,
+        "INSERT INTO {{ sink('wh', 'items') }}\nSELECT * FROM {{ source('api', 'items') }}\n",
+    )
+    result = run(root, "run", "--log-format", "json")
+    assert result.exit_code == 1
+    message = result.node("src_api__items")["error"]["message"]
+    assert "GET http://127.0.0.1:" in message and "/offset/items (page 1): HTTP 401" in message
+    assert "api_key" not in message  # the URL is printed without its query string
+    assert_no_secret(root, result)

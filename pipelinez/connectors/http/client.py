@@ -75,9 +75,11 @@ def request(
     headers: Mapping[str, str],
     timeout: float,
     body: bytes | None = None,
+    label: str = "",
 ) -> Response:
-    """Send one request and return the response of a 2xx status; PzConnectorError otherwise."""
-    what = f"{method} {shown(url)}"
+    """Send one request and return the response of a 2xx status; PzConnectorError otherwise. `label` follows
+    the request in messages (e.g. " (page 3)")."""
+    what = f"{method} {shown(url)}{label}"
     req = urllib.request.Request(url, data=body, method=method)
     req.add_header("User-Agent", USER_AGENT)
     req.add_header("Accept", "application/json")

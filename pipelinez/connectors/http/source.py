@@ -78,7 +78,7 @@ class PageWalk:
         last_digest = ""
         while url is not None:
             what = f"GET {shown(url)} (page {pages + 1})"
-            response = request("GET", url, self.conn.headers, self.conn.timeout)
+            response = request("GET", url, self.conn.headers, self.conn.timeout, label=f" (page {pages + 1})")
             digest = hashlib.sha256(response.body).hexdigest()
             if pages and digest == last_digest and p.style in ("page", "offset", "link"):
                 raise PzConnectorError(
