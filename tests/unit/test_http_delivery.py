@@ -134,3 +134,11 @@ def test_a_failure_and_a_work_item_carry_their_checkpoint_across_a_pickle() -> N
     assert failure.checkpoint == cp and failure.retry_after == 1.5
     back = pickle.loads(pickle.dumps(failure))
     assert isinstance(back, NodeFailure) and back.checkpoint == cp
+
+
+def test_nan_and_infinity_are_refused_not_sent_as_invalid_json() -> None:
+    enc = BodyEncoder("json")
+    assert enc.encode(pa.table({"x": [1.5, None]})) == b'[{"x":1.5},{"x":null}]'
+    with pytest.raises(PzConnectorError, match="'x' hold NaN or Infinity"):
+        enc.encode(pa.table({"x": [1.0, float("nan")], "y": [1, 2]}))
+    enc.close()

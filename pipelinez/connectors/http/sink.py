@@ -17,6 +17,8 @@ from pipelinez.connectors.http.settings import HttpConnection, HttpOutput
 from pipelinez.connectors.http.source import endpoint_url
 from pipelinez.connectors.sdk import WriteResult
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint, deliver
+from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.sqlnames import quote_ident
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -65,6 +67,7 @@ class BodyEncoder:
 
         self._con.register("__pz_batch", table)
         try:
+            self._refuse_non_finite(table)
             lines = self._con.execute("SELECT to_json(b)::VARCHAR AS j FROM __pz_batch AS b").to_arrow_table()
         finally:
             self._con.unregister("__pz_batch")
@@ -75,6 +78,22 @@ class BodyEncoder:
             return (joined + "\n").encode("utf-8")
         joined = str(pc.binary_join(listed, ",")[0].as_py())
         return ("[" + joined + "]").encode("utf-8")
+
+    def _refuse_non_finite(self, table: pa.Table) -> None:
+        """JSON has no NaN or Infinity (DuckDB would write them as bare words no parser accepts)."""
+        import pyarrow as pa
+
+        floats = [f.name for f in table.schema if pa.types.is_floating(f.type)]
+        if not floats:
+            return
+        counts = ", ".join(f"count(*) FILTER (WHERE NOT isfinite({quote_ident(n)}))" for n in floats)
+        row = self._con.execute(f"SELECT {counts} FROM __pz_batch").fetchone() or ()
+        bad = [n for n, c in zip(floats, row, strict=True) if c]
+        if bad:
+            raise PzConnectorError(
+                f"column(s) {', '.join(repr(b) for b in bad)} hold NaN or Infinity, which JSON cannot carry; "
+                "map them in the pipeline, e.g. CASE WHEN isfinite(x) THEN x END"
+            )
 
     def close(self) -> None:
         self._con.close()
