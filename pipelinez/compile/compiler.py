@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pipelinez.compile import not_built
+from pipelinez.compile.append_duplicates import check_append_duplicates, yaml_incremental
 from pipelinez.compile.connector_static import validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
 from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
@@ -24,6 +25,7 @@ from pipelinez.compile.semantic import analyse_pipelines
 from pipelinez.compile.targets import shared_targets
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.values import resolve_values
+from pipelinez.compile.watermark_rules import check_sql_incremental, substitute
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, error, sort_diagnostics
 from pipelinez.core.redact import Redactor
@@ -43,7 +45,7 @@ class CompileResult:
 
 
 # tier-2 errors about where a pipeline writes, not what its query reads: its query is still dry-compiled
-_QUERY_STILL_BINDS = frozenset({"PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228"})
+_QUERY_STILL_BINDS = frozenset({"PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228", "PZ0233"})
 
 
 def static_schema_lookup(project: Project) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
@@ -71,7 +73,11 @@ def compile_project(
     project: Project,
     overrides: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
+    watermarks: Mapping[tuple[str, str], str] | None = None,
 ) -> CompileResult:
+    """Tiers 2-4. `watermarks` holds the committed watermark of each (source, dataset) as SQL literal text:
+    watermark() renders it, cast to the cursor's type (none given: the start value, or a literal admitting
+    every row)."""
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     values, found = resolve_values(project, overrides or {}, environ)
@@ -87,6 +93,14 @@ def compile_project(
     found = not_built.check(project) + check_pins(project)
     errors += [d for d in found if d.is_error]
     warnings += [d for d in found if not d.is_error]
+
+    # the SQL route of incremental reads (PZ0224-PZ0227), then PZ0214 over both routes
+    sql_route = check_sql_incremental(project, infos, watermarks)
+    errors += sql_route.errors
+    substitute(infos, sql_route.literals)
+    incremental = yaml_incremental(project) | set(sql_route.declared)
+    errors += check_append_duplicates(project, infos, incremental)
+    errors += not_built.sql_incremental(project, sql_route.named)  # after the route's own checks
 
     # tier 3
     by_file = {inst.spec.file: inst for inst in [*sources.values(), *sinks.values()]}
@@ -124,7 +138,9 @@ def compile_project(
     warnings += warned
 
     dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor)
-    return CompileResult(dag, _redacted(errors, redactor), _redacted(warnings, redactor))
+    return CompileResult(
+        dag, _redacted(errors, redactor), _redacted(warnings, redactor), incremental=dict(sql_route.specs)
+    )
 
 
 def _write_columns(project: Project, nodes: dict[str, Node], compiler: DryCompiler) -> list[Diagnostic]:

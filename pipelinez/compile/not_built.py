@@ -5,8 +5,10 @@ One function per feature; when the feature ships, delete its function and its ca
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pipelinez.config.model import Project
-from pipelinez.core.diagnostics import Diagnostic, error
+from pipelinez.core.diagnostics import Diagnostic, Place, error
 
 
 def check(project: Project) -> list[Diagnostic]:
@@ -28,3 +30,21 @@ def _incremental_sync(project: Project) -> list[Diagnostic]:
         for d_name, dataset in sorted(source.datasets.items())
         if dataset.sync is not None
     ]
+
+
+def sql_incremental(project: Project, named: Mapping[tuple[str, str], Place]) -> list[Diagnostic]:
+    """watermark() would filter in SQL only: nothing pushes the bound down, stores a watermark or moves it,
+    so every run would read the whole dataset. Reported after the SQL route's own checks (PZ0224-PZ0227),
+    for every dataset a watermark() call names, unless its YAML `sync:` is refused already."""
+    return [
+        error(
+            "PZ0233",
+            f"source '{src}' dataset '{ds}' is declared incremental in SQL (watermark()); incremental reads "
+            "are not available in this version of pz, so every run would read the whole dataset",
+            place=place,
+            next_step="remove the watermark() comparison (each run then reads the dataset in full)",
+        )
+        for (src, ds), place in sorted(named.items())
+        if project.sources[src].datasets[ds].sync is None
+    ]
+

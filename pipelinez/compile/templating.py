@@ -1,8 +1,9 @@
 """Sandboxed Jinja rendering of YAML string values and pipeline SQL.
 
-Pipeline SQL renders in one pass that records every source()/ref()/sink()/var()/env() call. ref() and sink()
-render as placeholder tokens that later stages resolve (ref → a staging table or an inlined ephemeral query;
-sink → a leading INSERT INTO clause). Every call is located in the file (line, col of its `{{`).
+Pipeline SQL renders in one pass that records every source()/ref()/sink()/watermark()/var()/env() call. ref(),
+sink() and watermark() render as placeholder tokens that later stages resolve (ref → a staging table or an
+inlined ephemeral query; sink → a leading INSERT INTO clause; watermark → the cursor's typed literal, once the
+inference has found the cursor). Every call is located in the file (line, col of its `{{`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from pipelinez.core.sqlnames import quote_ident, quote_literal
 
 REF_TOKEN = "__pz_ref_{}__"
 SINK_TOKEN = "__pz_sink_{}__"
+WATERMARK_TOKEN = "__pz_wm_{}__"  # the i-th watermark() call; replaced by its typed literal after inference
 REF_TOKEN_RE = re.compile(r"__pz_ref_([A-Za-z_][A-Za-z0-9_]*)__")
 SINK_TOKEN_RE = re.compile(r"__pz_sink_(\d+)__")
+WATERMARK_TOKEN_RE = re.compile(r"__pz_wm_(\d+)__")
 
 
 def staging_table(source: str, dataset: str) -> str:
@@ -99,6 +102,20 @@ def _locate(raw: str, function: str, args: tuple[str, ...]) -> tuple[int, int] |
     return line, pos - (raw.rfind("\n", 0, pos) + 1) + 1
 
 
+def _locate_nth(raw: str, function: str, args: tuple[str, ...], nth: int) -> tuple[int, int] | None:
+    """(line, col) of the `{{` around the nth (0-based) literal call `function(args...)`; None when the
+    template has fewer such calls written out (a loop or a macro made the others)."""
+    quoted = r"\s*,\s*".join(rf"['\"]{re.escape(a)}['\"]" for a in args)
+    matches = list(re.finditer(rf"\b{re.escape(function)}\s*\(\s*{quoted}\s*\)", raw))
+    if nth >= len(matches):
+        return None
+    start = matches[nth].start()
+    brace = raw.rfind("{{", 0, start)
+    line_start = raw.rfind("\n", 0, start) + 1
+    pos = brace if brace >= line_start else start
+    return raw.count("\n", 0, pos) + 1, pos - line_start + 1
+
+
 class Templater:
     """Renders templates for one project invocation (one set of vars and env)."""
 
@@ -117,10 +134,14 @@ class Templater:
 
         def functions(recording: bool) -> dict[str, Callable[..., Any]]:
             sink_count = [0]
+            watermark_count = [0]
 
             def record(function: str, *args: str) -> None:
                 if recording:
                     loc = _locate(raw, function, args)
+                    if function == "watermark":  # each call its own place: several may name one dataset
+                        nth = sum(1 for c in calls if c.function == function and c.args == args)
+                        loc = _locate_nth(raw, function, args, nth) or loc
                     calls.append(Call(function, args, Place(file, *(loc or (None, None)))))
 
             def source(src: str, dataset: str) -> str:
@@ -137,13 +158,11 @@ class Templater:
                 return SINK_TOKEN.format(sink_count[0] - 1)
 
             def watermark(src: str, dataset: str) -> str:
+                # a placeholder the inference finds in DuckDB's parse tree (a column reference); the
+                # compiler replaces it by the cursor's typed literal once the cursor is known
                 record("watermark", str(src), str(dataset))
-                raise _Soft(
-                    "PZ0213",
-                    f"watermark('{src}', '{dataset}') is not available in this version of pz",
-                    ("watermark", (str(src), str(dataset))),
-                    "remove the watermark() filter; incremental reads ship in a later version",
-                )
+                watermark_count[0] += 1
+                return WATERMARK_TOKEN.format(watermark_count[0] - 1)
 
             return {"source": source, "ref": ref, "sink": sink, "watermark": watermark, "__record__": record}
 
@@ -264,7 +283,7 @@ class Templater:
         return results[0], results[-1], list(dict.fromkeys(soft))
 
 
-_FUNCTIONS = "source, ref, sink, var, env"
+_FUNCTIONS = "source, ref, sink, watermark, var, env"
 
 
 def _plain(exc: Exception) -> str:
