@@ -31,9 +31,12 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelinez.compile.templating import REF_TOKEN_RE, WATERMARK_TOKEN_RE
+
+if TYPE_CHECKING:
+    import duckdb
 
 Json = dict[str, Any]
 
@@ -89,19 +92,22 @@ class PipelineAnalysis:
         return Unrecognized(Cause.OUTSIDE_COMPARISON, "does not appear in the query (a comment or a string?)")
 
 
-def parse_queries(queries: Sequence[str]) -> list[Json | None]:
+def parse_queries(queries: Sequence[str], con: duckdb.DuckDBPyConnection | None = None) -> list[Json | None]:
     """DuckDB's parse tree of each query (one statement, a SELECT), or None when DuckDB cannot serialize it:
-    a syntax error or not a single query, which tier 4 reports in its own words."""
+    a syntax error or not a single query, which tier 4 reports in its own words. All in one statement, on
+    `con` or on a private in-memory connection."""
     if not queries:
         return []
     import duckdb
 
-    con = duckdb.connect(":memory:")
+    own = con is None
+    use = duckdb.connect(":memory:") if con is None else con
     try:
         sql = "SELECT list_transform(?, q -> json_serialize_sql(q))"
-        texts = con.execute(sql, [list(queries)]).fetchone()
+        texts = use.execute(sql, [list(queries)]).fetchone()
     finally:
-        con.close()
+        if own:
+            use.close()
     out: list[Json | None] = []
     for text in texts[0] if texts else []:
         try:
