@@ -332,8 +332,9 @@ def _unfiltered_reads(
         diags.append(
             error(
                 "PZ0226",
-                f"source '{key[0]}' dataset '{key[1]}' is declared incremental in SQL by pipeline "
-                f"{', '.join(repr(d) for d in declarers)}, but pipeline '{name}' {why}: it would silently "
+                f"source '{key[0]}' dataset '{key[1]}' is declared incremental in SQL by pipeline"
+                f"{'s' if len(declarers) > 1 else ''} {', '.join(repr(d) for d in declarers)}, but pipeline "
+                f"'{name}' {why}: it would silently "
                 "read only the rows after the watermark",
                 place=call.place,
                 next_step=f"add <alias>.{cursor} > {{{{ watermark('{key[0]}', '{key[1]}') }}}} to this "

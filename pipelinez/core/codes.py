@@ -213,12 +213,13 @@ REGISTRY: tuple[Code, ...] = (
         "TemplateError",
         "a template cannot be rendered: Jinja syntax error, unknown function, or an "
         "operation the sandbox forbids",
-        "fix the template at the place shown; available functions: source, ref, sink, var, env",
+        "fix the template at the place shown; available functions: source, ref, sink, watermark, var, env",
     ),
     Code(
         "PZ0214",
         "AppendDuplicates",
-        "an incremental source feeds an append output that does not say `duplicates: accept`",
+        "an incremental dataset (YAML sync: or SQL watermark()) feeds an append output, through any chain of "
+        "pipelines, and the output does not say `duplicates: accept`",
         "add duplicates: accept to the output, or use strategy merge with keys",
     ),
     Code(
@@ -278,22 +279,31 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0224",
         "UnrecognizedWatermark",
-        "a watermark() call is not a recognized lower-bound comparison",
-        "rewrite as <cursor column> > / >= <expression containing {{ watermark(source, dataset) }}>",
+        "a watermark() call is not a recognized lower-bound comparison: an upper bound (</<=), =/!=, a "
+        "function or expression on the cursor side, a column on the value side, a watermark() outside a "
+        "comparison, an unqualified cursor when the query has multiple base tables, a cursor column that "
+        "traces to a different dataset than the call names, or a watermark() for a dataset the pipeline "
+        "never source()s",
+        "rewrite as <cursor column> > / >= <expression containing {{ watermark(source, dataset) }}>, or add "
+        "the missing source() call",
     ),
     Code(
         "PZ0225",
         "ConflictingIncremental",
-        "a dataset is declared incremental in both YAML and SQL, a "
-        "watermark() targets a windowed dataset, or pipelines infer different cursors",
-        "pick one route: YAML sync: { mode: incremental } or SQL watermark()",
+        "a dataset is declared incremental in both YAML (sync: { mode: incremental }) and SQL (watermark()); "
+        "or a watermark() targets a windowed dataset (windowed backfill is YAML-only); or two pipelines "
+        "infer different cursor columns for the same dataset",
+        "pick one route: YAML sync: { mode: incremental } or SQL watermark(); use YAML for windowed "
+        "backfill; make every watermark() for a dataset use the same cursor column",
     ),
     Code(
         "PZ0226",
         "InconsistentIncrementalConsumers",
-        "a dataset is SQL-declared incremental by one pipeline "
-        "while another reads it without a watermark() filter",
-        "add a watermark() comparison to that read, or declare the dataset incremental in YAML",
+        "a dataset is SQL-declared incremental by at least one pipeline while another pipeline (or another "
+        "read in the same one) source()s it with no recognized watermark() filter: that consumer would "
+        "silently read a delta",
+        "add a watermark() comparison to the non-compliant pipeline's read, or move the declaration into "
+        "the dataset's YAML sync: { mode: incremental } config",
     ),
     Code(
         "PZ0227",
