@@ -98,9 +98,13 @@ def check_sql_incremental(
             result.errors += found
 
     # 3. PZ0226: each read of each dataset that survived 2
+    readers: dict[Key, list[str]] = {}
+    for name in sorted(infos):
+        for key in infos[name].reads:
+            readers.setdefault(key, []).append(name)
     for key in sorted(result.declared):
         if key not in failed:
-            result.errors += _unfiltered_reads(key, infos, analyses, result.declared[key], told)
+            result.errors += _unfiltered_reads(key, infos, readers[key], analyses, result.declared[key], told)
 
     for key, decls in sorted(result.declared.items()):
         dataset = _dataset(project, key)
@@ -309,6 +313,7 @@ def _undeclared_cursor(
 def _unfiltered_reads(
     key: Key,
     infos: Mapping[str, PipelineInfo],
+    readers: list[str],
     analyses: Mapping[str, PipelineAnalysis | None],
     decls: list[Declaration],
     told: set[tuple[str, Key]],
@@ -317,9 +322,9 @@ def _unfiltered_reads(
     declarers = sorted({d.pipeline for d in decls})
     cursor = decls[0].cursor
     diags = []
-    for name in sorted(infos):
+    for name in readers:
         info = infos[name]
-        if key not in info.reads or (name, key) in told:
+        if (name, key) in told:
             continue
         if name in analyses:
             analysis = analyses[name]

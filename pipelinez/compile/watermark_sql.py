@@ -103,8 +103,9 @@ def parse_queries(queries: Sequence[str], con: duckdb.DuckDBPyConnection | None 
     own = con is None
     use = duckdb.connect(":memory:") if con is None else con
     try:
-        sql = "SELECT list_transform(?, q -> json_serialize_sql(q))"
-        texts = use.execute(sql, [list(queries)]).fetchone()
+        # one JSON text, not a Python list: binding a list converts (and type-sniffs) every element
+        sql = """SELECT list_transform(from_json(?, '["VARCHAR"]'), q -> json_serialize_sql(q))"""
+        texts = use.execute(sql, [json.dumps(list(queries))]).fetchone()
     finally:
         if own:
             use.close()
