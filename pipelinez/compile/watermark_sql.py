@@ -79,10 +79,13 @@ class PipelineAnalysis:
     calls: dict[int, list[Outcome]] = field(default_factory=dict)  # one outcome per place the call appears
     unfiltered: set[tuple[str, str]] = field(default_factory=set)  # read somewhere no filter reaches
     filtered: set[tuple[str, str]] = field(default_factory=set)  # read somewhere under a recognised filter
+    gave_up: str = ""  # why the analysis stopped (every call is then unrecognised)
 
     def outcome(self, index: int) -> Outcome:
         """One outcome per call: its first problem, else its first recognition; a call that appears nowhere
         in the query (a comment, a string, a Jinja variable never printed) is outside any comparison."""
+        if self.gave_up:
+            return Unrecognized(Cause.UNTRACEABLE, self.gave_up)
         found = self.calls.get(index, [])
         problems = [o for o in found if isinstance(o, Unrecognized)]
         if problems:
@@ -260,9 +263,7 @@ class _Walker:
     def give_up(self, detail: str) -> None:
         self.result.unfiltered |= set(self.staging.values())
         self.result.filtered.clear()
-        for index in list(self.result.calls):
-            self.result.calls[index] = [Unrecognized(Cause.UNTRACEABLE, detail)]
-        self.result.calls.setdefault(-1, [])
+        self.result.gave_up = detail
 
     def finish(self) -> None:
         filtered: set[int] = set()

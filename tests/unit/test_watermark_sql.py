@@ -377,3 +377,23 @@ def test_tier_4_binds_with_the_literal_type(
     assert project is not None
     codes = [d.code for d in compile_project(project, watermarks=watermarks).errors if d.code != "PZ0233"]
     assert codes == ["PZ0403"]
+
+
+def test_a_query_nested_too_deeply_for_the_walk_is_refused_not_accepted() -> None:
+    import sys
+
+    depth = 60
+    sql = f"SELECT * FROM {ORDERS} WHERE ts > {WM}"
+    for _ in range(depth):
+        sql = f"SELECT * FROM ({sql}) AS s"
+    (tree,) = parse_queries([sql], CON)
+    assert tree is not None
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)  # the walk runs out of stack long before DuckDB's own depth limit
+    try:
+        result = analyse(tree, STAGING, {0: ("a", "orders")})
+    finally:
+        sys.setrecursionlimit(limit)
+    found = result.outcome(0)
+    assert isinstance(found, Unrecognized) and found.cause == Cause.UNTRACEABLE
+    assert ("a", "orders") in result.unfiltered
