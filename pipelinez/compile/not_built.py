@@ -47,4 +47,3 @@ def sql_incremental(project: Project, named: Mapping[tuple[str, str], Place]) ->
         for (src, ds), place in sorted(named.items())
         if project.sources[src].datasets[ds].sync is None
     ]
-
