@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from pipelinez.compile.policy import BreakerPolicy
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
@@ -37,9 +38,12 @@ from pipelinez.engine.executor import OK_STATUSES, Executor, NodeGate
 from pipelinez.engine.lock import ProjectLock
 from pipelinez.engine.run_results import NodeResult, ResultsWriter, RunArgs, RunResults
 from pipelinez.engine.runs import STAGING_FILE, new_run_id, runs_dir, sweep
-from pipelinez.engine.staging_store import Reuse
+from pipelinez.engine.staging_store import Reuse, kept_tables, prune, seed_source, unseed
 from pipelinez.engine.statedir import state_error
 from pipelinez.plan.planner import Plan
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 @dataclass(frozen=True)
@@ -237,7 +241,7 @@ def _run_nodes(
     results = session.results
     staging = ctx = None
     try:
-        staging = open_staging(session.staging_path, plan.dag.project.engine.memory_limit)
+        staging = _open_staging(session.staging_path, plan.dag.project.engine.memory_limit, reuse)
         ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
         with debug_log(session.run_dir / "pz.log", session.redactor):
             Executor(
@@ -271,6 +275,28 @@ def _run_nodes(
             ctx.close()
         if staging is not None:
             staging.close()
+
+
+def _open_staging(path: Path, memory_limit: str, reuse: Mapping[str, Reuse]) -> duckdb.DuckDBPyConnection:
+    """The run's staging database: fresh, or for a retry seeded from the failed run's staging and pruned
+    to the tables it reuses. A seed that cannot be opened is dropped for a fresh staging (the reused loads
+    then copy their tables across, or extract them with a note)."""
+    import duckdb
+
+    source = seed_source(reuse)
+    if source is not None and source[0].seed(source[1], path):
+        try:
+            con = open_staging(path, memory_limit)
+        except duckdb.Error:
+            unseed(path)
+        else:
+            try:
+                prune(con, kept_tables(reuse))
+                return con
+            except duckdb.Error:
+                con.close()
+                unseed(path)
+    return open_staging(path, memory_limit)
 
 
 def _write_log(path: Path, text: str) -> Path | None:

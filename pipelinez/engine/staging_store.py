@@ -7,15 +7,21 @@ cheap, asked while the retry is planned), and copy it into this run's staging (`
 returning the rows copied so the caller can compare them with the recorded count. Anything that goes wrong
 is a `ReuseUnavailable` with the reason in words; the caller falls back to extraction with a note.
 
-`LocalStagingStore` is today's store: `.pz/runs/<run_id>/staging.duckdb`, attached read-only. A store on
-shared storage (Parquet per node with a `_manifest.json` holding row counts) implements the same protocol.
+`LocalStagingStore` is today's store: `.pz/runs/<run_id>/staging.duckdb`. A retry starts its own staging as a
+file copy of the failed run's (`seed`: far cheaper than re-encoding every reused table) and drops what it does
+not reuse (`prune`); when that cannot be done, each reused table is copied across from the earlier staging,
+attached read-only. Either way the earlier run's files are never written, and every reused table's row count
+is compared with the recorded one. A store on shared storage (Parquet per node with a `_manifest.json` holding
+row counts) implements the same protocol (its `seed` returns False).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import shutil
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -56,9 +62,14 @@ class StagingStore(Protocol):
     def unusable(self, staged: StagedLoad) -> str | None:
         """Why `staged` cannot be reused at all (e.g. the staging is gone), or None when it may be."""
 
+    def seed(self, run_id: str, staging: Path) -> bool:
+        """Start this run's staging database (`staging`, not created yet) as a copy of run `run_id`'s, when
+        the store can do that cheaply (a file copy); False when it cannot, and then nothing was created."""
+
     def copy(self, cur: duckdb.DuckDBPyConnection, run_id: str, table: str, target: str) -> int:
-        """Copy `table` of run `run_id`'s staging into this run's staging as `target` (both unquoted);
-        returns the rows copied. Raises ReuseUnavailable when it cannot be read."""
+        """Make `target` in this run's staging hold `table` of run `run_id`'s staging (both unquoted): copy it
+        across, or find it there already when the staging was seeded. Returns the rows it holds, for the
+        caller to compare with the recorded count. Raises ReuseUnavailable when it cannot be read."""
 
 
 @dataclass(frozen=True)
@@ -96,9 +107,32 @@ class LocalStagingStore:
             return f"its staging database {path.name} is gone (deleted by pz clean or the retention sweep)"
         return None
 
+    def seed(self, run_id: str, staging: Path) -> bool:
+        """Copy the earlier run's staging files (database and WAL) as this run's: a file copy is much
+        cheaper than re-encoding every reused table, and the earlier run's files are never opened for
+        writing."""
+        source = self.path(run_id)
+        wal = source.with_name(source.name + ".wal")
+        if not source.is_file() or staging.exists():
+            return False
+        try:
+            shutil.copyfile(source, staging)
+            if wal.is_file():
+                shutil.copyfile(wal, staging.with_name(staging.name + ".wal"))
+        except OSError:
+            unseed(staging)
+            return False
+        return True
+
     def copy(self, cur: duckdb.DuckDBPyConnection, run_id: str, table: str, target: str) -> int:
         import duckdb
 
+        if _exists(cur, target):  # seeded: the file copy brought it along
+            try:
+                return _count(cur, target)
+            except duckdb.Error as exc:
+                why = f"its staged table {table} cannot be read ({_first_line(exc)})"
+                raise ReuseUnavailable(why) from exc
         path = self.path(run_id)
         if not path.is_file():
             raise ReuseUnavailable(f"its staging database {path.name} is gone")
@@ -113,8 +147,7 @@ class LocalStagingStore:
                 f"CREATE TABLE {quote_ident(target)} AS "
                 f"SELECT * FROM {quote_ident(alias)}.main.{quote_ident(table)}"
             )
-            row = cur.execute(f"SELECT count(*) FROM {quote_ident(target)}").fetchone()
-            return int(row[0]) if row else 0
+            return _count(cur, target)
         except duckdb.Error as exc:
             with contextlib.suppress(duckdb.Error):  # else the next attempt drops it
                 cur.execute(f"DROP TABLE IF EXISTS {quote_ident(target)}")
@@ -122,6 +155,58 @@ class LocalStagingStore:
         finally:
             with contextlib.suppress(duckdb.Error):  # else detached with the connection at the latest
                 cur.execute(f"DETACH {quote_ident(alias)}")
+
+
+def seed_source(reuse: Mapping[str, Reuse]) -> tuple[StagingStore, str] | None:
+    """The store and earlier run a retry's reused loads all come from (a retry reuses one run only)."""
+    sources = {(id(r.store), r.staged.run_id): (r.store, r.staged.run_id) for r in reuse.values()}
+    return next(iter(sources.values())) if len(sources) == 1 else None
+
+
+def kept_tables(reuse: Mapping[str, Reuse]) -> set[str]:
+    """The tables of a seeded staging a retry uses: reused loads' tables and landed partitions' tables."""
+    kept: set[str] = set()
+    for r in reuse.values():
+        if r.whole:
+            kept.add(r.staged.table)
+        else:
+            kept |= {p.table for p in r.staged.parts}
+    return kept
+
+
+def prune(con: duckdb.DuckDBPyConnection, keep: set[str]) -> None:
+    """Drop every table of a seeded staging that the retry does not reuse (pipelines, failed loads…)."""
+    rows = con.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = current_database()"
+    ).fetchall()
+    for schema, table in rows:
+        if schema != "main" or table not in keep:
+            con.execute(f"DROP TABLE IF EXISTS {quote_ident(str(schema))}.{quote_ident(str(table))}")
+    for (view,) in con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND NOT internal"
+    ).fetchall():
+        con.execute(f"DROP VIEW IF EXISTS {quote_ident(str(view))}")
+
+
+def unseed(staging: Path) -> None:
+    """Remove a seeded staging (its copy failed, or it cannot be opened): the run starts fresh."""
+    for path in (staging, staging.with_name(staging.name + ".wal")):
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _exists(cur: duckdb.DuckDBPyConnection, table: str) -> bool:
+    row = cur.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND table_name = ?",
+        [table],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _count(cur: duckdb.DuckDBPyConnection, table: str) -> int:
+    row = cur.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()
+    return int(row[0]) if row else 0
 
 
 def _first_line(exc: BaseException) -> str:

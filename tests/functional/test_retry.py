@@ -318,10 +318,20 @@ def test_skipped_and_failed_nodes_are_retried_with_their_ancestors(project_dir: 
 
 
 def test_reuse_does_not_read_the_source_again(project_dir: Path) -> None:
-    _failed_run(project_dir)
+    first = _failed_run(project_dir)
     (project_dir / "data" / "orders.csv").write_text("id,customer,amount\n9,zed,1\n")
+    old = project_dir / ".pz" / "runs" / first
+    before = _files(old)
     assert pz(project_dir, "retry").exit_code == 0
     assert _wh(project_dir, "SELECT list_sort(list(id)) FROM enriched") == [([1, 2, 3],)]
+    after = _files(old)  # the failed run's staging is read, never written
+    assert {k: v for k, v in after.items() if k.startswith("staging")} == {
+        k: v for k, v in before.items() if k.startswith("staging")
+    }
+    new = _runs(project_dir)[-1] / "staging.duckdb"
+    with duckdb.connect(str(new), read_only=True) as con:  # only what the retry staged or reused is in it
+        tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert tables == {"src_files__orders", "src_files__customers", "enriched"}
 
 
 def test_a_deleted_staging_falls_back_to_extraction_with_a_note(project_dir: Path) -> None:
