@@ -224,6 +224,9 @@ class Executor:
             result.message = out.message
             result.provenance = out.provenance
             result.reused_from = out.reused_from
+            reuse = self.reuse.get(done.name)
+            if out.provenance is not None and reuse is not None and reuse.watermark is not None:
+                result.watermark = dict(reuse.watermark)  # the same rows: the failed run's cursor range
         self._publish(result)
 
     def _publish(self, result: NodeResult) -> None:

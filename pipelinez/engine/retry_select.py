@@ -200,7 +200,7 @@ def _plan_reuse(
     if why is not None:
         sel.fallbacks[name] = why
         return
-    reuse[name] = Reuse(store, staged, whole)
+    reuse[name] = Reuse(store, staged, whole, before.watermark if whole else None)
 
 
 def _reusable_loads_feeding(

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.engine.runs import STAGING_FILE
@@ -81,6 +81,7 @@ class Reuse:
     store: StagingStore
     staged: StagedLoad
     whole: bool = True
+    watermark: Mapping[str, Any] | None = None  # the failed run's record for the load; a copy carries it over
 
 
 _aliases = itertools.count()

@@ -727,3 +727,43 @@ def test_a_retried_http_sink_resumes_past_the_batches_the_api_acknowledged(proje
         assert [r["id"] for r in api.state.received["events"]] == list(range(10))  # each row exactly once
         node = _nodes(_runs(project_dir)[-1])["api.events"]
         assert node["rows"] == 10 and node["batches_committed"] == 3
+
+
+@pytest.mark.postgres
+def test_a_partitioned_database_read_resumes_past_the_splits_that_landed(project_dir: Path) -> None:
+    setup = """
+        CREATE TABLE public.orders (id bigint PRIMARY KEY, amount int);
+        INSERT INTO public.orders SELECT i, 1 FROM generate_series(1, 4000) AS i;
+    """
+    with fresh_pg_database(setup) as db:
+        write_project(
+            project_dir,
+            {
+                "project.yml": "name: shop\nengine: { threads: 1 }\n",
+                "sources/pg.yml": f"""
+                    connector: postgres
+                    connection: {{ host: {PG_HOST}, port: {PG_PORT}, user: {PG_USER}, database: {db} }}
+                    datasets:
+                      orders:
+                        table: public.orders
+                        columns: {{ id: bigint, amount: integer }}
+                        partitions: {{ column: id, count: 4 }}
+                """,
+                "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+                "pipelines/totals.sql": """
+                    INSERT INTO {{ sink('wh', 'totals') }}
+                    SELECT amount, count(*) AS n FROM {{ source('pg', 'orders') }} GROUP BY 1
+                """,
+            },
+        )
+        failed = pz(project_dir, "run", env={"PZ_FAILPOINTS": "source.landed@src_pg__orders#2"})
+        assert failed.exit_code == 1, failed.output
+        first = _runs(project_dir)[-1].name
+        _pg(db, "UPDATE public.orders SET amount = 2")  # only the split read again sees it
+        retry = pz(project_dir, "retry")
+        assert retry.exit_code == 0, retry.output
+        assert retry.lines[0] == f"note: resuming src_pg__orders past 3 partition(s) that landed in run {first}"
+        node = _nodes(_runs(project_dir)[-1])["src_pg__orders"]
+        assert [p.get("provenance") for p in node["partitions"]] == ["reused", "reused", None, "reused"]
+        reread = node["partitions"][2]["rows"]
+        assert _wh(project_dir, "SELECT amount, n FROM totals ORDER BY 1") == [(1, 4000 - reread), (2, reread)]
