@@ -767,3 +767,18 @@ def test_a_partitioned_database_read_resumes_past_the_splits_that_landed(project
         assert [p.get("provenance") for p in node["partitions"]] == ["reused", "reused", None, "reused"]
         reread = node["partitions"][2]["rows"]
         assert _wh(project_dir, "SELECT amount, n FROM totals ORDER BY 1") == [(1, 4000 - reread), (2, reread)]
+
+
+def test_nodes_cancelled_by_fail_fast_are_retried(project_dir: Path) -> None:
+    write_project(project_dir, LOCAL)
+    failed = pz(project_dir, "run", "--fail-fast", env={"PZ_FAILPOINTS": "sink.write@lake.enriched"})
+    assert failed.exit_code == 1
+    before = _nodes(_runs(project_dir)[-1])
+    cancelled = {n for n, r in before.items() if r["status"] == "cancelled"}
+    assert cancelled, failed.output
+    retry = pz(project_dir, "retry")
+    assert retry.exit_code == 0, retry.output
+    after = _nodes(_runs(project_dir)[-1])
+    assert cancelled <= set(after)
+    assert all(after[n]["status"] in ("success", "carried_forward") for n in after)
+    assert _results(_runs(project_dir)[-1])["args"]["fail_fast"] is True  # the run it finishes, as it was run
