@@ -124,6 +124,6 @@ def plan_named(
     """A plan of exactly `names` (a retry's selection, already closed over ancestors), in dag order."""
     diags: list[Diagnostic] = []
     wanted = set(names)
-    plan = Plan(dag, selection=list(selection))
-    plan.nodes = [plan_node(node, diags) for name, node in dag.nodes.items() if name in wanted]
+    plan = Plan(dag, selection=list(selection), breaker=breaker_policy(dag.project.engine.breaker))
+    plan.nodes = [plan_node(node, diags, dag.project) for name, node in dag.nodes.items() if name in wanted]
     return plan, diags
