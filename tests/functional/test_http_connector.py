@@ -483,3 +483,71 @@ def test_a_refused_token_in_the_query_never_shows_up(tmp_path: Path, api: ApiSer
     assert "GET http://127.0.0.1:" in message and "/offset/items (page 1): HTTP 401" in message
     assert "api_key" not in message  # the URL is printed without its query string
     assert_no_secret(root, result)
+
+
+def test_a_server_that_is_down_is_transient_and_retried_by_the_engine(tmp_path: Path, api: ApiServer) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    source = f"""
+        connector: http
+        connection: {{ base_url: "http://127.0.0.1:{port}", timeout: 2s }}
+        retry: {{ max_attempts: 2, base_delay: 10ms }}
+        datasets:
+          items: {{ path: /link/items }}
+    """
+    root = project(
+        tmp_path / "p",
+        api,
+        source,
+        "INSERT INTO {{ sink('wh', 'items') }}\nSELECT * FROM {{ source('api', 'items') }}\n",
+    )
+    result = run(root, "run")
+    assert result.exit_code == 1
+    node = result.node("src_api__items")
+    assert node["attempts"] == 2 and node["error"]["transient"] is True
+    assert "cannot connect" in node["error"]["message"]
+
+
+def test_retry_reuses_the_staged_api_read_and_resumes_the_api_write(tmp_path: Path, api: ApiServer) -> None:
+    # both directions in one project: the read lands in staging once; the write fails after one batch
+    api.state.datasets["items"] = ROWS
+    api.state.faults[("POST", "/sink/copy")] = Fault(status=503, times=1, after=1, retry_after="0")
+    root = write_project(
+        tmp_path / "p",
+        {
+            "project.yml": "name: both\n",
+            "sources/api.yml": f"""
+                connector: http
+                connection: {{ base_url: {api.url} }}
+                datasets:
+                  items:
+                    path: /cursor/items
+                    records: data.items
+                    pagination: {{ style: cursor, cursor_path: meta.next_cursor }}
+            """,
+            "sinks/out.yml": f"""
+                connector: http
+                connection: {{ base_url: {api.url} }}
+                retry: {{ max_attempts: 1 }}
+                outputs:
+                  copy: {{ path: /sink/copy, strategy: append, batch_size: 3, format: ndjson }}
+            """,
+            "pipelines/copy.sql": """
+                INSERT INTO {{ sink('out', 'copy') }}
+                SELECT id, name FROM {{ source('api', 'items') }} ORDER BY id
+            """,
+        },
+    )
+    plan = pz(root, "plan")
+    assert "delivery: at-least-once (append); checkpointed delivery" in plan.output
+    assert pz(root, "run").exit_code == 1
+    gets = len([r for r in api.state.requests if r.method == "GET"])
+    retry = pz(root, "retry")
+    assert retry.exit_code == 0, retry.output
+    assert len([r for r in api.state.requests if r.method == "GET"]) == gets  # the API is not read again
+    assert "resuming past 1 acknowledged batch(es) (3 rows)" in retry.output
+    assert [r["id"] for r in api.state.received["copy"]] == list(range(10))
+    assert retry.node("src_api__items")["provenance"] == "reused"
