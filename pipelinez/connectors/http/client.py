@@ -23,6 +23,16 @@ TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 USER_AGENT = "pipelinez-http"
 
 
+class HttpStatusError(PzConnectorError):
+    """The server answered, with a status other than 2xx (`status`)."""
+
+    def __init__(
+        self, message: str, status: int, *, is_transient: bool = False, retry_after: float | None = None
+    ):
+        super().__init__(message, is_transient=is_transient, retry_after=retry_after)
+        self.status = status
+
+
 @dataclass(frozen=True)
 class Response:
     status: int
@@ -122,7 +132,7 @@ def _transient_os(reason: object) -> bool:
     return isinstance(reason, ConnectionError | TimeoutError)
 
 
-def _status_error(what: str, exc: urllib.error.HTTPError) -> PzConnectorError:
+def _status_error(what: str, exc: urllib.error.HTTPError) -> HttpStatusError:
     status = exc.code
     try:
         snippet = exc.read(300).decode("utf-8", "replace").strip()
@@ -134,12 +144,12 @@ def _status_error(what: str, exc: urllib.error.HTTPError) -> PzConnectorError:
     wait = retry_after(exc.headers.get("Retry-After") if exc.headers else None)
     if status in TRANSIENT_STATUS:
         asked = f" (Retry-After {wait:g}s)" if wait is not None else ""
-        return PzConnectorError(
-            f"{what}: HTTP {status} {exc.reason}{asked}{detail}", is_transient=True, retry_after=wait
+        return HttpStatusError(
+            f"{what}: HTTP {status} {exc.reason}{asked}{detail}", status, is_transient=True, retry_after=wait
         )
     hint = {
         401: "; check the auth header or token (headers:/params: of the connection)",
         403: "; the credentials lack access to this endpoint",
         404: "; check base_url and path",
     }.get(status, "")
-    return PzConnectorError(f"{what}: HTTP {status} {exc.reason}{detail}{hint}")
+    return HttpStatusError(f"{what}: HTTP {status} {exc.reason}{detail}{hint}", status)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.http import sink
-from pipelinez.connectors.http.client import request
+from pipelinez.connectors.http.client import HttpStatusError, request
 from pipelinez.connectors.http.pages import PageReader
 from pipelinez.connectors.http.settings import HttpConnection, HttpDataset, HttpOutput, issues
 from pipelinez.connectors.http.source import PageWalk
@@ -84,9 +84,8 @@ class HttpConnector(Connector):
         conn = self.conn
         try:
             request("GET", conn.base_url, conn.headers, conn.timeout)
-        except PzConnectorError as exc:
-            if " HTTP " not in exc.message:
-                raise
+        except HttpStatusError:
+            return
 
     # -- sink --------------------------------------------------------------------------------
     def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:
