@@ -104,5 +104,57 @@ def test_azure_account_from_a_connection_string_or_keys() -> None:
     cloud = Account.of({"account_name": "acme", "account_key": "k"})
     assert cloud.blob_url == "https://acme.blob.core.windows.net"
     assert cloud.connection_string() == (
-        "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=k;BlobEndpoint=https://acme.blob.core.windows.net;"
+        "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=k;"
+        "BlobEndpoint=https://acme.blob.core.windows.net;"
     )
+
+
+@pytest.mark.parametrize("universal", [False, True], ids=["native", "universal"])
+def test_localfiles_partitioned_output_on_both_tiers(tmp_path: Path, universal: bool) -> None:
+    files = {
+        "project.yml": f"name: pb\nengine: {{ force_universal: {str(universal).lower()} }}\n",
+        "sinks/lake.yml": """
+            connector: localfiles
+            connection: { root: out }
+            outputs:
+              days: { partition_by: [day] }
+              log: { format: csv, strategy: append, partition_by: [day] }
+              bad: { format: json, partition_by: [day] }
+        """,
+        "pipelines/days.sql": "INSERT INTO {{ sink('lake', 'days') }}\n"
+        "INSERT INTO {{ sink('lake', 'log') }}\n"
+        "SELECT range AS id, range % 2 AS day FROM range(5)\n",
+    }
+    project = write_project(tmp_path, files)
+    refused = pz(project, "validate")
+    assert (
+        refused.exit_code == 2
+        and "PZ0304" in refused.output
+        and "partition_by is available" in refused.output
+    )
+    (project / "sinks" / "lake.yml").write_text(
+        (project / "sinks" / "lake.yml")
+        .read_text()
+        .replace("  bad: { format: json, partition_by: [day] }\n", "")
+    )
+    for _ in range(2):
+        result = pz(project, "run")
+        assert result.exit_code == 0, result.output
+    days = sorted(
+        p.relative_to(project / "out") for p in (project / "out" / "days.parquet").rglob("*.parquet")
+    )
+    assert [str(p) for p in days] == [
+        "days.parquet/day=0/part-0.parquet",
+        "days.parquet/day=1/part-0.parquet",
+    ]
+    logs = [p for p in (project / "out" / "log.csv").rglob("*.csv")]
+    assert len(logs) == 4 and not any(p.name.startswith(".") for p in (project / "out").rglob("*"))
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            f"SELECT id, day FROM read_parquet('{project}/out/days.parquet/**/*.parquet', "
+            "hive_partitioning=true) ORDER BY id"
+        ).fetchall()
+    finally:
+        con.close()
+    assert rows == [(i, i % 2) for i in range(5)]

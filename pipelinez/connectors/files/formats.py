@@ -135,6 +135,17 @@ def dataset_issues(block: dict[str, Any], path_problem: Callable[[str], str | No
 def output_issues(block: dict[str, Any], path_problem: Callable[[str], str | None]) -> list[Issue]:
     """The format rules of one output block (values rendered)."""
     issues: list[Issue] = []
+    fmt = block.get("format")
+    if fmt is None and isinstance(block.get("path"), str):
+        fmt = format_of_path(block["path"])
+    if block.get("partition_by") and fmt == "json":
+        issues.append(
+            (
+                "partition_by is available for parquet and csv outputs (DuckDB cannot partition json "
+                "output); write parquet or csv, or drop partition_by",
+                ("partition_by",),
+            )
+        )
     path = block.get("path")
     if isinstance(path, str) and not is_templated(path):
         problem = path_problem(path)

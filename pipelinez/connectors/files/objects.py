@@ -284,28 +284,55 @@ class ObjectFolder:
         elif info.type == pafs.FileType.Directory:
             fs.delete_dir(fs_path)
 
-    def replace(self, run_id: str, ext: str, fill: Callable[[str], None]) -> None:
-        from pipelinez.connectors.files.writing import FIRST_PART
+    def _new_tmp(self, run_id: str) -> str:
+        return f"{self._tmp_base()}{safe_token(run_id)}-{secrets.token_hex(4)}"
 
+    def replace(self, run_id: str, fill: Callable[[str], None]) -> None:
         self.sweep()
-        tmp = f"{self._tmp_base()}{safe_token(run_id)}-{secrets.token_hex(4)}"
-        part = f"{FIRST_PART}.{ext}"
+        tmp = self._new_tmp(run_id)
         try:
-            fill(self.store.uri(f"{tmp}/{part}"))
+            fill(self.store.uri(tmp))
             failpoints.hit("sink.before_swap")
-            self._promote(tmp, part)
+            self._promote(tmp)
         finally:
             with contextlib.suppress(OSError):
                 self._remove(self.store._fs_path(tmp))
 
-    def _promote(self, tmp: str, part: str) -> None:
+    def _promote(self, tmp: str) -> None:
+        """Copy every object of the temp prefix over the output's (same relative keys), then delete the
+        output's other objects."""
         fs, path = self.store.fs, self.store._fs_path
-        final = f"{self.prefix}/{part}"
-        old = [key for key, _ in self.store.objects(self.prefix) if key != final]
-        fs.copy_file(path(f"{tmp}/{part}"), path(final))
+        new = [key[len(tmp) + 1 :] for key, _ in self.store.objects(tmp)]
+        keep = {f"{self.prefix}/{rel}" for rel in new}
+        old = [key for key, _ in self.store.objects(self.prefix) if key not in keep]
+        for rel in new:
+            fs.copy_file(path(f"{tmp}/{rel}"), path(f"{self.prefix}/{rel}"))
         failpoints.hit("sink.during_promote")
         for key in old:
             fs.delete_file(path(key))
+
+    def append_tree(self, run_id: str, fill: Callable[[str], None]) -> int:
+        import pyarrow.fs as pafs
+
+        self.sweep()
+        tmp = self._new_tmp(run_id)
+        fs, path = self.store.fs, self.store._fs_path
+        try:
+            fill(self.store.uri(tmp))
+            new = [key[len(tmp) + 1 :] for key, _ in self.store.objects(tmp)]
+            for rel in new:
+                final = f"{self.prefix}/{rel}"
+                if fs.get_file_info(path(final)).type != pafs.FileType.NotFound:
+                    raise PzConnectorError(
+                        f"object {self.store.uri(final)} appeared while writing; retry the write",
+                        is_transient=True,
+                        code="PZ0501",
+                    )
+                fs.copy_file(path(f"{tmp}/{rel}"), path(final))
+            return len(new)
+        finally:
+            with contextlib.suppress(OSError):
+                self._remove(path(tmp))
 
     def append(self, run_id: str, ext: str, fill: Callable[[str], None]) -> None:
         """Write the new file under a temp prefix, then copy it in under a name no object has. (DuckDB
@@ -320,7 +347,7 @@ class ObjectFolder:
         while f"{stem}{n:05d}.{ext}" in taken:
             n += 1
         name = f"{stem}{n:05d}.{ext}"
-        tmp = f"{self._tmp_base()}{safe_token(run_id)}-{secrets.token_hex(4)}"
+        tmp = self._new_tmp(run_id)
         fs, path = self.store.fs, self.store._fs_path
         try:
             fill(self.store.uri(f"{tmp}/{name}"))

@@ -15,13 +15,14 @@ JSON has no NaN/Infinity: a result holding them is refused (PZ0519, see `finite`
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pipelinez.connectors.files import finite
-from pipelinez.connectors.files.formats import format_of_path
+from pipelinez.connectors.files.formats import format_of_path, safe_token
 from pipelinez.connectors.files.store import FileRef
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
 from pipelinez.connectors.sdk_sql import peek_rows
@@ -48,15 +49,19 @@ class OutputFolder(Protocol):
         """The folder's visible data files named `*.<ext>`, each with its modification time (ns)."""
         ...
 
-    def replace(self, run_id: str, ext: str, fill: Callable[[str], None]) -> None:
-        """Call `fill(location)` to write the result's one file (`part-00000.<ext>`) into a fresh temp
-        place, then make that place the folder's whole content; on any failure the folder is left as it
-        was."""
+    def replace(self, run_id: str, fill: Callable[[str], None]) -> None:
+        """Call `fill(location)` to write the result's files into a fresh, empty temp folder (prefix), then
+        make that the folder's whole content; on any failure the folder is left as it was."""
         ...
 
     def append(self, run_id: str, ext: str, fill: Callable[[str], None]) -> None:
         """Call `fill(location)` to write one new file `part-<run>-<n>.<ext>` that appears whole or not
         at all, never overwriting a file."""
+        ...
+
+    def append_tree(self, run_id: str, fill: Callable[[str], None]) -> int:
+        """Call `fill(location)` to write files into a fresh, empty temp folder, then add each of them to
+        the folder under the same relative path (each whole, none overwriting a file); the number added."""
         ...
 
 
@@ -69,6 +74,7 @@ class FileOutput:
     allow_empty: bool
     run_id: str
     connector: str = "localfiles"
+    partition_by: tuple[str, ...] = ()  # hive-partitioned: <col>=<value>/ folders
 
     @staticmethod
     def of(output: OutputRequest, connector: str = "localfiles") -> FileOutput:
@@ -84,8 +90,9 @@ class FileOutput:
                 "no keys to upsert on); use strategy replace or append",
                 code="PZ0305",
             )
+        partition_by = tuple(str(c) for c in options.get("partition_by") or ())
         return FileOutput(
-            output.name, fmt, rel, output.strategy, output.allow_empty, output.run_id, connector
+            output.name, fmt, rel, output.strategy, output.allow_empty, output.run_id, connector, partition_by
         )
 
     def refuse_empty(self, folder: OutputFolder) -> PzConnectorError:
@@ -166,8 +173,18 @@ def write_native(
         def copy(dest: str) -> None:
             cur.execute(f"COPY (SELECT {select} FROM {source}) TO {quote_literal(dest)} ({options})")
 
+        if out.partition_by:
+            options = partition_options(out, [name for name, _ in columns])
+            if out.strategy == "replace":
+                folder.replace(out.run_id, copy)
+                return WriteResult(rows)
+            if rows == 0:
+                return WriteResult(0, batches_committed=0)
+            files = folder.append_tree(out.run_id, copy)
+            return WriteResult(rows, batches_committed=files)
+
         if out.strategy == "replace":
-            folder.replace(out.run_id, out.fmt, copy)
+            folder.replace(out.run_id, lambda tmp: copy(f"{tmp}/{FIRST_PART}.{out.fmt}"))
             return WriteResult(rows)
         if rows == 0:
             return WriteResult(0, batches_committed=0)
@@ -232,6 +249,69 @@ def _write_stream(fmt: str, dest: Path, schema: pa.Schema, batches: _Counted) ->
             con.close()
 
 
+def _write_partitioned_stream(
+    out: FileOutput, folder: OutputFolder, schema: pa.Schema, counted: _Counted
+) -> WriteResult:
+    """A partitioned write of the engine's Arrow stream: an in-memory DuckDB consumes it with the same COPY
+    (PARTITION_BY) as the native tier, so both tiers lay the files out alike."""
+    import duckdb
+    import pyarrow as pa
+
+    options = partition_options(out, list(schema.names))
+    if out.strategy == "append" and counted.first is None:
+        return WriteResult(0, batches_committed=0)
+    refused: list[PzConnectorError] = []
+
+    def guarded() -> Iterator[pa.RecordBatch]:
+        try:
+            yield from (finite.checked(counted) if out.fmt == "json" else counted)
+        except PzConnectorError as exc:  # DuckDB wraps what its Arrow scan raises: keep the original
+            refused.append(exc)
+            raise
+
+    con = duckdb.connect()
+    try:
+        con.register("pz_sink_stream", pa.RecordBatchReader.from_batches(schema, guarded()))
+
+        def copy(dest: str) -> None:
+            con.execute(f"COPY (SELECT * FROM pz_sink_stream) TO {quote_literal(dest)} ({options})")
+
+        if out.strategy == "replace":
+            folder.replace(out.run_id, copy)
+            return WriteResult(counted.rows)
+        files = folder.append_tree(out.run_id, copy)
+        return WriteResult(counted.rows, batches_committed=files)
+    except duckdb.Error:
+        if refused:
+            raise refused[0] from None
+        raise
+    finally:
+        con.close()
+
+
+def partition_options(out: FileOutput, names: list[str]) -> str:
+    """The COPY options of a partitioned write: format, PARTITION_BY and the file names (`part-<i>` for a
+    replace, `part-<run>-<token>-<i>` for an append, so appended files never collide)."""
+    if out.fmt == "json":
+        raise PzConnectorError("partition_by is available for parquet and csv outputs", code="PZ0304")
+    have = {n.lower() for n in names}
+    missing = [c for c in out.partition_by if c.lower() not in have]
+    if missing:
+        raise PzConnectorError(
+            f"partition_by names {', '.join(repr(m) for m in missing)}, which the result does not have "
+            f"(it has: {', '.join(names)})",
+            code="PZ0501",
+        )
+    if out.strategy == "replace":
+        pattern = "part-{i}"
+    else:
+        pattern = f"part-{safe_token(out.run_id)}-{secrets.token_hex(3)}-{{i}}"
+    return (
+        f"{_COPY_OPTIONS[out.fmt]}, PARTITION_BY ({', '.join(quote_ident(c) for c in out.partition_by)}), "
+        f"FILENAME_PATTERN {quote_literal(pattern)}"
+    )
+
+
 def write_batches(out: FileOutput, folder: OutputFolder, reader: pa.RecordBatchReader) -> WriteResult:
     """Write the engine's Arrow stream into a folder whose locations are local paths (universal tier)."""
     import duckdb
@@ -240,9 +320,12 @@ def write_batches(out: FileOutput, folder: OutputFolder, reader: pa.RecordBatchR
     if first is None and out.strategy == "replace" and not out.allow_empty:
         raise out.refuse_empty(folder)
     counted = _Counted(first, rest)
+    if out.partition_by:
+        return _write_partitioned_stream(out, folder, reader.schema, counted)
     if out.strategy == "replace":
         folder.replace(
-            out.run_id, out.fmt, lambda dest: _write_stream(out.fmt, Path(dest), reader.schema, counted)
+            out.run_id,
+            lambda tmp: _write_stream(out.fmt, Path(tmp) / f"{FIRST_PART}.{out.fmt}", reader.schema, counted),
         )
         return WriteResult(counted.rows)
     if first is None:

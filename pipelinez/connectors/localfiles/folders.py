@@ -144,3 +144,29 @@ def append_file(folder: Path, run_id: str, ext: str, fill: Callable[[Path], None
             tmp.unlink()
         raise
     return final
+
+
+def append_tree(folder: Path, run_id: str, fill: Callable[[Path], None]) -> int:
+    """Fill a hidden temp folder inside `folder` (a partitioned write: `<col>=<value>/part-….<ext>`), then
+    rename each of its files to the same relative path in `folder`, never over an existing file. Each file
+    appears whole; a failure partway leaves the files renamed so far. The number of files added."""
+    check_folder_target(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".pz-tmp-{safe_token(run_id)}-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        fill(tmp)
+        files = sorted(p for p in tmp.rglob("*") if p.is_file())
+        for file in files:
+            dest = folder / file.relative_to(tmp)
+            if os.path.lexists(dest):
+                raise PzConnectorError(
+                    f"output file {dest} appeared while writing; retry the write",
+                    is_transient=True,
+                    code="PZ0501",
+                )
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(file, dest)
+        return len(files)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelinez.connectors.files.store import FileRef, local_ref
-from pipelinez.connectors.files.writing import FIRST_PART
-from pipelinez.connectors.localfiles.folders import append_file, replace_folder
+from pipelinez.connectors.localfiles.folders import append_file, append_tree, replace_folder
 from pipelinez.connectors.localfiles.paths import list_files, under_root
 
 if TYPE_CHECKING:
@@ -50,8 +49,11 @@ class LocalFolder:
         found = [p for p in self.folder.glob(f"*.{ext}") if p.is_file() and not p.name.startswith(".")]
         return [(local_ref(p), p.stat().st_mtime_ns) for p in found]
 
-    def replace(self, run_id: str, ext: str, fill: Callable[[str], None]) -> None:
-        replace_folder(self.folder, run_id, lambda tmp: fill(os.fspath(tmp / f"{FIRST_PART}.{ext}")))
+    def replace(self, run_id: str, fill: Callable[[str], None]) -> None:
+        replace_folder(self.folder, run_id, lambda tmp: fill(os.fspath(tmp)))
 
     def append(self, run_id: str, ext: str, fill: Callable[[str], None]) -> None:
         append_file(self.folder, run_id, ext, lambda dest: fill(os.fspath(dest)))
+
+    def append_tree(self, run_id: str, fill: Callable[[str], None]) -> int:
+        return append_tree(self.folder, run_id, lambda tmp: fill(os.fspath(tmp)))
