@@ -481,3 +481,28 @@ def test_sql_declared_dataset_is_refused_until_incremental_reads_run(project_dir
     ]
     assert pz(project_dir, "run").exit_code == 2
     assert not (project_dir / "out").exists()
+
+
+# -- templates around the call ------------------------------------------------------------------
+
+
+def test_an_ephemeral_pipeline_declares_and_its_consumer_binds_the_literal(project_dir: Path) -> None:
+    pipelines = {
+        "recent": f"SELECT o.* FROM {{{{ source('files', 'orders') }}}} AS o WHERE o.updated_at >= {WM}\n",
+        "p": "INSERT INTO {{ sink('lake', 'p') }}\nSELECT id, updated_at FROM {{ ref('recent') }}\n",
+    }
+    result = validate(project_dir, pipelines, **{"pipelines/recent.yml": "materialized: ephemeral\n"})
+    assert errors(result) == [], result.output
+
+
+def test_calls_made_by_jinja_and_a_secret_env_render_alike(project_dir: Path) -> None:
+    sql = (
+        "INSERT INTO {{ sink('lake', 'p') }}\n"
+        "SELECT * FROM {{ source('files', 'orders') }} AS o\n"
+        "WHERE o.customer_id::VARCHAR <> {{ env('TOKEN') }}\n"
+        "{% for ds in ['orders'] %}  AND o.updated_at > {{ watermark('files', ds) }}\n{% endfor %}"
+    )
+    project_yml = "name: shop\nenv:\n  TOKEN: { default: s3cr3t-value, secret: true }\n"
+    result = validate(project_dir, {"p": sql}, **{"project.yml": project_yml})
+    assert errors(result) == [], result.output
+    assert "s3cr3t-value" not in result.output
