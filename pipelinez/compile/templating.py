@@ -102,14 +102,20 @@ def _locate(raw: str, function: str, args: tuple[str, ...]) -> tuple[int, int] |
     return line, pos - (raw.rfind("\n", 0, pos) + 1) + 1
 
 
+@functools.lru_cache(maxsize=256)
+def _call_starts(raw: str, function: str, args: tuple[str, ...]) -> tuple[int, ...]:
+    """Offsets of every literal call `function(args...)` written in the template (one scan per call)."""
+    quoted = r"\s*,\s*".join(rf"['\"]{re.escape(a)}['\"]" for a in args)
+    return tuple(m.start() for m in re.finditer(rf"\b{re.escape(function)}\s*\(\s*{quoted}\s*\)", raw))
+
+
 def _locate_nth(raw: str, function: str, args: tuple[str, ...], nth: int) -> tuple[int, int] | None:
     """(line, col) of the `{{` around the nth (0-based) literal call `function(args...)`; None when the
     template has fewer such calls written out (a loop or a macro made the others)."""
-    quoted = r"\s*,\s*".join(rf"['\"]{re.escape(a)}['\"]" for a in args)
-    matches = list(re.finditer(rf"\b{re.escape(function)}\s*\(\s*{quoted}\s*\)", raw))
-    if nth >= len(matches):
+    starts = _call_starts(raw, function, args)
+    if nth >= len(starts):
         return None
-    start = matches[nth].start()
+    start = starts[nth]
     brace = raw.rfind("{{", 0, start)
     line_start = raw.rfind("\n", 0, start) + 1
     pos = brace if brace >= line_start else start
@@ -135,12 +141,14 @@ class Templater:
         def functions(recording: bool) -> dict[str, Callable[..., Any]]:
             sink_count = [0]
             watermark_count = [0]
+            seen: dict[tuple[str, ...], int] = {}  # watermark() calls so far, by arguments
 
             def record(function: str, *args: str) -> None:
                 if recording:
                     loc = _locate(raw, function, args)
                     if function == "watermark":  # each call its own place: several may name one dataset
-                        nth = sum(1 for c in calls if c.function == function and c.args == args)
+                        nth = seen.get(args, 0)
+                        seen[args] = nth + 1
                         loc = _locate_nth(raw, function, args, nth) or loc
                     calls.append(Call(function, args, Place(file, *(loc or (None, None)))))
 
