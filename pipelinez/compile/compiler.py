@@ -100,7 +100,7 @@ def compile_project(
     substitute(infos, sql_route.literals)
     incremental = yaml_incremental(project) | set(sql_route.declared)
     errors += check_append_duplicates(project, infos, incremental)
-    errors += not_built.sql_incremental(project, sql_route.named)  # after the route's own checks
+    errors += not_built.sql_incremental(sql_route.named)  # after the route's own checks
 
     # tier 3
     by_file = {inst.spec.file: inst for inst in [*sources.values(), *sinks.values()]}

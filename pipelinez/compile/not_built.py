@@ -32,10 +32,10 @@ def _incremental_sync(project: Project) -> list[Diagnostic]:
     ]
 
 
-def sql_incremental(project: Project, named: Mapping[tuple[str, str], Place]) -> list[Diagnostic]:
+def sql_incremental(named: Mapping[tuple[str, str], Place]) -> list[Diagnostic]:
     """watermark() would filter in SQL only: nothing pushes the bound down, stores a watermark or moves it,
     so every run would read the whole dataset. Reported after the SQL route's own checks (PZ0224-PZ0227),
-    for every dataset a watermark() call names, unless its YAML `sync:` is refused already."""
+    for every dataset a watermark() call names, whatever its YAML `sync:` says."""
     return [
         error(
             "PZ0233",
@@ -45,5 +45,4 @@ def sql_incremental(project: Project, named: Mapping[tuple[str, str], Place]) ->
             next_step="remove the watermark() comparison (each run then reads the dataset in full)",
         )
         for (src, ds), place in sorted(named.items())
-        if project.sources[src].datasets[ds].sync is None
     ]
