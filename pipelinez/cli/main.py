@@ -11,11 +11,12 @@ import traceback
 from collections.abc import Callable, Sequence
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 from pipelinez import __version__
+from pipelinez.cli import interrupts
 from pipelinez.cli.usage import PzGroup, emit
 from pipelinez.core.diagnostics import Diagnostic, PzError, error, warning
 from pipelinez.core.oserrors import os_error, os_reason
@@ -86,9 +87,10 @@ def _crash_log_places(settings: Settings) -> list[Path]:
 
 
 def _crash_report(settings: Settings) -> str:
-    """Write the traceback to the first crash log place that takes it; the one line a user sees.
+    """Append the traceback to the first crash log place that takes it; the one message a user sees.
 
-    This path must never fail itself: every place may be unwritable, and then the line says so.
+    Appended, never overwritten: an earlier crash's text (or anything else in the file) stays. This path
+    must never fail itself: every place may be unwritable, and then the message says so.
     """
     text = traceback.format_exc()
     root = settings.project or Path.cwd()
@@ -96,20 +98,31 @@ def _crash_report(settings: Settings) -> str:
         text = _secret_free(root, text)
     except Exception:  # masking needs the project: without it, keep only the exception's type
         text = "".join(traceback.format_exception_only(sys.exc_info()[0], None))
+    header = f"--- {utc_now()} pz {__version__}\n"
     tried = []
     for log in _crash_log_places(settings):
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(text, encoding="utf-8")
+            with log.open("a", encoding="utf-8") as handle:
+                handle.write(header + text + ("" if text.endswith("\n") else "\n"))
         except OSError as exc:
             tried.append(f"{log} ({os_reason(exc)})")
             continue
-        return f"error: PZ0512 pz hit an internal error; please report it with {log}"
+        return f"pz hit an internal error; please report it with {log}"
     return (
-        "error: PZ0512 pz hit an internal error, and no crash log could be written to "
+        "pz hit an internal error, and no crash log could be written to "
         + ", ".join(tried)
         + "; please report it with the command you ran"
     )
+
+
+def _report_crash(settings: Settings) -> None:
+    """The PZ0512 line: plain text on stderr, or one JSON `error` event under --log-format json."""
+    message = _crash_report(settings)
+    if settings.log_format == "json":
+        settings.emit_diagnostics([error("PZ0512", message, file="pz")])
+    else:
+        click.echo(f"error: PZ0512 {message}", err=True)
 
 
 def guarded(fn: F) -> F:
@@ -150,28 +163,40 @@ def guarded(fn: F) -> F:
         settings.quiet = settings.quiet or command_quiet
         try:
             return fn(*args, **kwargs)
-        except PzError as exc:
-            settings.emit_diagnostics(exc.diagnostics)
-            sys.exit(exc.exit_code)
-        except BrokenPipeError:
-            _silence_stdout()
-            sys.exit(EXIT_FAILED)
         except KeyboardInterrupt:
-            click.echo(
-                "error: PZ0514 run interrupted: nodes that had not finished are recorded as cancelled",
-                err=True,
-            )
-            sys.exit(EXIT_FAILED)
+            _report_interrupt(settings)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
-        except OSError as exc:  # the file system said no: a user/OS error, never a pz bug
-            settings.emit_diagnostics([os_error(exc)])
-            sys.exit(EXIT_REFUSED)
-        except Exception:
-            click.echo(_crash_report(settings), err=True)
-            sys.exit(EXIT_REFUSED)
+        except Exception as exc:
+            if interrupts.tripped():  # what a SIGINT became inside DuckDB or an import: still Ctrl-C
+                _report_interrupt(settings)
+            _report_failure(settings, exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _report_failure(settings: Settings, exc: Exception) -> None:
+    if isinstance(exc, PzError):
+        settings.emit_diagnostics(exc.diagnostics)
+        sys.exit(exc.exit_code)
+    if isinstance(exc, BrokenPipeError):
+        _silence_stdout()
+        sys.exit(EXIT_FAILED)
+    if isinstance(exc, OSError):  # the file system said no: a user/OS error, never a pz bug
+        settings.emit_diagnostics([os_error(exc)])
+        sys.exit(EXIT_REFUSED)
+    _report_crash(settings)
+    sys.exit(EXIT_REFUSED)
+
+
+def _report_interrupt(settings: Settings) -> NoReturn:
+    message = "run interrupted: nodes that had not finished are recorded as cancelled"
+    if settings.log_format == "json":
+        settings.emit_diagnostics([error("PZ0514", message, file="pz")])
+    else:
+        click.echo(f"error: PZ0514 {message}", err=True)
+    interrupts.reported()
+    sys.exit(EXIT_FAILED)
 
 
 @click.group(name="pz", cls=PzGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -315,19 +340,23 @@ def run(
         on_event=_reporter(settings),
     )
     if outcome.status == "error" and outcome.results.error:
-        click.echo(_run_error_line(outcome.run_id, outcome.results.error, outcome.log_file), err=True)
+        _report_run_error(settings, outcome.run_id, outcome.results.error, outcome.log_file)
     sys.exit(outcome.exit_code)
 
 
-def _run_error_line(run_id: str, err: NodeError, log_file: Path | None) -> str:
+def _report_run_error(settings: Settings, run_id: str, err: NodeError, log_file: Path | None) -> None:
+    """A run that stopped at the orchestrator level: text on stderr, or one JSON `error` event."""
     from pipelinez.core.codes import lookup
 
-    head = f"error: {err.code} run {run_id}: {err.message}"
-    if err.code != "PZ0512":
-        return f"{head}\n  next: {lookup(err.code).next_step}"
-    if log_file is None:
-        return f"{head}; please report it (no log file could be written)"
-    return f"{head}; please report it with {log_file}"
+    message, next_step = err.message, lookup(err.code).next_step
+    if err.code == "PZ0512":
+        where = f"with {log_file}" if log_file else "(no log file could be written)"
+        message, next_step = f"{message}; please report it {where}", ""
+    if settings.log_format == "json":
+        settings.emit_diagnostics([error(err.code, message, node=f"run {run_id}", next_step=next_step)])
+        return
+    text = f"error: {err.code} run {run_id}: {message}"
+    click.echo(f"{text}\n  next: {next_step}" if next_step else text, err=True)
 
 
 @cli.command()
@@ -369,7 +398,7 @@ def retry(settings: Settings, full_refresh: bool, dry_run: bool) -> None:
         sys.exit(EXIT_OK)
     run = outcome.run
     if run.status == "error" and run.results.error:
-        click.echo(_run_error_line(run.run_id, run.results.error, run.log_file), err=True)
+        _report_run_error(settings, run.run_id, run.results.error, run.log_file)
     sys.exit(run.exit_code)
 
 
@@ -469,7 +498,16 @@ def schema(settings: Settings, out: Path) -> None:
 
 
 def main() -> None:
-    cli(prog_name="pz")
+    interrupts.install()
+    try:
+        cli(prog_name="pz")
+    except (SystemExit, KeyboardInterrupt) as exc:
+        if not interrupts.tripped():
+            raise
+        if not interrupts.was_reported():  # interrupted outside a command (while click parsed the flags)
+            click.echo("error: PZ0514 interrupted: nothing ran", err=True)
+        code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else EXIT_FAILED
+        interrupts.exit_now(code or EXIT_FAILED)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 Jinja's own sandbox forbids unsafe attribute access and caps one `range()` at 100,000 items, but a template
 can still build a 2 GB string (`"a" * 2000000000`) or nest loops for hours. Here every render gets a budget:
 `*` and `**` refuse results that would be too large before computing them, every `{% for %}` iteration counts
-against a loop budget, every call and output chunk checks a deadline, and the output is capped.
+against a loop budget, every call and output chunk checks a deadline, and the output is capped. Every other
+operation whose result can be far larger than its operands is sized before it runs: padding widths and
+precisions in `str.format`, `%` and `|format` (`"{:>2000000000}"`), `join` and `replace`.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ import functools
 import itertools
 import math
 import operator
+import re
+import string
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from jinja2 import nodes
 from jinja2.runtime import Context
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import SandboxedEnvironment, SandboxedFormatter
 
 MAX_OUTPUT_CHARS = 10 * 1024 * 1024  # a project file is at most 10 MiB; a rendering no larger
 MAX_LOOP_ITERATIONS = 1_000_000
@@ -99,16 +103,120 @@ def _bounded_filter(name: str, fn: Any) -> Any:
     return bounded
 
 
+_SPEC_NUMBER = re.compile(r"\d+")  # widths and precisions in a str.format spec (">2000000000", ".9f")
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0 +\-]*(\*|\d+)?(?:\.(\*|\d+))?")  # printf-style fields
+
+
+def _refuse_wide_spec(spec: str) -> None:
+    if any(int(n) > MAX_VALUE_SIZE for n in _SPEC_NUMBER.findall(spec)):
+        raise SandboxLimit(
+            f"a format width or precision above {MAX_VALUE_SIZE:,} ('{spec[:40]}') is more than the sandbox "
+            "allows"
+        )
+
+
+def _refuse_wide_percent(fmt: str, values: Any) -> None:
+    """`fmt % values` (and `|format`) with a width, precision or `*` argument that would build too much."""
+    for match in _PERCENT_SPEC.finditer(fmt):
+        for number in match.groups():
+            if number and number != "*" and int(number) > MAX_VALUE_SIZE:
+                _refuse_wide_spec(match.group())
+    stars = values if isinstance(values, tuple | list) else (values,)
+    if "*" in fmt and any(isinstance(v, int) and abs(v) > MAX_VALUE_SIZE for v in stars):
+        raise SandboxLimit(f"a `*` format width above {MAX_VALUE_SIZE:,} is more than the sandbox allows")
+
+
+def _refuse_big_result(what: str, size: int) -> None:
+    if size > MAX_OUTPUT_CHARS:
+        raise SandboxLimit(
+            f"{what}() would build {size:,} characters, more than the sandbox allows ({MAX_OUTPUT_CHARS:,})"
+        )
+
+
+def _join_size(separator: Any, items: Any) -> int | None:
+    if not isinstance(items, list | tuple):
+        return None
+    return sum(len(str(i)) for i in items) + len(str(separator)) * max(0, len(items) - 1)
+
+
+def _replace_size(text: Any, old: Any, new: Any, count: Any = -1) -> int | None:
+    if not (isinstance(text, str) and isinstance(old, str) and isinstance(new, str)):
+        return None
+    hits = text.count(old) if old else len(text) + 1
+    if isinstance(count, int) and count >= 0:
+        hits = min(hits, count)
+    return len(text) + hits * (len(new) - len(old))
+
+
+def _join_filter_size(items: Any, separator: Any = "", *_: Any) -> int | None:
+    return _join_size(separator, items)
+
+
+class _BoundedFormatter(SandboxedFormatter):
+    """str.format in the sandbox: each field's spec is sized before it is formatted (also `{:{w}}`)."""
+
+    def format_field(self, value: Any, format_spec: str) -> Any:
+        _refuse_wide_spec(format_spec)
+        return super().format_field(value, format_spec)
+
+
 class BoundedSandbox(SandboxedEnvironment):
     """A SandboxedEnvironment whose renders go through `render_bounded`."""
 
-    intercepted_binops = frozenset({"*", "**"})
+    intercepted_binops = frozenset({"*", "**", "%"})
 
     def __init__(self, **options: Any):
         super().__init__(**options)
         self.budget = Budget()
         for name in ("center", "indent"):  # the filters that build text from a width
             self.filters[name] = _bounded_filter(name, self.filters[name])
+        self.filters["format"] = self._bounded_format_filter(self.filters["format"])
+        self.filters["join"] = self._sized_filter("join", self.filters["join"], _join_filter_size)
+        self.filters["replace"] = self._sized_filter("replace", self.filters["replace"], _replace_size)
+
+    @staticmethod
+    def _bounded_format_filter(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def bounded(value: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(value, str):
+                _refuse_wide_percent(value, kwargs or args)
+            return fn(value, *args, **kwargs)
+
+        return bounded
+
+    @staticmethod
+    def _sized_filter(name: str, fn: Any, size: Any) -> Any:
+        pass_context = getattr(fn, "jinja_pass_arg", None) is not None
+
+        @functools.wraps(fn)
+        def bounded(*args: Any, **kwargs: Any) -> Any:
+            known = size(*args[1 if pass_context else 0 :], *kwargs.values())
+            if known is not None:
+                _refuse_big_result(name, known)
+            return fn(*args, **kwargs)
+
+        return bounded
+
+    def wrap_str_format(self, value: Any) -> Any:
+        """`"…".format(…)` / `format_map`: Jinja's sandboxed wrapper, with every field's spec sized first."""
+        wrapped = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+        fmt: str = value.__self__
+        formatter = _BoundedFormatter(self)
+        is_map = value.__name__ == "format_map"
+
+        def bounded(*args: Any, **kwargs: Any) -> str:
+            for _, _, spec, _ in string.Formatter().parse(fmt):
+                if spec and "{" not in spec:  # nested `{:{w}}` specs are sized by the formatter
+                    _refuse_wide_spec(spec)
+            if is_map:
+                if kwargs or len(args) != 1:
+                    return str(wrapped(*args, **kwargs))  # Jinja's own TypeError
+                return formatter.vformat(fmt, (), args[0])
+            return formatter.vformat(fmt, args, kwargs)
+
+        return functools.update_wrapper(bounded, value)
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
         tree = super()._parse(source, name, filename)
@@ -118,6 +226,10 @@ class BoundedSandbox(SandboxedEnvironment):
         return tree
 
     def call_binop(self, context: Context, op: str, left: Any, right: Any) -> Any:
+        if op == "%":
+            if isinstance(left, str):
+                _refuse_wide_percent(left, right)
+            return operator.mod(left, right)
         if op == "*":
             for seq, times in ((left, right), (right, left)):
                 size = _sized(seq)
@@ -135,8 +247,17 @@ class BoundedSandbox(SandboxedEnvironment):
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         __self.budget.check_time()
         name = getattr(__obj, "__name__", "")
-        if name in _PADDING and isinstance(getattr(__obj, "__self__", None), str | bytes):  # "x".center(2e9)
+        owner = getattr(__obj, "__self__", None)
+        if name in _PADDING and isinstance(owner, str | bytes):  # "x".center(2e9)
             _refuse_huge(name, (*args, *kwargs.values()))
+        elif name == "join" and isinstance(owner, str) and args:
+            known = _join_size(owner, args[0])
+            if known is not None:
+                _refuse_big_result(name, known)
+        elif name == "replace" and isinstance(owner, str) and len(args) >= 2:
+            known = _replace_size(owner, *args[:3])
+            if known is not None:
+                _refuse_big_result(name, known)
         return super().call(__context, __obj, *args, **kwargs)
 
     def render_bounded(self, template: Any, context: dict[str, Any]) -> str:

@@ -2,13 +2,16 @@
 
 Hidden files and folders (a name starting with '.', e.g. `.pz/`) are skipped. `.yaml` is accepted next to
 `.yml`. Paths come back sorted, so loading is deterministic. Symbolic links are followed; a link whose target
-does not exist is PZ0110 and links that loop are PZ0111, never a silently skipped file.
+does not exist is PZ0110 and links that loop are PZ0111, never a silently skipped file. `sources`, `sinks` or
+`pipelines` being a file, and a project file that is a named pipe, socket or device (reading one would
+block), are PZ0114.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,10 +68,50 @@ def _visible(name: str) -> bool:
     return not name.startswith(".")
 
 
+def _not_a_folder(root: Path, folder: Path) -> Diagnostic | None:
+    """PZ0114 when `folder` exists but is not a folder (a file named `pipelines`)."""
+    if not os.path.lexists(folder) or folder.is_dir():
+        return None
+    return error(
+        "PZ0114",
+        f"'{folder.name}' is a file, but it must be a folder holding the project's {folder.name} "
+        "(nothing in it would be read)",
+        file=folder.relative_to(root).as_posix(),
+    )
+
+
+def _special(root: Path, path: Path) -> Diagnostic | None:
+    """PZ0114 when a project file is a named pipe, socket, device (or, in sources/ and sinks/, a folder)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kind = (
+        "a named pipe"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a folder"
+        if stat.S_ISDIR(mode)
+        else "a device"
+    )
+    return error(
+        "PZ0114",
+        f"'{path.name}' is {kind}, not a regular file: pz reads project files only from regular files",
+        file=path.relative_to(root).as_posix(),
+    )
+
+
 def _flat(root: Path, folder: Path, problems: list[Diagnostic]) -> list[Path]:
     link = broken_link(root, folder)
     if link:
         problems.append(link)
+        return []
+    odd = _not_a_folder(root, folder)
+    if odd:
+        problems.append(odd)
         return []
     if not folder.is_dir():
         return []
@@ -80,10 +123,10 @@ def _flat(root: Path, folder: Path, problems: list[Diagnostic]) -> list[Path]:
     for p in entries:
         if not _visible(p.name) or p.suffix not in YAML_SUFFIXES:
             continue
-        link = broken_link(root, p)
-        if link:
-            problems.append(link)
-        elif p.is_file():
+        problem = broken_link(root, p) or _special(root, p)
+        if problem:
+            problems.append(problem)
+        else:
             found.append(p)
     return sorted(found)
 
@@ -96,6 +139,10 @@ def _tree(root: Path, folder: Path, problems: list[Diagnostic]) -> tuple[list[Pa
     link = broken_link(root, folder)
     if link:
         problems.append(link)
+        return sql, yml
+    odd = _not_a_folder(root, folder)
+    if odd:
+        problems.append(odd)
         return sql, yml
     if not folder.is_dir():
         return sql, yml
@@ -122,8 +169,10 @@ def _tree(root: Path, folder: Path, problems: list[Diagnostic]) -> tuple[list[Pa
                     problems.append(error("PZ0111", "links back to a folder that contains it", file=rel))
                     continue
                 pending.append((path, seen | {real}))
-            elif path.suffix == ".sql" and path.is_file():
-                sql.append(path)
-            elif path.suffix in YAML_SUFFIXES and path.is_file():
-                yml.append(path)
+            elif path.suffix in (".sql", *YAML_SUFFIXES):
+                special = _special(root, path)
+                if special:
+                    problems.append(special)
+                else:
+                    (sql if path.suffix == ".sql" else yml).append(path)
     return sorted(sql), sorted(yml)

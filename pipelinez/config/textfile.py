@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 from pipelinez.core.diagnostics import Diagnostic, error
@@ -12,7 +13,12 @@ MAX_FILE_BYTES = 10 * 1024 * 1024
 def read_text(path: Path, file: str) -> tuple[str | None, list[Diagnostic]]:
     """The text of `path` (shown to users as `file`), or None and a PZ0108 diagnostic. Never raises."""
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):  # a named pipe would block forever
+            return None, [
+                error("PZ0114", f"{file} is not a regular file (a named pipe, socket or device)", file=file)
+            ]
+        size = info.st_size
         if size > MAX_FILE_BYTES:
             return None, [
                 _unreadable(file, f"is {size / 1024 / 1024:.1f} MiB; project files may be at most 10 MiB")

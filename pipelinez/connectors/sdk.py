@@ -133,14 +133,32 @@ class OutputTarget:
     parts: tuple[str, ...]  # the target inside that system: (schema, table), or a path's parts
     display: str  # for messages (never a secret): "table analytics.orders in out/wh.duckdb"
     nested: bool = False  # a path: a target inside another (a sub-folder) overlaps it
+    # where the output lives on the local file system (absolute real path parts), whatever the connector:
+    # lets outputs of different connectors clash (a DuckDB sink file inside a localfiles output folder)
+    local_path: tuple[str, ...] | None = None
+    owns_local_path: bool = False  # the output owns everything under local_path (a folder it swaps whole)
 
     def overlaps(self, other: OutputTarget) -> bool:
         if self.system != other.system:
-            return False
+            return self._shares_local_path(other)
         if self.nested and other.nested:
             n = min(len(self.parts), len(other.parts))
             return self.parts[:n] == other.parts[:n]
         return self.parts == other.parts
+
+    def _shares_local_path(self, other: OutputTarget) -> bool:
+        """Different connectors clash on disk when one path holds the other and the holder owns all of it
+        (an output folder that a replace swaps whole), or when both are the very same path."""
+        mine, theirs = self.local_path, other.local_path
+        if mine is None or theirs is None:
+            return False
+        n = min(len(mine), len(theirs))
+        if mine[:n] != theirs[:n]:
+            return False
+        if len(mine) == len(theirs):
+            return True
+        holder = self if len(mine) < len(theirs) else other
+        return holder.owns_local_path
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,15 @@ REGISTRY: tuple[Code, ...] = (
         "use one of the check types with its documented options (docs/project-files.md#checks)",
     ),
     Code(
+        "PZ0114",
+        "NotAFileOrFolder",
+        "a project path is not the kind of file system entry it must be: `sources`, `sinks` or `pipelines` "
+        "is a file instead of a folder, or a project file (`*.yml`, `*.sql`) is a named pipe, socket, "
+        "device or folder instead of a regular file",
+        "replace it with a folder (for sources/, sinks/, pipelines/) or a regular file, or move it out of "
+        "the project",
+    ),
+    Code(
         "PZ0115",
         "ShortSecret",
         "a secret env variable's value is shorter than 4 characters (warning): it is masked in messages, "
@@ -522,10 +531,20 @@ REGISTRY: tuple[Code, ...] = (
         "(PARTITION BY the keys ORDER BY …) = 1)",
     ),
     Code(
+        "PZ0520",
+        "MergeNullKey",
+        "a merge's result has rows with a NULL in a key column; a NULL identifies no row, so nothing was "
+        "written (the same on every connector and tier)",
+        "filter those rows out (WHERE <key> IS NOT NULL) or give them a key (COALESCE) in the pipeline",
+    ),
+    Code(
         "PZ0517",
-        "AppendColumnsDiffer",
-        "an append to a parquet folder has other columns (names or order) than the files already in it",
-        "select the same columns in the same order as the folder's files, or write with strategy replace",
+        "TargetColumnsDiffer",
+        "a merge or append into an existing target has result columns the target lacks (on every "
+        "connector), or, for a parquet folder, other columns or another order than the files already in "
+        "it; nothing was written",
+        "select only the target's columns (for parquet: the same columns in the same order), add the "
+        "columns to the target, or write with strategy replace",
     ),
     Code(
         "PZ0524",

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pipelinez.core.codes import lookup
+from pipelinez.core.printable import printable
 
 Severity = Literal["error", "warning"]
 
@@ -19,6 +20,12 @@ class Place:
     line: int | None = None
     col: int | None = None
     node: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("file", "node"):  # a file or node name a user chose: one line, whatever it holds
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, printable(value))
 
     def render(self) -> str:
         if self.file:
@@ -40,8 +47,9 @@ class Diagnostic:
     severity: Severity = "error"
 
     def __post_init__(self) -> None:
-        if not self.next_step:
-            object.__setattr__(self, "next_step", lookup(self.code).next_step)
+        # names the message quotes are user text: escaped here, so every diagnostic is one line
+        object.__setattr__(self, "message", printable(self.message))
+        object.__setattr__(self, "next_step", printable(self.next_step or lookup(self.code).next_step))
 
     @property
     def is_error(self) -> bool:

@@ -11,6 +11,7 @@ from pipelinez.compile.dag import CompiledDag
 from pipelinez.config.model import Project
 from pipelinez.core.sqlnames import quote_literal
 from pipelinez.engine.events import EventBus, Note
+from pipelinez.engine.failures import NodeFailure
 from pipelinez.plan.planner import Plan
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ class RunContext:
     staging: duckdb.DuckDBPyConnection
     _cursors: set[duckdb.DuckDBPyConnection] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _interrupted: bool = False  # set by interrupt_all: no new cursor after it
 
     @property
     def dag(self) -> CompiledDag:
@@ -36,8 +38,13 @@ class RunContext:
         return self.plan.dag.project
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of the staging database; refused once the run was interrupted (Ctrl-C, fail-fast), so
+        work that had not started its query yet does not start it after the interrupt went by."""
         cur = self.staging.cursor()
         with self._lock:
+            if self._interrupted:
+                cur.close()
+                raise NodeFailure("PZ0514", "interrupted before it started")
             self._cursors.add(cur)
         return cur
 
@@ -58,8 +65,9 @@ class RunContext:
                 continue
 
     def interrupt_all(self) -> None:
-        """Fail-fast: interrupt every query running in staging."""
+        """Fail-fast and Ctrl-C: interrupt every query running in staging; no new cursor after this."""
         with self._lock:
+            self._interrupted = True
             for cur in list(self._cursors):
                 try:
                     cur.interrupt()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+from pipelinez.core.printable import printable
 from pipelinez.core.redact import Redactor
 from pipelinez.core.vocabulary import NodeError
 
@@ -104,6 +105,9 @@ class WarningEvent(Event):
 class Note(Event):
     EVENT: ClassVar[str] = "note"
     message: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", printable(self.message))
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,8 @@ class Executor:
         self._resume: dict[str, DeliveryCheckpoint] = dict(checkpoints or {})
         self._attempts: dict[str, int] = {}  # the latest attempt submitted per node
         self._last_failure: dict[str, NodeFailure] = {}  # of a node waiting to retry
+        # a streamed pipeline's rows are the rows its sink write read through it: recorded when that settles
+        self._streamed = {p.stream_into: p.node.name for p in ctx.plan.nodes if p.stream_into}
 
     def run(self) -> None:
         order = [p.node.name for p in self.ctx.plan.nodes]
@@ -227,6 +229,9 @@ class Executor:
             reuse = self.reuse.get(done.name)
             if out.provenance is not None and reuse is not None and reuse.watermark is not None:
                 result.watermark = dict(reuse.watermark)  # the same rows: the failed run's cursor range
+        pipeline = self._streamed.get(done.name)
+        if pipeline is not None and self.results[pipeline].status in OK_STATUSES:
+            self.results[pipeline].rows = result.rows
         self._publish(result)
 
     def _publish(self, result: NodeResult) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.duck_messages import condense
+from pipelinez.core.printable import printable
 from pipelinez.core.transient import is_transient_native
 from pipelinez.core.vocabulary import NodeError
 from pipelinez.engine.run_results import PartitionResult
@@ -40,6 +41,9 @@ class NodeFailure(Exception):
     def blames_instance(self) -> bool:
         """A transient failure of the external system itself: what a circuit breaker counts."""
         return self.transient and not self.worker_lost
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", printable(self.message))  # one line, whatever names it quotes
 
     @property
     def error(self) -> NodeError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -25,9 +26,9 @@ from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import ConnectorHostError
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, Provenance, Severity, Strategy, Tier
-from pipelinez.engine.failures import NodeFailure, classify
+from pipelinez.engine.failures import DEBUG_LOG, NodeFailure, classify, duck_summary
 from pipelinez.engine.run_results import PartitionResult
-from pipelinez.engine.sink_checks import refuse_duplicate_keys, refuse_narrowing
+from pipelinez.engine.sink_checks import check_target, refuse_duplicate_keys, refuse_null_keys
 from pipelinez.engine.staging_store import Reuse, ReuseUnavailable, StagedPart
 from pipelinez.plan.planner import PlannedNode
 
@@ -80,6 +81,11 @@ def make_connector(ctx: NodeContext, point: Endpoint) -> Connector:
 def _count(cur: duckdb.DuckDBPyConnection, table: str) -> int:
     row = cur.execute(f"SELECT count(*) FROM {table}").fetchone()
     return int(row[0]) if row else 0
+
+
+def _is_empty(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
+    """Whether a table or a streamed pipeline's view has no row; stops at the first row it finds."""
+    return cur.execute(f"SELECT 1 FROM {relation} LIMIT 1").fetchone() is None
 
 
 def _table_exists(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -188,6 +194,7 @@ def run_source_load(
                 f"{reuse.staged.run_id} no longer match this run's partitions; reading them again"
             )
         workers = min(len(partitions), max(1, work.endpoint.max_concurrency or PARTITION_WORKERS))
+        connectors = _WorkerConnectors(ctx, work.endpoint)
 
         def land(job: tuple[Partition, str]) -> PartitionResult:
             partition, table = job
@@ -200,12 +207,8 @@ def run_source_load(
                         return PartitionResult(
                             partition.index, rows, fingerprint=fingerprint, provenance=Provenance.REUSED
                         )
-                part_connector = make_connector(ctx, work.endpoint)
-                try:
-                    part_cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
-                    _land_partition(ctx, part_connector, part_cur, request, partition, table, tier)
-                finally:
-                    part_connector.close()
+                part_cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
+                _land_partition(ctx, connectors.get(), part_cur, request, partition, table, tier)
                 failpoints.hit("source.landed", f"{node.name}#{partition.index}")
                 return PartitionResult(
                     partition.index, _count(part_cur, quote_ident(table)), fingerprint=fingerprint
@@ -216,11 +219,11 @@ def run_source_load(
             finally:
                 ctx.release(part_cur)
 
-        results = _land_all(land, list(zip(partitions, part_tables, strict=True)), workers)
-        cur.execute(f"ALTER TABLE {quote_ident(part_tables[0])} RENAME TO {target}")
-        for table in part_tables[1:]:
-            cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {quote_ident(table)}")
-            cur.execute(f"DROP TABLE {quote_ident(table)}")
+        try:
+            results = _land_all(land, list(zip(partitions, part_tables, strict=True)), workers)
+        finally:
+            connectors.close()
+        _combine(cur, target, part_tables)
         failpoints.hit("source.landed", node.name)
         return NodeOutput(rows=sum(r.rows for r in results), tier=tier, partitions=results)
     except _PartitionsFailed as failed:
@@ -305,6 +308,44 @@ def _copy_part(
     return rows
 
 
+class _WorkerConnectors:
+    """One connector per partition worker thread, reused for every partition that worker takes: a thousand
+    small partitions cost a thousand reads, not a thousand connections and catalog lookups as well."""
+
+    def __init__(self, ctx: NodeContext, point: Endpoint):
+        self._ctx, self._point = ctx, point
+        self._local = threading.local()
+        self._opened: list[Connector] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> Connector:
+        mine: Connector | None = getattr(self._local, "connector", None)
+        if mine is None:
+            mine = self._local.connector = make_connector(self._ctx, self._point)
+            with self._lock:
+                self._opened.append(mine)
+        return mine
+
+    def close(self) -> None:
+        for connector in self._opened:
+            connector.close()
+
+
+def _combine(cur: duckdb.DuckDBPyConnection, target: str, tables: list[str]) -> None:
+    """The partition tables become the staging table, in partition order, in one transaction (one commit
+    instead of two per partition): the first is renamed (no copy), the others appended by column name."""
+    cur.execute("BEGIN TRANSACTION")
+    try:
+        cur.execute(f"ALTER TABLE {quote_ident(tables[0])} RENAME TO {target}")
+        for table in tables[1:]:
+            cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {quote_ident(table)}")
+            cur.execute(f"DROP TABLE {quote_ident(table)}")
+        cur.execute("COMMIT")
+    except BaseException:
+        cur.execute("ROLLBACK")
+        raise
+
+
 def _land_partition(
     ctx: NodeContext,
     connector: Connector,
@@ -332,14 +373,19 @@ def run_pipeline(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOu
     assert isinstance(node, PipelineNode)
     cur = ctx.cursor()
     target = quote_ident(node.name)
+    query = node.sql.rstrip().rstrip(";")
     try:
         failpoints.hit("pipeline.start", node.name)
+        if planned.stream_into:  # its one sink write reads the query itself: computed once, while written
+            cur.execute(f"CREATE OR REPLACE VIEW {target} AS {query}")
+            return NodeOutput(message=f"streamed into {planned.stream_into}, not stored in staging")
         cur.execute(f"DROP TABLE IF EXISTS {target}")
-        row = cur.execute(f"CREATE TABLE {target} AS {node.sql.rstrip().rstrip(';')}").fetchone()
+        row = cur.execute(f"CREATE TABLE {target} AS {query}").fetchone()
         rows = int(row[0]) if row else _count(cur, target)
         return NodeOutput(rows=rows)
     except Exception as exc:
-        drop_quietly(cur, target)
+        if not planned.stream_into:
+            drop_quietly(cur, target)
         raise classify(exc, "PZ0507", f"pipeline '{node.name}' ({node.place.file})") from exc
     finally:
         ctx.release(cur)
@@ -376,15 +422,16 @@ def run_sink_write(
     cur = ctx.cursor()
     connector = None
     try:
-        if request.strategy == Strategy.REPLACE and not request.allow_empty and _count(cur, source) == 0:
+        if request.strategy == Strategy.REPLACE and not request.allow_empty and _is_empty(cur, source):
             raise NodeFailure(
                 "PZ0509",
                 f"{what}: pipeline '{node.pipeline}' returned no rows and a replace would leave the target "
                 "empty; nothing was written",
             )
+        refuse_null_keys(cur, request, source, what)
         refuse_duplicate_keys(cur, request, source, what)
         connector = make_connector(ctx, work.endpoint)
-        refuse_narrowing(cur, connector, request, source, what)
+        check_target(cur, connector, request, source, what)
         with failpoints.scoped(node.name):
             failpoints.hit("sink.write")
             if work.tier == Tier.NATIVE:
@@ -400,11 +447,35 @@ def run_sink_write(
             checkpoint=result.checkpoint,
         )
     except Exception as exc:
-        raise classify(exc, "PZ0501", what) from exc
+        failure = classify(exc, "PZ0501", what)
+        if planned.streamed_from and failure.code == "PZ0501" and "interrupt" not in failure.message.lower():
+            raise _pipeline_failure(cur, node.pipeline, planned.streamed_from, what, failure) from exc
+        raise failure from exc
     finally:
         if connector:
             connector.close()
         ctx.release(cur)
+
+
+def _pipeline_failure(
+    cur: duckdb.DuckDBPyConnection, view: str, pipeline: str, what: str, failure: NodeFailure
+) -> NodeFailure:
+    """A write that read a streamed pipeline failed: when computing the pipeline's query alone fails too,
+    the query is the cause (a cast that fails on some row), so the failure names the pipeline (PZ0507), as
+    it would had the pipeline been stored first. Otherwise the write itself failed (PZ0501)."""
+    try:
+        cur.execute(f"SELECT count(COLUMNS(*)) FROM {quote_ident(view)}").fetchone()  # every column computed
+    except Exception as exc:
+        cause = classify(exc, "PZ0507", pipeline)
+        DEBUG_LOG.info("%s: full message:\n%s", pipeline, exc)
+        return dataclasses.replace(
+            failure,
+            code="PZ0507",
+            message=f"{pipeline}: {duck_summary(str(exc))} (streamed into {what}; nothing was written)",
+            transient=cause.transient,
+            retry_after=cause.retry_after,
+        )
+    return failure
 
 
 def drop_quietly(cur: duckdb.DuckDBPyConnection, target: str) -> None:

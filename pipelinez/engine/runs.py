@@ -62,9 +62,13 @@ def _duration(results: RunResults) -> int | None:
 
 def history(state_dir: Path, limit: int | None = None) -> list[RunSummary]:
     """The newest `limit` runs, newest first. A run whose record cannot be read is listed with status
-    `corrupt` and a `problem` (PZ0523), never skipped. A `.pz` that is not a folder is PZ0521."""
+    `corrupt` and a `problem` (PZ0523), never skipped. A `.pz` or `.pz/runs` that is not a folder is PZ0521
+    (not "no runs yet": the history is there, or would be, and cannot be read)."""
     if state_dir.exists() and not state_dir.is_dir():
         raise state_error(FileExistsError(), state_dir)
+    folder = runs_dir(state_dir)
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise state_error(FileExistsError(None, None, str(folder)), folder)
     out = []
     ids = run_ids(state_dir)[::-1]
     for run_id in ids[:limit] if limit else ids:

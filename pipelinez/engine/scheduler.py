@@ -28,6 +28,7 @@ KC = TypeVar("KC", bound=Hashable, contravariant=True)
 
 FAIL_FAST = "cancelled by fail-fast"
 INTERRUPTED = "interrupted (SIGINT)"
+REINTERRUPT_SECONDS = 0.25  # after Ctrl-C, running work is interrupted again this often until it stopped
 
 
 @dataclass(frozen=True)
@@ -301,7 +302,14 @@ class Scheduler(Generic[K, R]):
         self._cancel(INTERRUPTED)
         self.hooks.interrupt()
         while self._running:
-            key, attempt, result = self._inbox.get()
+            try:
+                key, attempt, result = self._inbox.get(timeout=REINTERRUPT_SECONDS)
+            except queue.Empty:  # a query that started after the last interrupt: interrupt it too
+                self.hooks.interrupt()
+                continue
+            except KeyboardInterrupt:  # Ctrl-C again: keep stopping what runs, then record it
+                self.hooks.interrupt()
+                continue
             self._release(key)
             self.hooks.settle_interrupted(key, attempt, result)
             self.ok[key] = False

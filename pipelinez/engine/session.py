@@ -300,8 +300,10 @@ def _open_staging(path: Path, memory_limit: str, reuse: Mapping[str, Reuse]) -> 
 
 
 def _write_log(path: Path, text: str) -> Path | None:
+    """Append the orchestrator failure's text to the run's pz.log, after the debug text already in it."""
     try:
-        path.write_text(text, encoding="utf-8")
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(text if text.endswith("\n") else text + "\n")
     except OSError:
         return None
     return path

@@ -1,9 +1,14 @@
 """Checks on a sink write that run in the engine, on the staged result, before the connector writes
 anything, so every connector refuses the same things with the same code and message:
 
+- column sets (PZ0517): a result column the existing target lacks is refused on every connector (merge and
+  append never change the target's definition); target columns the result lacks are left NULL on insert and
+  untouched on update;
 - narrowing (PZ0515): a result column that does not fit the existing target column without loss
   (the rule is `type_fit.misfit`; the connector reports its target's columns through
   `Connector.target_columns`);
+- NULL merge keys (PZ0520): a NULL identifies no row; connectors disagreed (postgres refused, duckdb and
+  mysql matched NULL to NULL), so the engine refuses them for all;
 - duplicate merge keys (PZ0516): merge needs one result row per key.
 """
 
@@ -90,19 +95,47 @@ def cast_hint(name: str, target: TargetColumn) -> str:
     return f"CAST({ref} AS {target.type})"
 
 
-def refuse_narrowing(
+def refuse_other_columns(
+    written: Sequence[tuple[str, str]], targets: dict[str, TargetColumn], request: OutputRequest, what: str
+) -> None:
+    """PZ0517 when the result has columns the existing target lacks: one rule for every connector."""
+    extra = [(name, kind) for name, kind in written if _match(name, targets) is None]
+    if not extra:
+        return
+    adds = "; ".join(f"ADD COLUMN {n if n.isidentifier() else quote_ident(n)} {k}" for n, k in extra)
+    raise NodeFailure(
+        "PZ0517",
+        f"{what}: the result has column(s) {', '.join(n for n, _ in extra)} that the existing target does "
+        f"not have (it has: {', '.join(targets)}); {request.strategy} never changes the target's "
+        f"definition, so nothing was written. Leave them out of the pipeline's SELECT, add them to the "
+        f"target ({adds}), or write with strategy replace",
+    )
+
+
+def check_target(
     cur: duckdb.DuckDBPyConnection, connector: Connector, request: OutputRequest, source: str, what: str
 ) -> None:
-    """PZ0515 when a result column would lose values in the existing target; nothing is written."""
+    """The checks against an existing target, before anything is written: column set (PZ0517), then
+    narrowing (PZ0515). The connector reports the target's columns once."""
     reported = connector.target_columns(request)
     if not reported:
         return
     targets = {t.name: t for t in reported}
-    pairs = [
-        (name, kind, target)
-        for name, kind in written_columns(cur, request, source)
-        if (target := _match(name, targets)) is not None
-    ]
+    written = written_columns(cur, request, source)
+    refuse_other_columns(written, targets, request, what)
+    refuse_narrowing(cur, targets, request, written, source, what)
+
+
+def refuse_narrowing(
+    cur: duckdb.DuckDBPyConnection,
+    targets: dict[str, TargetColumn],
+    request: OutputRequest,
+    written: Sequence[tuple[str, str]],
+    source: str,
+    what: str,
+) -> None:
+    """PZ0515 when a result column would lose values in the existing target; nothing is written."""
+    pairs = [(name, kind, target) for name, kind in written if (target := _match(name, targets)) is not None]
     lengths = _measure(cur, source, pairs)
     problems = []
     for name, kind, target in pairs:
@@ -131,16 +164,45 @@ def _shown(value: object) -> str:
     return text if len(text) <= _SHOWN_VALUE else text[: _SHOWN_VALUE - 1] + "…"
 
 
+def _key_columns(cur: duckdb.DuckDBPyConnection, request: OutputRequest, source: str) -> str | None:
+    """The merge's quoted key list, or None when this is no merge or a key column is missing (the
+    connector names the missing column)."""
+    if request.strategy != "merge" or not request.keys:
+        return None
+    names = {str(r[0]).lower() for r in cur.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    if any(k.lower() not in names for k in request.keys):
+        return None
+    return ", ".join(quote_ident(k) for k in request.keys)
+
+
+def refuse_null_keys(cur: duckdb.DuckDBPyConnection, request: OutputRequest, source: str, what: str) -> None:
+    """PZ0520 when a row of a merge's result has a NULL key column: it would match nothing (or, on some
+    connectors, every other NULL); refused the same way on every connector and tier."""
+    keys = _key_columns(cur, request, source)
+    if keys is None:
+        return
+    nulls = " OR ".join(f"{quote_ident(k)} IS NULL" for k in request.keys)
+    row = cur.execute(f"SELECT {keys} FROM {source} WHERE {nulls} LIMIT 1").fetchone()
+    if row is None:
+        return
+    total = cur.execute(f"SELECT count(*) FROM {source} WHERE {nulls}").fetchone()
+    assert total is not None
+    example = ", ".join(f"{k} = {_shown(v)}" for k, v in zip(request.keys, row, strict=True))
+    raise NodeFailure(
+        "PZ0520",
+        f"{what}: merge keys ({', '.join(request.keys)}) must not be NULL, but {total[0]} row(s) of the "
+        f"result have a NULL key, e.g. {example}; nothing was written. Filter them out (WHERE … IS NOT "
+        "NULL) or give them a key (COALESCE) in the pipeline",
+    )
+
+
 def refuse_duplicate_keys(
     cur: duckdb.DuckDBPyConnection, request: OutputRequest, source: str, what: str
 ) -> None:
     """PZ0516 when two rows of a merge's result share a key (which one should win is not defined)."""
-    if request.strategy != "merge" or not request.keys:
+    keys = _key_columns(cur, request, source)
+    if keys is None:
         return
-    names = {str(r[0]).lower() for r in cur.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
-    if any(k.lower() not in names for k in request.keys):
-        return  # the connector names the missing key column
-    keys = ", ".join(quote_ident(k) for k in request.keys)
     repeated = f"SELECT count(*) AS __pz_rows, {keys} FROM {source} GROUP BY ALL HAVING count(*) > 1"
     # one aggregation pass when every key is unique (the common case); the details only on refusal
     if not cur.execute(f"{repeated} LIMIT 1").fetchone():

@@ -15,12 +15,14 @@ class StateUnwritable(PzError):
 
 
 def state_error(exc: OSError, state_dir: Path) -> StateUnwritable:
+    """PZ0521 for `.pz` (or a folder inside it, like `.pz/runs`)."""
+    shown = f".pz/{state_dir.name}" if state_dir.parent.name == ".pz" else state_dir.name
     if state_dir.exists() and not state_dir.is_dir():
-        message = f"pz keeps its state in a folder {state_dir.name}, but a file of that name is in the way"
+        message = f"pz keeps its state in a folder {shown}, but a file of that name is in the way"
     else:
         where = f" ({exc.filename})" if exc.filename and Path(exc.filename) != state_dir else ""
         message = f"pz cannot create or write its state folder{where}: {os_reason(exc)}"
-    return StateUnwritable([error("PZ0521", message, file=state_dir.name)])
+    return StateUnwritable([error("PZ0521", message, file=shown)])
 
 
 def ensure_state_dir(state_dir: Path) -> Path:

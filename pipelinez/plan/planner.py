@@ -4,7 +4,8 @@ and the capabilities that limit its delivery guarantee. Plan-time tier conflicts
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from pipelinez.compile.dag import CompiledDag
@@ -15,6 +16,7 @@ from pipelinez.connectors.sdk import Capabilities
 from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.vocabulary import Strategy, Tier
 from pipelinez.plan.selection import select_nodes
+from pipelinez.plan.streaming import consumers_of, storage
 from pipelinez.plan.tier_gates import sink_gates, source_gates
 
 
@@ -29,6 +31,8 @@ class PlannedNode:
     guarantee: str | None  # what a sink write's delivery guarantee is, honestly
     connector: str | None = None
     note: str | None = None  # what the plan can already tell about this node's run
+    stream_into: str | None = None  # a pipeline streamed into this sink write, not stored in staging
+    streamed_from: str | None = None  # a sink write reading a streamed pipeline: "pipeline 'x' (file)"
 
 
 @dataclass
@@ -115,6 +119,7 @@ def build_plan(
         breaker=breaker_policy(dag.project.engine.breaker),
     )
     plan.nodes = [plan_node(dag.nodes[name], diags, dag.project) for name in names]
+    _decide_storage(plan, names)
     return plan, diags
 
 
@@ -126,4 +131,21 @@ def plan_named(
     wanted = set(names)
     plan = Plan(dag, selection=list(selection), breaker=breaker_policy(dag.project.engine.breaker))
     plan.nodes = [plan_node(node, diags, dag.project) for name, node in dag.nodes.items() if name in wanted]
+    _decide_storage(plan, wanted)
     return plan, diags
+
+
+def _decide_storage(plan: Plan, planned: Collection[str]) -> None:
+    """Every pipeline's storage (streamed into its one replace, or stored, with the reason as its note),
+    and each such write told which pipeline it reads as it is computed."""
+    readers = consumers_of(plan.dag.nodes)
+    streamed: dict[str, str] = {}
+    for i, p in enumerate(plan.nodes):
+        if isinstance(p.node, PipelineNode):
+            kept = storage(p.node, readers[p.node.name], set(planned))
+            plan.nodes[i] = dataclasses.replace(p, note=kept.why, stream_into=kept.into)
+            if kept.into:
+                streamed[kept.into] = f"pipeline '{p.node.name}' ({p.node.place.file})"
+    for i, p in enumerate(plan.nodes):
+        if p.node.name in streamed:
+            plan.nodes[i] = dataclasses.replace(p, streamed_from=streamed[p.node.name])

@@ -254,6 +254,56 @@ def test_merge_with_duplicate_keys_is_refused_alike(project_dir: Path, target: T
         assert target.rows(missing) == [(0,)]
 
 
+@pytest.mark.parametrize("strategy", ["merge", "append"])
+def test_result_columns_the_target_lacks_are_refused_alike(
+    project_dir: Path, target: Target, strategy: str
+) -> None:
+    """One rule for every connector and tier: merge and append never change the target's definition
+    (duckdb used to add the column, postgres and mysql failed on the server with PZ0501)."""
+    target.execute("CREATE TABLE target (id integer, name varchar(20))")
+    sql = "INSERT INTO {{ sink('wh', 'out') }} SELECT 1 AS id, 'a' AS name, 2.5 AS score, 'x' AS note"
+    extra = ", keys: [id]" if strategy == "merge" else ""
+    for universal in (False, True):
+        result = _run(project_dir, target, strategy, sql, extra=extra, universal=universal)
+        assert result.exit_code == 1, result.output
+        error = result.node("wh.out")["error"]
+        assert error["code"] == "PZ0517", error
+        assert error["message"] == (
+            "sink 'wh' output 'out': the result has column(s) score, note that the existing target does not "
+            f"have (it has: id, name); {strategy} never changes the target's definition, so nothing was "
+            "written. Leave them out of the pipeline's SELECT, add them to the target (ADD COLUMN score "
+            "DECIMAL(2,1); ADD COLUMN note VARCHAR), or write with strategy replace"
+        ), error["message"]
+    assert target.rows("SELECT count(*) FROM target") == [(0,)]
+    fewer = "INSERT INTO {{ sink('wh', 'out') }} SELECT 1 AS id"  # target columns the result lacks: NULL
+    assert _run(project_dir, target, strategy, fewer, extra=extra).exit_code == 0
+    assert target.rows("SELECT id, name FROM target") == [(1, None)]
+
+
+NULL_KEYS_SQL = """
+    INSERT INTO {{ sink('wh', 'out') }}
+    SELECT * FROM (VALUES (1, 'a', 'x'), (NULL, 'b', 'y'), (3, NULL, 'z'), (NULL, 'c', 'w'))
+        AS t(id, k2, name)
+"""
+
+
+def test_merge_with_null_keys_is_refused_alike(project_dir: Path, target: Target) -> None:
+    """Postgres refused NULL keys, DuckDB and MySQL matched NULL to NULL: one engine rule now (PZ0520)."""
+    for universal in (False, True):
+        result = _run(
+            project_dir, target, "merge", NULL_KEYS_SQL, extra=", keys: [id, k2]", universal=universal
+        )
+        assert result.exit_code == 1, result.output
+        error = result.node("wh.out")["error"]
+        assert error["code"] == "PZ0520", error
+        assert error["message"] == (
+            "sink 'wh' output 'out': merge keys (id, k2) must not be NULL, but 3 row(s) of the result have a "
+            "NULL key, e.g. id = NULL, k2 = 'b'; nothing was written. Filter them out (WHERE … IS NOT NULL) "
+            "or give them a key (COALESCE) in the pipeline"
+        ), error["message"]
+        assert result.node("wh.out")["rows"] == 0
+
+
 @pytest.mark.parametrize("universal", [False, True], ids=["native", "universal"])
 def test_merge_rows_are_the_rows_upserted_not_the_deleted_ones(
     project_dir: Path, target: Target, universal: bool

@@ -327,6 +327,48 @@ def test_two_outputs_resolving_to_one_physical_target_are_refused_at_validate(tm
         assert not any(f"'{fine}'" in c for c in clashes), fine
 
 
+def test_outputs_of_different_connectors_on_one_path_are_refused(tmp_path: Path) -> None:
+    """PZ0228 across connectors: a DuckDB sink file inside a localfiles output folder (a replace swaps the
+    folder whole, file included), or a folder output at the DuckDB file's own path."""
+    files = {
+        "project.yml": "name: cross\n",
+        "sinks/wh.yml": """
+            connector: duckdb
+            connection: { path: out/lake/wh.duckdb }
+            outputs:
+              a: { table: a }
+              b: { table: b }
+        """,
+        "sinks/lake.yml": """
+            connector: localfiles
+            connection: { root: out }
+            outputs:
+              whole: { path: lake }
+              beside: { path: other }
+        """,
+        "sinks/same.yml": """
+            connector: localfiles
+            connection: { root: out/lake }
+            outputs:
+              clash: { path: wh.duckdb }
+        """,
+        **_writes("wh.a", "wh.b", "lake.whole", "lake.beside", "same.clash"),
+    }
+    result = pz(write_project(tmp_path / "proj", files), "validate")
+    assert result.exit_code == 2, result.output
+    clashes = [line for line in result.lines if "PZ0228" in line]
+    assert len(clashes) == 3, result.output  # each output is reported with the first one it clashes with
+    for output in ("'wh.a'", "'wh.b'", "'same.clash'"):
+        assert any(output in c and "'lake.whole'" in c for c in clashes), result.output
+    assert any("folder out/lake and table main.a in out/lake/wh.duckdb" in c for c in clashes), result.output
+    assert not any("'lake.beside'" in c for c in clashes)
+    del files["pipelines/w_lake_whole.sql"]
+    (tmp_path / "proj" / "pipelines" / "w_lake_whole.sql").unlink()
+    result = pz(tmp_path / "proj", "validate")
+    clashes = [line for line in result.lines if "PZ0228" in line]
+    assert len(clashes) == 2 and all("'same.clash'" in c for c in clashes), result.output
+
+
 HOSTILE = {
     "project.yml": "name: hostile\n",
     "sources/dsrc.yml": """

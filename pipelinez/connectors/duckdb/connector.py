@@ -104,7 +104,10 @@ class DuckDBConnector(Connector):
         real = os.path.normcase(os.path.realpath(path))
         shown = os.path.relpath(path, project_dir) if path.is_relative_to(project_dir) else str(path)
         return OutputTarget(
-            ("duckdb", real), (table.schema.lower(), table.table.lower()), f"table {table} in {shown}"
+            ("duckdb", real),
+            (table.schema.lower(), table.table.lower()),
+            f"table {table} in {shown}",
+            local_path=Path(real).parts,
         )
 
     def static_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]] | None:

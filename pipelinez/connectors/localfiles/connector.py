@@ -83,7 +83,14 @@ class LocalFilesConnector(Connector):
             return None  # tier 3 reports it
         real = Path(os.path.normcase(os.path.realpath(folder)))
         shown = os.path.relpath(folder, project_dir) if folder.is_relative_to(project_dir) else str(folder)
-        return OutputTarget(("files",), real.parts, f"folder {shown}", nested=True)
+        return OutputTarget(
+            ("files",),
+            real.parts,
+            f"folder {shown}",
+            nested=True,
+            local_path=real.parts,
+            owns_local_path=True,
+        )
 
     def source_tier(self, dataset: DatasetRequest) -> str:
         ds = self._dataset(dataset)

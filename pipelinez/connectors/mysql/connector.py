@@ -195,6 +195,8 @@ class MySQLConnector(Connector):
         except pymysql.MySQLError as exc:
             con.close()
             raise connector_error(settings, f"{what}: session setup failed", exc, code=code) from None
+        # connected and answering: from here a query may take as long as it takes (a big LOAD DATA, MERGE)
+        con._read_timeout = con._write_timeout = None  # type: ignore[attr-defined]
         return con
 
     # -- source ------------------------------------------------------------------------------------------

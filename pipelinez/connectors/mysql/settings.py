@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from pipelinez.core.diagnostics import PzConnectorError
 
 DEFAULT_PORT = 3306
+CONNECT_SECONDS = 10  # TCP connect and the MySQL handshake each; queries themselves are not bounded
 SCHEMES = ("mysql", "mariadb")
 
 # MySQL/MariaDB error numbers that are worth retrying (the engine owns the retries).
@@ -133,7 +134,11 @@ class Settings:
             "charset": "utf8mb4",
             "autocommit": False,
             "local_infile": local_infile,
-            "connect_timeout": 10,
+            "connect_timeout": CONNECT_SECONDS,
+            # the handshake is a read: a port that accepts but never speaks MySQL (another server, a
+            # proxy) would block it forever. Bounded here; `open_session` lifts the bound once connected.
+            "read_timeout": CONNECT_SECONDS,
+            "write_timeout": CONNECT_SECONDS,
         }
         if self.ssl is not None:
             ssl: dict[str, Any] = {}

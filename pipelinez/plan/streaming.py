@@ -1,0 +1,69 @@
+"""Which pipelines are streamed into their sink instead of being stored in staging.
+
+A pipeline's result is stored as a staging table only when something needs it stored. It is streamed (kept as
+a view the sink write reads, so the rows are computed once, while they are written) when:
+
+- its only consumer in the whole project is one sink write, and that write is in the plan;
+- no check reads it (checks gate the write, so they and the write must see the same stored rows);
+- the write is a replace into a connector that swaps it in atomically (`capabilities.atomic_replace`): a query
+  that fails half way (a cast that fails on some row) then fails the write with nothing written, as it would
+  have failed the pipeline before the write. Merge checks its keys (PZ0520, PZ0516) on the result before it
+  writes, so those passes and the write must read the same stored rows; append commits as it goes on some
+  connectors, so a query failing half way would leave part of the rows behind.
+
+Every other pipeline is materialized, and the plan says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode
+from pipelinez.core.vocabulary import Strategy
+
+
+@dataclass(frozen=True)
+class Storage:
+    """How a pipeline's result is kept in a run: streamed into `into` (a sink write's name), or stored."""
+
+    into: str | None
+    why: str
+
+    @property
+    def streamed(self) -> bool:
+        return self.into is not None
+
+
+def consumers_of(nodes: Mapping[str, Node]) -> dict[str, list[Node]]:
+    """Every node's readers: the nodes that list it as a dependency."""
+    out: dict[str, list[Node]] = {name: [] for name in nodes}
+    for node in nodes.values():
+        for dep in node.deps:
+            if dep in out:
+                out[dep].append(node)
+    return out
+
+
+def storage(pipeline: PipelineNode, readers: list[Node], planned: Collection[str]) -> Storage:
+    """Whether `pipeline` is streamed, and the reason the plan shows either way."""
+    checks = [r for r in readers if isinstance(r, CheckNode)]
+    if checks:
+        return Storage(None, f"stored in staging: {len(checks)} check(s) read it before its sink writes do")
+    if not readers:
+        return Storage(None, "stored in staging: no sink write or pipeline reads it")
+    if len(readers) > 1:
+        return Storage(None, f"stored in staging: {len(readers)} nodes read it, so it is computed once")
+    reader = readers[0]
+    if not isinstance(reader, SinkWriteNode):
+        return Storage(None, f"stored in staging: pipeline '{reader.name}' reads it")
+    if reader.name not in planned:
+        return Storage(None, f"stored in staging: its sink write {reader.name} is not selected")
+    strategy = reader.work.strategy
+    if strategy == Strategy.MERGE:
+        return Storage(None, "stored in staging: merge checks its keys on the stored result first")
+    if strategy != Strategy.REPLACE:
+        return Storage(None, f"stored in staging: {strategy} may commit part of a result that fails half way")
+    if not reader.work.endpoint.capabilities().atomic_replace:
+        return Storage(None, f"stored in staging: {reader.name} does not replace atomically")
+    return Storage(reader.name, f"streamed into {reader.name}: its only reader, so not stored in staging")

@@ -1,0 +1,146 @@
+"""A pipeline whose only reader is one replace into an atomically replacing sink is streamed into it: not
+stored in staging, computed once while written. Everything else is stored, and `pz plan` says why. Results
+are the same either way, on both tiers; a query failing half way fails the write with nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import pz, write_project
+
+BASE = {
+    "project.yml": "name: streams\n",
+    "sources/f.yml": """
+        connector: localfiles
+        connection: { root: data }
+        datasets:
+          t: { format: csv, path: t.csv, columns: { id: bigint, v: varchar } }
+    """,
+    "sinks/wh.yml": """
+        connector: duckdb
+        connection: { path: out/wh.duckdb }
+        outputs:
+          merged: { strategy: merge, keys: [id] }
+          appended: { strategy: append }
+    """,
+    "sinks/lake.yml": """
+        connector: localfiles
+        connection: { root: out/lake }
+        outputs:
+          p: { format: parquet }
+    """,
+    "data/t.csv": "id,v\n1,a\n2,b\n3,c\n",
+    **{
+        f"pipelines/{name}.sql": f"INSERT INTO {{{{ sink('wh', '{name}') }}}}\n"
+        "SELECT * FROM {{ source('f', 't') }}\n"
+        for name in ("plain", "merged", "appended", "checked")
+    },
+    "pipelines/checked.yml": "checks:\n  - not_null: { columns: [id] }\n",
+    "pipelines/shared.sql": "SELECT id, upper(v) AS v FROM {{ source('f', 't') }}\n",
+    "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'p') }}\nSELECT * FROM {{ ref('shared') }}\n",
+    "pipelines/q.sql": "INSERT INTO {{ sink('wh', 'q') }}\nSELECT * FROM {{ ref('shared') }}\n",
+}
+
+NOTES = {
+    "plain": "streamed into wh.plain: its only reader, so not stored in staging",
+    "p": "streamed into lake.p: its only reader, so not stored in staging",
+    "q": "streamed into wh.q: its only reader, so not stored in staging",
+    "merged": "stored in staging: merge checks its keys on the stored result first",
+    "appended": "stored in staging: append may commit part of a result that fails half way",
+    "checked": "stored in staging: 1 check(s) read it before its sink writes do",
+    "shared": "stored in staging: 2 nodes read it, so it is computed once",
+}
+
+
+def _plan_notes(output: str) -> dict[str, str]:
+    notes, name = {}, ""
+    for line in output.splitlines():
+        if line[:3].strip().isdigit() and ". " in line:
+            name = line.split(". ", 1)[1].split()[0]
+        elif line.strip().startswith("note: "):
+            notes[name] = line.strip().removeprefix("note: ")
+    return notes
+
+
+def test_the_plan_says_which_pipelines_are_streamed_and_why_the_others_are_stored(project_dir: Path) -> None:
+    write_project(project_dir, BASE)
+    result = pz(project_dir, "plan")
+    assert result.exit_code == 0, result.output
+    assert {k: v for k, v in _plan_notes(result.output).items() if k in NOTES} == NOTES
+    only_pipeline = pz(project_dir, "plan", "--exclude", "wh.plain")
+    assert (
+        _plan_notes(only_pipeline.output)["plain"]
+        == "stored in staging: its sink write wh.plain is not selected"
+    )
+
+
+@pytest.mark.parametrize("universal", [False, True], ids=["native", "universal"])
+def test_streamed_and_stored_pipelines_write_the_same_rows(project_dir: Path, universal: bool) -> None:
+    engine = "engine: { force_universal: true }\n" if universal else ""
+    write_project(project_dir, {**BASE, "project.yml": f"name: streams\n{engine}"})
+    result = pz(project_dir, "run")
+    assert result.exit_code == 0, result.output
+    assert any(line.startswith("ok plain streamed into wh.plain ") for line in result.lines), result.output
+    assert result.node("plain")["rows"] == 3 and result.node("wh.plain")["rows"] == 3
+    assert result.node("plain")["message"] == "streamed into wh.plain, not stored in staging"
+    with duckdb.connect(str(project_dir / "out" / "wh.duckdb"), read_only=True) as con:
+        for table in ("plain", "merged", "appended", "checked"):
+            assert con.execute(f"SELECT * FROM {table} ORDER BY id").fetchall() == [
+                (1, "a"),
+                (2, "b"),
+                (3, "c"),
+            ]
+        assert con.execute("SELECT * FROM q ORDER BY id").fetchall() == [(1, "A"), (2, "B"), (3, "C")]
+    lake = duckdb.sql(f"SELECT * FROM '{project_dir}/out/lake/p.parquet/*.parquet' ORDER BY id").fetchall()
+    assert lake == [(1, "A"), (2, "B"), (3, "C")]
+    staging = sorted((project_dir / ".pz" / "runs").iterdir())[-1] / "staging.duckdb"
+    with duckdb.connect(str(staging), read_only=True) as con:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        views = {
+            r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+        }
+    assert tables == {"src_f__t", "merged", "appended", "checked", "shared"}
+    assert views == {"plain", "p", "q"}
+
+
+def test_a_streamed_query_that_fails_half_way_fails_its_write_and_leaves_the_target(
+    project_dir: Path,
+) -> None:
+    write_project(project_dir, BASE)
+    assert pz(project_dir, "run", "-s", "wh.plain").exit_code == 0
+    write_project(
+        project_dir,
+        {
+            "data/t.csv": "id,v\n1,a\n2,b\n3,c\n4,x\n",
+            "pipelines/plain.sql": "INSERT INTO {{ sink('wh', 'plain') }}\n"
+            "SELECT id, CASE WHEN id < 4 THEN v ELSE CAST(v AS INT)::VARCHAR END AS v\n"
+            "FROM {{ source('f', 't') }}\n",
+        },
+    )
+    result = pz(project_dir, "run", "-s", "wh.plain")
+    assert result.exit_code == 1, result.output
+    error = result.node("wh.plain")["error"]
+    assert error["code"] == "PZ0507", error
+    assert error["message"] == (
+        "pipeline 'plain' (pipelines/plain.sql): Could not convert string 'x' to INT32 when casting from "
+        "source column v (streamed into sink 'wh' output 'plain'; nothing was written)"
+    ), error["message"]
+    with duckdb.connect(str(project_dir / "out" / "wh.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM plain").fetchone() == (3,)  # the old table, untouched
+
+
+def test_an_empty_streamed_result_is_still_refused_by_replace(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "pipelines/plain.sql": "INSERT INTO {{ sink('wh', 'plain') }}\n"
+            "SELECT * FROM {{ source('f', 't') }} WHERE false\n",
+        },
+    )
+    result = pz(project_dir, "run", "-s", "wh.plain")
+    assert result.exit_code == 1
+    assert result.node("wh.plain")["error"]["code"] == "PZ0509"
