@@ -594,3 +594,39 @@ def test_partitioned_outputs_round_trip(tmp_path: Path, s3: S3Server, bucket: st
     assert not any(".by_day.pz-tmp-" in k for k in keys(s3, bucket, "out"))
     assert run(back.project, "run", "--select", "wh.back").exit_code == 0
     assert wh_rows(back.project, "back") == [(i, i % 3) for i in range(4)]
+
+
+def test_two_stores_with_one_bucket_name_never_share_credentials(tmp_path: Path, s3: S3Server) -> None:
+    """A DuckDB secret is picked by its scope (the bucket): two instances on other endpoints with the same
+    bucket name, loading at the same time, must each read their own server."""
+    with moto_server() as other:
+        for server, tag in ((s3, "first"), (other, "second")):
+            server.bucket("shared-name")
+            for i in range(8):
+                put_parquet(server, f"shared-name/d/f{i}.parquet", pa.table({"id": [i], "tag": [tag]}))
+        project = write_project(
+            tmp_path / "p",
+            {
+                "project.yml": PROJECT_YML + "engine: { threads: 2 }\n",
+                "sources/one.yml": f"""
+                    connector: s3
+                    connection: {connection(s3, "shared-name")}
+                    datasets:
+                      d: {{ path: "d/*.parquet" }}
+                """,
+                "sources/two.yml": f"""
+                    connector: s3
+                    connection: {connection(other, "shared-name")}
+                    datasets:
+                      d: {{ path: "d/*.parquet" }}
+                """,
+                "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+                "pipelines/paired.sql": "INSERT INTO {{ sink('wh', 'paired') }}\n"
+                "SELECT 'one' AS src, tag, count(*) AS n FROM {{ source('one', 'd') }} GROUP BY ALL\n"
+                "UNION ALL SELECT 'two', tag, count(*) FROM {{ source('two', 'd') }} GROUP BY ALL\n",
+            },
+        )
+        for _ in range(3):
+            result = run(project, "run")
+            assert result.exit_code == 0, result.output
+            assert wh_rows(project, "paired") == [("one", "first", 8), ("two", "second", 8)]

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import os
 import secrets
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -185,28 +187,30 @@ class ObjectStore:
         temporary secret scoped to the bucket (dropped after the block), no retries inside DuckDB."""
         import duckdb
 
-        cur = con.cursor()
-        name = f"__pz_{self.scheme}_{secrets.token_hex(6)}"
-        try:
-            cur.execute(f"LOAD {quote_literal(extension_path(*self.extension))}")
-            for statement in self.settings:
-                cur.execute(statement)
+        options = self.secret_options()
+        with _claimed(self.describe(), hashlib.sha256(options.encode()).hexdigest()):
+            cur = con.cursor()
+            name = f"__pz_{self.scheme}_{secrets.token_hex(6)}"
             try:
-                cur.execute(
-                    f"CREATE TEMPORARY SECRET {quote_ident(name)} "
-                    f"({self.secret_options()}, SCOPE {quote_literal(self.describe())})"
-                )
-            except duckdb.Error as exc:  # the statement holds the credentials: never echo it
-                raise PzConnectorError(
-                    f"DuckDB refused the credentials' settings for {self.describe()} "
-                    f"({type(exc).__name__}); check the connection keys",
-                    code="PZ0505",
-                ) from None
-            yield cur
-        finally:
-            with contextlib.suppress(Exception):
-                cur.execute(f"DROP TEMPORARY SECRET IF EXISTS {quote_ident(name)}")
-            cur.close()
+                cur.execute(f"LOAD {quote_literal(extension_path(*self.extension))}")
+                for statement in self.settings:
+                    cur.execute(statement)
+                try:
+                    cur.execute(
+                        f"CREATE TEMPORARY SECRET {quote_ident(name)} "
+                        f"({options}, SCOPE {quote_literal(self.describe())})"
+                    )
+                except duckdb.Error as exc:  # the statement holds the credentials: never echo it
+                    raise PzConnectorError(
+                        f"DuckDB refused the credentials' settings for {self.describe()} "
+                        f"({type(exc).__name__}); check the connection keys",
+                        code="PZ0505",
+                    ) from None
+                yield cur
+            finally:
+                with contextlib.suppress(Exception):
+                    cur.execute(f"DROP TEMPORARY SECRET IF EXISTS {quote_ident(name)}")
+                cur.close()
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A private in-memory DuckDB able to read the store (secret kept for the connection's life)."""
@@ -229,6 +233,32 @@ class ObjectStore:
                 code="PZ0505",
             ) from None
         return con
+
+
+# A DuckDB secret belongs to the database, and DuckDB picks a path's secret by its scope. Two sessions with
+# the same scope (bucket) but other settings (another endpoint, other credentials) must not overlap, or one
+# could read or write through the other's endpoint: a session waits while the scope is held by different
+# settings. Sessions with the same settings share it.
+_scope_change = threading.Condition()
+_scope_holders: dict[str, tuple[str, int]] = {}  # scope -> (settings digest, sessions holding it)
+
+
+@contextlib.contextmanager
+def _claimed(scope: str, digest: str) -> Iterator[None]:
+    with _scope_change:
+        while scope in _scope_holders and _scope_holders[scope][0] != digest:
+            _scope_change.wait()
+        _scope_holders[scope] = (digest, _scope_holders.get(scope, (digest, 0))[1] + 1)
+    try:
+        yield
+    finally:
+        with _scope_change:
+            held, count = _scope_holders[scope]
+            if count == 1:
+                del _scope_holders[scope]
+            else:
+                _scope_holders[scope] = (held, count - 1)
+            _scope_change.notify_all()
 
 
 def _hidden(key: str, base: str) -> bool:
