@@ -75,8 +75,9 @@ def compile_project(
     environ: Mapping[str, str] | None = None,
     watermarks: Mapping[tuple[str, str], str] | None = None,
 ) -> CompileResult:
-    """Tiers 2-4. `watermarks` holds the committed watermark of each (source, dataset) as SQL literal text:
-    watermark() renders it, cast to the cursor's type (none given: the start value, or a literal admitting
+    """Tiers 2-4. `watermarks` holds the committed watermark of each (source, dataset) as its raw value text
+    (`2024-01-02 03:04:05.123456`, `42`, as `.pz/state.duckdb` keeps it): watermark() renders it quoted and
+    cast to the cursor's type (none given: the start value, or a literal admitting
     every row)."""
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []

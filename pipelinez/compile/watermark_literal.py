@@ -1,7 +1,8 @@
 """What `{{ watermark(src, ds) }}` renders: a typed DuckDB literal of the cursor column's type.
 
-- the committed watermark when the run has one (`.pz/state.duckdb`, passed in by the caller as SQL literal
-  text), cast to the cursor's type;
+- the committed watermark when the run has one (`.pz/state.duckdb`, passed in by the caller as the value's
+  raw text, DuckDB's `CAST(max(cursor) AS VARCHAR)`: `2024-01-02 03:04:05.123456`, `42`), quoted and cast to
+  the cursor's type;
 - else the dataset's `start`, cast to the cursor's type;
 - else a literal that admits every row: `-infinity` of the cursor's type for date and timestamp cursors, and
   `-inf` as DOUBLE for int, bigint and decimal cursors (no integer or decimal value is below every other, and
@@ -41,7 +42,7 @@ def watermark_literal(
     if duck_type is None:
         return "NULL"
     if committed is not None:
-        return f"CAST({committed} AS {duck_type})"
+        return f"CAST({quote_literal(committed)} AS {duck_type})"
     if start is not None:
         return f"CAST({quote_literal(str(start))} AS {duck_type})"
     if duck_type in _TIME:

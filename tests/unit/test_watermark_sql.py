@@ -282,11 +282,12 @@ def test_inference_never_crashes_on_any_parsable_text(text: str) -> None:
     ("declared", "committed", "expected"),
     [
         ("int", None, "CAST('-inf' AS DOUBLE)"),
-        ("bigint", "42", "CAST(42 AS BIGINT)"),
+        ("bigint", "42", "CAST('42' AS BIGINT)"),
         ("decimal(18,2)", None, "CAST('-inf' AS DOUBLE)"),
         ("date", None, "CAST('-infinity' AS DATE)"),
         ("timestamp", None, "CAST('-infinity' AS TIMESTAMP)"),
-        ("timestamp", "'2024-05-01 10:00:00.123456'", "CAST('2024-05-01 10:00:00.123456' AS TIMESTAMP)"),
+        ("timestamp", "2024-05-01 10:00:00.123456", "CAST('2024-05-01 10:00:00.123456' AS TIMESTAMP)"),
+        ("varchar", "x", "NULL"),
         ("timestamp_ns", None, "CAST('-infinity' AS TIMESTAMP_NS)"),
     ],
 )
@@ -353,7 +354,7 @@ def test_compile_renders_the_literal_and_the_spec(tmp_path: Path) -> None:
     node = first.dag.nodes["p"]
     assert isinstance(node, PipelineNode)
     assert "o.ts >= CAST('-infinity' AS TIMESTAMP)" in node.sql
-    later = compile_project(project, watermarks={("files", "orders"): "'2024-05-01 10:00:00.5'"})
+    later = compile_project(project, watermarks={("files", "orders"): "2024-05-01 10:00:00.5"})
     assert later.dag is not None
     node_later = later.dag.nodes["p"]
     assert isinstance(node_later, PipelineNode)
@@ -361,7 +362,7 @@ def test_compile_renders_the_literal_and_the_spec(tmp_path: Path) -> None:
     assert node_later.id != node.id  # the SQL that runs changed
 
 
-@pytest.mark.parametrize("watermarks", [None, {("files", "orders"): "'2024-05-01'"}])
+@pytest.mark.parametrize("watermarks", [None, {("files", "orders"): "2024-05-01"}])
 def test_tier_4_binds_with_the_literal_type(
     tmp_path: Path, watermarks: dict[tuple[str, str], str] | None
 ) -> None:
