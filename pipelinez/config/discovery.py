@@ -162,6 +162,11 @@ def _tree(root: Path, folder: Path, problems: list[Diagnostic]) -> tuple[list[Pa
                 if path.suffix in (".sql", *YAML_SUFFIXES) or not path.suffix:
                     problems.append(link)
                 continue
+            if path.suffix in (".sql", *YAML_SUFFIXES) and path.is_dir():
+                special = _special(root, path)  # `x.sql` that is a folder (or a link to one): not walked
+                if special:
+                    problems.append(special)
+                continue
             if path.is_dir():
                 real = os.path.realpath(path)
                 if real in seen:

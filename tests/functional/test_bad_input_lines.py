@@ -83,6 +83,22 @@ def test_a_named_pipe_as_a_project_file_is_pz0114_and_never_blocks(project_dir: 
     assert "error: PZ0114 sources/folder.yml: 'folder.yml' is a folder" in result.output
 
 
+def test_a_pipeline_file_that_links_to_a_folder_is_pz0114_not_walked(
+    project_dir: Path, tmp_path: Path
+) -> None:
+    """Found by the 10,000-case fuzz run: pipelines/x.sql -> /tmp made validation walk all of /tmp."""
+    write_project(project_dir, BASE)
+    big = tmp_path / "big"
+    for i in range(50):
+        (big / f"d{i}").mkdir(parents=True)
+        (big / f"d{i}" / "p.sql").write_text("SELECT 1\n")
+    (project_dir / "pipelines" / "x.sql").symlink_to(big)
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2, result.output
+    assert "error: PZ0114 pipelines/x.sql: 'x.sql' is a folder, not a regular file" in result.output
+    assert "d0" not in result.output
+
+
 def test_runs_folder_that_is_a_file_is_pz0521_not_no_runs_yet(project_dir: Path) -> None:
     write_project(project_dir, {**BASE, ".pz/runs": "not a folder\n"})
     result = pz(project_dir, "runs")

@@ -59,6 +59,7 @@ class ReadWriteLock:
 
 _LOCKS: dict[str, ReadWriteLock] = {}
 _GUARD = threading.Lock()
+SEPARATE_MEMORY_LIMIT = "256MB"  # a file opened in its own DuckDB instance (universal tier reads and writes)
 
 
 def file_lock(path: Path) -> ReadWriteLock:
@@ -103,6 +104,8 @@ def connected(path: Path, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnect
     with lock.reading() if read_only else lock.writing():
         con = duckdb.connect(str(path), read_only=read_only)
         try:
+            # its own buffer pool beside the run's staging database: bounded too (larger work spills)
+            con.execute(f"SET memory_limit = '{SEPARATE_MEMORY_LIMIT}'")
             yield con
         finally:
             con.close()
