@@ -551,3 +551,26 @@ def test_retry_reuses_the_staged_api_read_and_resumes_the_api_write(tmp_path: Pa
     assert "resuming past 1 acknowledged batch(es) (3 rows)" in retry.output
     assert [r["id"] for r in api.state.received["copy"]] == list(range(10))
     assert retry.node("src_api__items")["provenance"] == "reused"
+
+
+def test_keys_that_only_later_pages_have_are_noted_not_silently_dropped(
+    tmp_path: Path, api: ApiServer
+) -> None:
+    api.state.datasets["items"] = [{"id": i, **({"late": "x"} if i >= 6 else {})} for i in range(8)]
+    source = """
+        connector: http
+        connection: { base_url: BASE }
+        datasets:
+          items: { path: /link/items, pagination: { style: link } }
+    """
+    root = project(
+        tmp_path / "p",
+        api,
+        source,
+        "INSERT INTO {{ sink('wh', 'items') }}\nSELECT * FROM {{ source('api', 'items') }}\n",
+    )
+    result = run(root, "run")
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.lines if line.startswith("note:")]
+    assert len(notes) == 1 and "key(s) late are not in the columns inferred from the first page" in notes[0]
+    assert "(page 3)" in notes[0] and "declare columns:" in notes[0]

@@ -49,7 +49,7 @@ class HttpConnector(Connector):
     def _walk(self, dataset: DatasetRequest) -> tuple[PageWalk, PageReader]:
         ds = HttpDataset.of(dataset.options)
         contract = canonical_contract(dataset.columns)
-        reader = PageReader(ds.records, contract)
+        reader = PageReader(ds.records, contract, self.context.note)
         return PageWalk(self.conn, ds, reader, dataset.name), reader
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:

@@ -10,7 +10,7 @@ those types. Memory is bounded by one page.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,11 +41,19 @@ class Page:
 class PageReader:
     """Parses the pages of one dataset read in a private in-memory DuckDB, with one schema for all."""
 
-    def __init__(self, records_path: str | None, contract: Sequence[tuple[str, str]] | None):
+    def __init__(
+        self,
+        records_path: str | None,
+        contract: Sequence[tuple[str, str]] | None,
+        note: Callable[[str], None] = lambda _m: None,
+    ):
         import duckdb
 
         self.records_path = records_path
         self.schema: tuple[tuple[str, str], ...] | None = tuple(contract) if contract else None
+        self.inferred = not contract  # the schema comes from the first page's records
+        self._note = note
+        self._unread: set[str] = set()  # keys of later pages that the inferred schema does not read
         self._con: duckdb.DuckDBPyConnection = duckdb.connect()
         self._con.execute("SET TimeZone = 'UTC'")
         self._dir = tempfile.TemporaryDirectory(prefix="pz-http-")
@@ -112,6 +120,8 @@ class PageReader:
                     if (count.fetchone() or (0,))[0] == 0:
                         return
                 self.schema = tuple((str(r[0]), str(r[1])) for r in found)
+            elif self.inferred:
+                self._notice_new_keys(scan_file, what)
             columns = "{" + ", ".join(f"{quote_literal(n)}: {quote_literal(t)}" for n, t in self.schema) + "}"
             reader = self._con.execute(
                 f"SELECT * FROM read_json({scan_file}, format='array', auto_detect=false, columns={columns})"
@@ -124,6 +134,23 @@ class PageReader:
                 f"{what}: cannot read the records: {summary(str(exc))}; "
                 "declare or fix columns: for the dataset"
             ) from None
+
+    def _notice_new_keys(self, scan_file: str, what: str) -> None:
+        """A note naming keys a later page has (in its first records) that the first page's did not: the
+        inferred columns do not read them. Cheap: top-level keys of a sample only."""
+        assert self.schema is not None
+        sample = self._con.execute(
+            f"DESCRIBE SELECT * FROM read_json({scan_file}, format='array', maximum_depth=1, "
+            "sample_size=1024)"
+        ).fetchall()
+        known = {n for n, _ in self.schema} | self._unread
+        new = sorted(str(r[0]) for r in sample if str(r[0]) not in known)
+        if new and not (len(sample) == 1 and sample[0][0] == "json"):
+            self._unread.update(new)
+            self._note(
+                f"{what}: key(s) {', '.join(new)} are not in the columns inferred from the first page and "
+                "are not read; declare columns: for the dataset to read them"
+            )
 
     def empty_batch(self) -> pa.RecordBatch | None:
         """An empty batch of the schema (a read with a contract that found no records), else None."""
