@@ -24,7 +24,7 @@ import pytest
 from tests.conftest import PzResult, pz_subprocess, write_project
 from tests.faults.http_server import FaultyHttpServer, Reply
 from tests.faults.http_server import always as http_always
-from tests.faults.tcp_proxy import Fault, FaultProxy, always, fraction
+from tests.faults.tcp_proxy import Fault, FaultProxy, always, fraction, schedule
 
 pytestmark = [pytest.mark.postgres, pytest.mark.mysql]
 
@@ -541,3 +541,46 @@ def test_a_zero_cool_down_is_malformed(tmp_path: Path) -> None:
         "error: PZ0120 project.yml:3:25: 'engine.breaker.cool_down' is 0s: "
         "a breaker must stay open for some time"
     )
+
+
+def test_the_native_tier_retries_a_postgresql_connection_lost_mid_statement(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    """DuckDB's postgres extension reports a lost connection in libpq's words ("server closed the connection
+    unexpectedly"), which the engine's closed list does not know; the postgres connector, whose statements
+    they are, classifies them as transient, so the native tier survives resets like the universal one."""
+    at_connect, mid_catalog, mid_handshake = Fault.reset(0), Fault.reset(3_000), Fault.reset(300)
+    faults = [at_connect, Fault.ok(), mid_catalog, Fault.ok(), mid_handshake, Fault.ok(), mid_catalog]
+    with FaultProxy(5432, schedule(faults)) as pg:
+        project = write_project(
+            tmp_path / "shop",
+            {
+                "project.yml": """
+                    name: shop
+                    engine:
+                      threads: 1
+                      retry: { max_attempts: 12, base_delay: 20ms, max_delay: 200ms }
+                """,
+                "sources/pg.yml": _pg_source(pg.port, pg_schema),
+                "sinks/pgw.yml": f"""
+                    connector: postgres
+                    connection: {{ host: 127.0.0.1, port: {pg.port}, database: test, user: postgres }}
+                    outputs:
+                      totals: {{ table: {pg_schema}.totals }}
+                """,
+                "pipelines/pg_totals.sql": "INSERT INTO {{ sink('pgw', 'totals') }}\n"
+                + TOTALS.format(src="{{ source('pg', 'orders') }}"),
+            },
+        )
+        result = pz(project, "run")
+        fired = len(pg.fired)
+    assert result.exit_code == 0, result.output
+    assert fired >= 3
+    assert result.node("src_pg__orders")["tier"] == "native"
+    retried = [e for e in _events(project) if e["event"] == "node_retry"]
+    assert retried and all(e["error"]["transient"] for e in retried)
+    expected = _pg(
+        f'SELECT amount::float8, count(*), count(DISTINCT note), sum(id) FROM "{pg_schema}".orders '
+        "GROUP BY amount ORDER BY amount"
+    )
+    assert _pg(f'SELECT amount::float8, n, d, s FROM "{pg_schema}".totals ORDER BY amount') == expected

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import parse_parts, quote_ident
-from pipelinez.core.transient import is_transient_native
+from pipelinez.core.transient import is_transient_native, summarize
 
 if TYPE_CHECKING:
     import psycopg
@@ -235,13 +235,19 @@ def classify(exc: BaseException) -> tuple[bool, float | None]:
     psycopg / ADBC: by SQLSTATE (`TRANSIENT_SQLSTATES`, class 08); without one, a failure to connect or a
     lost connection is transient unless the cause is configuration (credentials, missing database, ...).
     Syntax, permission, undefined object, data errors are terminal. DuckDB errors (native tier): the closed
-    list of `pipelinez.core.transient`, matched on the summary."""
+    list of `pipelinez.core.transient`, matched on the summary; and, since these are the connector's own
+    statements, libpq's words for a lost connection (`_LIBPQ_CONNECTION_LOST`) on that same summary."""
     import duckdb
 
     if isinstance(exc, PzConnectorError):
         return exc.is_transient, exc.retry_after
     if isinstance(exc, duckdb.Error):
-        return is_transient_native(str(exc)), None
+        message = str(exc)
+        if is_transient_native(message):
+            return True, None
+        # a statement of this connector's own (ATTACH, the scan, the sink's writes) that lost its PostgreSQL
+        # connection: libpq's own words, outside any quoted SQL or connection string
+        return bool(_LIBPQ_CONNECTION_LOST.search(summarize(message))), None
     state = sqlstate_of(exc)
     if state:
         if state in TRANSIENT_SQLSTATES:
