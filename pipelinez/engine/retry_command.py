@@ -10,7 +10,7 @@ progress is PZ0511 instead.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipelinez.core.diagnostics import Diagnostic, PzError, error
@@ -39,7 +39,7 @@ class RetryOutcome:
     selection: RetrySelection | None = None
     run: RunOutcome | None = None
     dry_run: bool = False
-    warnings: tuple[Diagnostic, ...] = field(default=())
+    warnings: tuple[Diagnostic, ...] = ()
 
     @property
     def exit_code(self) -> int:
