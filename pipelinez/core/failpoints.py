@@ -17,6 +17,7 @@ Known names:
 - `sink.write` (scoped): a sink write is about to hand its data to the connector.
 - `sink.committed` (scoped): a sink write has committed; the engine has not recorded it yet.
 - `source.landed` (scoped): a source load (or one of its partitions) has landed in staging.
+- `reuse.copy` (scoped): a retry is about to copy a reused load's table (a failure falls back to extraction).
 - `pipeline.start` (scoped): a pipeline is about to run in staging.
 - `results.before_rename` (scoped by the write's number, 1 = the run's first): run_results.json's temp file is
   written and about to replace the file.

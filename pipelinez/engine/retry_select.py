@@ -189,11 +189,15 @@ def _plan_reuse(
         parts = tuple(
             StagedPart(p.index, p.rows, p.fingerprint, f"{node.table}__part{p.index}")
             for p in before.partitions
-            if p.status == NodeStatus.SUCCESS and p.fingerprint
+            if p.status == NodeStatus.SUCCESS
+            and p.fingerprint
+            and store.unusable(StagedLoad(run_id, f"{node.table}__part{p.index}", p.rows)) is None
         )
         if not parts:
             return
         staged, whole = StagedLoad(run_id, node.table, before.rows, parts), False
+        reuse[name] = Reuse(store, staged, whole)
+        return
     else:
         return
     why = store.unusable(staged)

@@ -9,6 +9,7 @@ the partitions that fully landed (see `node_runners.run_source_load`).
 from __future__ import annotations
 
 from pipelinez.compile.nodes import SourceLoadNode
+from pipelinez.core import failpoints
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import Provenance
 from pipelinez.engine.node_runners import NodeContext, NodeOutput, drop_quietly, run_source_load
@@ -24,15 +25,20 @@ def run_reused_source_load(ctx: NodeContext, planned: PlannedNode, attempt: int,
     staged = reuse.staged
     cur = ctx.cursor()
     try:
-        rows = reuse.store.copy(cur, staged.run_id, staged.table, node.table)
+        try:
+            failpoints.hit("reuse.copy", node.name)
+            rows = reuse.store.copy(cur, staged.run_id, staged.table, node.table)
+        except ReuseUnavailable as exc:
+            rows, why = None, str(exc)
+        except Exception as exc:  # a retry never fails because of the reuse: whatever broke, extract
+            rows, why = None, f"the copy failed ({type(exc).__name__}: {exc})"
         if rows == staged.rows:
             return NodeOutput(
                 rows=rows, tier=planned.tier, provenance=Provenance.REUSED, reused_from=staged.run_id
             )
-        drop_quietly(cur, quote_ident(node.table))
-        why = f"the copy has {rows} rows, the run recorded {staged.rows}"
-    except ReuseUnavailable as exc:
-        why = str(exc)
+        if rows is not None:
+            drop_quietly(cur, quote_ident(node.table))
+            why = f"the copy has {rows} rows, the run recorded {staged.rows}"
     finally:
         ctx.release(cur)
     ctx.note(f"cannot reuse staged data for {node.name} from run {staged.run_id}: {why}; extracting it again")

@@ -60,7 +60,9 @@ class StagedLoad:
 
 class StagingStore(Protocol):
     def unusable(self, staged: StagedLoad) -> str | None:
-        """Why `staged` cannot be reused at all (e.g. the staging is gone), or None when it may be."""
+        """Why `staged` cannot be reused (the staging is gone, the table can't be read, its row count is not
+        the recorded one), or None when it may be. Asked while the retry is planned, so that what is carried
+        forward and what `--dry-run` prints rest on the same check the copy repeats."""
 
     def seed(self, run_id: str, staging: Path) -> bool:
         """Start this run's staging database (`staging`, not created yet) as a copy of run `run_id`'s, when
@@ -103,10 +105,27 @@ class LocalStagingStore:
         return self.runs_dir / run_id / STAGING_FILE
 
     def unusable(self, staged: StagedLoad) -> str | None:
+        import duckdb
+
         path = self.path(staged.run_id)
         if not path.is_file():
             return f"its staging database {path.name} is gone (deleted by pz clean or the retention sweep)"
-        return None
+        con = duckdb.connect()
+        try:
+            try:
+                con.execute(f"ATTACH {quote_literal(str(path))} AS old (READ_ONLY)")
+            except duckdb.Error as exc:
+                return f"its staging database cannot be opened ({_first_line(exc)})"
+            try:
+                row = con.execute(f"SELECT count(*) FROM old.main.{quote_ident(staged.table)}").fetchone()
+            except duckdb.Error as exc:
+                return f"its staged table {staged.table} cannot be read ({_first_line(exc)})"
+            rows = int(row[0]) if row else 0
+            if rows != staged.rows:
+                return f"its staged table has {rows} rows, the run recorded {staged.rows}"
+            return None
+        finally:
+            con.close()
 
     def seed(self, run_id: str, staging: Path) -> bool:
         """Copy the earlier run's staging files (database and WAL) as this run's: a file copy is much

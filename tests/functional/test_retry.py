@@ -208,6 +208,34 @@ def test_the_articles_retry(project_dir: Path) -> None:
         assert re.search(r"failed .* 0 +0$", history[2]), history
 
 
+def test_a_reuse_that_fails_at_run_time_falls_back_and_keeps_the_carry_decision(project_dir: Path) -> None:
+    first = _failed_run(project_dir)
+    # the staged table checks out while the retry is planned, so the lake write is carried forward; then its
+    # copy fails at run time and the load is extracted again (its watermark then cannot advance: see the
+    # incremental tests)
+    retry = pz(project_dir, "retry", env={"PZ_FAILPOINTS": "reuse.copy@src_files__orders"})
+    assert retry.exit_code == 0, retry.output
+    assert f"note: carrying forward 1 committed sink write(s) from run {first}" in retry.lines
+    why = "the copy failed (RuntimeError: failpoint reuse.copy@src_files__orders); extracting it again"
+    assert f"note: cannot reuse staged data for src_files__orders from run {first}: {why}" in retry.lines
+    nodes = _nodes(_runs(project_dir)[-1])
+    assert nodes["lake.enriched"]["status"] == "carried_forward"
+    assert "provenance" not in nodes["src_files__orders"]
+    assert nodes["src_files__customers"]["provenance"] == "reused"
+
+
+def test_a_staged_table_that_does_not_check_out_is_known_before_the_retry_runs(project_dir: Path) -> None:
+    first = _failed_run(project_dir)
+    _old_staging(project_dir, first, "DELETE FROM src_files__orders WHERE id = 3")
+    dry = pz(project_dir, "retry", "--dry-run")
+    steps = [line.split()[:2] for line in dry.lines if line.startswith("  ")]
+    assert ["extract", "src_files__orders"] in steps and ["reuse", "src_files__customers"] in steps
+    assert ["run", "lake.enriched"] in steps  # not carried: its source is not reused, so it runs again
+    retry = pz(project_dir, "retry")
+    assert "ok lake.enriched 3 rows" in _node_lines(retry.output)
+    assert _nodes(_runs(project_dir)[-1])["lake.enriched"]["status"] == "success"
+
+
 # -- selection -----------------------------------------------------------------------------------------------
 
 
@@ -363,7 +391,7 @@ def _old_staging(project: Path, run_id: str, sql: str) -> None:
     [
         (
             "DELETE FROM src_files__orders WHERE id = 3",
-            "the copy has 2 rows, the run recorded 3",
+            "its staged table has 2 rows, the run recorded 3",
         ),
         ("DROP TABLE src_files__orders", "its staged table src_files__orders cannot be read"),
     ],
