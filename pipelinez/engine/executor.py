@@ -40,6 +40,22 @@ OK_STATUSES = vocabulary.OK_STATUSES
 NodeGate = Callable[[PlannedNode, float], GateDecision]
 
 
+def node_completed(run_id: str, result: NodeResult) -> NodeCompleted:
+    """The node_completed event of a node's result (one construction for run and carried-forward nodes)."""
+    return NodeCompleted(
+        run_id,
+        name=result.name,
+        id=result.id,
+        kind=result.kind,
+        status=result.status,
+        rows=result.rows,
+        duration_ms=result.duration_ms,
+        provenance=result.provenance,
+        error=result.error,
+        reason=result.skipped_because or result.message,
+    )
+
+
 class Executor:
     """Implements the scheduler's Hooks for pz nodes keyed by name."""
 
@@ -236,18 +252,4 @@ class Executor:
 
     def _publish(self, result: NodeResult) -> None:
         self.writer.write()
-        reason = result.skipped_because or result.message
-        self.ctx.bus.publish(
-            NodeCompleted(
-                self.ctx.run_id,
-                name=result.name,
-                id=result.id,
-                kind=result.kind,
-                status=result.status,
-                rows=result.rows,
-                duration_ms=result.duration_ms,
-                provenance=result.provenance,
-                error=result.error,
-                reason=reason,
-            )
-        )
+        self.ctx.bus.publish(node_completed(self.ctx.run_id, result))

@@ -93,10 +93,11 @@ class RetrySelection:
                         f"resuming {name} past {len(r.staged.parts)} partition(s) that landed in run "
                         f"{self.retry_of}"
                     )
-            if self.carried:
-                notes.append(
-                    f"carrying forward {len(self.carried)} committed sink write(s) from run {self.retry_of}"
-                )
+            writers: dict[str, int] = {}
+            for c in self.carried:  # named by the run that wrote them, as their reused_from says
+                writers[c.reused_from or self.retry_of] = writers.get(c.reused_from or self.retry_of, 0) + 1
+            for run_id, count in writers.items():
+                notes.append(f"carrying forward {count} committed sink write(s) from run {run_id}")
         return notes
 
 

@@ -26,7 +26,6 @@ from pipelinez.engine.debug_log import debug_log
 from pipelinez.engine.events import (
     EventBus,
     JsonlWriter,
-    NodeCompleted,
     Note,
     RunCompleted,
     RunStarted,
@@ -34,7 +33,7 @@ from pipelinez.engine.events import (
     WarningEvent,
     utc_now,
 )
-from pipelinez.engine.executor import OK_STATUSES, Executor, NodeGate
+from pipelinez.engine.executor import OK_STATUSES, Executor, NodeGate, node_completed
 from pipelinez.engine.lock import ProjectLock
 from pipelinez.engine.run_results import NodeResult, ResultsWriter, RunArgs, RunResults
 from pipelinez.engine.runs import STAGING_FILE, new_run_id, runs_dir, sweep
@@ -197,7 +196,7 @@ def execute(
         results.nodes = [by_name[name] for name in plan.dag.nodes if name in by_name]
         session.begin(results, len(results.nodes), warnings, resume.notes)
         for carried in resume.carried:
-            session.bus.publish(_completed(session.run_id, carried))
+            session.bus.publish(node_completed(session.run_id, carried))
         n_threads = threads or project.engine.threads or os.cpu_count() or 1
         ff = project.engine.fail_fast if fail_fast is None else fail_fast
         log_file = _run_nodes(session, plan, n_threads, ff, gate, resume.reuse, checkpoints, plan.breaker)
@@ -211,19 +210,6 @@ class Resumption:
     notes: tuple[str, ...] = ()
     reuse: Mapping[str, Reuse] = field(default_factory=dict)
     carried: tuple[NodeResult, ...] = ()
-
-
-def _completed(run_id: str, result: NodeResult) -> NodeCompleted:
-    return NodeCompleted(
-        run_id,
-        name=result.name,
-        id=result.id,
-        kind=result.kind,
-        status=result.status,
-        rows=result.rows,
-        duration_ms=result.duration_ms,
-        provenance=result.provenance,
-    )
 
 
 def _run_nodes(

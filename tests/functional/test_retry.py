@@ -484,6 +484,7 @@ def test_a_retry_of_a_retry_carries_the_original_commit(project_dir: Path) -> No
     retry = pz(project_dir, "retry")
     assert retry.exit_code == 0, retry.output
     assert f"note: reusing staged data for 2 source load(s) from run {second}" in retry.lines
+    assert f"note: carrying forward 1 committed sink write(s) from run {first}" in retry.lines  # who wrote it
     lake = _nodes(_runs(project_dir)[-1])["lake.enriched"]
     assert (lake["provenance"], lake["reused_from"], lake["rows"]) == ("carried_forward", first, 3)
 
