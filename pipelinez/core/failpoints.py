@@ -18,6 +18,7 @@ Known names:
 - `sink.committed` (scoped): a sink write has committed; the engine has not recorded it yet.
 - `source.landed` (scoped): a source load (or one of its partitions) has landed in staging.
 - `reuse.copy` (scoped): a retry is about to copy a reused load's table (a failure falls back to extraction).
+- `run.after_nodes`: every node settled, watermarks not committed yet (an orchestrator-level failure: PZ0512).
 - `pipeline.start` (scoped): a pipeline is about to run in staging.
 - `results.before_rename` (scoped by the write's number, 1 = the run's first): run_results.json's temp file is
   written and about to replace the file.

@@ -43,6 +43,7 @@ class RetrySelection:
     changed: list[str] = field(default_factory=list)  # edited nodes that were to be retried (notes)
     removed: list[str] = field(default_factory=list)  # nodes to retry that are no longer in the project
     order: list[str] = field(default_factory=list)  # run and carried nodes, in dependency order
+    left_alone: list[str] = field(default_factory=list)  # committed, edited since: neither carried nor run
 
     @property
     def nothing(self) -> bool:
@@ -78,6 +79,11 @@ class RetrySelection:
         ]
         notes += [
             f"{n} is no longer in the project; run 'pz run' for a full pass if needed" for n in self.removed
+        ]
+        notes += [
+            f"{n} changed since the failed run: its earlier commit is not carried forward and the retry does "
+            "not run it; run 'pz run' for a full pass if needed"
+            for n in self.left_alone
         ]
         if self.run:
             notes += [
@@ -139,6 +145,17 @@ def select_retry(
     sel.reuse = {n: r for n, r in reuse.items() if n in chosen}
     sel.carried = [carried[n] for n in dag.nodes if n in carried]
     sel.order = [n for n in dag.nodes if n in chosen or n in carried]
+    below = descendants(edges, sorted(n for n in chosen if isinstance(dag.nodes[n], SourceLoadNode)))
+    sel.left_alone = [
+        n
+        for n in dag.nodes
+        if n in below
+        and n not in chosen
+        and isinstance(dag.nodes[n], SinkWriteNode)
+        and n in old
+        and old[n].id != dag.nodes[n].id
+        and old[n].status in COMMITTED
+    ]
     return sel
 
 

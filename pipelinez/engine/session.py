@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pipelinez.compile.policy import BreakerPolicy
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
+from pipelinez.core import failpoints
 from pipelinez.core.codes import lookup
 from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.oserrors import os_reason
@@ -240,6 +241,7 @@ def _run_nodes(
                 reuse=reuse,
                 breaker=breaker,
             ).run()
+        failpoints.hit("run.after_nodes")
         ok = all(n.status in OK_STATUSES for n in results.nodes)
         results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
         return None

@@ -580,17 +580,15 @@ def test_a_run_killed_before_it_recorded_anything_is_pz0503(project_dir: Path) -
 
 def test_an_orchestrator_level_failure_is_pz0504(project_dir: Path) -> None:
     write_project(project_dir, LOCAL)
-    pz(project_dir, "run", env=FAIL_WH)
+    crashed = pz(project_dir, "run", env={"PZ_FAILPOINTS": "run.after_nodes"})
+    assert crashed.exit_code == 1
     run = _runs(project_dir)[-1]
-    data = _results(run)
-    data["status"] = "error"
-    data["error"] = {"code": "PZ0512", "message": "RuntimeError: boom", "transient": False}
-    (run / "run_results.json").write_text(json.dumps(data))
+    assert _results(run)["status"] == "error"
     retry = pz(project_dir, "retry")
     assert retry.exit_code == 2
     assert retry.lines[:2] == [
         f"error: PZ0504 .pz/runs/{run.name}/run_results.json: the last run {run.name} failed at the "
-        "orchestrator level, not at a node (PZ0512: RuntimeError: boom)",
+        "orchestrator level, not at a node (PZ0512: RuntimeError: failpoint run.after_nodes)",
         "  next: run `pz run` again",
     ]
 
@@ -813,3 +811,17 @@ def test_nodes_cancelled_by_fail_fast_are_retried(project_dir: Path) -> None:
     assert cancelled <= set(after)
     assert all(after[n]["status"] in ("success", "carried_forward") for n in after)
     assert _results(_runs(project_dir)[-1])["args"]["fail_fast"] is True  # the run it finishes, as it was run
+
+
+def test_an_edited_committed_sibling_is_named_not_silently_skipped(project_dir: Path) -> None:
+    _failed_run(project_dir)
+    (project_dir / "sinks" / "lake.yml").write_text(
+        "connector: localfiles\nconnection: { root: out/lake }\noutputs:\n  enriched: { format: csv }\n"
+    )
+    retry = pz(project_dir, "retry")
+    assert retry.exit_code == 0, retry.output
+    assert (
+        "note: lake.enriched changed since the failed run: its earlier commit is not carried forward and the "
+        "retry does not run it; run 'pz run' for a full pass if needed"
+    ) in retry.lines
+    assert "lake.enriched" not in _nodes(_runs(project_dir)[-1])

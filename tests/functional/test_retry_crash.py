@@ -165,6 +165,16 @@ def _crash_then_rerun(project: Path, pg_db: str, my_db: str, strategy: str, fail
     else:
         assert json.loads(record.read_text())["status"] == "running"  # readable, never half written
     before_retry = _targets(project, pg_db, my_db)
+    v1 = _rows(V1)
+    for sink in SINKS:  # right after the kill: each target holds one clean result, never a partial write
+        assert before_retry[sink] in (v1, _expected(strategy, sink)), (sink, before_retry[sink])
+    if failpoint.startswith(("source.", "pipeline.")):
+        assert before_retry == {s: v1 for s in SINKS}
+    elif failpoint.startswith("sink."):
+        seam, killed = failpoint.split(":")[0].split("@")
+        killed_sink = killed.split(".")[0]
+        committed = [s for s in SINKS if s < killed_sink or (s == killed_sink and seam == "sink.committed")]
+        assert before_retry == {s: _expected(strategy, s) if s in committed else v1 for s in SINKS}
     retry = pz(project, "retry")
     assert retry.exit_code == 2 and "PZ0503" in retry.lines[0], retry.output
     assert _targets(project, pg_db, my_db) == before_retry
