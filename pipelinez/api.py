@@ -20,6 +20,7 @@ from pipelinez.compile.policy import BreakerPolicy, RetryPolicy
 from pipelinez.compile.work import engine_retry as engine_retry_policy
 from pipelinez.config.loader import find_project_root
 from pipelinez.config.model import RetrySpec
+from pipelinez.connectors.sdk import ReadBounds
 from pipelinez.core.diagnostics import Diagnostic, PzConfigError, PzError, PzValidationError
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy, Tier
 from pipelinez.engine import workflow
@@ -87,6 +88,7 @@ class PlanNode:
     retry: RetryPolicy | None  # the effective policy, for a node whose config declares one
     note: str | None = None
     breaker: str | None = None  # the instance whose circuit breaker guards this node (engine.breaker set)
+    incremental: dict[str, Any] | None = None  # an incremental load: cursor, watermark, next read's bounds
 
     @staticmethod
     def of(planned: PlannedNode, breaker: bool = False) -> PlanNode:
@@ -103,6 +105,7 @@ class PlanNode:
             planned.retry if planned.declares_retry else None,
             planned.note,
             node.instance if breaker else None,
+            _incremental(planned.bounds),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,7 +120,21 @@ class PlanNode:
             "delivery": self.delivery,
             "retry": self.retry.to_dict() if self.retry else None,
             "breaker": self.breaker,
+            "incremental": self.incremental,
         }
+
+
+def _incremental(bounds: ReadBounds | None) -> dict[str, Any] | None:
+    if bounds is None:
+        return None
+    return {
+        "cursor": bounds.cursor,
+        "watermark": bounds.committed,
+        "lower": bounds.lower,
+        "lower_inclusive": bounds.lower_inclusive,
+        "upper": bounds.upper,
+        "reads": bounds.describe(),
+    }
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,11 @@ def plan_lines(plan: RunPlan) -> list[str]:
         lines.append("  ".join(parts).rstrip())
         if p.note:
             lines.append(f"       note: {p.note}")
+        if p.incremental:
+            inc = p.incremental
+            mark = inc["watermark"] if inc["watermark"] is not None else "none committed yet"
+            lines.append(f"       incremental: cursor {inc['cursor']}, watermark {mark}")
+            lines.append(f"       next read: {inc['reads']} (and rows whose {inc['cursor']} is NULL)")
         if p.delivery:
             lines.append(f"       delivery: {p.delivery}")
         if p.retry:

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 
 from pipelinez.compile import not_built
 from pipelinez.compile.append_duplicates import check_append_duplicates, yaml_incremental
+from pipelinez.compile.bounds import read_bounds
 from pipelinez.compile.connector_static import validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
 from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
 from pipelinez.compile.graph import descendants
 from pipelinez.compile.incremental import IncrementalSpec
+from pipelinez.compile.incremental_yaml import yaml_specs
 from pipelinez.compile.inlining import inline
 from pipelinez.compile.instances import resolve_instances
 from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
@@ -45,7 +47,7 @@ class CompileResult:
 
 
 # tier-2 errors about where a pipeline writes, not what its query reads: its query is still dry-compiled
-_QUERY_STILL_BINDS = frozenset({"PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228", "PZ0233"})
+_QUERY_STILL_BINDS = frozenset({"PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228"})
 
 
 def static_schema_lookup(project: Project) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
@@ -75,10 +77,10 @@ def compile_project(
     environ: Mapping[str, str] | None = None,
     watermarks: Mapping[tuple[str, str], str] | None = None,
 ) -> CompileResult:
-    """Tiers 2-4. `watermarks` holds the committed watermark of each (source, dataset) as its raw value text
-    (`2024-01-02 03:04:05.123456`, `42`, as `.pz/state.duckdb` keeps it): watermark() renders it quoted and
-    cast to the cursor's type (none given: the start value, or a literal admitting
-    every row)."""
+    """Tiers 2-4. `watermarks` holds the committed watermark of each (source, dataset) as the text of its
+    value (`2024-05-01 10:00:00.5`, `42`; from `.pz/state.duckdb`, none for a full refresh): watermark()
+    renders it cast to the cursor's type (none given: the start value, or a literal admitting every row), and
+    it sets each incremental load's read bounds."""
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     values, found = resolve_values(project, overrides or {}, environ)
@@ -91,6 +93,8 @@ def compile_project(
     infos, found, warned = analyse_pipelines(project, templater)
     errors += found
     warnings += warned
+    yaml_route, found = yaml_specs(project, templater)
+    errors += found
     found = not_built.check(project) + check_pins(project)
     errors += [d for d in found if d.is_error]
     warnings += [d for d in found if not d.is_error]
@@ -101,7 +105,6 @@ def compile_project(
     substitute(infos, sql_route.literals)
     incremental = yaml_incremental(project) | set(sql_route.declared)
     errors += check_append_duplicates(project, infos, incremental)
-    errors += not_built.sql_incremental(sql_route.named)  # after the route's own checks
 
     # tier 3
     by_file = {inst.spec.file: inst for inst in [*sources.values(), *sinks.values()]}
@@ -122,7 +125,11 @@ def compile_project(
     if any(d.code == "PZ0205" for d in errors):
         bad = set(infos)
     good = {n: i for n, i in infos.items() if n not in bad}
-    nodes, found = build_nodes(project, good, sources, sinks, templater)
+    # both routes resolve to one IncrementalSpec per dataset (PZ0225 keeps them apart); each sets its
+    # load's read bounds from the committed watermark
+    specs = {**yaml_route, **sql_route.specs}
+    bounds = {key: read_bounds(spec, (watermarks or {}).get(key)) for key, spec in specs.items()}
+    nodes, found = build_nodes(project, good, sources, sinks, templater, bounds)
     errors += found
 
     # tier 4
@@ -139,9 +146,7 @@ def compile_project(
     warnings += warned
 
     dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor)
-    return CompileResult(
-        dag, _redacted(errors, redactor), _redacted(warnings, redactor), incremental=dict(sql_route.specs)
-    )
+    return CompileResult(dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs)
 
 
 def _write_columns(project: Project, nodes: dict[str, Node], compiler: DryCompiler) -> list[Diagnostic]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pipelinez.compile.checks import check_sql
@@ -27,6 +28,7 @@ from pipelinez.compile.templating import TemplateFailure, Templater, staging_tab
 from pipelinez.compile.values import ResolvedValues
 from pipelinez.compile.work import CheckWork, PipelineWork, engine_retry, sink_write_work, source_load_work
 from pipelinez.config.model import CheckSpec, Project
+from pipelinez.connectors.sdk import ReadBounds
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
@@ -100,8 +102,10 @@ class _NodeBuilder:
         sources: dict[str, ResolvedInstance],
         sinks: dict[str, ResolvedInstance],
         templater: Templater | None,
+        bounds: Mapping[tuple[str, str], ReadBounds] | None = None,
     ):
         self.project, self.infos, self.sources, self.sinks = project, infos, sources, sinks
+        self.bounds = bounds or {}
         self.templater = templater
         self.resolver = _RefResolver(infos)
         self.diags: list[Diagnostic] = []
@@ -131,7 +135,9 @@ class _NodeBuilder:
         table = staging_table(src, dataset)
         self.loads[(src, dataset)] = table
         ds = self.project.sources[src].datasets[dataset]
-        work = source_load_work(self.project, self.sources[src], dataset, table)
+        work = source_load_work(
+            self.project, self.sources[src], dataset, table, self.bounds.get((src, dataset))
+        )
         self.nodes[table] = SourceLoadNode(table, SOURCE_LOAD, "", (), ds.place, work=work)
         self.add_checks(table, ds.checks, ())
 
@@ -232,6 +238,8 @@ def build_nodes(
     sources: dict[str, ResolvedInstance],
     sinks: dict[str, ResolvedInstance],
     templater: Templater | None = None,
+    bounds: Mapping[tuple[str, str], ReadBounds] | None = None,
 ) -> tuple[dict[str, Node], list[Diagnostic]]:
-    """Every node of the pipelines in `infos` (those that passed tier 2), typed, ordered, with their ids."""
-    return _NodeBuilder(project, infos, sources, sinks, templater).build()
+    """Every node of the pipelines in `infos` (those that passed tier 2), typed, ordered, with their ids;
+    an incremental dataset's load carries its read `bounds` (part of its id)."""
+    return _NodeBuilder(project, infos, sources, sinks, templater, bounds).build()

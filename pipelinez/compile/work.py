@@ -27,6 +27,7 @@ from pipelinez.connectors.sdk import (
     ConnectorContext,
     DatasetRequest,
     OutputRequest,
+    ReadBounds,
     choose_tier,
 )
 from pipelinez.core.diagnostics import ConnectorHostError
@@ -130,11 +131,18 @@ def endpoint(project: Project, inst: ResolvedInstance) -> Endpoint:
     )
 
 
-def dataset_request(project: Project, inst: ResolvedInstance, dataset: str) -> DatasetRequest:
-    """The one place a DatasetRequest is built (runs, tier 4 static schemas, tier 5 live schemas)."""
+def dataset_request(
+    project: Project, inst: ResolvedInstance, dataset: str, bounds: ReadBounds | None = None
+) -> DatasetRequest:
+    """The one place a DatasetRequest is built (runs, tier 4 static schemas, tier 5 live schemas); a run's
+    request of an incremental dataset carries its read bounds."""
     spec = project.sources[inst.name].datasets[dataset]
     return DatasetRequest(
-        dataset, inst.blocks.get(dataset, {}), spec.columns, force_universal(project, inst.spec)
+        dataset,
+        inst.blocks.get(dataset, {}),
+        spec.columns,
+        force_universal(project, inst.spec),
+        bounds or ReadBounds(),
     )
 
 
@@ -170,9 +178,11 @@ def source_tier(caps: Capabilities, request: DatasetRequest) -> Tier:
     return choose_tier(caps.source_tiers, request.force_universal)
 
 
-def source_load_work(project: Project, inst: ResolvedInstance, dataset: str, table: str) -> SourceLoadWork:
+def source_load_work(
+    project: Project, inst: ResolvedInstance, dataset: str, table: str, bounds: ReadBounds | None = None
+) -> SourceLoadWork:
     point = endpoint(project, inst)
-    request = dataset_request(project, inst, dataset)
+    request = dataset_request(project, inst, dataset, bounds)
     spec = project.sources[inst.name]
     retry, declared = _retry(
         project, (f"source '{spec.name}'", spec.retry), (f"dataset '{dataset}'", spec.datasets[dataset].retry)

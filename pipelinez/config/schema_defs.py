@@ -193,6 +193,7 @@ def source_schema() -> dict[str, Any]:
             "cursor": {"type": "string", "minLength": 1, "description": "the cursor column"},
             "start": {"type": ["string", "number"], "description": "the watermark before the first commit"},
             "window": _duration("windowed backfill: at most this much per run"),
+            "lag": _duration("re-read this trailing overlap below the watermark (late-committing rows)"),
         },
         "if": {"properties": {"mode": {"const": "incremental"}}, "required": ["mode"]},
         "then": {"required": ["cursor"]},

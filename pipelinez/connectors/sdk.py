@@ -109,19 +109,44 @@ class ConnectorIssue:
 
 @dataclass(frozen=True)
 class ReadBounds:
-    """Which slice of a dataset one load reads. Empty bounds read everything (today's only kind of read);
-    incremental reads fill the watermark range, windowed reads the window, partitioned retries the partitions
-    still to land."""
+    """Which slice of a dataset one load reads. Empty bounds read everything.
 
-    watermark_column: str | None = None
-    watermark_lower: str | None = None  # exclusive, as the watermark's SQL literal text
-    watermark_upper: str | None = None  # inclusive
-    window: tuple[str, str] | None = None  # [start, end) of a windowed read
-    partitions: tuple[int, ...] | None = None  # partition indexes to load; None: every partition
+    An incremental read fills `cursor` and the range `(lower, upper]` (`[lower, upper]` when
+    `lower_inclusive`): a connector pushes `cursor > lower` (or `>=`) and `cursor <= upper` down to the
+    source, each literal typed as the cursor column's type, and also reads the rows whose cursor is NULL
+    (they cannot be placed against a watermark, so every incremental run reads them; see
+    docs/incremental.md). `lower` is None
+    before the first commit when no `start` is declared; `upper` is set only for windowed reads. Literals are
+    the text of the value (`2024-01-31 10:00:00.123456`, `42`, `12.50`), never SQL. `committed` is the
+    watermark the bounds were computed from: the new watermark never goes below it. `partitions` restricts the
+    read to those partition indexes (None: every partition); bounds and partitions compose (AND)."""
+
+    cursor: str | None = None
+    cursor_type: str | None = None  # the contract's DuckDB type of the cursor, when declared
+    lower: str | None = None
+    lower_inclusive: bool = False
+    upper: str | None = None  # inclusive
+    committed: str | None = None
+    partitions: tuple[int, ...] | None = None
 
     @property
     def unbounded(self) -> bool:
         return self == ReadBounds()
+
+    @property
+    def incremental(self) -> bool:
+        return self.cursor is not None
+
+    def describe(self) -> str:
+        """`(lower, upper]` as a reader sees it: `updated_at > '2024-01-01' AND <= '2024-01-02'`."""
+        if self.cursor is None:
+            return "all rows"
+        parts = []
+        if self.lower is not None:
+            parts.append(f"{self.cursor} {'>=' if self.lower_inclusive else '>'} {self.lower}")
+        if self.upper is not None:
+            parts.append(f"{self.cursor} <= {self.upper}")
+        return " AND ".join(parts) if parts else f"every row ({self.cursor} unbounded)"
 
 
 @dataclass(frozen=True)
@@ -325,3 +350,19 @@ class Connector:
 
     def close(self) -> None:
         """Release connections."""
+
+
+def bounds_predicate(column_sql: str, bounds: ReadBounds, literal: Callable[[str], str]) -> str:
+    """The SQL predicate of an incremental read's bounds over `column_sql` (a quoted column reference), or ''
+    when the read is unbounded. `literal` turns a bound's text into a typed literal of the connector's dialect
+    (e.g. `CAST('2024-01-01' AS timestamp)`). Rows with a NULL cursor are always included (see ReadBounds)."""
+    if bounds.cursor is None:
+        return ""
+    conditions = []
+    if bounds.lower is not None:
+        conditions.append(f"{column_sql} {'>=' if bounds.lower_inclusive else '>'} {literal(bounds.lower)}")
+    if bounds.upper is not None:
+        conditions.append(f"{column_sql} <= {literal(bounds.upper)}")
+    if not conditions:
+        return ""
+    return f"(({' AND '.join(conditions)}) OR {column_sql} IS NULL)"

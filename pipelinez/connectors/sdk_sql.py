@@ -7,9 +7,10 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from pipelinez.connectors.sdk import ReadBounds, bounds_predicate
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.duck_types import parse_type
-from pipelinez.core.sqlnames import split_qualified
+from pipelinez.core.sqlnames import quote_ident, quote_literal, split_qualified
 from pipelinez.core.transient import is_transient_native
 
 if TYPE_CHECKING:
@@ -125,3 +126,52 @@ def peek_rows(reader: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch | None, 
         if batch.num_rows:
             return batch, batches
     return None, batches
+
+
+def bounded_select(select: str, bounds: ReadBounds) -> str:
+    """`select` restricted to an incremental read's bounds (DuckDB dialect), or `select` itself when the read
+    is unbounded. The filter sits on the scan's output, so DuckDB pushes it into the scan (Parquet row groups,
+    an attached table's scan). A bound's literal is cast to the contract's cursor type when declared, else
+    DuckDB types the string literal as the cursor column's own type."""
+    if not bounds.incremental:
+        return select
+    cursor = str(bounds.cursor)
+
+    def literal(text: str) -> str:
+        if bounds.cursor_type:
+            return f"CAST({quote_literal(text)} AS {canonical_type(bounds.cursor_type)})"
+        return quote_literal(text)
+
+    predicate = bounds_predicate(f"pz_bounded.{quote_ident(cursor)}", bounds, literal)
+    if not predicate:
+        return select
+    return f"SELECT * FROM ({select}) AS pz_bounded WHERE {predicate}"
+
+
+def bounded_batches(batches: Iterable[pa.RecordBatch], bounds: ReadBounds) -> Iterator[pa.RecordBatch]:
+    """`batches` with only the rows inside an incremental read's bounds (and the NULL-cursor rows), filtered
+    with Arrow kernels batch by batch; the bounds' literals are cast to the cursor column's Arrow type."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not bounds.incremental or (bounds.lower is None and bounds.upper is None):
+        yield from batches
+        return
+    for batch in batches:
+        index = batch.schema.get_field_index(str(bounds.cursor))
+        if index < 0:
+            raise PzConnectorError(
+                f"the cursor column '{bounds.cursor}' is not a column of the data (found: "
+                f"{', '.join(batch.schema.names)})",
+                code="PZ0505",
+            )
+        column = batch.column(index)
+        keep = pc.is_null(column)
+        inside = None
+        if bounds.lower is not None:
+            low = pa.scalar(bounds.lower).cast(column.type)
+            inside = pc.greater_equal(column, low) if bounds.lower_inclusive else pc.greater(column, low)
+        if bounds.upper is not None:
+            high = pc.less_equal(column, pa.scalar(bounds.upper).cast(column.type))
+            inside = high if inside is None else pc.and_(inside, high)
+        yield batch.filter(pc.or_(keep, inside))

@@ -329,11 +329,20 @@ REGISTRY: tuple[Code, ...] = (
         "give one of them another table: or path:, or write both results from one pipeline into one output",
     ),
     Code(
+        "PZ0230",
+        "IncrementalSyncInvalid",
+        "a dataset's sync: { mode: incremental } cannot be honoured as written: window: or lag: on a cursor "
+        "that is not a date or timestamp (or whose type columns: does not declare), a window or lag on a "
+        "date cursor that is not whole days, window: without start:, or a start: that is not a value of the "
+        "cursor's type",
+        "declare the cursor in columns: as date or timestamp, add start:, or fix the key shown",
+    ),
+    Code(
         "PZ0233",
         "IncrementalNotAvailable",
-        "a dataset declares `sync: { mode: incremental }`, but incremental reads are not available in this "
-        "version (every run would read the whole dataset, and an append downstream would duplicate rows)",
-        "remove sync: from the dataset (each run then reads it in full), or use strategy merge/replace",
+        "retired: incremental reads (YAML sync: and SQL watermark()) are built; this was their stopgap",
+        "nothing to do; this code is never reused",
+        retired=True,
     ),
     Code(
         "PZ0234",
@@ -587,6 +596,15 @@ REGISTRY: tuple[Code, ...] = (
         "output); nothing was written rather than an invalid file",
         "map those values in the pipeline (e.g. to NULL), or write the output in a format that holds them "
         "(parquet)",
+    ),
+    Code(
+        "PZ0525",
+        "WatermarkNotRecorded",
+        "every sink downstream of an incremental dataset committed, but its new watermark could not be "
+        "recorded in .pz/state.duckdb (the file could not be written); the next run reads the same rows "
+        "again",
+        "fix what the message names (disk space, permissions, another process holding .pz/state.duckdb); "
+        "merge and replace outputs absorb the re-read, an append output receives those rows twice",
     ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(

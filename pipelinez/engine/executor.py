@@ -33,6 +33,7 @@ from pipelinez.engine.scheduler import (
     Verdict,
 )
 from pipelinez.engine.staging_store import Reuse
+from pipelinez.engine.watermarks import Capture
 from pipelinez.plan.planner import PlannedNode
 
 OK_STATUSES = vocabulary.OK_STATUSES
@@ -95,6 +96,7 @@ class Executor:
         self._last_failure: dict[str, NodeFailure] = {}  # of a node waiting to retry
         # a streamed pipeline's rows are the rows its sink write read through it: recorded when that settles
         self._streamed = {p.stream_into: p.node.name for p in ctx.plan.nodes if p.stream_into}
+        self.captures: dict[str, Capture] = {}  # incremental loads' captures, by node name
 
     def run(self) -> None:
         order = [p.node.name for p in self.ctx.plan.nodes]
@@ -243,7 +245,10 @@ class Executor:
             result.provenance = out.provenance
             result.reused_from = out.reused_from
             reuse = self.reuse.get(done.name)
-            if out.provenance is not None and reuse is not None and reuse.watermark is not None:
+            if out.watermark is not None:  # committed (or not) at the end of the run
+                self.captures[done.name] = out.watermark
+                result.watermark = out.watermark.to_dict(committed=False)
+            elif out.provenance is not None and reuse is not None and reuse.watermark is not None:
                 result.watermark = dict(reuse.watermark)  # the same rows: the failed run's cursor range
         pipeline = self._streamed.get(done.name)
         if pipeline is not None and self.results[pipeline].status in OK_STATUSES:

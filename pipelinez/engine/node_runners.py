@@ -30,6 +30,7 @@ from pipelinez.engine.failures import DEBUG_LOG, NodeFailure, classify, duck_sum
 from pipelinez.engine.run_results import PartitionResult
 from pipelinez.engine.sink_checks import check_target, refuse_duplicate_keys, refuse_null_keys
 from pipelinez.engine.staging_store import Reuse, ReuseUnavailable, StagedPart
+from pipelinez.engine.watermarks import Capture, trim_and_capture
 from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class NodeOutput:
     checkpoint: DeliveryCheckpoint | None = None
     provenance: Provenance | None = None  # reused: copied from an earlier run's staging
     reused_from: str | None = None
+    watermark: Capture | None = None  # an incremental load's capture
 
 
 def make_connector(ctx: NodeContext, point: Endpoint) -> Connector:
@@ -182,7 +184,8 @@ def run_source_load(
         if len(partitions) == 1:
             _land_partition(ctx, connector, cur, request, partitions[0], node.table, tier)
             failpoints.hit("source.landed", node.name)
-            return NodeOutput(rows=_count(cur, target), tier=tier)
+            capture = capture_watermark(ctx, cur, node.table, request)
+            return NodeOutput(rows=_count(cur, target), tier=tier, watermark=capture)
         # Partitions are read in parallel, each landing in its own table, then combined into the staging
         # table: the first is renamed (no copy), the others appended by column name. A partition that
         # landed stays in staging when another fails, so a retry can resume past it.
@@ -225,7 +228,9 @@ def run_source_load(
             connectors.close()
         _combine(cur, target, part_tables)
         failpoints.hit("source.landed", node.name)
-        return NodeOutput(rows=sum(r.rows for r in results), tier=tier, partitions=results)
+        capture = capture_watermark(ctx, cur, node.table, request)
+        rows = _count(cur, target) if capture is not None else sum(r.rows for r in results)
+        return NodeOutput(rows=rows, tier=tier, partitions=results, watermark=capture)
     except _PartitionsFailed as failed:
         drop_quietly(cur, target)
         raise dataclasses.replace(
@@ -344,6 +349,21 @@ def _combine(cur: duckdb.DuckDBPyConnection, target: str, tables: list[str]) -> 
     except BaseException:
         cur.execute("ROLLBACK")
         raise
+
+
+def capture_watermark(
+    ctx: NodeContext, cur: duckdb.DuckDBPyConnection, table: str, request: DatasetRequest
+) -> Capture | None:
+    """An incremental load's staging trimmed to its bounds and its new watermark (see engine.watermarks)."""
+    if not request.bounds.incremental:
+        return None
+    capture = trim_and_capture(cur, table, request.bounds)
+    if capture.null_rows:
+        ctx.note(
+            f"{table}: {capture.null_rows} staged row(s) have a NULL {capture.cursor}; every incremental run "
+            "reads such rows again (they cannot be placed against the watermark)"
+        )
+    return capture
 
 
 def _land_partition(

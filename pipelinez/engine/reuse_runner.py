@@ -12,7 +12,13 @@ from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.core import failpoints
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import Provenance
-from pipelinez.engine.node_runners import NodeContext, NodeOutput, drop_quietly, run_source_load
+from pipelinez.engine.node_runners import (
+    NodeContext,
+    NodeOutput,
+    capture_watermark,
+    drop_quietly,
+    run_source_load,
+)
 from pipelinez.engine.staging_store import Reuse, ReuseUnavailable
 from pipelinez.plan.planner import PlannedNode
 
@@ -33,8 +39,15 @@ def run_reused_source_load(ctx: NodeContext, planned: PlannedNode, attempt: int,
         except Exception as exc:  # a retry never fails because of the reuse: whatever broke, extract
             rows, why = None, f"the copy failed ({type(exc).__name__}: {exc})"
         if rows == staged.rows:
+            # the failed run staged it with the same bounds (same node id), already trimmed: its watermark is
+            # captured again from the copy, the same rows
+            capture = capture_watermark(ctx, cur, node.table, node.work.request)
             return NodeOutput(
-                rows=rows, tier=planned.tier, provenance=Provenance.REUSED, reused_from=staged.run_id
+                rows=rows,
+                tier=planned.tier,
+                provenance=Provenance.REUSED,
+                reused_from=staged.run_id,
+                watermark=capture,
             )
         if rows is not None:
             drop_quietly(cur, quote_ident(node.table))

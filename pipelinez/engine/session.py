@@ -21,6 +21,7 @@ from pipelinez.core.codes import lookup
 from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.oserrors import os_reason
 from pipelinez.core.redact import Redactor
+from pipelinez.core.run_state import RunState
 from pipelinez.core.vocabulary import NodeError, NodeStatus, RunStatus
 from pipelinez.engine.context import RunContext, open_staging
 from pipelinez.engine.debug_log import debug_log
@@ -40,6 +41,7 @@ from pipelinez.engine.run_results import NodeResult, ResultsWriter, RunArgs, Run
 from pipelinez.engine.runs import STAGING_FILE, new_run_id, runs_dir, sweep
 from pipelinez.engine.staging_store import Reuse, kept_tables, prune, seed_source, unseed
 from pipelinez.engine.statedir import state_error
+from pipelinez.engine.watermarks import Capture, commit_run
 from pipelinez.plan.planner import Plan
 
 if TYPE_CHECKING:
@@ -185,6 +187,7 @@ def execute(
     checkpoints: dict[str, DeliveryCheckpoint] | None = None,
     resume: Resumption | None = None,
     lock: ProjectLock | None = None,
+    notes: Sequence[str] = (),
 ) -> RunOutcome:
     """Run `plan`. `resume` (a retry): notes to print first, source loads to reuse, sink writes carried
     forward (recorded, never run); `lock`: the project lock when the caller already holds it."""
@@ -195,7 +198,7 @@ def execute(
         planned = [NodeResult(p.node.id, p.node.name, p.node.kind, tier=p.tier) for p in plan.nodes]
         by_name = {n.name: n for n in [*planned, *resume.carried]}
         results.nodes = [by_name[name] for name in plan.dag.nodes if name in by_name]
-        session.begin(results, len(results.nodes), warnings, resume.notes)
+        session.begin(results, len(results.nodes), warnings, (*resume.notes, *notes))
         for carried in resume.carried:
             session.bus.publish(node_completed(session.run_id, carried))
         n_threads = threads or project.engine.threads or os.cpu_count() or 1
@@ -231,7 +234,7 @@ def _run_nodes(
         staging = _open_staging(session.staging_path, plan.dag.project.engine.memory_limit, reuse)
         ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
         with debug_log(session.run_dir / "pz.log", session.redactor):
-            Executor(
+            executor = Executor(
                 ctx,
                 session.writer,
                 threads,
@@ -240,8 +243,11 @@ def _run_nodes(
                 checkpoints=checkpoints,
                 reuse=reuse,
                 breaker=breaker,
-            ).run()
+            )
+            executor.run()
         failpoints.hit("run.after_nodes")
+        if executor.captures:
+            _commit_watermarks(session, plan, executor.captures)
         ok = all(n.status in OK_STATUSES for n in results.nodes)
         results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
         return None
@@ -285,6 +291,41 @@ def _open_staging(path: Path, memory_limit: str, reuse: Mapping[str, Reuse]) -> 
                 con.close()
                 unseed(path)
     return open_staging(path, memory_limit)
+
+
+def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capture]) -> None:
+    """Commit the watermarks this run earned (see engine.watermarks), record each decision in the load's
+    run_results entry, and say why a new watermark was not committed."""
+    results = {n.name: n for n in session.results.nodes}
+    done = commit_run(
+        plan.dag.nodes,
+        {name: r.status for name, r in results.items()},
+        {name: r.provenance for name, r in results.items()},
+        captures,
+        RunState(plan.dag.project.state_dir),
+        session.run_id,
+    )
+    for name, capture in captures.items():
+        reason = done.skipped.get(name)
+        results[name].watermark = capture.to_dict(committed=name in done.committed, reason=reason)
+        if name in done.committed:
+            session.bus.publish(
+                Note(session.run_id, message=f"{name}: watermark {capture.cursor} -> {capture.high}")
+            )
+        elif capture.high is not None and done.error is None:
+            session.bus.publish(
+                Note(session.run_id, message=f"{name}: watermark {capture.cursor} not advanced: {reason}")
+            )
+    if done.error is not None:
+        session.bus.publish(
+            WarningEvent(
+                session.run_id,
+                code="PZ0525",
+                message=f"the new watermarks could not be recorded in .pz/state.duckdb: {done.error}",
+                place=str(RunState(plan.dag.project.state_dir).path),
+                next_step=lookup("PZ0525").next_step,
+            )
+        )
 
 
 def _write_log(path: Path, text: str) -> Path | None:

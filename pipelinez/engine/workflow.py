@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelinez.compile.compiler import CompileResult, compile_project
+from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.config.loader import find_project_root, load_project
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
+from pipelinez.core.run_state import RunState
 from pipelinez.core.vocabulary import RunStatus
 from pipelinez.engine.checkpoints import checkpoints_from
 from pipelinez.engine.connectivity import check_connectivity
@@ -44,15 +46,17 @@ def validate(
     overrides: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
     connect: bool = False,
+    full_refresh: bool = False,
 ) -> Validation:
-    """Tiers 1-4 (and 5 with `connect`); every diagnostic gathered. Never raises for user errors."""
+    """Tiers 1-4 (and 5 with `connect`); every diagnostic gathered. Never raises for user errors.
+    Incremental datasets are compiled against their committed watermarks, none with `full_refresh`."""
     root = find_project_root(project_dir or Path.cwd())
     project, diags = load_project(root, partial=True)
     errors = [d for d in diags if d.is_error]
     warnings = [d for d in diags if not d.is_error]
     if project is None:
         return Validation(None, errors, warnings)
-    compiled = compile_project(project, overrides, environ)
+    compiled = compile_project(project, overrides, environ, committed_watermarks(project, full_refresh))
     errors += compiled.errors
     warnings += compiled.warnings
     if connect and not errors and compiled.dag is not None:
@@ -62,15 +66,23 @@ def validate(
     return Validation(project, errors, warnings, compiled)
 
 
+def committed_watermarks(project: Project, full_refresh: bool = False) -> dict[tuple[str, str], str]:
+    """The committed watermark literal of every incremental dataset (none for a full refresh)."""
+    if full_refresh:
+        return {}
+    return {key: mark.value for key, mark in RunState(project.state_dir).watermarks().items()}
+
+
 def plan(
     project_dir: Path | None,
     select: Sequence[str] = (),
     exclude: Sequence[str] = (),
     overrides: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
+    full_refresh: bool = False,
 ) -> tuple[Plan, list[Diagnostic]]:
     """(plan, warnings); raises PzValidationError with every error."""
-    checked = validate(project_dir, overrides, environ)
+    checked = validate(project_dir, overrides, environ, full_refresh=full_refresh)
     if checked.errors or checked.compiled is None or checked.compiled.dag is None:
         raise PzValidationError([*checked.errors, *checked.warnings])
     the_plan, diags = build_plan(checked.compiled.dag, select, exclude)
@@ -93,8 +105,17 @@ def run(
     subscribers: Sequence[Subscriber] = (),
     command: str = "run",
 ) -> RunOutcome:
-    the_plan, warnings = plan(project_dir, select, exclude, overrides, environ)
+    the_plan, warnings = plan(project_dir, select, exclude, overrides, environ, full_refresh)
     args = RunArgs(tuple(select), tuple(exclude), dict(overrides or {}), threads, fail_fast, full_refresh)
+    incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
+    notes = (
+        [
+            "--full-refresh: committed watermarks are ignored for this run; incremental dataset(s) "
+            f"{', '.join(incremental)} are read from their start"
+        ]
+        if full_refresh and incremental
+        else []
+    )
     return execute(
         the_plan,
         command=command,
@@ -103,6 +124,7 @@ def run(
         subscribers=subscribers,
         threads=threads,
         fail_fast=fail_fast,
+        notes=notes,
     )
 
 
@@ -125,7 +147,7 @@ def retry(
         last = last_run(state_dir)
         if last.status == RunStatus.SUCCESS:
             return RetryOutcome(last.run_id, message=NOTHING)
-        the_plan, warnings = plan(root, (), (), last.args.vars, environ)
+        the_plan, warnings = plan(root, (), (), last.args.vars, environ, last.args.full_refresh)
         dag = the_plan.dag
         selection = select_retry(last, dag, LocalStagingStore(runs_dir(state_dir)), full_refresh)
         notes = tuple(selection.notes())
@@ -157,6 +179,14 @@ def retry(
     finally:
         if not handed:
             lock.__exit__(None, None, None)
+
+
+def _incremental_loads(the_plan: Plan) -> list[tuple[str, str]]:
+    return [
+        (p.node.source, p.node.dataset)
+        for p in the_plan.nodes
+        if isinstance(p.node, SourceLoadNode) and p.node.work.request.bounds.incremental
+    ]
 
 
 def history(project_dir: Path | None, limit: int | None = None) -> list[RunSummary]:

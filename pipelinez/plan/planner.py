@@ -12,7 +12,7 @@ from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.policy import BreakerPolicy, RetryPolicy, breaker_policy
 from pipelinez.config.model import Project
-from pipelinez.connectors.sdk import Capabilities
+from pipelinez.connectors.sdk import Capabilities, ReadBounds
 from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.vocabulary import Strategy, Tier
 from pipelinez.plan.selection import select_nodes
@@ -33,6 +33,7 @@ class PlannedNode:
     note: str | None = None  # what the plan can already tell about this node's run
     stream_into: str | None = None  # a pipeline streamed into this sink write, not stored in staging
     streamed_from: str | None = None  # a sink write reading a streamed pipeline: "pipeline 'x' (file)"
+    bounds: ReadBounds | None = None  # an incremental load's read bounds for this run
 
 
 @dataclass
@@ -89,6 +90,7 @@ def plan_node(node: Node, diags: list[Diagnostic], project: Project | None = Non
             None,
             point.connector,
             note,
+            bounds=work.request.bounds if work.request.bounds.incremental else None,
         )
     if isinstance(node, SinkWriteNode):
         sink = node.work

@@ -17,7 +17,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from pipelinez.compile import not_built
 from tests.conftest import PzResult, pz, pz_subprocess, write_project
 from tests.objstores import S3_KEY_ID, S3_SECRET, S3Server, moto_server
 
@@ -326,12 +325,8 @@ def test_instance_force_universal_on_a_sink_is_pz0312(tmp_path: Path, s3: S3Serv
     assert any(line.startswith("error: PZ0312 sinks/out.yml:3:") for line in result.lines), result.output
 
 
-def test_a_windowed_dataset_is_pz0313(
-    tmp_path: Path, s3: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The gate reads `sync.window` as configured; the `sync:` stopgap (PZ0233), where it still exists, is
-    lifted here so the test exercises the gate whether or not incremental reads have landed."""
-    monkeypatch.setattr(not_built, "_incremental_sync", lambda project: [], raising=False)
+def test_a_windowed_dataset_is_pz0313(tmp_path: Path, s3: S3Server, bucket: str) -> None:
+    """The gate reads `sync.window` as configured."""
     project = write_project(
         tmp_path / "p",
         {

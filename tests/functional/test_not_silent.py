@@ -1,5 +1,5 @@
-"""Nothing accepted silently: `sync:` and `connectors:` pins each get a word (`engine.breaker` works);
-masking a secret never rewrites structured fields, and a short secret gets a warning."""
+"""Nothing accepted silently: `sync:` is honoured and shown, `connectors:` pins get a word (`engine.breaker`
+works); masking a secret never rewrites structured fields, and a short secret gets a warning."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ BASE = {
 }
 
 
-def test_incremental_sync_is_refused_until_it_is_built(project_dir: Path) -> None:
+def test_incremental_sync_is_honoured_and_shown(project_dir: Path) -> None:
     write_project(
         project_dir,
         {
@@ -46,14 +46,12 @@ def test_incremental_sync_is_refused_until_it_is_built(project_dir: Path) -> Non
             """,
         },
     )
-    for command in ("validate", "run"):
-        result = pz(project_dir, command)
-        assert result.exit_code == 2
-        assert result.lines[0].startswith(
-            "error: PZ0233 sources/files.yml:8:5: source 'files' dataset 'orders'"
-        )
-        assert "incremental reads are not available in this version" in result.lines[0]
-    assert not (project_dir / "out").exists()
+    plan = pz(project_dir, "plan")
+    assert plan.exit_code == 0
+    assert "       incremental: cursor id, watermark none committed yet" in plan.lines
+    assert "       next read: id > 0 (and rows whose id is NULL)" in plan.lines
+    assert pz(project_dir, "run").exit_code == 0
+    assert pz(project_dir, "plan").lines.count("       incremental: cursor id, watermark 1") == 1
 
 
 def test_a_breaker_block_is_accepted_without_a_warning_and_shown_by_plan(project_dir: Path) -> None:

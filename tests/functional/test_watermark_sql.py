@@ -465,24 +465,6 @@ def test_non_incremental_append_is_untouched(project_dir: Path) -> None:
     assert result.lines[-1].startswith("ok: project is valid")
 
 
-# -- the stopgap ---------------------------------------------------------------------------------------------
-
-
-def test_sql_declared_dataset_is_refused_until_incremental_reads_run(project_dir: Path) -> None:
-    result = validate(project_dir, one_pipeline(f"o.updated_at > {WM}"))
-    stopgap = [line for line in result.lines if line.startswith("error: PZ0233")]
-    if not stopgap:
-        pytest.skip("incremental reads are built: the stopgap is gone")
-    assert result.exit_code == 2
-    assert stopgap == [
-        "error: PZ0233 pipelines/p.sql:3:22: source 'files' dataset 'orders' is declared incremental in SQL "
-        "(watermark()); incremental reads are not available in this version of pz, so every run would read "
-        "the whole dataset"
-    ]
-    assert pz(project_dir, "run").exit_code == 2
-    assert not (project_dir / "out").exists()
-
-
 # -- templates around the call ------------------------------------------------------------------
 
 

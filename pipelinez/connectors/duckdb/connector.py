@@ -36,6 +36,7 @@ from pipelinez.connectors.sdk import (
     WriteResult,
 )
 from pipelinez.connectors.sdk_sql import (
+    bounded_select,
     canonical_contract,
     land,
     os_error,
@@ -321,9 +322,9 @@ class DuckDBConnector(Connector):
             columns = {str(k): str(v) for k, v in dataset.options["columns"].items()}
         contract = canonical_contract(columns)
         if not contract:
-            return base
+            return bounded_select(base, dataset.bounds)
         cols = ", ".join(f"CAST({quote_ident(n)} AS {t}) AS {quote_ident(n)}" for n, t in contract)
-        return f"SELECT {cols} FROM ({base}) AS pz_src"
+        return bounded_select(f"SELECT {cols} FROM ({base}) AS pz_src", dataset.bounds)
 
     def _prepare(
         self,

@@ -33,7 +33,7 @@ from pipelinez.connectors.sdk import (
     TargetColumn,
     WriteResult,
 )
-from pipelinez.connectors.sdk_sql import land, wrap
+from pipelinez.connectors.sdk_sql import bounded_select, land, wrap
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.vocabulary import Strategy
 
@@ -151,7 +151,8 @@ class ObjectStoreConnector(Connector):
             files = ds.partition_files(partition)
             with self.store.session(con) as cur:
                 schema = self._schema(ds, dataset, cur, files)
-                land(cur, target, reading.native_select(cur, ds, schema, files))
+                select = reading.native_select(cur, ds, schema, files)
+                land(cur, target, bounded_select(select, dataset.bounds))
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0505") from exc
         except OSError as exc:

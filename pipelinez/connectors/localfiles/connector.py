@@ -35,7 +35,7 @@ from pipelinez.connectors.sdk import (
     TargetColumn,
     WriteResult,
 )
-from pipelinez.connectors.sdk_sql import land, os_error, wrap
+from pipelinez.connectors.sdk_sql import bounded_batches, bounded_select, land, os_error, wrap
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.vocabulary import Strategy
 
@@ -136,7 +136,7 @@ class LocalFilesConnector(Connector):
                 select = reading.native_select(helper, ds, schema, files)
             finally:
                 helper.close()
-            land(con, target, select)
+            land(con, target, bounded_select(select, dataset.bounds))
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0505", _part(ds, partition)) from exc
 
@@ -149,7 +149,7 @@ class LocalFilesConnector(Connector):
         files = ds.partition_files(partition)
         try:
             schema = self._schema(ds, dataset)
-            yield from csvformat.universal_batches(files, ds.dialect, schema)
+            yield from bounded_batches(csvformat.universal_batches(files, ds.dialect, schema), dataset.bounds)
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0505", _part(ds, partition)) from exc
 

@@ -78,6 +78,7 @@ from pipelinez.connectors.sdk import (
     Partition,
     TargetColumn,
     WriteResult,
+    bounds_predicate,
 )
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import PzConnectorError
@@ -276,7 +277,9 @@ class MySQLConnector(Connector):
         try:
             with con.cursor() as cur:
                 col = quote_ident(column)
-                cur.execute(f"SELECT MIN({col}), MAX({col}) FROM {self._relation(dataset)}")
+                bounded = self._bounds_where(dataset, self._plans_for(dataset, "PZ0505"))
+                where = f" WHERE {bounded}" if bounded else ""
+                cur.execute(f"SELECT MIN({col}), MAX({col}) FROM {self._relation(dataset)}{where}")
                 row = cur.fetchone()
         except pymysql.MySQLError as exc:
             raise connector_error(
@@ -313,12 +316,33 @@ class MySQLConnector(Connector):
         cond = f"({col} >= {lower} AND {col} {'<=' if spec.get('last') else '<'} {upper})"
         if spec.get("nulls"):
             cond = f"({cond} OR {col} IS NULL)"
-        return f" WHERE {cond}"
+        return cond
+
+    def _bounds_where(self, dataset: DatasetRequest, plans: list[ColumnPlan]) -> str:
+        """The incremental bounds as a server-side predicate, each literal CAST to the cursor's type."""
+        bounds = dataset.bounds
+        if not bounds.incremental:
+            return ""
+        plan = next((p for p in plans if p.name.lower() == str(bounds.cursor).lower()), None)
+        cast = _cursor_cast(plan.duckdb) if plan is not None else None
+        if plan is None or cast is None:
+            found = "not a column of the dataset" if plan is None else f"of type {plan.duckdb}"
+            raise PzConnectorError(
+                f"{self._what(dataset)}: the cursor column '{bounds.cursor}' is {found}; a cursor needs an "
+                "integer, decimal, date or datetime/timestamp column",
+                code="PZ0505",
+            )
+        col = quote_ident(plan.name)
+        return bounds_predicate(col, bounds, lambda text: f"CAST({sql_literal(text)} AS {cast})")
+
+    def _read_where(self, dataset: DatasetRequest, partition: Partition, plans: list[ColumnPlan]) -> str:
+        parts = [p for p in (self._partition_where(partition), self._bounds_where(dataset, plans)) if p]
+        return f" WHERE {' AND '.join(parts)}" if parts else ""
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
         plans = self._plans_for(dataset, "PZ0505")
         select = ", ".join(f"{plan.select_sql} AS {quote_ident(plan.name)}" for plan in plans)
-        source = f"{self._relation(dataset)}{self._partition_where(partition)}"
+        source = f"{self._relation(dataset)}{self._read_where(dataset, partition, plans)}"
         sql = f"SELECT {select} FROM {source}"
         schema = arrow_schema(plans)
         where = self._what(dataset)
@@ -890,6 +914,22 @@ def _name_issues(value: object, block: str, name: str) -> list[ConnectorIssue]:
     except PzConnectorError as exc:
         return [ConnectorIssue(exc.message, ("table",), block, name)]
     return []
+
+
+def _cursor_cast(duck: str) -> str | None:
+    """The MySQL CAST target that types a cursor literal like the column (staged as DuckDB type `duck`)."""
+    upper = duck.upper()
+    if upper in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT"):
+        return "SIGNED"
+    if upper in ("UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"):
+        return "UNSIGNED"
+    if upper.startswith("DECIMAL"):
+        return "DECIMAL(65,30)"
+    if upper == "DATE":
+        return "DATE"
+    if upper.startswith("TIMESTAMP"):
+        return "DATETIME(6)"
+    return None
 
 
 def _is_wide(dtype: Any) -> bool:

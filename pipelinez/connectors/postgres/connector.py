@@ -162,7 +162,9 @@ class PostgresConnector(Connector):
             return [Partition(0, "all")]
         relation = self.relation(dataset)
         try:
-            return make_partitions(self.control("PZ0505"), relation, dict(spec), self._where(dataset))
+            return make_partitions(
+                self.control("PZ0505"), relation, dict(spec), self._where(dataset), dataset.bounds
+            )
         except PzConnectorError:
             raise
         except Exception as exc:
@@ -173,12 +175,19 @@ class PostgresConnector(Connector):
     ) -> None:
         relation = self.relation(dataset)
         extract_native(
-            con, self.control("PZ0505"), self.settings, relation, partition, target, self._where(dataset)
+            con,
+            self.control("PZ0505"),
+            self.settings,
+            relation,
+            partition,
+            target,
+            self._where(dataset),
+            dataset.bounds,
         )
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
         relation = self.relation(dataset)
-        return extract_batches(self.settings, relation, partition, self._where(dataset))
+        return extract_batches(self.settings, relation, partition, self._where(dataset), dataset.bounds)
 
     def staging_columns(self, dataset: DatasetRequest) -> list[tuple[str, str]]:
         """The (name, DuckDB type) columns both tiers stage for `dataset` (before any contract cast)."""

@@ -50,7 +50,7 @@ from pipelinez.connectors.postgres.types import (
     out_of_range,
     plan_column,
 )
-from pipelinez.connectors.sdk import DatasetRequest, Partition
+from pipelinez.connectors.sdk import DatasetRequest, Partition, ReadBounds, bounds_predicate
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.duck_types import parse_type
 from pipelinez.core.sqlnames import quote_ident, quote_literal, split_qualified
@@ -114,9 +114,10 @@ class Relation:
             items.append(f"{expr} AS {quote_ident(plan.name)}")
         return ", ".join(items)
 
-    def attach_scan_ok(self, partition: Partition) -> bool:
-        """Whether the extension's own table scan reads this exactly (see types.py)."""
-        if self.table is None or partition.spec:
+    def attach_scan_ok(self, partition: Partition, bounds: ReadBounds | None = None) -> bool:
+        """Whether the extension's own table scan reads this exactly (see types.py). A bounded (incremental)
+        read always goes through postgres_query, so the server applies the bounds."""
+        if self.table is None or partition.spec or (bounds is not None and bounds.incremental):
             return False
         for plan in self.plans:
             if not plan.attach_ok:
@@ -245,8 +246,13 @@ def canonical_contract(columns: dict[str, str] | None, where: str) -> dict[str, 
 
 # -- partitions ----------------------------------------------------------------------------------------
 def make_partitions(
-    conn: psycopg.Connection[Any], relation: Relation, spec: dict[str, Any], where: str
+    conn: psycopg.Connection[Any],
+    relation: Relation,
+    spec: dict[str, Any],
+    where: str,
+    bounds: ReadBounds | None = None,
 ) -> list[Partition]:
+    """`count` ranges of the column; an incremental read splits only the rows inside its bounds."""
     column = str(spec.get("column", ""))
     try:
         count = int(spec.get("count", 1))
@@ -267,11 +273,11 @@ def make_partitions(
         )
     if count <= 1:
         return [Partition(0, "all")]
-    bounds = _bounds(conn, relation, info, count)
-    if not bounds:
+    edges_found = _bounds(conn, relation, info, count, bounds_where(relation, bounds or ReadBounds()))
+    if not edges_found:
         return [Partition(0, "all")]
     parts: list[Partition] = []
-    edges: list[str | None] = [None, *bounds, None]
+    edges: list[str | None] = [None, *edges_found, None]
     for index in range(len(edges) - 1):
         lower, upper = edges[index], edges[index + 1]
         if lower is None:
@@ -285,14 +291,15 @@ def make_partitions(
 
 
 def _bounds(
-    conn: psycopg.Connection[Any], relation: Relation, info: PartitionColumn, count: int
+    conn: psycopg.Connection[Any], relation: Relation, info: PartitionColumn, count: int, read: str = ""
 ) -> list[str]:
     ref = f"{_SRC}.{quote_ident(info.name)}"
+    also = f" AND ({read})" if read else ""
     cur = conn.cursor()
     if info.base_oid in (*_INTEGER_TYPES, NUMERIC):
-        finite = ""
+        finite = f" WHERE ({read})" if read else ""
         if info.base_oid == NUMERIC:
-            finite = f" WHERE {ref} NOT IN ('NaN'::numeric, 'Infinity'::numeric, '-Infinity'::numeric)"
+            finite = f" WHERE {ref} NOT IN ('NaN'::numeric, 'Infinity'::numeric, '-Infinity'::numeric){also}"
         cur.execute(f"SELECT min({ref})::text, max({ref})::text FROM {relation.from_sql()}{finite}")
         row = cur.fetchone()
         if row is None or row[0] is None:
@@ -313,7 +320,7 @@ def _bounds(
         step = f"lo + (hi - lo) * (g::float8 / {count})"
     cur.execute(
         f"WITH b AS (SELECT min({ref}) AS lo, max({ref}) AS hi FROM {relation.from_sql()} "
-        f"WHERE isfinite({ref})) SELECT DISTINCT ({step})::text, g "
+        f"WHERE isfinite({ref}){also}) SELECT DISTINCT ({step})::text, g "
         f"FROM b, generate_series(1, {count - 1}) AS g "
         "WHERE lo IS NOT NULL AND lo < hi ORDER BY g"
     )
@@ -322,6 +329,33 @@ def _bounds(
         if text not in out:
             out.append(str(text))
     return out
+
+
+def read_where(relation: Relation, partition: Partition, bounds: ReadBounds) -> str:
+    """The server-side predicate of one read: the partition's range AND the incremental bounds."""
+    parts = [p for p in (partition_where(relation, partition), bounds_where(relation, bounds)) if p]
+    return " AND ".join(f"({p})" for p in parts) if len(parts) > 1 else "".join(parts)
+
+
+def bounds_where(relation: Relation, bounds: ReadBounds) -> str:
+    """`cursor > lower AND cursor <= upper` (or NULL), each literal cast to the cursor's catalog type."""
+    if not bounds.incremental:
+        return ""
+    info = relation.all_columns.get(str(bounds.cursor))
+    if info is None:
+        raise PzConnectorError(
+            f"the cursor column '{bounds.cursor}' is not a column of the dataset (it has: "
+            f"{', '.join(relation.all_columns)})",
+            code="PZ0505",
+        )
+    if info.base_oid not in _PARTITION_TYPES:
+        raise PzConnectorError(
+            f"the cursor column '{bounds.cursor}' has type {info.type_sql}; a cursor needs an integer, "
+            "numeric, date or timestamp column",
+            code="PZ0505",
+        )
+    ref = f"{_SRC}.{quote_ident(info.name)}"
+    return bounds_predicate(ref, bounds, lambda text: f"CAST({quote_literal(text)} AS {info.type_sql})")
 
 
 def partition_where(relation: Relation, partition: Partition) -> str:
@@ -415,22 +449,24 @@ def extract_native(
     partition: Partition,
     target: str,
     where: str,
+    bounds: ReadBounds | None = None,
 ) -> None:
     import duckdb
 
+    bounds = bounds or ReadBounds()
     try:
         with attached(con, settings, read_only=True) as alias:
-            if relation.attach_scan_ok(partition):
+            if relation.attach_scan_ok(partition, bounds):
                 assert relation.schema is not None and relation.table is not None
                 source = f"{quote_ident(alias)}.{quote_ident(relation.schema)}.{quote_ident(relation.table)}"
             else:
-                pg_sql = relation.select_sql(False, partition_where(relation, partition))
+                pg_sql = relation.select_sql(False, read_where(relation, partition, bounds))
                 source = f"postgres_query({quote_literal(alias)}, {quote_literal(pg_sql)})"
             land(con, target, f"SELECT {relation.duck_projection() or '*'} FROM {source}")
     except duckdb.Error as exc:
         raise settings.error(exc, where, "PZ0505") from exc
     _range_guard(con, relation, target)
-    if relation.attach_scan_ok(partition):
+    if relation.attach_scan_ok(partition, bounds):
         _nan_guard(con, conn, settings, relation, target, where)
 
 
@@ -617,11 +653,11 @@ def table_exists(con: duckdb.DuckDBPyConnection, quoted: str) -> bool:
 
 # -- universal tier ---------------------------------------------------------------------------------
 def extract_batches(
-    settings: Settings, relation: Relation, partition: Partition, where: str
+    settings: Settings, relation: Relation, partition: Partition, where: str, bounds: ReadBounds | None = None
 ) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa
 
-    sql = relation.select_sql(True, partition_where(relation, partition))
+    sql = relation.select_sql(True, read_where(relation, partition, bounds or ReadBounds()))
     schema = arrow_schema(relation.plans)
     conn = settings.adbc("PZ0505")
     try:

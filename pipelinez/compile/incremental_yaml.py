@@ -1,0 +1,172 @@
+"""The YAML route of incremental reads: each dataset's
+`sync: { mode: incremental, cursor, start, window, lag }` resolved to an `IncrementalSpec`, with every
+problem reported at once.
+
+Rules (each a diagnostic naming the source, the dataset and the key):
+- the cursor must be a column of the `columns:` contract with an allowed cursor type, when a contract is
+  declared (PZ0227, the same allowed set as the SQL route: `watermark_literal.cursor_type`);
+- `window:` and `lag:` are durations over time, so they need a date or timestamp cursor whose type is declared
+  in `columns:` (PZ0230); on a date cursor they must be whole days;
+- `window:` needs `start:` (the first window starts there) (PZ0230);
+- `start:` must be a value of the cursor's type when that type is declared (PZ0230).
+
+The YAML route reads `cursor > watermark` (exclusive): see docs/incremental.md for why.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal, InvalidOperation
+
+from pipelinez.compile.incremental import IncrementalRoute, IncrementalSpec
+from pipelinez.compile.templating import TemplateFailure, Templater
+from pipelinez.compile.watermark_literal import CURSOR_TYPES, cursor_type
+from pipelinez.config.model import Project
+from pipelinez.core.diagnostics import Diagnostic, Place, error
+from pipelinez.core.duck_types import parse_type
+from pipelinez.core.durations import parse_duration
+
+INTEGER_TYPES = frozenset({"INTEGER", "BIGINT"})
+TEMPORAL_TYPES = frozenset({"DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS"})  # window:/lag: arithmetic
+_ALLOWED = ", ".join(CURSOR_TYPES)
+_DAY = 86400.0
+
+
+def cursor_problem(columns: dict[str, str] | None, cursor: str) -> str | None:
+    """Why `cursor` cannot be the cursor of a dataset with contract `columns` (None: it can, or there is no
+    contract to check against). The PZ0227 rule, shared by both routes."""
+    if not columns:
+        return None
+    if cursor not in columns:
+        return f"cursor column '{cursor}' is not in the dataset's columns: contract ({', '.join(columns)})"
+    try:
+        parse_type(columns[cursor])
+    except ValueError:
+        return None  # an unknown type is reported by the contract's own check
+    if cursor_type(columns[cursor]) is None:
+        return f"cursor column '{cursor}' is declared {columns[cursor]}; a cursor must be one of {_ALLOWED}"
+    return None
+
+
+def declared_type(columns: dict[str, str] | None, cursor: str) -> str | None:
+    """The cursor's DuckDB type from the contract, normalized (None when not declared)."""
+    if not columns or cursor not in columns:
+        return None
+    return cursor_type(columns[cursor])
+
+
+def value_problem(text: str, duck_type: str) -> str | None:
+    """Why `text` is not a value of `duck_type` (None when it is)."""
+    try:
+        if duck_type in INTEGER_TYPES:
+            int(text)
+        elif duck_type.startswith("DECIMAL"):
+            Decimal(text)
+        elif duck_type == "DATE":
+            dt.date.fromisoformat(text)
+        elif duck_type.startswith("TIMESTAMP"):
+            dt.datetime.fromisoformat(text[:26])  # Python reads up to microseconds
+    except (ValueError, InvalidOperation):
+        return f"'{text}' is not a {duck_type.lower()} value"
+    return None
+
+
+def yaml_specs(
+    project: Project, templater: Templater
+) -> tuple[dict[tuple[str, str], IncrementalSpec], list[Diagnostic]]:
+    """Every YAML-declared incremental dataset, and every problem with those declarations."""
+    specs: dict[tuple[str, str], IncrementalSpec] = {}
+    diags: list[Diagnostic] = []
+    for s_name, source in sorted(project.sources.items()):
+        for d_name, dataset in sorted(source.datasets.items()):
+            sync = dataset.sync or {}
+            if sync.get("mode") != "incremental":
+                continue
+            path = ("datasets", d_name, "sync")
+            where = f"source '{s_name}' dataset '{d_name}'"
+
+            def place(key: str, file: str = source.file, p: tuple[str, ...] = path) -> Place:
+                return project.locate(file, (*p, key))  # the nearest existing key
+
+            found: list[Diagnostic] = []
+            cursor = str(sync.get("cursor", ""))
+            problem = cursor_problem(dataset.columns, cursor)
+            if problem:
+                found.append(error("PZ0227", f"{where}: {problem}", place=place("cursor")))
+            cursor_type = declared_type(dataset.columns, cursor)
+            start = sync.get("start")
+            if isinstance(start, str):
+                try:
+                    start = templater.render_value(start, source.file, place("start"))[0]
+                except TemplateFailure as exc:
+                    diags += exc.diagnostics
+                    continue
+            if isinstance(start, bool):
+                start = None
+            if start is not None and cursor_type and not problem:
+                bad = value_problem(str(start), cursor_type)
+                if bad:
+                    found.append(_invalid(f"{where}: start: {bad} (the cursor's type)", place("start")))
+            seconds: dict[str, float | None] = {}
+            for key in ("window", "lag"):
+                seconds[key] = None
+                if sync.get(key) is None:
+                    continue
+                try:
+                    seconds[key] = parse_duration(str(sync[key]))
+                except ValueError as exc:
+                    found.append(_invalid(f"{where}: {key}: {exc}", place(key)))
+                    continue
+                if cursor_type is None:
+                    found.append(
+                        _invalid(
+                            f"{where}: {key}: needs the cursor's type, and '{cursor}' has no type in "
+                            "columns:",
+                            place(key),
+                            "declare the cursor in the dataset's columns: as date or timestamp",
+                        )
+                    )
+                elif cursor_type not in TEMPORAL_TYPES:
+                    found.append(
+                        _invalid(
+                            f"{where}: {key}: works on a date or timestamp cursor, and '{cursor}' is "
+                            f"{cursor_type.lower()}",
+                            place(key),
+                            f"remove {key}:, or use a date or timestamp cursor",
+                        )
+                    )
+                elif cursor_type == "DATE" and (seconds[key] or 0) % _DAY:
+                    found.append(
+                        _invalid(
+                            f"{where}: {key}: {sync[key]} on a date cursor must be whole days",
+                            place(key),
+                            f"write {key}: as days (e.g. 1d, 7d)",
+                        )
+                    )
+            if seconds["window"] is not None and start is None:
+                found.append(
+                    _invalid(
+                        f"{where}: window: needs start: (the first window starts there)",
+                        place("window"),
+                        "add start: with the first value to backfill from",
+                    )
+                )
+            diags += found
+            if found:
+                continue
+            specs[(s_name, d_name)] = IncrementalSpec(
+                s_name,
+                d_name,
+                IncrementalRoute.YAML,
+                cursor,
+                cursor_type,
+                inclusive=False,
+                start=None if start is None else str(start),
+                window_seconds=seconds["window"],
+                lag_seconds=seconds["lag"],
+            )
+    return specs, diags
+
+
+def _invalid(message: str, place: Place, next_step: str | None = None) -> Diagnostic:
+    return error("PZ0230", message, place=place, next_step=next_step or "")

@@ -1,0 +1,200 @@
+"""Watermarks inside a run: trimming a bounded load's staging table, capturing the new watermark from the
+staged rows, and deciding at the end of the run which watermarks to commit to `.pz/state.duckdb`.
+
+- Trim (`trim_and_capture`): one DELETE keeps the staged rows inside `(lower, upper]` (and the NULL-cursor
+  rows). For a connector that pushed the bounds down it deletes nothing; it is what makes staging correct
+  when a connector ignored them (the universal-path backstop, applied on both tiers).
+- Capture: the new watermark is MAX(cursor) over the staged rows themselves (the same snapshot the read saw,
+  never a second query against the source), capped at the window's upper bound, never below the committed one,
+  printed by DuckDB at the column's full precision. Nothing staged above the committed watermark: unchanged.
+  A window that staged nothing and lies wholly in the past advances to its upper bound (else backfill would
+  stop at the first empty window).
+- Commit (`decide`): a watermark is committed only when its load succeeded and every sink write downstream of
+  it (in the whole project, not only the selection) committed in this run. A sink carried forward by a retry
+  counts only when the load itself was reused from the failed run's staging.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pipelinez.compile.graph import descendants
+from pipelinez.compile.nodes import SinkWriteNode, SourceLoadNode
+from pipelinez.connectors.sdk import ReadBounds, bounds_predicate
+from pipelinez.core.run_state import RunState, Watermark
+from pipelinez.core.sqlnames import quote_ident, quote_literal
+from pipelinez.core.vocabulary import NodeStatus, Provenance
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What one incremental load staged, as far as its watermark is concerned."""
+
+    cursor: str
+    low: str | None  # the lower bound the read used
+    upper: str | None  # the window's upper bound, if any
+    previous: str | None  # the committed watermark the bounds came from
+    high: str | None  # the new watermark; None: unchanged (nothing new staged)
+    null_rows: int = 0  # staged rows whose cursor is NULL
+    trimmed: int = 0  # rows the connector delivered outside the bounds, deleted by the backstop
+
+    def to_dict(self, committed: bool, reason: str | None = None) -> dict[str, Any]:
+        data: dict[str, Any] = {"cursor": self.cursor, "low": self.low, "high": self.high}
+        if self.upper is not None:
+            data["upper"] = self.upper
+        data["previous"] = self.previous
+        data["committed"] = committed
+        if reason:
+            data["reason"] = reason
+        data["null_rows"] = self.null_rows
+        data["trimmed"] = self.trimmed
+        return data
+
+
+def _column_type(cur: duckdb.DuckDBPyConnection, table: str, column: str) -> str:
+    row = cur.execute(
+        "SELECT data_type FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND table_name = ? AND column_name = ?",
+        [table, column],
+    ).fetchone()
+    if row is None:
+        raise LookupError(f"the cursor column '{column}' is not a column of the staged data")
+    return str(row[0])
+
+
+def trim_and_capture(
+    cur: duckdb.DuckDBPyConnection, table: str, bounds: ReadBounds, now: dt.datetime | None = None
+) -> Capture:
+    """Trim the staging table `table` (unquoted) to `bounds`, then capture its new watermark."""
+    cursor = str(bounds.cursor)
+    typ = _column_type(cur, table, cursor)
+    target, col = quote_ident(table), quote_ident(cursor)
+
+    def literal(text: str) -> str:
+        return f"CAST({quote_literal(text)} AS {typ})"
+
+    predicate = bounds_predicate(col, bounds, literal)
+    trimmed = 0
+    if predicate:
+        deleted = cur.execute(f"DELETE FROM {target} WHERE NOT {predicate}").fetchone()
+        trimmed = int(deleted[0]) if deleted else 0
+    found = cur.execute(
+        f"SELECT CAST(max({col}) AS VARCHAR), count(*) FILTER (WHERE {col} IS NULL) FROM {target}"
+    ).fetchone()
+    high = None if found is None or found[0] is None else str(found[0])
+    nulls = int(found[1]) if found is not None else 0
+    if high is not None and bounds.upper is not None and _greater(cur, high, bounds.upper, typ):
+        high = bounds.upper
+    if high is None and bounds.upper is not None and _past(cur, bounds.upper, typ, now):
+        high = bounds.upper
+    if high is not None and bounds.committed is not None and not _greater(cur, high, bounds.committed, typ):
+        high = None
+    return Capture(cursor, bounds.lower, bounds.upper, bounds.committed, high, nulls, trimmed)
+
+
+def _greater(cur: duckdb.DuckDBPyConnection, a: str, b: str, typ: str) -> bool:
+    row = cur.execute(f"SELECT CAST(? AS {typ}) > CAST(? AS {typ})", [a, b]).fetchone()
+    return bool(row and row[0])
+
+
+def _past(cur: duckdb.DuckDBPyConnection, value: str, typ: str, now: dt.datetime | None) -> bool:
+    """Whether `value` lies before this moment (UTC) in the cursor's type."""
+    moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC).replace(tzinfo=None)
+    text = moment.isoformat(sep=" ")
+    if "TIME ZONE" in typ:
+        text += "+00"
+    row = cur.execute(f"SELECT CAST(? AS {typ}) <= CAST(? AS {typ})", [value, text]).fetchone()
+    return bool(row and row[0])
+
+
+# -- commit decision -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadOutcome:
+    """An incremental load at the end of a run: its status, how it got its rows, its capture."""
+
+    name: str
+    status: NodeStatus
+    capture: Capture | None
+    provenance: Provenance | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    commit: bool
+    reason: str  # why not, or what was committed
+
+
+def decide(
+    load: LoadOutcome, downstream_sinks: Sequence[str], sink_status: Mapping[str, NodeStatus]
+) -> Decision:
+    """Whether `load`'s new watermark is committed. `downstream_sinks` are every sink write that reads the
+    dataset (directly or through pipelines) in the whole project; `sink_status` holds the statuses of the
+    nodes of this run (a sink not in it did not commit in this run)."""
+    if load.status != NodeStatus.SUCCESS or load.capture is None:
+        return Decision(False, "the load did not succeed")
+    if load.capture.high is None:
+        return Decision(False, "nothing newer than the watermark was staged")
+    if not downstream_sinks:
+        return Decision(False, "no sink write reads this dataset, so nothing delivered its rows")
+    for sink in downstream_sinks:
+        status = sink_status.get(sink)
+        if status == NodeStatus.SUCCESS:
+            continue
+        if status == NodeStatus.CARRIED_FORWARD and load.provenance == Provenance.REUSED:
+            continue
+        if status is None:
+            return Decision(False, f"sink write {sink} did not run in this run")
+        if status == NodeStatus.CARRIED_FORWARD:
+            return Decision(False, f"sink write {sink} was carried forward, but the load was re-extracted")
+        return Decision(False, f"sink write {sink} did not commit ({status})")
+    return Decision(True, f"committed {load.capture.high}")
+
+
+def downstream_sinks(nodes: Mapping[str, Any], load: str) -> list[str]:
+    """Every sink write that reads `load` through any chain of nodes (`nodes`: the whole project's DAG)."""
+    edges = {name: list(node.deps) for name, node in nodes.items()}
+    return sorted(n for n in descendants(edges, [load]) if isinstance(nodes[n], SinkWriteNode))
+
+
+@dataclass(frozen=True)
+class RunCommit:
+    """What the end of a run did with its incremental loads' watermarks."""
+
+    committed: dict[str, Watermark]  # load name -> the watermark recorded
+    skipped: dict[str, str]  # load name -> why its new watermark was not committed
+    error: str | None = None  # the state file could not be written (nothing was committed)
+
+
+def commit_run(
+    nodes: Mapping[str, Any],
+    statuses: Mapping[str, NodeStatus],
+    provenance: Mapping[str, Provenance | None],
+    captures: Mapping[str, Capture],
+    state: RunState,
+    run_id: str,
+) -> RunCommit:
+    """Decide each captured load's watermark (`decide`) and record the committed ones in one transaction."""
+    marks: dict[str, Watermark] = {}
+    skipped: dict[str, str] = {}
+    for name, capture in sorted(captures.items()):
+        node = nodes[name]
+        assert isinstance(node, SourceLoadNode)
+        load = LoadOutcome(name, statuses.get(name, NodeStatus.PENDING), capture, provenance.get(name))
+        decision = decide(load, downstream_sinks(nodes, name), statuses)
+        if decision.commit and capture.high is not None:
+            marks[name] = Watermark(node.source, node.dataset, capture.cursor, capture.high, run_id)
+        else:
+            skipped[name] = decision.reason
+    try:
+        state.commit_watermarks(marks.values())
+    except Exception as exc:  # the disk, permissions, another process holding the file
+        reason = f"{type(exc).__name__}: {exc}"
+        unwritten = dict.fromkeys(marks, "the state file could not be written")
+        return RunCommit({}, {**skipped, **unwritten}, reason)
+    return RunCommit(marks, skipped)
