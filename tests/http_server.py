@@ -1,5 +1,6 @@
 """A loopback JSON API for the http connector's tests: it paginates (cursor, page number, offset, Link
-header), throttles (429/503 with Retry-After), fails mid-stream, checks a token, and counts what it
+header), throttles (429/503 with Retry-After, or a
+rate limit of N GETs per window), fails mid-stream, checks a token, and counts what it
 received. It runs on a thread of the test process, on 127.0.0.1 with a free port; tests start and stop it
 (`api_server` fixture in the http tests).
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -56,6 +58,11 @@ class ApiState:
     ignore_page: bool = False  # a broken server that always answers the first page
     parse_posts: bool = True  # False (benchmarks): accept a body without parsing or keeping its rows
     cache_pages: bool = False  # True (benchmarks): serialize each page once
+    # (requests, seconds): a GET beyond `requests` in the last `seconds` is answered 429 Retry-After: 1.
+    # The window is counted at half of `seconds` so a client pacing exactly at the limit is never refused
+    # for the network's jitter between its send and our receipt.
+    rate_limit: tuple[int, float] | None = None
+    _gets: list[float] = field(default_factory=list)
     _pages: dict[str, bytes] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -108,6 +115,14 @@ class _Handler(BaseHTTPRequestHandler):
             if not bearer and query.get("api_key") != [state.token]:
                 return 401, {}, {"error": "unauthorized"}
         key = (method, path)
+        if method == "GET" and state.rate_limit is not None:
+            count, seconds = state.rate_limit
+            with state.lock:
+                now = time.monotonic()
+                state._gets = [t for t in state._gets if now - t < seconds * 0.5]
+                if len(state._gets) >= count:
+                    return 429, {"Retry-After": "1"}, {"error": "rate limited"}
+                state._gets.append(now)
         with state.lock:
             fault = state.faults.get(key)
             done = state.answered[key]

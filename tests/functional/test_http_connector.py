@@ -244,6 +244,82 @@ def test_throttling_past_the_attempts_fails_transient(tmp_path: Path, api: ApiSe
     assert len([r for r in api.state.requests if r.status == 503]) == 2  # never retried inside the connector
 
 
+RATE_LIMITED = """
+    connector: http
+    connection: { base_url: BASE }
+    datasets:
+      items:
+        path: /cursor/items
+        records: data.items
+        pagination: { style: cursor, cursor_path: meta.next_cursor }
+        retry: { max_attempts: 5, base_delay: 10ms, max_delay: 20ms }
+        columns: { id: bigint, name: varchar }
+"""
+
+
+def _rate_limited(tmp_path: Path, api: ApiServer, pacing: str) -> tuple[Path, PzResult]:
+    # 10 pages of one record; the API allows 3 GETs per second and answers 429 Retry-After: 1 beyond
+    api.state.datasets["items"] = ROWS
+    api.state.page_size = 1
+    api.state.rate_limit = (3, 1.0)
+    root = project(
+        tmp_path / "p",
+        api,
+        RATE_LIMITED + pacing,
+        "INSERT INTO {{ sink('wh', 'items') }}\nSELECT id, name FROM {{ source('api', 'items') }}\n",
+    )
+    return root, run(root, "run")
+
+
+def test_a_read_longer_than_the_quota_fails_naming_the_page_and_rate_limit(
+    tmp_path: Path, api: ApiServer
+) -> None:
+    _root, result = _rate_limited(tmp_path, api, "")
+    assert result.exit_code == 1, result.output
+    node = result.node("src_api__items")
+    assert node["attempts"] == 5 and node["error"]["transient"] is True
+    message = node["error"]["message"]
+    # every attempt starts again at page 1, so it is throttled at page 4: the message names the page
+    # (the URL without its query string) and the remedy
+    assert f"GET {api.url}/cursor/items (page 4): HTTP 429" in message
+    assert "?" not in message.split(": HTTP")[0]
+    assert "rate_limit:" in message
+    assert [r.status for r in api.state.requests].count(429) == 5  # one per attempt: never retried inside
+
+
+def test_rate_limit_paces_the_read_within_the_quota(tmp_path: Path, api: ApiServer) -> None:
+    root, result = _rate_limited(tmp_path, api, "        rate_limit: { requests: 3, per: 1s }\n")
+    assert result.exit_code == 0, result.output
+    assert rows_in(root, "items") == [(r["id"], r["name"]) for r in ROWS]  # every row exactly once
+    ok = [r for r in api.state.requests if r.status == 200]
+    assert len(ok) >= 10
+
+
+def test_validate_reports_rate_limit_mistakes(tmp_path: Path, api: ApiServer) -> None:
+    source = """
+        connector: http
+        connection: { base_url: BASE }
+        datasets:
+          a: { path: /a, rate_limit: { requests: 0, per: soon } }
+          b: { path: /b, rate_limit: { requests: 2, per: 0s, burst: 1 } }
+    """
+    root = project(
+        tmp_path / "p",
+        api,
+        source,
+        "INSERT INTO {{ sink('wh', 'x') }}\n"
+        "SELECT * FROM {{ source('api', 'a') }}, {{ source('api', 'b') }}\n",
+    )
+    result = run(root, "validate")
+    assert result.exit_code == 2
+    out = result.output
+    assert "rate_limit requests must be a whole number of at least 1" in out
+    assert "rate_limit per: 'soon' is not a duration" in out
+    assert "rate_limit per: must be a positive duration" in out
+    assert "burst" in out
+    assert "PZ0304" in out
+
+
 def test_a_server_that_ignores_the_page_parameter_is_an_error(tmp_path: Path, api: ApiServer) -> None:
     api.state.datasets["items"] = ROWS
     api.state.ignore_page = True

@@ -112,11 +112,26 @@ class Pagination:
 
 
 @dataclass(frozen=True)
+class RateLimit:
+    """At most `requests` requests start in any window of `per` seconds (client-side pacing)."""
+
+    requests: int
+    per: float
+
+    @staticmethod
+    def of(block: Any) -> RateLimit | None:
+        if not isinstance(block, Mapping):
+            return None
+        return RateLimit(int(block["requests"]), _seconds(block["per"]))
+
+
+@dataclass(frozen=True)
 class HttpDataset:
     path: str
     params: dict[str, str] = field(default_factory=dict, repr=False)
     records: str | None = None  # JSON path of the records list in each page; None: the body itself
     pagination: Pagination = field(default_factory=Pagination)
+    rate_limit: RateLimit | None = None
 
     @staticmethod
     def of(options: Mapping[str, Any]) -> HttpDataset:
@@ -125,6 +140,7 @@ class HttpDataset:
             _strings(options.get("params")),
             json_path(options.get("records")),
             Pagination.of(options.get("pagination")),
+            RateLimit.of(options.get("rate_limit")),
         )
 
 
@@ -171,6 +187,47 @@ def issues(
             found.append(ConnectorIssue(f"timeout: {exc}", ("timeout",)))
     for name, block in datasets.items():
         found += _pagination_issues(name, block.get("pagination"))
+        found += _rate_limit_issues(name, block.get("rate_limit"))
+    return found
+
+
+def _rate_limit_issues(name: str, block: Any) -> list[ConnectorIssue]:
+    if block is None:
+        return []
+    at = ("rate_limit",)
+    if not isinstance(block, Mapping):
+        return [
+            ConnectorIssue("rate_limit must be { requests: <count>, per: <duration> }", at, "dataset", name)
+        ]
+    found = []
+    count = block.get("requests")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        found.append(
+            ConnectorIssue(
+                "rate_limit requests must be a whole number of at least 1, e.g. requests: 10",
+                (*at, "requests"),
+                "dataset",
+                name,
+            )
+        )
+    per = block.get("per")
+    try:
+        if per is None or isinstance(per, bool):
+            raise ValueError("is required: the window, e.g. per: 1s")
+        if _seconds(per) <= 0:
+            raise ValueError("must be a positive duration, e.g. per: 1s")
+    except ValueError as exc:
+        found.append(ConnectorIssue(f"rate_limit per: {exc}", (*at, "per"), "dataset", name))
+    for key in block:
+        if key not in ("requests", "per"):
+            found.append(
+                ConnectorIssue(
+                    f"rate_limit key {key} is not known; write {{ requests: <count>, per: <duration> }}",
+                    (*at, str(key)),
+                    "dataset",
+                    name,
+                )
+            )
     return found
 
 

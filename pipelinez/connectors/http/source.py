@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
-from pipelinez.connectors.http.client import Response, request, shown, with_params
+from pipelinez.connectors.http.client import HttpStatusError, Response, request, shown, with_params
+from pipelinez.connectors.http.pacing import pacer_for
 from pipelinez.connectors.http.pages import Page, PageReader
 from pipelinez.connectors.http.settings import HttpConnection, HttpDataset, Pagination
 from pipelinez.core.diagnostics import PzConnectorError
@@ -69,6 +70,7 @@ class PageWalk:
         self.url = endpoint_url(conn, ds.path)
         self.params = {**conn.params, **ds.params}
         self.dataset_name = dataset_name
+        self.pacer = pacer_for(self.url, ds.rate_limit) if ds.rate_limit else None
 
     def batches(self, first_page_only: bool = False) -> Iterator[pa.RecordBatch]:
         p = self.ds.pagination
@@ -78,7 +80,7 @@ class PageWalk:
         last_digest = ""
         while url is not None:
             what = f"GET {shown(url)} (page {pages + 1})"
-            response = request("GET", url, self.conn.headers, self.conn.timeout, label=f" (page {pages + 1})")
+            response = self._get(url, pages + 1)
             digest = hashlib.sha256(response.body).hexdigest()
             if pages and digest == last_digest and p.style in ("page", "offset", "link"):
                 raise PzConnectorError(
@@ -93,6 +95,23 @@ class PageWalk:
             if first_page_only or (p.max_pages is not None and pages >= p.max_pages):
                 return
             url = self._next(p, page, response, url, records, pages, seen_cursors, what)
+
+    def _get(self, url: str, page: int) -> Response:
+        if self.pacer is not None:
+            self.pacer.wait()
+        try:
+            return request("GET", url, self.conn.headers, self.conn.timeout, label=f" (page {page})")
+        except HttpStatusError as exc:
+            if exc.status != 429 or self.pacer is not None:
+                raise
+            raise HttpStatusError(
+                f"{exc.message}; a throttled attempt starts again from page 1, so declare rate_limit: "
+                f"{{ requests: <count>, per: <duration> }} on dataset '{self.dataset_name}' to pace "
+                "its requests within the API's quota",
+                exc.status,
+                is_transient=True,
+                retry_after=exc.retry_after,
+            ) from None
 
     def _next(
         self,
