@@ -61,3 +61,19 @@ def canonical_text(node: Any, input_ids: Sequence[str]) -> str:
 
 def content_id(node: Any, input_ids: Sequence[str]) -> str:
     return hashlib.sha256(canonical_text(node, input_ids).encode("utf-8")).hexdigest()[:ID_LENGTH]
+
+
+def id_parts(node: Any) -> dict[str, str]:
+    """A digest of each part of what a node's id hashes (`work.sql`, `work.endpoint.connection`, …), so a
+    retry can say which part of an edited node changed without keeping the parts (secrets stay digests)."""
+    parts: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any, depth: int) -> None:
+        if isinstance(value, dict) and depth < 3:
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else key, item, depth + 1)
+        else:
+            parts[prefix] = value if isinstance(value, str) and value.startswith("sha256:") else digest(value)
+
+    walk("", canonical(node), 0)
+    return parts

@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 
 from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.graph import ancestors, descendants
+from pipelinez.compile.ids import id_parts
 from pipelinez.compile.nodes import CheckNode, SinkWriteNode, SourceLoadNode
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, Provenance
 from pipelinez.engine.run_results import NodeResult, RunResults
 from pipelinez.engine.staging_store import Reuse, StagedLoad, StagedPart, StagingStore
 
+FULL_PASS = "run 'pz run' for a full pass if needed"
 UNFINISHED = frozenset(
     {NodeStatus.FAILED, NodeStatus.SKIPPED, NodeStatus.CANCELLED, NodeStatus.PENDING, NodeStatus.RUNNING}
 )
@@ -42,6 +44,7 @@ class RetrySelection:
     fallbacks: dict[str, str] = field(default_factory=dict)  # source load -> why it is extracted again
     changed: list[str] = field(default_factory=list)  # edited nodes that were to be retried (notes)
     removed: list[str] = field(default_factory=list)  # nodes to retry that are no longer in the project
+    why_changed: dict[str, str] = field(default_factory=dict)  # changed node -> " (only its connection …)"
     order: list[str] = field(default_factory=list)  # run and carried nodes, in dependency order
     left_alone: list[str] = field(default_factory=list)  # committed, edited since: neither carried nor run
 
@@ -75,7 +78,8 @@ class RetrySelection:
     def notes(self) -> list[str]:
         """The notes a retry prints before its nodes, in the article's words."""
         notes = [
-            f"{n} changed since the failed run; run 'pz run' for a full pass if needed" for n in self.changed
+            f"{n} changed since the failed run{self.why_changed.get(n, '')}; {FULL_PASS}"
+            for n in self.changed
         ]
         notes += [
             f"{n} is no longer in the project; run 'pz run' for a full pass if needed" for n in self.removed
@@ -177,6 +181,14 @@ def _report_changes(sel: RetrySelection, last: RunResults, dag: CompiledDag, unm
         if not any(n in edited for n in lineage) and name not in roots:
             roots.append(name)  # its own change left no trace upstream (e.g. an input was added)
     sel.changed = [n for n in dag.nodes if n in roots]
+    before = {n.name: n.id_parts for n in last.nodes}
+    for n in sel.changed:
+        old_parts, new_parts = before.get(n), id_parts(dag.nodes[n])
+        if old_parts is None:
+            continue
+        differ = {k for k in old_parts.keys() | new_parts.keys() if old_parts.get(k) != new_parts.get(k)}
+        if differ and all(k.endswith(".connection") for k in differ):
+            sel.why_changed[n] = " (only its connection changed: a connection setting or a secret's value)"
 
 
 def _checks_of(dag: CompiledDag, chosen: set[str]) -> set[str]:
@@ -289,4 +301,5 @@ def _carried(before: NodeResult, run_id: str) -> NodeResult:
         provenance=Provenance.CARRIED_FORWARD,
         reused_from=wrote or run_id,
         batches_committed=before.batches_committed,
+        id_parts=before.id_parts,
     )

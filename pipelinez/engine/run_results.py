@@ -132,6 +132,9 @@ class NodeResult:
     skipped_because: str | None = None
     message: str | None = None
     checkpoint: DeliveryCheckpoint | None = None  # checkpointed delivery: every acknowledged batch
+    id_parts: dict[str, str] | None = (
+        None  # a digest per part of what the id hashes (what changed, for retry)
+    )
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -155,6 +158,8 @@ class NodeResult:
             data["checkpoint"] = self.checkpoint.to_dict()
         data["skipped_because"] = self.skipped_because
         data["message"] = self.message
+        if self.id_parts is not None:
+            data["id_parts"] = self.id_parts
         return data
 
     @staticmethod
@@ -179,6 +184,7 @@ class NodeResult:
             skipped_because=data.get("skipped_because"),
             message=data.get("message"),
             checkpoint=DeliveryCheckpoint.from_dict(data.get("checkpoint")),
+            id_parts=dict(data["id_parts"]) if isinstance(data.get("id_parts"), dict) else None,
         )
 
 

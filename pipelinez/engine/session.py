@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from pipelinez.compile.ids import id_parts
 from pipelinez.compile.policy import BreakerPolicy
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core import failpoints
@@ -195,7 +196,10 @@ def execute(
     resume = resume or Resumption()
     with RunSession(project.state_dir, plan.dag.redactor, project.keep_last, subscribers, lock) as session:
         results = RunResults(session.run_id, command, utc_now(), plan.selection, args, retry_of=retry_of)
-        planned = [NodeResult(p.node.id, p.node.name, p.node.kind, tier=p.tier) for p in plan.nodes]
+        planned = [
+            NodeResult(p.node.id, p.node.name, p.node.kind, tier=p.tier, id_parts=id_parts(p.node))
+            for p in plan.nodes
+        ]
         by_name = {n.name: n for n in [*planned, *resume.carried]}
         results.nodes = [by_name[name] for name in plan.dag.nodes if name in by_name]
         session.begin(results, len(results.nodes), warnings, (*resume.notes, *notes))

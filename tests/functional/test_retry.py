@@ -825,3 +825,30 @@ def test_an_edited_committed_sibling_is_named_not_silently_skipped(project_dir: 
         "retry does not run it; run 'pz run' for a full pass if needed"
     ) in retry.lines
     assert "lake.enriched" not in _nodes(_runs(project_dir)[-1])
+
+
+def test_a_rotated_secret_is_named_as_the_only_change(project_dir: Path) -> None:
+    files = {
+        **LOCAL,
+        "project.yml": "name: shop\nengine: { threads: 1 }\n"
+        "env:\n  DATA_TOKEN: { required: true, secret: true }\n",
+        "sources/files.yml": LOCAL["sources/files.yml"].replace(
+            "connection: { root: data }", "connection: { root: \"data{{ env('DATA_TOKEN') }}\" }"
+        ),
+    }
+    write_project(project_dir, files)
+    for token in ("-a", "-b"):
+        folder = project_dir / f"data{token}"
+        folder.mkdir()
+        for name in ("orders.csv", "customers.csv", "events.csv"):
+            (folder / name).write_text((project_dir / "data" / name).read_text())
+    failed = pz(project_dir, "run", env={**FAIL_WH, "DATA_TOKEN": "-a"})
+    assert failed.exit_code == 1, failed.output
+    retry = pz(project_dir, "retry", env={"DATA_TOKEN": "-b"})
+    assert retry.exit_code == 0
+    assert retry.lines[-1] == "nothing to retry (project changed)"
+    assert (
+        "note: src_files__customers changed since the failed run (only its connection changed: a connection "
+        "setting or a secret's value); run 'pz run' for a full pass if needed"
+    ) in retry.lines
+    assert "-a" not in retry.output and "-b" not in retry.output.replace("--", "")
