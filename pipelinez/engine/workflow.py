@@ -108,14 +108,7 @@ def run(
     the_plan, warnings = plan(project_dir, select, exclude, overrides, environ, full_refresh)
     args = RunArgs(tuple(select), tuple(exclude), dict(overrides or {}), threads, fail_fast, full_refresh)
     incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
-    notes = (
-        [
-            "--full-refresh: committed watermarks are ignored for this run; incremental dataset(s) "
-            f"{', '.join(incremental)} are read from their start"
-        ]
-        if full_refresh and incremental
-        else []
-    )
+    notes = [_full_refresh_note(incremental)] if full_refresh and incremental else []
     return execute(
         the_plan,
         command=command,
@@ -156,11 +149,19 @@ def retry(
             return RetryOutcome(last.run_id, notes, message, selection)
         if dry_run:
             return RetryOutcome(last.run_id, notes, None, selection, dry_run=True, warnings=tuple(warnings))
-        retry_plan, diags = plan_named(dag, selection.run, last.selection)
+        run_dag = dag
+        if full_refresh and not last.args.full_refresh:
+            # ids were matched as the failed run compiled; the retry itself reads every incremental dataset
+            # from its start (watermarks ignored), so it runs the full-refresh compile of the same nodes
+            run_dag = plan(root, (), (), last.args.vars, environ, full_refresh=True)[0].dag
+        retry_plan, diags = plan_named(run_dag, selection.run, last.selection)
         errors = [d for d in diags if d.is_error]
         if errors:
             raise PzValidationError([*errors, *warnings])
         args = dataclasses.replace(last.args, full_refresh=last.args.full_refresh or full_refresh)
+        incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(retry_plan))
+        if args.full_refresh and incremental:
+            notes = (*notes, _full_refresh_note(incremental))
         handed = True
         outcome = execute(
             retry_plan,
@@ -179,6 +180,13 @@ def retry(
     finally:
         if not handed:
             lock.__exit__(None, None, None)
+
+
+def _full_refresh_note(incremental: Sequence[str]) -> str:
+    return (
+        "--full-refresh: committed watermarks are ignored for this run; incremental dataset(s) "
+        f"{', '.join(incremental)} are read from their start"
+    )
 
 
 def _incremental_loads(the_plan: Plan) -> list[tuple[str, str]]:

@@ -112,9 +112,13 @@ def _failed_run(project: Path, files: dict[str, str] | None = None) -> str:
 
 SOURCE_SQL = """
     CREATE TABLE public.customers (id bigint PRIMARY KEY, name text);
-    CREATE TABLE public.orders (id bigint PRIMARY KEY, customer_id bigint, amount numeric(10,2));
+    CREATE TABLE public.orders (
+        id bigint PRIMARY KEY, customer_id bigint, amount numeric(10,2), updated_at timestamp
+    );
     INSERT INTO public.customers SELECT i, 'customer ' || i FROM generate_series(1, 300) AS i;
-    INSERT INTO public.orders SELECT i, 1 + i % 300, (i % 97) + 0.5 FROM generate_series(1, 5000) AS i;
+    INSERT INTO public.orders
+    SELECT i, 1 + i % 300, (i % 97) + 0.5, timestamp '2026-10-01 00:00:00' + i * interval '1 second'
+    FROM generate_series(1, 5000) AS i;
 """
 
 
@@ -139,7 +143,8 @@ def _article_project(project: Path, source_db: str, warehouse_db: str) -> None:
                     columns: {{ id: bigint, name: varchar }}
                   orders:
                     table: public.orders
-                    columns: {{ id: bigint, customer_id: bigint, amount: "decimal(10,2)" }}
+                    columns:
+                      {{ id: bigint, customer_id: bigint, amount: "decimal(10,2)", updated_at: timestamp }}
             """,
             "sinks/lake.yml": "connector: localfiles\nconnection: { root: lake }\n",
             "sinks/warehouse.yml": f"""
@@ -154,9 +159,20 @@ def _article_project(project: Path, source_db: str, warehouse_db: str) -> None:
                 SELECT o.id AS order_id, o.amount, c.name AS customer
                 FROM {{ source('pg_prod', 'orders') }} AS o
                 JOIN {{ source('pg_prod', 'customers') }} AS c ON c.id = o.customer_id
+                WHERE o.updated_at > {{ watermark('pg_prod', 'orders') }}
             """,
         },
     )
+
+
+def _watermark(project: Path) -> str | None:
+    from pipelinez.core.run_state import RunState
+
+    mark = RunState(project / ".pz").watermark("pg_prod", "orders")
+    return None if mark is None else mark.value
+
+
+LAST_UPDATE = "2026-10-01 01:23:20"  # order 5000's updated_at
 
 
 @pytest.mark.postgres
@@ -168,6 +184,7 @@ def test_the_articles_retry(project_dir: Path) -> None:
         assert "FAIL warehouse.orders_enriched 0 rows" in failed.output
         assert re.search(r"^ok lake\.orders_enriched 5000 rows \d+ms$", failed.output, re.M)
         first = _runs(project_dir)[-1].name
+        assert _watermark(project_dir) is None  # not every sink downstream of orders committed
         lake = _files(project_dir / "lake")
         # The replica is not contacted again: the source tables are gone, and the retry still finishes.
         _pg(source_db, "ALTER TABLE public.orders RENAME TO orders_gone; DROP TABLE public.customers")
@@ -203,6 +220,9 @@ def test_the_articles_retry(project_dir: Path) -> None:
         assert lake_node["rows"] == 5000 and lake_node["reused_from"] == first
         assert "provenance" not in nodes["orders_enriched"]
         assert "provenance" not in nodes["warehouse.orders_enriched"]
+        # the lake write carried forward and the warehouse write finish the run's job: the watermark advances
+        assert _watermark(project_dir) == LAST_UPDATE
+        assert nodes["src_pg_prod__orders"]["watermark"]["committed"] is True
         history = pz(project_dir, "runs").lines
         assert re.search(r"success .* 2 +1$", history[1]), history
         assert re.search(r"failed .* 0 +0$", history[2]), history
@@ -234,6 +254,49 @@ def test_a_staged_table_that_does_not_check_out_is_known_before_the_retry_runs(p
     retry = pz(project_dir, "retry")
     assert "ok lake.enriched 3 rows" in _node_lines(retry.output)
     assert _nodes(_runs(project_dir)[-1])["lake.enriched"]["status"] == "success"
+
+
+@pytest.mark.postgres
+def test_a_carried_forward_sink_cannot_advance_the_watermark_of_a_source_that_was_extracted_again(
+    project_dir: Path,
+) -> None:
+    with fresh_pg_database(SOURCE_SQL) as source_db, fresh_pg_database() as warehouse_db:
+        _article_project(project_dir, source_db, warehouse_db)
+        failed = pz(project_dir, "run", env={"PZ_FAILPOINTS": "sink.write@warehouse.orders_enriched"})
+        assert failed.exit_code == 1
+        first = _runs(project_dir)[-1].name
+        # the staged table checks out while the retry is planned, so the lake write is carried forward; then
+        # its copy fails at run time and the load is extracted again
+        retry = pz(project_dir, "retry", env={"PZ_FAILPOINTS": "reuse.copy@src_pg_prod__orders"})
+        assert retry.exit_code == 0, retry.output
+        assert f"note: carrying forward 1 committed sink write(s) from run {first}" in retry.lines
+        nodes = _nodes(_runs(project_dir)[-1])
+        assert nodes["lake.orders_enriched"]["status"] == "carried_forward"
+        assert "provenance" not in nodes["src_pg_prod__orders"]
+        assert nodes["src_pg_prod__orders"]["watermark"]["committed"] is False
+        assert _watermark(project_dir) is None  # the lake holds what the failed run read, not this read
+
+
+@pytest.mark.postgres
+def test_full_refresh_retry_ignores_the_watermarks(project_dir: Path) -> None:
+    with fresh_pg_database(SOURCE_SQL) as source_db, fresh_pg_database() as warehouse_db:
+        _article_project(project_dir, source_db, warehouse_db)
+        assert pz(project_dir, "run").exit_code == 0
+        assert _watermark(project_dir) == LAST_UPDATE
+        _pg(source_db, "INSERT INTO public.orders VALUES (5001, 1, 1.5, timestamp '2026-10-02 00:00:00')")
+        failed = pz(project_dir, "run", env={"PZ_FAILPOINTS": "sink.write@warehouse.orders_enriched"})
+        assert failed.exit_code == 1
+        assert "ok src_pg_prod__orders 1 rows" in " ".join(_node_lines(failed.output))
+        retry = pz(project_dir, "retry", "--full-refresh")
+        assert retry.exit_code == 0, retry.output
+        assert (
+            "note: --full-refresh: committed watermarks are ignored for this run; incremental dataset(s) "
+            "pg_prod.orders are read from their start"
+        ) in retry.lines
+        assert "ok src_pg_prod__orders 5001 rows" in _node_lines(retry.output)
+        assert "ok warehouse.orders_enriched 5001 rows" in _node_lines(retry.output)
+        assert "ok lake.orders_enriched 5001 rows" in _node_lines(retry.output)  # run again, not carried
+        assert _watermark(project_dir) == "2026-10-02 00:00:00"
 
 
 # -- selection -----------------------------------------------------------------------------------------------
