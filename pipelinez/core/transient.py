@@ -49,7 +49,8 @@ What is then matched, case-insensitively (`TRANSIENT_PHRASES`, `HTTP_STATUS_CODE
 Known gap, kept on purpose because the list is closed: httpfs 1.5's curl client reports a refused TCP
 connection as ``Could not connect to server error for HTTP HEAD to '…'``, which no listed phrase matches.
 A message whose transient phrase is itself inside quotes (``last attempt failed with: "Connection reset"``)
-is not matched either. Both err on the side of not retrying.
+is not matched either. Both err on the side of not retrying here; a connector that ran the statement itself
+may still report it transient (the object stores do for their reads: `connectors.files.netfail`).
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pipelinez.connectors.files.netfail import is_network_failure
 from pipelinez.connectors.files.store import FileRef, file_list
 from pipelinez.connectors.sdk_sql import summary, with_schema
 from pipelinez.core.diagnostics import PzConnectorError
@@ -122,6 +123,12 @@ def resolve_schema(
             f"sniff_csv({quote_literal(first_file.location)}, {dialect.duckdb_args()})"
         ).fetchone()
     except duckdb.Error as exc:
+        if is_network_failure(str(exc)):  # the read itself failed, not the detection: retried, no advice
+            raise PzConnectorError(
+                f"cannot read {first_file} to detect its column types: {summary(str(exc))}",
+                is_transient=True,
+                code="PZ0505",
+            ) from exc
         raise PzConnectorError(
             f"DuckDB could not detect the column types of {first_file}: {summary(str(exc))}; declare "
             "columns: for this dataset (and check delimiter, quote and header)",
@@ -306,7 +313,11 @@ def universal_batches(
                         produced = True
                         yield batch
                 except duckdb.Error as exc:
-                    raise PzConnectorError(f"file {file}: {summary(str(exc))}", code="PZ0505") from exc
+                    raise PzConnectorError(
+                        f"file {file}: {summary(str(exc))}",
+                        is_transient=is_network_failure(str(exc)),
+                        code="PZ0505",
+                    ) from exc
                 finally:
                     con.unregister("pz_csv_stream")
         if not produced and last_schema is not None:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pipelinez.connectors.files.jsondepth import refuse_too_deep
+from pipelinez.connectors.files.netfail import is_network_failure
 from pipelinez.connectors.files.store import FileRef, file_list
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, quote_literal
@@ -49,6 +50,12 @@ def infer_columns(
     try:
         rows = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
     except duckdb.Error as exc:
+        if is_network_failure(str(exc)):  # the read itself failed, not the inference: retried, no advice
+            raise PzConnectorError(
+                f"cannot read {files[0]} to infer its columns: {str(exc).splitlines()[0]}",
+                is_transient=True,
+                code="PZ0505",
+            ) from None
         raise PzConnectorError(
             f"cannot infer the columns of {files[0]}{' …' if len(files) > 1 else ''}: "
             f"{str(exc).splitlines()[0]}; declare columns: for {what}",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pipelinez.connectors.files import formats, reading, writing
 from pipelinez.connectors.files.csvformat import ReadSchema
+from pipelinez.connectors.files.netfail import as_transient
 from pipelinez.connectors.files.objects import ObjectFolder, ObjectStore, io_error
 from pipelinez.connectors.sdk import (
     NATIVE,
@@ -154,7 +155,7 @@ class ObjectStoreConnector(Connector):
                 select = reading.native_select(cur, ds, schema, files)
                 land(cur, target, bounded_select(select, dataset.bounds))
         except duckdb.Error as exc:
-            raise wrap(exc, "PZ0505") from exc
+            raise as_transient(wrap(exc, "PZ0505"), exc) from exc
         except OSError as exc:
             raise io_error(exc, "PZ0505") from exc
 
@@ -167,7 +168,7 @@ class ObjectStoreConnector(Connector):
             with self.store.session(con) as cur:
                 return writing.write_native(cur, out, folder, source)
         except duckdb.Error as exc:
-            raise wrap(exc, "PZ0501") from exc
+            raise as_transient(wrap(exc, "PZ0501"), exc) from exc
         except OSError as exc:
             raise io_error(exc, "PZ0501") from exc
 
@@ -186,7 +187,9 @@ class ObjectStoreConnector(Connector):
             finally:
                 con.close()
         except duckdb.Error as exc:
-            raise wrap(exc, "PZ0501", "cannot read the schema of the newest file: ") from exc
+            raise as_transient(
+                wrap(exc, "PZ0501", "cannot read the schema of the newest file: "), exc
+            ) from exc
         except OSError as exc:
             raise io_error(exc, "PZ0501") from exc
         return [TargetColumn(name, kind, kind) for name, kind in cols]
@@ -216,7 +219,7 @@ class ObjectStoreConnector(Connector):
             finally:
                 con.close()
         except duckdb.Error as exc:
-            raise wrap(exc, "PZ0602") from exc
+            raise as_transient(wrap(exc, "PZ0602"), exc) from exc
         except OSError as exc:
             raise io_error(exc, "PZ0602") from exc
 
