@@ -425,6 +425,11 @@ def test_sink_posts_batches_and_records_each_acknowledged_one(
     assert [(b["index"], b["rows"]) for b in checkpoint["batches"]] == [(0, 4), (1, 4), (2, 2)]
     assert all(b["fingerprint"].startswith("sha256:") for b in checkpoint["batches"])
     assert_no_secret(root, result)
+    # the checkpoint is part of the published run_results schema
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads((Path(__file__).parents[2] / "pipelinez/engine/schemas/run_results.v1.json").read_text())
+    Draft202012Validator(schema).validate(result.run_results())
 
 
 def test_sink_failing_mid_stream_records_what_was_acknowledged(tmp_path: Path, api: ApiServer) -> None:
