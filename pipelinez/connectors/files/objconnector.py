@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+from abc import abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -71,8 +72,9 @@ class ObjectStoreConnector(Connector):
         self._lock = threading.Lock()
 
     @classmethod
+    @abstractmethod
     def make_store(cls, connection: dict[str, Any]) -> ObjectStore:
-        raise NotImplementedError
+        """The store of this connector's connection block (s3, azureblob)."""
 
     # -- static --------------------------------------------------------------------------------
     @classmethod

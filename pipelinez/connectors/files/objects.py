@@ -29,6 +29,7 @@ import hashlib
 import os
 import secrets
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -90,7 +91,7 @@ def io_error(exc: BaseException, code: str, prefix: str = "") -> PzConnectorErro
     return PzConnectorError(f"{prefix}{text}", is_transient=transient, code=code)
 
 
-class ObjectStore:
+class ObjectStore(ABC):
     """One bucket/container. Subclasses say how to reach it: `scheme`, the extension, the DuckDB secret
     and the pyarrow file system."""
 
@@ -103,16 +104,18 @@ class ObjectStore:
         self._fs: pafs.FileSystem | None = None
 
     # -- what subclasses provide ---------------------------------------------------------------
+    @abstractmethod
     def identity(self) -> tuple[str, ...]:
         """What tells two stores apart (endpoint, account), never a secret."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def secret_options(self) -> str:
         """The body of the DuckDB secret (`TYPE s3, KEY_ID '…', …`) without its SCOPE."""
-        raise NotImplementedError
+        ...
 
-    def make_filesystem(self) -> pafs.FileSystem:
-        raise NotImplementedError
+    @abstractmethod
+    def make_filesystem(self) -> pafs.FileSystem: ...
 
     # -- names ---------------------------------------------------------------------------------
     def uri(self, key: str) -> str:
