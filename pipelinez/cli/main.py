@@ -465,12 +465,15 @@ def restore(settings: Settings, index_url: str | None, find_links: tuple[str, ..
                     "event": "restore",
                     "ts": utc_now(),
                     "installed": list(report.installed),
+                    "notes": list(report.notes),
                     "connectors": [c.to_dict() for c in report.connectors],
                     "lock_file": str(report.lock_file),
                 }
             )
         )
         return
+    for note in report.notes:
+        click.echo(f"note: {note}")
     for requirement in report.installed:
         click.echo(f"installed {requirement}")
     for c in report.connectors:

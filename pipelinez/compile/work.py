@@ -53,11 +53,13 @@ class Endpoint:
     max_concurrency: int | None = field(default=None, metadata=RUN_ONLY)
     force_universal: bool = False
 
-    def connect(self, note: Any = _no_note) -> Connector:
+    def connect(self, note: Any = _no_note, run_id: str = "") -> Connector:
         """A connector instance for one attempt (the caller closes it). ConnectorHostError when its code
         cannot be loaded."""
         cls = registry.load_class(self.connector)
-        return cls(ConnectorContext(self.instance, self.project_dir, self.connection, note=note))
+        return cls(
+            ConnectorContext(self.instance, self.project_dir, self.connection, note=note, run_id=run_id)
+        )
 
     def capabilities(self) -> Capabilities:
         """The manifest's capabilities; none when the manifest is unreadable (tier 3 reported it)."""

@@ -254,6 +254,7 @@ class ConnectorContext:
     project_dir: Path
     connection: dict[str, Any]  # rendered connection block (may hold secrets: never print it)
     note: Callable[[str], None] = lambda _msg: None
+    run_id: str = ""  # the run this instance works for ("" outside a run: validate --connect)
 
 
 class Connector:

@@ -351,6 +351,14 @@ REGISTRY: tuple[Code, ...] = (
         "nothing to do; this code is never reused",
         retired=True,
     ),
+    Code(
+        "PZ0232",
+        "LockMismatch",
+        "the project has a pz.lock, and a connector it pins or uses is not installed as the lock records "
+        "(another package, version or origin, not installed, not recorded, or the pin changed since the "
+        "lock was written)",
+        "run `pz restore` to install exactly what pz.lock records (after a pin change it updates pz.lock)",
+    ),
     # --- 03: connectors and tiers ------------------------------------------------------------
     Code(
         "PZ0301",
@@ -605,6 +613,14 @@ REGISTRY: tuple[Code, ...] = (
         "again",
         "fix what the message names (disk space, permissions, another process holding .pz/state.duckdb); "
         "merge and replace outputs absorb the re-read, an append output receives those rows twice",
+    ),
+    Code(
+        "PZ0531",
+        "BucketNotFound",
+        "an object-store source or sink names a bucket (s3) or container (azureblob) that does not exist at "
+        "the store it connects to",
+        "create the bucket or container named in the message, or fix connection.bucket/container "
+        "(and endpoint/region); pz never creates one",
     ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(

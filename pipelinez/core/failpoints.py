@@ -11,6 +11,8 @@ Known names:
 - `sink.before_swap`: a sink's replace has written its temp table/folder/prefix and is about to swap it in.
 - `sink.during_promote`: an object-store replace has copied its new file over the output's and is about to
   delete the output's other objects.
+- `s3.part_copied`: an s3 promote of an object too large for one CopyObject has copied one part of its
+  multipart copy (the upload is incomplete: the destination is unchanged).
 - `sink.before_merge`: a merge has loaded its work table and is about to upsert it (postgres, mysql), or has
   run its MERGE and is about to commit (duckdb).
 - `sink.after_batch`: an append has committed one batch (postgres, mysql).

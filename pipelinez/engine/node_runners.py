@@ -74,7 +74,7 @@ class NodeOutput:
 
 def make_connector(ctx: NodeContext, point: Endpoint) -> Connector:
     try:
-        return point.connect(note=ctx.note)
+        return point.connect(note=ctx.note, run_id=ctx.run_id)
     except ConnectorHostError as exc:
         d = exc.diagnostics[0]
         raise NodeFailure(d.code, d.message) from exc

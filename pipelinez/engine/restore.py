@@ -1,14 +1,19 @@
 """`pz restore`: install the connector packages project.yml pins, into the running Python environment, and
 write `pz.lock`.
 
-Pins already satisfied by what is installed are left alone (no network). The others are installed in one
-`pip install` of the running interpreter, so pip resolves them together and honours its own configuration
-(PIP_INDEX_URL, pip.conf); `--index-url`, `--find-links` and `--no-index` are passed on, which is how a
-restore works offline from a folder of wheels. Afterwards each pin is checked again against the entry
-points that are now installed. Failures are RestoreError with PZ07xx codes, all of them reported at once.
+With a pz.lock, restore installs exactly what it records: for every connector whose lock entry was written
+for the pin project.yml has now, the locked package at the locked version (`name==version`), or from the
+locked URL (a VCS install at the locked commit). A connector whose pin changed since (or that the lock does
+not record) is resolved from its pin, and the lock is updated. Connectors already installed as required are
+left alone (no network). The others are installed in one `pip install` of the running interpreter, so pip
+resolves them together and honours its own configuration (PIP_INDEX_URL, pip.conf); `--index-url`,
+`--find-links` and `--no-index` are passed on, which is how a restore works offline from a folder of wheels.
+Afterwards each connector is checked again against what is now installed. Failures are RestoreError with
+PZ07xx codes (a used connector that is neither installed, pinned nor locked: PZ0215), all reported at once.
 
 pz.lock records, for every connector the project pins or uses, the package and version that provide it and
-where it came from. It holds no timestamp, so it only changes when what is installed changes.
+where it came from (`core.lockfile`). It holds no timestamp and no credential (URLs are masked), so it only
+changes when what is installed changes.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from pipelinez import __version__
 from pipelinez.config.loader import load_project
@@ -34,10 +39,19 @@ from pipelinez.core.diagnostics import (
     RestoreError,
     error,
 )
-from pipelinez.core.pins import Pin, PinError, parse_pin
+from pipelinez.core.lockfile import (
+    BUILTIN_SOURCE,
+    LOCK_FILE,
+    LOCK_VERSION,
+    Lock,
+    LockedConnector,
+    LockError,
+    read_lock,
+)
+from pipelinez.core.pins import DirectUrl, Pin, PinError, direct_url_of, parse_pin, redact_urls
 
-LOCK_FILE = "pz.lock"
-LOCK_VERSION = 1
+__all__ = ["LOCK_FILE", "LockedConnector", "PipOptions", "RestoreReport", "restore"]
+
 BUILTIN = "pipelinez"
 PIP_TAIL = 12  # lines of pip's output a failure quotes
 
@@ -61,28 +75,10 @@ class PipOptions:
     def source(self) -> str:
         """Where a package this restore installed came from (for pz.lock; never a credential)."""
         if self.no_index and self.find_links:
-            return "find-links " + ", ".join(self.find_links)
+            return "find-links " + ", ".join(redact_urls(link) for link in self.find_links)
         if self.index_url:
             return "index " + _no_credentials(self.index_url)
         return "index"
-
-
-@dataclass(frozen=True)
-class LockedConnector:
-    name: str
-    package: str | None
-    version: str | None
-    source: str
-    pin: str | None = None
-
-    def to_dict(self) -> dict[str, str | None]:
-        return {
-            "name": self.name,
-            "package": self.package,
-            "version": self.version,
-            "source": self.source,
-            "pin": self.pin,
-        }
 
 
 @dataclass(frozen=True)
@@ -93,41 +89,67 @@ class RestoreReport:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class _Want:
+    """A connector restore must install: what pip is given, and how it is shown (credentials masked)."""
+
+    connector: str
+    requirement: str
+    pin: Pin | None
+    locked: LockedConnector | None
+
+    @property
+    def shown(self) -> str:
+        return redact_urls(self.requirement)
+
+
 def restore(root: Path, options: PipOptions) -> RestoreReport:
     project = _project(root)
     pins, errors = _pins(project)
-    if errors:
-        raise RestoreError(errors)
-    wanted: list[tuple[Pin, str]] = []  # (pin, requirement)
-    for pin in pins:
-        found = registry.installed().get(pin.connector)
-        if found is not None and pin.satisfied_by(found.version, found.distribution):
+    lock, notes = _lock(root)
+    by_name = {p.connector: p for p in pins}
+    used = _used(project)
+    installed = registry.installed()
+    wanted: list[_Want] = []
+    for name in sorted(set(by_name) | set(used)):
+        pin = by_name.get(name)
+        found = installed.get(name)
+        entry = _usable_entry(lock, name, pin)
+        if entry is not None and entry.package not in (None, BUILTIN):
+            if not _matches_entry(entry, found):
+                wanted.append(_Want(name, _locked_requirement(entry, pin), pin, entry))
+            continue
+        if pin is None:
+            if found is None:
+                errors.append(_unpinned_missing(project, name, used[name]))
+            continue
+        direct = direct_url_of(found.distribution) if found is not None and pin.url else None
+        if found is not None and pin.satisfied_by(found.version, found.distribution, direct):
             continue
         if found is not None and found.distribution == BUILTIN and pin.package in (None, BUILTIN):
             errors.append(
                 error(
                     "PZ0704",
-                    f"connectors: '{pin.connector}' is a builtin of pipelinez {found.version}, which does "
-                    f"not satisfy the pin '{pin.text}'",
-                    place=project.locate("project.yml", ("connectors", pin.connector)),
+                    f"connectors: '{name}' is a builtin of pipelinez {found.version}, which does "
+                    f"not satisfy the pin '{pin.shown}'",
+                    place=project.locate("project.yml", ("connectors", name)),
                 )
             )
             continue
-        wanted.append((pin, pin.requirement(found.distribution if found else None)))
+        wanted.append(_Want(name, pin.requirement(found.distribution if found else None), pin, None))
     if errors:
         raise RestoreError(errors)
-    requirements = tuple(req for _, req in wanted)
-    if requirements:
-        _pip_install(requirements, options)
+    if wanted:
+        _pip_install(wanted, options)
         _forget_installed()
-        errors += _recheck(project, [pin for pin, _ in wanted])
+        errors += _recheck(project, wanted)
         if errors:
             raise RestoreError(errors)
-    installed_now = {pin.connector for pin, _ in wanted}
-    connectors = _locked(project, pins, installed_now, options)
+    installed_now = {w.connector for w in wanted}
+    connectors = _locked(project, pins, used, installed_now, options)
     lock_file = root / LOCK_FILE
     _write_lock(lock_file, connectors)
-    return RestoreReport(requirements, connectors, lock_file)
+    return RestoreReport(tuple(w.shown for w in wanted), connectors, lock_file, tuple(notes))
 
 
 def _project(root: Path) -> Project:
@@ -135,6 +157,77 @@ def _project(root: Path) -> Project:
     if project is None:
         raise PzConfigError([d for d in diags if d.is_error])
     return project
+
+
+def _lock(root: Path) -> tuple[Lock | None, list[str]]:
+    try:
+        return read_lock(root), []
+    except LockError as exc:
+        return None, [f"{LOCK_FILE} is not usable ({exc}); resolving every connector from its pin"]
+
+
+def _used(project: Project) -> dict[str, tuple[str, str]]:
+    """Connectors the project's sources and sinks name -> (the first file naming it, its kind)."""
+    used: dict[str, tuple[str, str]] = {}
+    for kind, specs in (("source", project.sources), ("sink", project.sinks)):
+        for spec in sorted(specs.values(), key=lambda s: s.file):
+            used.setdefault(spec.connector, (spec.file, kind))
+    return used
+
+
+def _usable_entry(lock: Lock | None, name: str, pin: Pin | None) -> LockedConnector | None:
+    """The lock's entry for `name`, when it was written for the pin project.yml has now."""
+    entry = lock.get(name) if lock is not None else None
+    if entry is None or entry.pin != (pin.shown if pin else None):
+        return None
+    return entry
+
+
+def _matches_entry(entry: LockedConnector, found: registry.InstalledConnector | None) -> bool:
+    """Whether the installed connector is exactly the locked one."""
+    if found is None or found.distribution != entry.package or found.version != entry.version:
+        return False
+    if not entry.direct:
+        return True
+    direct = direct_url_of(found.distribution)
+    return (
+        direct is not None
+        and direct.source == entry.source
+        and (entry.commit is None or direct.commit == entry.commit)
+    )
+
+
+def _locked_requirement(entry: LockedConnector, pin: Pin | None) -> str:
+    """What pip installs to get exactly the locked package: `name==version`, or from the locked URL (the
+    pin's own URL when it has one, since the lock's has its credentials masked), a VCS one at the commit."""
+    assert entry.package is not None
+    if not entry.direct:
+        return f"{entry.package}=={entry.version}"
+    url = pin.url if pin is not None and pin.url else entry.source
+    if entry.commit:
+        url = _at_revision(url, entry.commit)
+    return f"{entry.package} @ {url}"
+
+
+def _at_revision(url: str, revision: str) -> str:
+    """A VCS URL (`git+https://host/repo@v1#frag`) asking for `revision` instead."""
+    parts = urlsplit(url)
+    path = parts.path
+    if "@" in path:
+        path = path.rpartition("@")[0]
+    return urlunsplit((parts.scheme, parts.netloc, f"{path}@{revision}", parts.query, parts.fragment))
+
+
+def _unpinned_missing(project: Project, name: str, where: tuple[str, str]) -> Diagnostic:
+    file, kind = where
+    return error(
+        "PZ0215",
+        f"{kind} file {file} uses connector '{name}', which is not installed, not pinned in project.yml "
+        "and not recorded in pz.lock: pz restore does not know which package provides it",
+        place=project.locate(file, ("connector",)),
+        next_step=f'pin it in project.yml (connectors: {{ {name}: ">=<version>" }} installs '
+        f'pz-{name}; or name its package: "<package>>=<version>"), then run `pz restore`',
+    )
 
 
 def _pins(project: Project) -> tuple[list[Pin], list[Diagnostic]]:
@@ -148,15 +241,25 @@ def _pins(project: Project) -> tuple[list[Pin], list[Diagnostic]]:
             errors.append(
                 error(
                     "PZ0116",
-                    f"connectors: pin '{text}' for '{name}' is neither a version specifier nor a requirement "
-                    f"({exc})",
+                    f"connectors: pin '{redact_urls(text)}' for '{name}' is neither a version specifier "
+                    f"nor a requirement ({redact_urls(str(exc))})",
                     place=place,
                 )
             )
     return pins, errors
 
 
-def _pip_install(requirements: Sequence[str], options: PipOptions) -> None:
+def _pip_install(wanted: Sequence[_Want], options: PipOptions) -> None:
+    _pip(wanted, options, [])
+    # pip may call a URL requirement satisfied by the same version installed from elsewhere: reinstall
+    # those from their URL (their dependencies were resolved by the first pass)
+    _forget_installed()
+    stale = [w for w in wanted if " @ " in w.requirement and not _installed_as_wanted(w)]
+    if stale:
+        _pip(stale, options, ["--force-reinstall", "--no-deps"])
+
+
+def _pip(wanted: Sequence[_Want], options: PipOptions, flags: list[str]) -> None:
     command = [
         sys.executable,
         "-m",
@@ -164,8 +267,9 @@ def _pip_install(requirements: Sequence[str], options: PipOptions) -> None:
         "install",
         "--disable-pip-version-check",
         "--no-input",
+        *flags,
         *options.args(),
-        *requirements,
+        *(w.requirement for w in wanted),
     ]
     env = {**os.environ, "PIP_NO_INPUT": "1"}
     try:
@@ -176,10 +280,24 @@ def _pip_install(requirements: Sequence[str], options: PipOptions) -> None:
         ) from None
     if proc.returncode != 0:
         tail = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()][-PIP_TAIL:]
-        said = "\n    ".join(tail) if tail else f"exit status {proc.returncode}"
+        said = "\n    ".join(redact_urls(line) for line in tail) if tail else f"exit status {proc.returncode}"
         raise RestoreError(
-            [error("PZ0703", f"pip could not install {', '.join(requirements)}; pip said:\n    {said}")]
+            [
+                error(
+                    "PZ0703",
+                    f"pip could not install {', '.join(w.shown for w in wanted)}; pip said:\n    {said}",
+                )
+            ]
         )
+
+
+def _installed_as_wanted(want: _Want) -> bool:
+    found = registry.installed().get(want.connector)
+    if want.locked is not None:
+        return _matches_entry(want.locked, found)
+    assert want.pin is not None
+    direct = direct_url_of(found.distribution) if found is not None and want.pin.url else None
+    return found is not None and want.pin.satisfied_by(found.version, found.distribution, direct)
 
 
 def _forget_installed() -> None:
@@ -189,66 +307,57 @@ def _forget_installed() -> None:
     registry.manifest_of.cache_clear()
 
 
-def _recheck(project: Project, pins: Sequence[Pin]) -> list[Diagnostic]:
+def _recheck(project: Project, wanted: Sequence[_Want]) -> list[Diagnostic]:
     errors: list[Diagnostic] = []
     installed = registry.installed()
-    for pin in pins:
-        found = installed.get(pin.connector)
-        place = project.locate("project.yml", ("connectors", pin.connector))
-        if found is None or not pin.satisfied_by(found.version, found.distribution):
-            package = pin.package_for(None)
+    for want in wanted:
+        name = want.connector
+        found = installed.get(name)
+        place = project.locate("project.yml", ("connectors", name))
+        if want.locked is not None:
+            package = want.locked.package
+        else:
+            assert want.pin is not None
+            package = want.pin.package_for(None)
+        if not _installed_as_wanted(want):
             provides = sorted(n for n, c in installed.items() if c.distribution == package)
             what = (
-                f"it provides {', '.join(provides)}"
-                if provides
+                f"'{name}' comes from {found.distribution} {found.version}"
+                if found is not None and found.distribution != package
+                else f"it provides {', '.join(provides)}"
+                if provides and found is None
                 else "it provides no connector"
                 if found is None
-                else f"'{pin.connector}' comes from {found.distribution} {found.version}"
+                else f"'{name}' is {found.distribution} {found.version}, not what was asked for"
             )
             errors.append(
                 error(
                     "PZ0705",
-                    f"connectors: installed {pin.requirement(None)} for '{pin.connector}', but {what}",
+                    f"connectors: installed {want.shown} for '{name}', but {what}",
                     place=place,
                 )
             )
             continue
         try:
-            registry.manifest_of(pin.connector)
+            registry.manifest_of(name)
         except ConnectorHostError as exc:
             errors += exc.diagnostics
     return errors
 
 
-def _source(package: str | None, installed_now: bool, options: PipOptions) -> str:
-    if package == BUILTIN:
-        return "builtin"
-    direct = _direct_url(package)
-    if direct:
-        return direct
-    return options.source() if installed_now else "installed"
-
-
-def _direct_url(package: str | None) -> str | None:
-    """The URL or path a package was installed from directly (PEP 610), if it was."""
-    if not package:
-        return None
-    try:
-        text = distribution(package).read_text("direct_url.json")
-    except PackageNotFoundError:
-        return None
-    if not text:
-        return None
-    try:
-        url = json.loads(text).get("url")
-    except ValueError:
-        return None
-    return _no_credentials(str(url)) if url else None
+def _origin(
+    found: registry.InstalledConnector, installed_now: bool, options: PipOptions
+) -> tuple[str, str | None]:
+    """(source, commit) pz.lock records for an installed connector."""
+    if found.distribution == BUILTIN:
+        return BUILTIN_SOURCE, None
+    direct: DirectUrl | None = direct_url_of(found.distribution)
+    if direct is not None:
+        return direct.source, direct.commit
+    return (options.source() if installed_now else "installed"), None
 
 
 def _no_credentials(url: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
     parts = urlsplit(url)
     if parts.username or parts.password:
         host = parts.hostname or ""
@@ -258,25 +367,24 @@ def _no_credentials(url: str) -> str:
 
 
 def _locked(
-    project: Project, pins: Sequence[Pin], installed_now: set[str], options: PipOptions
+    project: Project,
+    pins: Sequence[Pin],
+    used: dict[str, tuple[str, str]],
+    installed_now: set[str],
+    options: PipOptions,
 ) -> tuple[LockedConnector, ...]:
     by_name = {p.connector: p for p in pins}
-    used = {s.connector for s in project.sources.values()} | {s.connector for s in project.sinks.values()}
     installed = registry.installed()
     out = []
-    for name in sorted(set(by_name) | used):
+    for name in sorted(set(by_name) | set(used)):
         found = installed.get(name)
         pin = by_name.get(name)
-        if found is None:
-            out.append(LockedConnector(name, None, None, "not installed", pin.text if pin else None))
+        if found is None:  # a restore that left a used connector missing has failed before this
             continue
+        source, commit = _origin(found, name in installed_now, options)
         out.append(
             LockedConnector(
-                name,
-                found.distribution,
-                found.version,
-                _source(found.distribution, name in installed_now, options),
-                pin.text if pin else None,
+                name, found.distribution, found.version, source, pin.shown if pin else None, commit
             )
         )
     return tuple(out)

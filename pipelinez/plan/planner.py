@@ -72,7 +72,7 @@ def plan_node(node: Node, diags: list[Diagnostic], project: Project | None = Non
         work = node.work
         point = work.endpoint
         caps = point.capabilities()
-        diags += source_gates(node, project)
+        _add_new(diags, source_gates(node, project))
         note = None
         fmt = str(work.request.options.get("format", ""))
         if point.force_universal and fmt in caps.native_only_formats:
@@ -96,7 +96,7 @@ def plan_node(node: Node, diags: list[Diagnostic], project: Project | None = Non
         sink = node.work
         point = sink.endpoint
         caps = point.capabilities()
-        diags += sink_gates(node, project)
+        _add_new(diags, sink_gates(node, project))
         return PlannedNode(
             node,
             sink.tier,
@@ -109,6 +109,11 @@ def plan_node(node: Node, diags: list[Diagnostic], project: Project | None = Non
         )
     assert isinstance(node, PipelineNode | CheckNode)
     return PlannedNode(node, None, None, node.work.retry, False, None, None)
+
+
+def _add_new(diags: list[Diagnostic], found: list[Diagnostic]) -> None:
+    """An instance-level refusal (force_universal) is reported once, not once per dataset or output."""
+    diags += [d for d in found if d not in diags]
 
 
 def build_plan(

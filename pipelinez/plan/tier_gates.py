@@ -4,6 +4,9 @@
   stores) with configuration that needs the universal tier: `engine.force_universal` on either side, or
   `files_per_partition` on such a source (partitioned loads are universal-tier work). A native-only
   *format* of a dual-tier connector (localfiles' parquet and json) is refused when its load starts instead.
+  `engine.force_universal` is set on an instance (or the project), so it is reported once per source or
+  sink instance (node `source:<name>`/`sink:<name>`), however many datasets or outputs it has;
+  `files_per_partition` is a dataset key, reported per dataset.
 - PZ0313 (WindowNotSupported): a windowed dataset (`sync: { window: … }`) whose load takes the native tier
   through a connector that does not declare `windowed_reads`: nothing would bound that extraction to one
   window (the universal tier has the engine's trim-to-window backstop; the native tier relies on the
@@ -46,7 +49,7 @@ def source_gates(node: SourceLoadNode, project: Project | None) -> list[Diagnost
                     "PZ0312",
                     f"source '{point.instance}': engine.force_universal needs the universal tier, but "
                     f"connector '{point.connector}' is native-only",
-                    place=_forced(point, project, node.name),
+                    place=_forced(point, project, f"source:{point.instance}"),
                 )
             )
         if work.request.options.get("files_per_partition"):
@@ -85,7 +88,7 @@ def sink_gates(node: SinkWriteNode, project: Project | None) -> list[Diagnostic]
                 "PZ0312",
                 f"sink '{point.instance}': engine.force_universal needs the universal tier, but connector "
                 f"'{point.connector}' is native-only",
-                place=_forced(point, project, node.name),
+                place=_forced(point, project, f"sink:{point.instance}"),
             )
         ]
     return []

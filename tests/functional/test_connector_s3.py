@@ -625,3 +625,216 @@ def test_two_stores_with_one_bucket_name_never_share_credentials(tmp_path: Path,
             result = run(project, "run")
             assert result.exit_code == 0, result.output
             assert wh_rows(project, "paired") == [("one", "first", 8), ("two", "second", 8)]
+
+
+# -- promotion of any size, leftover uploads, root outputs, missing buckets ---------------------------------
+PART = 5 * 1024 * 1024  # the smallest part S3 allows: objects above it are copied in parts (test seam)
+BIG_ROWS = 200_000  # ~13 MB of parquet: three parts
+
+
+def uploads(s3: S3Server, bucket: str) -> list[str]:
+    """Keys of the bucket's incomplete multipart uploads (read with boto3, not with pz's own client)."""
+    import boto3
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3.endpoint,
+        aws_access_key_id=S3_KEY_ID,
+        aws_secret_access_key=S3_SECRET,
+        region_name="us-east-1",
+    )
+    return sorted(u["Key"] for u in client.list_multipart_uploads(Bucket=bucket).get("Uploads", []))
+
+
+def start_upload(s3: S3Server, bucket: str, key: str) -> None:
+    import boto3
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3.endpoint,
+        aws_access_key_id=S3_KEY_ID,
+        aws_secret_access_key=S3_SECRET,
+        region_name="us-east-1",
+    )
+    client.create_multipart_upload(Bucket=bucket, Key=key)
+
+
+def etag(s3: S3Server, bucket: str, key: str) -> str:
+    import boto3
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3.endpoint,
+        aws_access_key_id=S3_KEY_ID,
+        aws_secret_access_key=S3_SECRET,
+        region_name="us-east-1",
+    )
+    return str(client.head_object(Bucket=bucket, Key=key)["ETag"])
+
+
+def big_project(root: Path, s3: S3Server, bucket: str, seed: int) -> Path:
+    return write_project(
+        root,
+        {
+            "project.yml": PROJECT_YML,
+            "sinks/lake.yml": f"""
+                connector: s3
+                connection: {connection(s3, bucket)}
+                outputs:
+                  big: {{ path: out/big }}
+            """,
+            "pipelines/big.sql": "INSERT INTO {{ sink('lake', 'big') }}\n"
+            f"SELECT range AS id, md5((range + {seed})::VARCHAR) || md5((range * 7 + {seed})::VARCHAR) AS h "
+            f"FROM range({BIG_ROWS})\n",
+        },
+    )
+
+
+def big_summary(s3: S3Server, bucket: str) -> tuple[int, int]:
+    with s3.filesystem().open_input_file(f"{bucket}/out/big/part-00000.parquet") as f:
+        table = pq.read_table(f)
+    return table.num_rows, hash(tuple(table.column("h").to_pylist()[:: BIG_ROWS // 50]))
+
+
+def test_a_replace_larger_than_one_copy_allows_is_promoted_in_parts_and_never_half_written(
+    tmp_path: Path, s3: S3Server, bucket: str
+) -> None:
+    """CopyObject is capped (5 GiB on AWS); above the cap promotion copies the object in ranged parts of one
+    multipart upload, which S3 assembles only when complete. The seam lowers the cap to 5 MiB."""
+    seam = {**ENV, "PZ_S3_COPY_PART_BYTES": str(PART)}
+    first = pz_subprocess(big_project(tmp_path / "p", s3, bucket, seed=1), "run", env=seam)
+    assert first.exit_code == 0, first.output
+    size = s3.filesystem().get_file_info(f"{bucket}/out/big/part-00000.parquet").size
+    assert size > 2 * PART  # so it took three parts
+    assert etag(s3, bucket, "out/big/part-00000.parquet").strip('"').endswith("-3")  # a multipart object
+    assert big_summary(s3, bucket)[0] == BIG_ROWS
+    before = big_summary(s3, bucket)
+    assert uploads(s3, bucket) == []
+
+    # a part copy fails: the upload is aborted, the output is unchanged
+    project = big_project(tmp_path / "p", s3, bucket, seed=2)
+    failed = pz_subprocess(project, "run", env={**seam, "PZ_FAILPOINTS": "s3.part_copied"})
+    assert failed.exit_code == 1, failed.output
+    assert big_summary(s3, bucket) == before
+    assert uploads(s3, bucket) == []
+    assert keys(s3, bucket, "out") == ["out/big/part-00000.parquet"]
+
+    # killed between parts: the output is unchanged; the incomplete upload is left, with one to a temp
+    # prefix (as a killed COPY would leave); the next write aborts both and completes
+    killed = pz_subprocess(project, "run", env={**seam, "PZ_FAILPOINTS": "s3.part_copied:kill"})
+    assert killed.exit_code == 137, killed.output
+    assert big_summary(s3, bucket) == before
+    start_upload(s3, bucket, "out/.big.pz-tmp-dead-0000/part-00000.parquet")
+    assert uploads(s3, bucket) == [
+        "out/.big.pz-tmp-dead-0000/part-00000.parquet",
+        "out/big/part-00000.parquet",
+    ]
+    (project / ".pz" / "lock").unlink(missing_ok=True)
+    again = pz_subprocess(project, "run", env=seam)
+    assert again.exit_code == 0, again.output
+    assert uploads(s3, bucket) == []
+    assert big_summary(s3, bucket)[0] == BIG_ROWS and big_summary(s3, bucket) != before
+    assert keys(s3, bucket, "out") == ["out/big/part-00000.parquet"]
+
+
+def test_an_output_at_the_top_of_the_bucket_or_root_is_refused(
+    tmp_path: Path, s3: S3Server, bucket: str
+) -> None:
+    project = write_project(
+        tmp_path / "p",
+        {
+            "project.yml": PROJECT_YML,
+            "sinks/lake.yml": f"""
+                connector: s3
+                connection: {connection(s3, bucket)}
+                outputs:
+                  everything: {{ path: "/" }}
+            """,
+            "sinks/files.yml": """
+                connector: localfiles
+                connection: { root: out }
+                outputs:
+                  all_files: { path: "./" }
+            """,
+            "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'everything') }}\n"
+            "INSERT INTO {{ sink('files', 'all_files') }}\nSELECT 1 AS id\n",
+        },
+    )
+    put(s3, f"{bucket}/keep/me.csv", b"id\n1\n")
+    result = run(project, "validate")
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.lines if line.startswith("error: PZ0304")]
+    assert len(errors) == 2, result.output
+    assert any("sinks/lake.yml" in e and "path '/' is the top of the connection" in e for e in errors)
+    assert any("sinks/files.yml" in e and "path './' is the top of the connection" in e for e in errors)
+    assert run(project, "run").exit_code == 2
+    assert keys(s3, bucket) == ["keep/me.csv"]
+
+
+def test_a_missing_bucket_is_pz0531_naming_it(tmp_path: Path, s3: S3Server, bucket: str) -> None:
+    project = write_project(
+        tmp_path / "p",
+        {
+            "project.yml": PROJECT_YML,
+            "sources/gone.yml": f"""
+                connector: s3
+                connection: {connection(s3, "no-such-bucket-pz")}
+                datasets:
+                  a: {{ path: a/, format: csv, columns: {{ id: bigint }} }}
+            """,
+            "sinks/gone_out.yml": f"""
+                connector: s3
+                connection: {connection(s3, "no-such-bucket-pz")}
+                outputs:
+                  b: {{ path: out/b }}
+            """,
+            "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+            "pipelines/a.sql": "INSERT INTO {{ sink('wh', 'a') }}\nSELECT * FROM {{ source('gone', 'a') }}\n",
+            "pipelines/b.sql": "INSERT INTO {{ sink('gone_out', 'b') }}\nSELECT 1 AS id\n",
+        },
+    )
+    result = run(project, "run")
+    assert result.exit_code == 1, result.output
+    for node in ("src_gone__a", "gone_out.b"):
+        error = result.node(node)["error"]
+        assert error["code"] == "PZ0531", error
+        assert error["transient"] is False
+        assert (
+            f"bucket 'no-such-bucket-pz' does not exist at endpoint {s3.endpoint.removeprefix('http://')}"
+            in (error["message"])
+        )
+    assert "PZ0531" in result.output and "create it, or fix the connection's bucket" in result.output
+
+
+def test_force_universal_is_reported_once_per_instance(tmp_path: Path, s3: S3Server, bucket: str) -> None:
+    project = write_project(
+        tmp_path / "p",
+        {
+            "project.yml": PROJECT_YML,
+            "sources/lake.yml": f"""
+                connector: s3
+                connection: {connection(s3, bucket)}
+                engine: {{ force_universal: true }}
+                datasets:
+                  a: {{ path: "a/*.parquet", columns: {{ id: bigint }} }}
+                  b: {{ path: "b/*.parquet", columns: {{ id: bigint }} }}
+                  c: {{ path: "c/*.parquet", columns: {{ id: bigint }}, files_per_partition: 2 }}
+            """,
+            "sinks/out.yml": f"""
+                connector: s3
+                connection: {connection(s3, bucket)}
+                engine: {{ force_universal: true }}
+            """,
+            "pipelines/p.sql": "INSERT INTO {{ sink('out', 'p') }}\nINSERT INTO {{ sink('out', 'q') }}\n"
+            "SELECT * FROM {{ source('lake', 'a') }} UNION ALL SELECT * FROM {{ source('lake', 'b') }}\n"
+            "UNION ALL SELECT * FROM {{ source('lake', 'c') }}\n",
+        },
+    )
+    result = run(project, "plan")
+    assert result.exit_code == 2
+    errors = [line for line in result.lines if line.startswith("error: PZ0312")]
+    # one per instance that sets force_universal, one per dataset that sets files_per_partition
+    assert len(errors) == 3, result.output
+    assert sum("source 'lake': engine.force_universal" in e for e in errors) == 1
+    assert sum("sink 'out': engine.force_universal" in e for e in errors) == 1
+    assert sum("dataset 'c': files_per_partition" in e for e in errors) == 1

@@ -212,9 +212,10 @@ def test_throttling_is_retried_by_the_engine_after_retry_after(tmp_path: Path, a
     assert retries[0]["delay_ms"] >= 1000  # the server's Retry-After floors the 10ms back-off
     assert "HTTP 429" in retries[0]["error"]["message"]
     assert result.node("src_api__items")["attempts"] == 2
-    assert len(rows_in(root, "items")) == 10  # the second attempt read everything again, once
+    assert len(rows_in(root, "items")) == 10  # every row once
     statuses = [r.status for r in api.state.requests]
     assert statuses.count(429) == 1
+    assert statuses.count(200) == 4  # the second attempt resumed at page 2: page 1 was fetched once
 
 
 def test_throttling_past_the_attempts_fails_transient(tmp_path: Path, api: ApiServer) -> None:
@@ -271,20 +272,47 @@ def _rate_limited(tmp_path: Path, api: ApiServer, pacing: str) -> tuple[Path, Pz
     return root, run(root, "run")
 
 
-def test_a_read_longer_than_the_quota_fails_naming_the_page_and_rate_limit(
+def test_a_throttled_read_resumes_at_the_page_that_failed_on_the_engines_next_attempt(
     tmp_path: Path, api: ApiServer
 ) -> None:
-    _root, result = _rate_limited(tmp_path, api, "")
+    root, result = _rate_limited(tmp_path, api, "")
+    assert result.exit_code == 0, result.output
+    node = result.node("src_api__items")
+    # an attempt is throttled once it has read 3 pages within the window; after Retry-After the next
+    # attempt replays the pages already fetched from its spool and continues at the throttled page
+    assert rows_in(root, "items") == [(r["id"], r["name"]) for r in ROWS]  # every row exactly once
+    statuses = [r.status for r in api.state.requests if r.method == "GET"]
+    assert statuses.count(200) == 10  # every page fetched exactly once
+    assert statuses.count(429) == node["attempts"] - 1 >= 1  # one per failed attempt, never inside
+    cursors = [r.query.get("cursor", [""])[0] for r in api.state.requests if r.status == 200]
+    assert len(set(cursors)) == 10
+    assert "an earlier attempt fetched are not requested again" in result.output
+
+
+def test_a_read_throttled_past_its_attempts_fails_naming_the_page_and_rate_limit(
+    tmp_path: Path, api: ApiServer
+) -> None:
+    api.state.datasets["items"] = ROWS
+    api.state.page_size = 1
+    api.state.faults[("GET", "/cursor/items")] = Fault(status=429, times=10, after=2, retry_after="0")
+    root = project(
+        tmp_path / "p",
+        api,
+        RATE_LIMITED.replace("max_attempts: 5", "max_attempts: 3"),
+        "INSERT INTO {{ sink('wh', 'items') }}\nSELECT id, name FROM {{ source('api', 'items') }}\n",
+    )
+    result = run(root, "run")
     assert result.exit_code == 1, result.output
     node = result.node("src_api__items")
-    assert node["attempts"] == 5 and node["error"]["transient"] is True
+    assert node["attempts"] == 3 and node["error"]["transient"] is True
     message = node["error"]["message"]
-    # every attempt starts again at page 1, so it is throttled at page 4: the message names the page
-    # (the URL without its query string) and the remedy
-    assert f"GET {api.url}/cursor/items (page 4): HTTP 429" in message
+    # pages 1-2 were fetched once; every attempt resumes at page 3 and is throttled there: the message
+    # names the page (the URL without its query string) and the remedy
+    assert f"GET {api.url}/cursor/items (page 3): HTTP 429" in message
     assert "?" not in message.split(": HTTP")[0]
-    assert "rate_limit:" in message
-    assert [r.status for r in api.state.requests].count(429) == 5  # one per attempt: never retried inside
+    assert "rate_limit:" in message and "the next attempt resumes at this page" in message
+    statuses = [r.status for r in api.state.requests]
+    assert statuses.count(429) == 3 and statuses.count(200) == 2  # one per attempt: never retried inside
 
 
 def test_rate_limit_paces_the_read_within_the_quota(tmp_path: Path, api: ApiServer) -> None:

@@ -73,6 +73,7 @@ class Account:
 
 class AzureStore(ObjectStore):
     scheme = "az"
+    kind = "container"
     extension = ("duckdb_extension_azure", "azure")
 
     def __init__(self, connection: dict[str, Any]):
@@ -81,6 +82,9 @@ class AzureStore(ObjectStore):
 
     def identity(self) -> tuple[str, ...]:
         return (self.account.blob_url,)
+
+    def where(self) -> str:
+        return f"blob service {self.account.blob_url}"
 
     def secret_options(self) -> str:
         return f"TYPE azure, CONNECTION_STRING {quote_literal(self.account.connection_string())}"

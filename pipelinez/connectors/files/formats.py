@@ -99,7 +99,7 @@ def dataset_issues(block: dict[str, Any], path_problem: Callable[[str], str | No
     issues: list[Issue] = []
     path = block.get("path")
     if isinstance(path, str) and not is_templated(path):
-        problem = path_problem(path)
+        problem = root_output_problem(path) or path_problem(path)
         if problem:
             issues.append((problem, ("path",)))
     fmt = block.get("format")
@@ -132,6 +132,20 @@ def dataset_issues(block: dict[str, Any], path_problem: Callable[[str], str | No
     return issues
 
 
+def root_output_problem(path: str) -> str | None:
+    """Why an output `path` cannot be used because it names the top of the connection itself (`/`, `.`,
+    `./`): an output is a folder of files that a replace empties and refills, so it would take over the whole
+    bucket, container or root folder."""
+    segments = [seg for seg in path.replace("\\", "/").split("/") if seg not in ("", ".")]
+    if segments:
+        return None
+    return (
+        f"path '{path}' is the top of the connection (the whole bucket, container or root folder): an output "
+        "is a folder of files that a replace empties and refills, so pz never writes there; name a folder "
+        "under it (path: exports/orders)"
+    )
+
+
 def output_issues(block: dict[str, Any], path_problem: Callable[[str], str | None]) -> list[Issue]:
     """The format rules of one output block (values rendered)."""
     issues: list[Issue] = []
@@ -148,7 +162,7 @@ def output_issues(block: dict[str, Any], path_problem: Callable[[str], str | Non
         )
     path = block.get("path")
     if isinstance(path, str) and not is_templated(path):
-        problem = path_problem(path)
+        problem = root_output_problem(path) or path_problem(path)
         if problem:
             issues.append((problem, ("path",)))
         named = format_of_path(path)

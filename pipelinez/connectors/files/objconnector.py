@@ -151,15 +151,21 @@ class ObjectStoreConnector(Connector):
 
         ds = self._dataset(dataset)
         try:
-            files = ds.partition_files(partition)
-            with self.store.session(con) as cur:
-                schema = self._schema(ds, dataset, cur, files)
-                select = reading.native_select(cur, ds, schema, files)
-                land(cur, target, bounded_select(select, dataset.bounds))
-        except duckdb.Error as exc:
-            raise as_transient(wrap(exc, "PZ0505"), exc) from exc
-        except OSError as exc:
-            raise io_error(exc, "PZ0505") from exc
+            try:
+                files = ds.partition_files(partition)
+                with self.store.session(con) as cur:
+                    schema = self._schema(ds, dataset, cur, files)
+                    select = reading.native_select(cur, ds, schema, files)
+                    land(cur, target, bounded_select(select, dataset.bounds))
+            except duckdb.Error as exc:
+                raise as_transient(wrap(exc, "PZ0505"), exc) from exc
+            except OSError as exc:
+                raise io_error(exc, "PZ0505") from exc
+        except PzConnectorError as exc:
+            gone = self._gone_bucket(exc)
+            if gone is None:
+                raise
+            raise gone from exc
 
     # -- sink ----------------------------------------------------------------------------------
     def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
@@ -167,12 +173,18 @@ class ObjectStoreConnector(Connector):
 
         out, folder = self._output(output)
         try:
-            with self.store.session(con) as cur:
-                return writing.write_native(cur, out, folder, source)
-        except duckdb.Error as exc:
-            raise as_transient(wrap(exc, "PZ0501"), exc) from exc
-        except OSError as exc:
-            raise io_error(exc, "PZ0501") from exc
+            try:
+                with self.store.session(con) as cur:
+                    return writing.write_native(cur, out, folder, source)
+            except duckdb.Error as exc:
+                raise as_transient(wrap(exc, "PZ0501"), exc) from exc
+            except OSError as exc:
+                raise io_error(exc, "PZ0501") from exc
+        except PzConnectorError as exc:
+            gone = self._gone_bucket(exc)
+            if gone is None:
+                raise
+            raise gone from exc
 
     def target_columns(self, output: OutputRequest) -> list[TargetColumn] | None:
         """An append to a parquet prefix that already holds files keeps their schema (the newest file's)."""
@@ -210,20 +222,26 @@ class ObjectStoreConnector(Connector):
 
         ds = self._dataset(dataset)
         try:
-            files = ds.files()
-            if not files:
-                raise PzConnectorError(
-                    f"no object matches '{ds.path}' in {self.store.describe()}", code="PZ0602"
-                )
-            con = self.store.connect()
             try:
-                return list(self._schema(ds, dataset, con, ds.absolute(files)).columns)
-            finally:
-                con.close()
-        except duckdb.Error as exc:
-            raise as_transient(wrap(exc, "PZ0602"), exc) from exc
-        except OSError as exc:
-            raise io_error(exc, "PZ0602") from exc
+                files = ds.files()
+                if not files:
+                    raise PzConnectorError(
+                        f"no object matches '{ds.path}' in {self.store.describe()}", code="PZ0602"
+                    )
+                con = self.store.connect()
+                try:
+                    return list(self._schema(ds, dataset, con, ds.absolute(files)).columns)
+                finally:
+                    con.close()
+            except duckdb.Error as exc:
+                raise as_transient(wrap(exc, "PZ0602"), exc) from exc
+            except OSError as exc:
+                raise io_error(exc, "PZ0602") from exc
+        except PzConnectorError as exc:
+            gone = self._gone_bucket(exc)
+            if gone is None:
+                raise
+            raise gone from exc
 
     def probe_output(self, output: OutputRequest) -> None:
         _, folder = self._output(output)
@@ -237,6 +255,14 @@ class ObjectStoreConnector(Connector):
             raise io_error(exc, "PZ0606", f"cannot write objects under {folder.describe()}: ") from exc
 
     # -- helpers -------------------------------------------------------------------------------
+    def _gone_bucket(self, exc: PzConnectorError) -> PzConnectorError | None:
+        """A failed read or write (or one that found nothing) of a bucket/container that does not exist is
+        PZ0531 naming it; None when that is not why (the error stands). Asked only after a failure: a
+        working read or write costs no extra request."""
+        if exc.code in ("PZ0531", "PZ0304", "PZ0305", "PZ0312", "PZ0509", "PZ0519", "PZ0517"):
+            return None
+        return self.store.missing()
+
     def _dataset(self, dataset: DatasetRequest) -> reading.FileDataset:
         return reading.FileDataset.of(self.store, dataset)
 

@@ -12,9 +12,12 @@ attempt. DuckDB's azure extension (1.5.5) has no setting for the Azure SDK's own
 requests keep the SDK's default retries underneath the engine's.
 
 Replace writes the result under a hidden temp prefix next to the output (`.orders.pz-tmp-<run>-<hex>/`),
-then promotes it: the new data file is copied server-side over `part-00000.<ext>` (one object replaced in
-one step, so a reader sees the old file or the new one), the output's other objects are deleted, then the
-temp prefix. A failure before the promote leaves the output exactly as it was; a failure during the promote's
+then promotes it: the new data file is copied server-side over `part-00000.<ext>` (`ObjectStore.copy`: one
+object replaced in one step, so a reader sees the old file or the new one, whatever its size: the s3 store
+copies an object over CopyObject's cap in parts of one multipart upload), the output's other objects are
+deleted, then the temp prefix. Every write starts by sweeping what killed writes left: temp prefixes, and
+incomplete multipart uploads under the temp prefixes and the output (`ObjectStore.abort_uploads`). A failure
+before the promote leaves the output exactly as it was; a failure during the promote's
 deletes leaves the new file plus old files an earlier append added, and the next write of that output
 starts by sweeping temp prefixes. Append writes its one new object under a temp prefix too and copies it in
 as `part-<run>-<n>.<ext>` once complete: DuckDB completes an object's upload even when its COPY fails
@@ -87,7 +90,12 @@ def io_error(exc: BaseException, code: str, prefix: str = "") -> PzConnectorErro
     """A pyarrow file-system error as a PzConnectorError: transient for the S3 client's network and
     throttling errors, else by the engine's closed list."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    transient = any(kind in text for kind in _TRANSIENT_AWS) or is_transient_native(text)
+    said = getattr(exc, "transient", None)  # the store's own REST calls classify themselves
+    transient = (
+        bool(said)
+        if isinstance(said, bool)
+        else any(kind in text for kind in _TRANSIENT_AWS) or is_transient_native(text)
+    )
     return PzConnectorError(f"{prefix}{text}", is_transient=transient, code=code)
 
 
@@ -96,6 +104,7 @@ class ObjectStore(ABC):
     and the pyarrow file system."""
 
     scheme: str = ""  # URI scheme DuckDB reads: s3, az
+    kind: str = "bucket"  # what the root is called: bucket, container
     extension: tuple[str, str] = ("", "")  # (PyPI package, extension name)
     settings: tuple[str, ...] = ()  # SET statements of every session (retries off)
 
@@ -178,10 +187,38 @@ class ObjectStore(ABC):
             keys = [k for k, _ in self.objects(pattern)]
         return sorted(k for k in keys if not _hidden(k, base))
 
+    def copy(self, source: str, dest: str) -> None:
+        """Copy the object `source` to `dest` (keys) inside the store: `dest` is replaced in one step (a
+        reader sees the old object or the new one, never part of it)."""
+        self.fs.copy_file(self._fs_path(source), self._fs_path(dest))
+
+    def abort_uploads(self, prefix: str) -> None:
+        """Abort the incomplete multipart uploads whose keys start with `prefix` (a killed or failed write
+        leaves them behind, invisible but stored). Nothing to do where the store has none to abort."""
+        return None
+
     def exists(self) -> bool:
         import pyarrow.fs as pafs
 
         return bool(self.fs.get_file_info(self.root).type == pafs.FileType.Directory)
+
+    def missing(self) -> PzConnectorError | None:
+        """PZ0531 when the bucket/container does not exist (asked after a read or write failed or found
+        nothing); None when it exists or the store cannot tell (the original error stands)."""
+        try:
+            if self.exists():
+                return None
+        except Exception:
+            return None
+        return PzConnectorError(
+            f"{self.kind} '{self.root}' does not exist at {self.where()}: create it, or fix the connection's "
+            f"{self.kind} (and where it points) in the source or sink file; pz never creates one",
+            code="PZ0531",
+        )
+
+    def where(self) -> str:
+        """Where the store is, for messages (an endpoint, an account; never a secret)."""
+        return " ".join(self.identity())
 
     # -- DuckDB --------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -305,6 +342,14 @@ class ObjectFolder:
         for info in self.store.fs.get_file_info(selector):
             if info.path.startswith(base):
                 self._remove(info.path)
+        # uploads a killed write left: to a temp prefix (DuckDB's COPY) or to an output key (a part copy).
+        # A store or policy that refuses to list them (not transient) is no reason to refuse the write.
+        for prefix in (self._tmp_base(), f"{self.prefix}/"):
+            try:
+                self.store.abort_uploads(prefix)
+            except OSError as exc:
+                if getattr(exc, "transient", True):
+                    raise
 
     def _remove(self, fs_path: str) -> None:
         """Delete a prefix (or object) and every object under it; gone already is fine."""
@@ -328,8 +373,14 @@ class ObjectFolder:
             failpoints.hit("sink.before_swap")
             self._promote(tmp)
         finally:
-            with contextlib.suppress(OSError):
-                self._remove(self.store._fs_path(tmp))
+            self._discard(tmp)
+
+    def _discard(self, tmp: str) -> None:
+        """Remove a write's temp prefix and abort any upload to it (a failed COPY may leave one)."""
+        with contextlib.suppress(OSError):
+            self._remove(self.store._fs_path(tmp))
+        with contextlib.suppress(OSError):
+            self.store.abort_uploads(f"{tmp}/")
 
     def _promote(self, tmp: str) -> None:
         """Copy every object of the temp prefix over the output's (same relative keys), then delete the
@@ -339,7 +390,7 @@ class ObjectFolder:
         keep = {f"{self.prefix}/{rel}" for rel in new}
         old = [key for key, _ in self.store.objects(self.prefix) if key not in keep]
         for rel in new:
-            fs.copy_file(path(f"{tmp}/{rel}"), path(f"{self.prefix}/{rel}"))
+            self.store.copy(f"{tmp}/{rel}", f"{self.prefix}/{rel}")
         failpoints.hit("sink.during_promote")
         for key in old:
             fs.delete_file(path(key))
@@ -361,11 +412,10 @@ class ObjectFolder:
                         is_transient=True,
                         code="PZ0501",
                     )
-                fs.copy_file(path(f"{tmp}/{rel}"), path(final))
+                self.store.copy(f"{tmp}/{rel}", final)
             return len(new)
         finally:
-            with contextlib.suppress(OSError):
-                self._remove(path(tmp))
+            self._discard(tmp)
 
     def append(self, run_id: str, ext: str, fill: Callable[[str], None]) -> None:
         """Write the new file under a temp prefix, then copy it in under a name no object has. (DuckDB
@@ -391,7 +441,6 @@ class ObjectFolder:
                     is_transient=True,
                     code="PZ0501",
                 )
-            fs.copy_file(path(f"{tmp}/{name}"), path(final))
+            self.store.copy(f"{tmp}/{name}", final)
         finally:
-            with contextlib.suppress(OSError):
-                self._remove(path(tmp))
+            self._discard(tmp)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pipelinez.connectors.files import finite
-from pipelinez.connectors.files.formats import format_of_path, safe_token
+from pipelinez.connectors.files.formats import format_of_path, root_output_problem, safe_token
 from pipelinez.connectors.files.store import FileRef
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
 from pipelinez.connectors.sdk_sql import peek_rows
@@ -83,6 +83,10 @@ class FileOutput:
         fmt = str(options.get("format") or (format_of_path(str(path)) if path else None) or "parquet")
         if fmt not in _COPY_OPTIONS:
             raise PzConnectorError(f"format '{fmt}' is not one of parquet, csv, json", code="PZ0303")
+        if path is not None:
+            problem = root_output_problem(str(path))
+            if problem:
+                raise PzConnectorError(problem, code="PZ0304")
         rel = str(path).rstrip("/\\") if path else f"{output.name}.{fmt}"
         if output.strategy not in ("replace", "append"):
             raise PzConnectorError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.http import sink
+from pipelinez.connectors.http import resume, sink
 from pipelinez.connectors.http.client import HttpStatusError, request
 from pipelinez.connectors.http.pages import PageReader
 from pipelinez.connectors.http.settings import HttpConnection, HttpDataset, HttpOutput, issues
@@ -54,17 +54,36 @@ class HttpConnector(Connector):
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
         walk, reader = self._walk(dataset)
+        spool = None
+        if self.context.run_id:  # the engine's next attempt of this read (same run) resumes where it failed
+            key = resume.read_key(
+                self.context.run_id, self.context.instance, dataset.name, dataset.options, dataset.columns
+            )
+            spool = resume.spool_for(key)
+            if spool.state is not None:
+                self.context.note(
+                    f"source '{self.context.instance}' dataset '{dataset.name}': resuming at page "
+                    f"{spool.state.pages + 1}; the {spool.state.pages} page(s) ({spool.state.records} "
+                    "records) an earlier attempt fetched are not requested again"
+                )
+        done = False
         try:
             produced = False
-            for batch in walk.batches():
+            for batch in walk.batches(spool=spool):
                 produced = True
                 yield batch
             if not produced:
                 empty = reader.empty_batch()
                 if empty is not None:
                     yield empty
+            done = True
         finally:
             reader.close()
+            if spool is not None:
+                if done:
+                    resume.finished(spool)
+                else:
+                    resume.release(spool)
 
     def fetch_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]]:
         walk, reader = self._walk(DatasetRequest(dataset.name, dataset.options, None))

@@ -59,6 +59,17 @@ class PageReader:
         self._dir = tempfile.TemporaryDirectory(prefix="pz-http-")
         self._pages = 0
 
+    def resume(self, schema: tuple[tuple[str, str], ...] | None, unread: frozenset[str], pages: int) -> None:
+        """Continue a read an earlier attempt began: its schema, the keys it noted, the pages it parsed."""
+        if schema is not None:
+            self.schema = schema
+        self._unread = set(unread)
+        self._pages = pages
+
+    @property
+    def unread(self) -> frozenset[str]:
+        return frozenset(self._unread)
+
     def close(self) -> None:
         self._con.close()
         self._dir.cleanup()

@@ -9,6 +9,10 @@ Styles:
   another host) until a page has none.
 `max_pages` stops any style early. A server that answers the same page again (same cursor, same body)
 is an error, not an endless read.
+
+With a `Spool` (`resume`), every page's batches are spooled and the walk's state recorded after each
+complete page, and a walk whose spool holds an earlier attempt's pages replays them and continues at the
+page that failed.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from urllib.parse import urljoin, urlsplit
 from pipelinez.connectors.http.client import HttpStatusError, Response, request, shown, with_params
 from pipelinez.connectors.http.pacing import pacer_for
 from pipelinez.connectors.http.pages import Page, PageReader
+from pipelinez.connectors.http.resume import Spool, WalkState
 from pipelinez.connectors.http.settings import HttpConnection, HttpDataset, Pagination
 from pipelinez.core.diagnostics import PzConnectorError
 
@@ -72,12 +77,20 @@ class PageWalk:
         self.dataset_name = dataset_name
         self.pacer = pacer_for(self.url, ds.rate_limit) if ds.rate_limit else None
 
-    def batches(self, first_page_only: bool = False) -> Iterator[pa.RecordBatch]:
+    def batches(self, first_page_only: bool = False, spool: Spool | None = None) -> Iterator[pa.RecordBatch]:
         p = self.ds.pagination
         url: str | None = with_params(self.url, {**self.params, **_first_params(p)})
         pages = records = 0
         seen_cursors: set[str] = set()
         last_digest = ""
+        state = spool.state if spool is not None else None
+        if spool is not None and state is not None:
+            yield from spool.replay()
+            url, pages, records = state.next_url, state.pages, state.records
+            seen_cursors, last_digest = set(state.seen_cursors), state.last_digest
+            self.reader.resume(state.schema, state.unread, state.pages)
+        if spool is not None:
+            spool.begin()
         while url is not None:
             what = f"GET {shown(url)} (page {pages + 1})"
             response = self._get(url, pages + 1)
@@ -89,12 +102,28 @@ class PageWalk:
                 )
             last_digest = digest
             page = self.reader.parse(response.body, p.cursor_path, what)
-            yield from self.reader.batches(page, what)
+            for batch in self.reader.batches(page, what):
+                if spool is not None:
+                    spool.write(batch)
+                yield batch
             pages += 1
             records += page.rows
             if first_page_only or (p.max_pages is not None and pages >= p.max_pages):
-                return
-            url = self._next(p, page, response, url, records, pages, seen_cursors, what)
+                url = None
+            else:
+                url = self._next(p, page, response, url, records, pages, seen_cursors, what)
+            if spool is not None:
+                spool.commit(
+                    WalkState(
+                        url,
+                        pages,
+                        records,
+                        frozenset(seen_cursors),
+                        last_digest,
+                        self.reader.schema,
+                        self.reader.unread,
+                    )
+                )
 
     def _get(self, url: str, page: int) -> Response:
         if self.pacer is not None:
@@ -105,7 +134,7 @@ class PageWalk:
             if exc.status != 429 or self.pacer is not None:
                 raise
             raise HttpStatusError(
-                f"{exc.message}; a throttled attempt starts again from page 1, so declare rate_limit: "
+                f"{exc.message}; the next attempt resumes at this page, but declare rate_limit: "
                 f"{{ requests: <count>, per: <duration> }} on dataset '{self.dataset_name}' to pace "
                 "its requests within the API's quota",
                 exc.status,

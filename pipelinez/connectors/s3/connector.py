@@ -5,22 +5,53 @@ Connection: `bucket`; `endpoint` (`host:port` or `http(s)://host:port`; default 
 us-east-1), `url_style` (`path` or `vhost`; default `path` with an endpoint, else `vhost`), `use_ssl`
 (default: from the endpoint's scheme, else true); `access_key_id` + `secret_access_key` (+ `session_token`),
 the secret ones from secret env vars; without keys the bucket is read anonymously.
+
+Promoting a finished object (replace, append) is a server-side copy. CopyObject is capped at 5 GiB by AWS,
+so a larger object is copied as a multipart upload of ranged part copies (UploadPartCopy) that S3
+assembles into the destination only when the last part is in: the destination still changes in one step.
+A copy that fails aborts its upload, and every write starts by aborting the incomplete uploads under its
+temp prefixes and its output prefix (a killed write's leftovers). Those calls go through `rest.S3Rest`.
+`PZ_S3_COPY_PART_BYTES` (a test seam) lowers the single-copy limit and the part size, so the multipart path
+runs in tests on small objects.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pipelinez.connectors.files.objconnector import ObjectStoreConnector
 from pipelinez.connectors.files.objects import ObjectStore
+from pipelinez.connectors.s3.rest import S3Rest
 from pipelinez.connectors.sdk import ConnectorIssue
+from pipelinez.core import failpoints
 from pipelinez.core.sqlnames import quote_literal
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
 DEFAULT_REGION = "us-east-1"
+SINGLE_COPY_MAX = 5 * 1024**3  # CopyObject's cap (AWS); larger objects are copied in parts
+MIN_PART = 512 * 1024**2  # part size of a multipart copy (S3 allows 5 MiB .. 5 GiB, at most 10,000 parts)
+MAX_PARTS = 10_000
+PART_ENV = "PZ_S3_COPY_PART_BYTES"
+
+
+def copy_limits() -> tuple[int, int]:
+    """(the largest object copied in one CopyObject, the smallest part of a multipart copy)."""
+    seam = os.environ.get(PART_ENV)
+    if seam and seam.isdigit() and int(seam) > 0:
+        return int(seam), int(seam)
+    return SINGLE_COPY_MAX, MIN_PART
+
+
+def part_ranges(size: int, part: int) -> list[tuple[int, int]]:
+    """Inclusive byte ranges of a multipart copy of `size` bytes: parts of at least `part` bytes, at most
+    MAX_PARTS of them."""
+    step = max(part, -(-size // MAX_PARTS))
+    return [(start, min(start + step, size) - 1) for start in range(0, size, step)]
 
 
 class S3Store(ObjectStore):
@@ -50,6 +81,10 @@ class S3Store(ObjectStore):
     def identity(self) -> tuple[str, ...]:
         return (self.endpoint or "aws", self.region)
 
+    def where(self) -> str:
+        place = f"endpoint {self.endpoint}" if self.endpoint else "AWS S3"
+        return f"{place} (region {self.region})"
+
     def secret_options(self) -> str:
         opts = [
             "TYPE s3",
@@ -66,6 +101,42 @@ class S3Store(ObjectStore):
         if self.token:
             opts.append(f"SESSION_TOKEN {quote_literal(str(self.token))}")
         return ", ".join(opts)
+
+    def rest(self) -> S3Rest:
+        return S3Rest(
+            self.root,
+            self.region,
+            self.endpoint,
+            self.use_ssl,
+            self.url_style,
+            str(self.key_id) if self.key_id else None,
+            str(self.secret) if self.secret else None,
+            str(self.token) if self.token else None,
+        )
+
+    def copy(self, source: str, dest: str) -> None:
+        single, part = copy_limits()
+        size = self.fs.get_file_info(self._fs_path(source)).size or 0
+        if size <= single:
+            super().copy(source, dest)
+            return
+        rest = self.rest()
+        upload = rest.create_upload(dest)
+        try:
+            etags = []
+            for number, (first, last) in enumerate(part_ranges(size, part), start=1):
+                etags.append(rest.copy_part(dest, upload, number, source, first, last))
+                failpoints.hit("s3.part_copied")
+            rest.complete(dest, upload, etags)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                rest.abort(dest, upload)
+            raise
+
+    def abort_uploads(self, prefix: str) -> None:
+        rest = self.rest()
+        for upload in rest.uploads(prefix):
+            rest.abort(upload.key, upload.upload_id)
 
     def make_filesystem(self) -> pafs.FileSystem:
         import pyarrow.fs as pafs

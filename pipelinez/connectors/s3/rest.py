@@ -1,0 +1,246 @@
+"""The few S3 calls pyarrow's S3 client does not offer, signed with AWS Signature Version 4 over the standard
+library's HTTP client: multipart copy (for objects over CopyObject's 5 GiB cap) and listing and aborting
+incomplete multipart uploads (which a killed or failed write leaves behind, billed until aborted).
+
+One attempt per call, like the rest of the connector (the engine owns retries): a refused, reset or timed-out
+connection, HTTP 500/503 or the S3 codes SlowDown/RequestTimeout/InternalError are transient. S3 can answer a
+part copy or a completion with `200 OK` and an `<Error>` body; that is an error too. Credentials only ever go
+into the signature, never into a message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import ssl
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+_TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
+_TRANSIENT_CODES = (
+    "SlowDown",
+    "RequestTimeout",
+    "InternalError",
+    "ServiceUnavailable",
+    "RequestTimeTooSkewed",
+)
+_EMPTY_SHA = hashlib.sha256(b"").hexdigest()
+TIMEOUT = 300.0  # seconds per request: a part copy (up to 5 GiB) runs inside the store before it answers
+
+
+class S3RestError(OSError):
+    """An S3 call failed; `transient` says whether another attempt may succeed."""
+
+    def __init__(self, message: str, transient: bool, code: str | None = None):
+        super().__init__(message)
+        self.transient = transient
+        self.code = code
+
+
+def _strip_ns(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _find(elem: ET.Element, name: str) -> str | None:
+    for child in elem:
+        if _strip_ns(child.tag) == name:
+            return child.text
+    return None
+
+
+@dataclass(frozen=True)
+class Upload:
+    key: str
+    upload_id: str
+
+
+class S3Rest:
+    """Signed requests to one bucket."""
+
+    def __init__(
+        self,
+        bucket: str,
+        region: str,
+        endpoint: str | None,
+        use_ssl: bool,
+        url_style: str,
+        key_id: str | None,
+        secret: str | None,
+        token: str | None,
+    ):
+        self.bucket = bucket
+        self.region = region
+        self.use_ssl = use_ssl
+        self.key_id, self.secret, self.token = key_id, secret, token
+        host = endpoint or f"s3.{region}.amazonaws.com"
+        if url_style == "vhost":
+            self.host, self.base = f"{bucket}.{host}", ""
+        else:
+            self.host, self.base = host, "/" + quote(bucket, safe="")
+
+    # -- operations ------------------------------------------------------------------------------
+    def create_upload(self, key: str) -> str:
+        body = self._call("POST", key, {"uploads": ""}, what=f"starting a multipart copy to {key}")
+        upload_id = _find(body, "UploadId") if body is not None else None
+        if not upload_id:
+            raise S3RestError(f"S3 did not return an upload id for {key}", transient=False)
+        return upload_id
+
+    def copy_part(self, key: str, upload_id: str, number: int, source: str, first: int, last: int) -> str:
+        headers = {
+            "x-amz-copy-source": f"/{quote(self.bucket, safe='')}/{quote(source, safe='/~')}",
+            "x-amz-copy-source-range": f"bytes={first}-{last}",
+        }
+        body = self._call(
+            "PUT",
+            key,
+            {"partNumber": str(number), "uploadId": upload_id},
+            headers,
+            what=f"copying part {number} of {source} to {key}",
+        )
+        etag = _find(body, "ETag") if body is not None else None
+        if not etag:
+            raise S3RestError(f"S3 returned no ETag for part {number} of {key}", transient=True)
+        return etag
+
+    def complete(self, key: str, upload_id: str, etags: list[str]) -> None:
+        parts = "".join(
+            f"<Part><PartNumber>{i}</PartNumber><ETag>{_xml_text(etag)}</ETag></Part>"
+            for i, etag in enumerate(etags, start=1)
+        )
+        payload = f"<CompleteMultipartUpload>{parts}</CompleteMultipartUpload>".encode()
+        self._call("POST", key, {"uploadId": upload_id}, body=payload, what=f"completing the copy to {key}")
+
+    def abort(self, key: str, upload_id: str) -> None:
+        try:
+            self._call("DELETE", key, {"uploadId": upload_id}, what=f"aborting an upload to {key}")
+        except S3RestError as exc:
+            if exc.code != "NoSuchUpload":  # gone already is what was wanted
+                raise
+
+    def uploads(self, prefix: str) -> list[Upload]:
+        """Every incomplete multipart upload whose key starts with `prefix`."""
+        found: list[Upload] = []
+        markers: dict[str, str] = {}
+        while True:
+            query = {"uploads": "", "prefix": prefix, **markers}
+            body = self._call("GET", "", query, what=f"listing incomplete uploads under {prefix}")
+            if body is None:
+                return found
+            for elem in body:
+                if _strip_ns(elem.tag) == "Upload":
+                    key, upload_id = _find(elem, "Key"), _find(elem, "UploadId")
+                    if key and upload_id:
+                        found.append(Upload(key, upload_id))
+            if (_find(body, "IsTruncated") or "").lower() != "true":
+                return found
+            key_marker = _find(body, "NextKeyMarker") or ""
+            id_marker = _find(body, "NextUploadIdMarker") or ""
+            if not key_marker:
+                return found
+            markers = {"key-marker": key_marker, "upload-id-marker": id_marker}
+
+    # -- transport -------------------------------------------------------------------------------
+    def _call(
+        self,
+        method: str,
+        key: str,
+        query: dict[str, str],
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+        what: str = "",
+    ) -> ET.Element | None:
+        path = (self.base + "/" + quote(key, safe="/~")) if key else (self.base or "/")
+        canonical_query = "&".join(
+            f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(query.items())
+        )
+        all_headers = self._signed(method, path, canonical_query, dict(headers or {}), body)
+        target = path + (f"?{canonical_query}" if canonical_query else "")
+        conn: http.client.HTTPConnection
+        if self.use_ssl:
+            conn = http.client.HTTPSConnection(
+                self.host, timeout=TIMEOUT, context=ssl.create_default_context()
+            )
+        else:
+            conn = http.client.HTTPConnection(self.host, timeout=TIMEOUT)
+        try:
+            conn.request(method, target, body=body or None, headers=all_headers)
+            response = conn.getresponse()
+            data = response.read()
+            status = response.status
+        except TimeoutError as exc:
+            raise S3RestError(f"S3 {what}: timed out ({exc})", transient=True) from None
+        except (ConnectionError, http.client.HTTPException, OSError) as exc:
+            raise S3RestError(f"S3 {what}: connection error ({type(exc).__name__}: {exc})", True) from None
+        finally:
+            conn.close()
+        root = _parse(data)
+        if root is not None and _strip_ns(root.tag) == "Error":
+            code = _find(root, "Code") or "Error"
+            message = _find(root, "Message") or ""
+            transient = code in _TRANSIENT_CODES or status in _TRANSIENT_STATUS
+            raise S3RestError(f"S3 {what}: HTTP {status} {code}: {message}".rstrip(": "), transient, code)
+        if status >= 300:
+            raise S3RestError(f"S3 {what}: HTTP {status}", status in _TRANSIENT_STATUS)
+        return root
+
+    def _signed(
+        self,
+        method: str,
+        path: str,
+        canonical_query: str,
+        headers: dict[str, str],
+        body: bytes,
+        now: datetime | None = None,
+    ) -> dict[str, str]:
+        """The request's headers with its SigV4 signature (`now`: the signing time, for tests)."""
+        now = now or datetime.now(UTC)
+        amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+        payload_hash = hashlib.sha256(body).hexdigest() if body else _EMPTY_SHA
+        headers = {k.lower(): v for k, v in headers.items()}
+        headers.update({"host": self.host, "x-amz-date": amz_date, "x-amz-content-sha256": payload_hash})
+        if body:
+            headers["content-type"] = "application/xml"
+        if self.token:
+            headers["x-amz-security-token"] = self.token
+        if not self.key_id:
+            return headers  # anonymous
+        names = sorted(headers)
+        canonical_headers = "".join(f"{n}:{' '.join(headers[n].split())}\n" for n in names)
+        signed_headers = ";".join(names)
+        canonical = "\n".join(
+            [method, path, canonical_query, canonical_headers, signed_headers, payload_hash]
+        )
+        scope = f"{day}/{self.region}/s3/aws4_request"
+        to_sign = "\n".join(
+            ["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()]
+        )
+        key = _hmac(f"AWS4{self.secret or ''}".encode(), day)
+        for part in (self.region, "s3", "aws4_request"):
+            key = _hmac(key, part)
+        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+        headers["authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={self.key_id}/{scope}, SignedHeaders={signed_headers}, "
+            f"Signature={signature}"
+        )
+        return headers
+
+
+def _hmac(key: bytes, text: str) -> bytes:
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+
+
+def _xml_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _parse(data: bytes) -> ET.Element | None:
+    if not data.strip():
+        return None
+    try:
+        return ET.fromstring(data)
+    except ET.ParseError:
+        return None
