@@ -259,8 +259,16 @@ class ObjectStoreConnector(Connector):
         """A failed read or write (or one that found nothing) of a bucket/container that does not exist is
         PZ0531 naming it; None when that is not why (the error stands). Asked only after a failure: a
         working read or write costs no extra request."""
-        if exc.code in ("PZ0531", "PZ0304", "PZ0305", "PZ0312", "PZ0509", "PZ0519", "PZ0517"):
-            return None
+        if exc.is_transient or exc.code in (
+            "PZ0531",
+            "PZ0304",
+            "PZ0305",
+            "PZ0312",
+            "PZ0509",
+            "PZ0519",
+            "PZ0517",
+        ):
+            return None  # a missing bucket answers 404, never a transient error
         return self.store.missing()
 
     def _dataset(self, dataset: DatasetRequest) -> reading.FileDataset:
