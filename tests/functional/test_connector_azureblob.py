@@ -245,3 +245,37 @@ def test_secrets_never_reach_output_events_or_artifacts(
     for path in (project / ".pz").rglob("*"):
         if path.is_file():
             assert AZURITE_KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_missing_container_is_pz0531_naming_it(tmp_path: Path, azure: AzureServer) -> None:
+    project = write_project(
+        tmp_path / "p",
+        {
+            "project.yml": PROJECT_YML,
+            "sources/gone.yml": f"""
+                connector: azureblob
+                connection: {by_string("no-such-container-pz")}
+                datasets:
+                  a: {{ path: a/, format: csv, columns: {{ id: bigint }} }}
+            """,
+            "sinks/gone_out.yml": f"""
+                connector: azureblob
+                connection: {by_string("no-such-container-pz")}
+                outputs:
+                  b: {{ path: out/b }}
+            """,
+            "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+            "pipelines/a.sql": "INSERT INTO {{ sink('wh', 'a') }}\nSELECT * FROM {{ source('gone', 'a') }}\n",
+            "pipelines/b.sql": "INSERT INTO {{ sink('gone_out', 'b') }}\nSELECT 1 AS id\n",
+        },
+    )
+    result = run(azure, project, "run")
+    assert result.exit_code == 1, result.output
+    for node in ("src_gone__a", "gone_out.b"):
+        error = result.node(node)["error"]
+        assert error["code"] == "PZ0531", error
+        assert (
+            f"container 'no-such-container-pz' does not exist at blob service {azure.endpoint}"
+            in error["message"]
+        )
+    assert blobs(azure, container) == []
