@@ -257,7 +257,8 @@ class Project:
         no_index: bool = False,
     ) -> RestoreReport:
         """Install the connector packages project.yml pins (`connectors:`) into the running environment and
-        write pz.lock. Raises RestoreError (PZ07xx) with every problem when a pin cannot be satisfied."""
+        write pz.lock; with a pz.lock, exactly the versions it records. Raises RestoreError (PZ07xx) with
+        every problem when a pin cannot be satisfied."""
         from pipelinez.engine.restore import restore
 
         return restore(self.root, PipOptions(index_url, tuple(find_links), no_index))
