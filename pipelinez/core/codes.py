@@ -131,6 +131,15 @@ REGISTRY: tuple[Code, ...] = (
         'write the pin as a PEP 440 specifier, e.g. postgres: ">=1.0,<2", or as a PEP 508 requirement',
     ),
     Code(
+        "PZ0117",
+        "ProjectTreeTooLarge",
+        "a project folder (pipelines/ with its sub-folders, sources/ or sinks/) holds more entries than pz "
+        "walks (50,000), typically through a symbolic link to a large folder outside the project such as "
+        "/tmp or a home folder; pz stopped walking there instead of reading it for minutes",
+        "remove the link (or point it at a folder that holds only the project's files), and keep the "
+        "project's folders free of unrelated files",
+    ),
+    Code(
         "PZ0120",
         "InvalidBreaker",
         "`engine.breaker` is malformed (unknown key, non-positive failure_threshold, bad or zero cool_down)",
