@@ -51,17 +51,20 @@ def _measure(
     wanted = [
         (name, kind)
         for name, kind, target in pairs
-        if parse_kind(kind).family in ("text", "binary") and needs_lengths(target.type, target.max_bytes)
+        if needs_lengths(target.type, target.max_bytes)
+        and (parse_kind(kind).family in ("text", "binary") or parse_kind(target.type).family == "text")
     ]
     if not wanted:
         return {}
     items = []
     for name, kind in wanted:
         ref = quote_ident(name)
-        if parse_kind(kind).family == "text":
-            items.append(f"max(length({ref})), max(strlen({ref}))")
-        else:
+        family = parse_kind(kind).family
+        if family == "binary":
             items.append(f"NULL::BIGINT, max(octet_length({ref}))")
+        else:  # text, or a value written as text (measured as DuckDB spells it)
+            text = ref if family == "text" else f"CAST({ref} AS VARCHAR)"
+            items.append(f"max(length({text})), max(strlen({text}))")
     row = cur.execute(f"SELECT {', '.join(items)} FROM {source}").fetchone() or ()
     out: dict[str, tuple[int | None, int | None]] = {}
     for i, (name, _) in enumerate(wanted):
@@ -70,10 +73,12 @@ def _measure(
     return out
 
 
-def cast_hint(name: str, target: TargetColumn) -> str:
-    """The pipeline change that makes `name` fit `target`."""
+def cast_hint(name: str, target: TargetColumn, result_type: str = "VARCHAR") -> str:
+    """The pipeline change that makes `name` (of `result_type`) fit `target`."""
     ref = quote_ident(name) if not name.isidentifier() else name
     kind = parse_kind(target.type)
+    if kind.family == "text" and parse_kind(result_type).family not in ("text", "binary"):
+        ref = f"CAST({ref} AS VARCHAR)"
     if kind.family == "text" and kind.length is not None:
         return f"left({ref}, {kind.length})"
     if kind.family in ("text", "binary"):
@@ -148,7 +153,7 @@ def refuse_narrowing(
             native = target.native or target.type
             problems.append(
                 f"column {name} is {kind} in the result but {native} in the target: {reason}; "
-                f"write {cast_hint(name, target)} in the pipeline"
+                f"write {cast_hint(name, target, kind)} in the pipeline"
             )
     if problems:
         raise NodeFailure(

@@ -232,6 +232,41 @@ def test_text_longer_than_the_target_column_is_refused(project_dir: Path, target
     assert target.rows("SELECT count(*) FROM target") == [(0,)]
 
 
+@pytest.mark.parametrize("target", ["postgres", "mysql"], indirect=True)  # DuckDB's VARCHAR has no length
+@pytest.mark.parametrize("strategy", ["merge", "append"])
+def test_values_that_are_not_text_are_measured_as_text_for_a_bounded_column(
+    project_dir: Path, target: Target, strategy: str
+) -> None:
+    """A number or a timestamp written into varchar(3) was not checked (MySQL cut it silently without
+    strict mode); measured as text now, like text is."""
+    target.execute(
+        "CREATE TABLE target (id integer PRIMARY KEY, code varchar(3), at varchar(3), ok varchar(4))"
+    )
+    sql = (
+        "INSERT INTO {{ sink('wh', 'out') }} SELECT 1 AS id, 12345 AS code, "
+        "TIMESTAMP '2026-03-01 10:30:00' AS at, 42 AS ok"
+    )
+    extra = ", keys: [id]" if strategy == "merge" else ""
+    for universal in (False, True):
+        result = _run(project_dir, target, strategy, sql, extra=extra, universal=universal)
+        assert result.exit_code == 1, result.output
+        error = result.node("wh.out")["error"]
+        assert error["code"] == "PZ0515", error
+        message = error["message"]
+        assert (
+            "column code is INTEGER in the result but "
+            + ("character varying(3)" if target.name == "postgres" else "varchar(3)")
+            + " in the target: written as text its longest value has 5 characters, the column holds 3 "
+            "(text length); write left(CAST(code AS VARCHAR), 3) in the pipeline"
+        ) in message, message
+        assert "column at is TIMESTAMP" in message and "has 19 characters" in message
+        assert "column ok" not in message
+        assert target.rows("SELECT count(*) FROM target") == [(0,)]
+    fits = "INSERT INTO {{ sink('wh', 'out') }} SELECT 1 AS id, 123 AS code, 4.5 AS ok"
+    assert _run(project_dir, target, strategy, fits, extra=extra).exit_code == 0
+    assert target.rows("SELECT code, ok FROM target") == [("123", "4.5")]
+
+
 def test_merge_with_duplicate_keys_is_refused_alike(project_dir: Path, target: Target) -> None:
     for universal in (False, True):
         result = _run(project_dir, target, "merge", DUPLICATES_SQL, extra=", keys: [id]", universal=universal)

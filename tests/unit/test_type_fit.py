@@ -130,6 +130,15 @@ def test_text_length_is_measured(
         assert reason is not None and "length" in reason
 
 
+@pytest.mark.parametrize("result", ["INTEGER", "DECIMAL(10,2)", "TIMESTAMP", "DATE", "UUID", "INTEGER[]"])
+def test_values_that_are_not_text_are_measured_as_text(result: str) -> None:
+    target = Target("c", "VARCHAR(3)", "varchar(3)")
+    reason = misfit(ResultColumn("c", result, 4, 4), target)
+    assert reason == "written as text its longest value has 4 characters, the column holds 3 (text length)"
+    assert misfit(ResultColumn("c", result, 3, 3), target) is None
+    assert misfit(ResultColumn("c", result, 4, 4), Target("c", "VARCHAR", "text")) is None
+
+
 def test_binary_length_in_bytes() -> None:
     assert misfit(ResultColumn("b", "BLOB", None, 17), Target("b", "BLOB", "varbinary(16)", 16)) is not None
     assert misfit(ResultColumn("b", "BLOB", None, 16), Target("b", "BLOB", "varbinary(16)", 16)) is None
