@@ -558,11 +558,12 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0517",
         "TargetColumnsDiffer",
-        "a merge or append into an existing target has result columns the target lacks (on every "
-        "connector), or, for a parquet folder, other columns or another order than the files already in "
-        "it; nothing was written",
-        "select only the target's columns (for parquet: the same columns in the same order), add the "
-        "columns to the target, or write with strategy replace",
+        "a merge or append into an existing target has result columns the target lacks, or lacks a "
+        "target column every inserted row must fill (NOT NULL without a default; every column of a parquet "
+        "folder's files), the same on every connector; or, for a parquet folder, the columns come in another "
+        "order than in the files already in it; nothing was written",
+        "select the target's columns, only those (for parquet: in the same order), add the columns to the "
+        "target (or give a required one a default), or write with strategy replace",
     ),
     Code(
         "PZ0524",

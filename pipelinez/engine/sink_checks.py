@@ -2,8 +2,9 @@
 anything, so every connector refuses the same things with the same code and message:
 
 - column sets (PZ0517): a result column the existing target lacks is refused on every connector (merge and
-  append never change the target's definition); target columns the result lacks are left NULL on insert and
-  untouched on update;
+  append never change the target's definition), and so is a result that lacks a target column an insert must
+  fill (NOT NULL without a default, as the connector reports it); other target columns the result lacks are
+  left NULL (or their default) on insert and untouched on update;
 - narrowing (PZ0515): a result column that does not fit the existing target column without loss
   (the rule is `type_fit.misfit`; the connector reports its target's columns through
   `Connector.target_columns`);
@@ -103,17 +104,34 @@ def cast_hint(name: str, target: TargetColumn, result_type: str = "VARCHAR") -> 
 def refuse_other_columns(
     written: Sequence[tuple[str, str]], targets: dict[str, TargetColumn], request: OutputRequest, what: str
 ) -> None:
-    """PZ0517 when the result has columns the existing target lacks: one rule for every connector."""
+    """PZ0517 when the result's columns do not fit the existing target's: result columns the target lacks,
+    or target columns an insert must fill (NOT NULL without a default) that the result lacks. One rule and
+    one message for every connector and tier."""
     extra = [(name, kind) for name, kind in written if _match(name, targets) is None]
-    if not extra:
+    present = {name.lower() for name, _ in written}
+    needed = [t.name for t in targets.values() if t.required and t.name.lower() not in present]
+    if not extra and not needed:
         return
-    adds = "; ".join(f"ADD COLUMN {n if n.isidentifier() else quote_ident(n)} {k}" for n, k in extra)
+    problems, steps = [], []
+    if extra:
+        problems.append(
+            f"the result has column(s) {', '.join(n for n, _ in extra)} that the existing target does not "
+            f"have (it has: {', '.join(targets)})"
+        )
+        adds = "; ".join(f"ADD COLUMN {n if n.isidentifier() else quote_ident(n)} {k}" for n, k in extra)
+        steps.append(f"Leave them out of the pipeline's SELECT, add them to the target ({adds})")
+    if needed:
+        problems.append(
+            f"the result does not have the target's column(s) {', '.join(needed)}, which every written row "
+            "must fill (NOT NULL without a default, or a column of the parquet files already there)"
+        )
+        steps.append(f"select {', '.join(needed)} in the pipeline (or give the target column(s) a default)")
+    steps[1:] = [s[0].lower() + s[1:] for s in steps[1:]]
+    steps[0] = steps[0][0].upper() + steps[0][1:]
     raise NodeFailure(
         "PZ0517",
-        f"{what}: the result has column(s) {', '.join(n for n, _ in extra)} that the existing target does "
-        f"not have (it has: {', '.join(targets)}); {request.strategy} never changes the target's "
-        f"definition, so nothing was written. Leave them out of the pipeline's SELECT, add them to the "
-        f"target ({adds}), or write with strategy replace",
+        f"{what}: {'; '.join(problems)}; {request.strategy} never changes the target's definition, so "
+        f"nothing was written. {', '.join(steps)}, or write with strategy replace",
     )
 
 

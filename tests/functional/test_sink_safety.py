@@ -315,6 +315,75 @@ def test_result_columns_the_target_lacks_are_refused_alike(
     assert target.rows("SELECT id, name FROM target") == [(1, None)]
 
 
+REQUIRED_COLUMNS = {
+    "postgres": "id integer, name varchar(20) NOT NULL, made varchar(5) NOT NULL DEFAULT 'x', "
+    "n bigint GENERATED ALWAYS AS IDENTITY",
+    "mysql": "id INT, name VARCHAR(20) NOT NULL, made VARCHAR(5) NOT NULL DEFAULT 'x', "
+    "n BIGINT NOT NULL AUTO_INCREMENT, KEY (n)",
+    "duckdb": "id INTEGER, name VARCHAR NOT NULL, made VARCHAR NOT NULL DEFAULT 'x'",
+}
+
+
+@pytest.mark.parametrize("strategy", ["merge", "append"])
+def test_target_columns_the_result_must_fill_are_refused_alike(
+    project_dir: Path, target: Target, strategy: str
+) -> None:
+    """A NOT NULL column without a default that the result lacks: the server refused it (PZ0501) on
+    postgres and mysql after loading, duckdb differently; one engine rule before anything is written now.
+    Columns with a default, identity or auto-increment are left to the target."""
+    target.execute(f"CREATE TABLE target ({REQUIRED_COLUMNS[target.name]})")
+    extra = ", keys: [id]" if strategy == "merge" else ""
+    lacking = "INSERT INTO {{ sink('wh', 'out') }} SELECT 1 AS id, 2 AS score"
+    for universal in (False, True):
+        result = _run(project_dir, target, strategy, lacking, extra=extra, universal=universal)
+        assert result.exit_code == 1, result.output
+        error = result.node("wh.out")["error"]
+        assert error["code"] == "PZ0517", error
+        has = "id, name, made" + (", n" if target.name != "duckdb" else "")
+        assert error["message"] == (
+            "sink 'wh' output 'out': the result has column(s) score that the existing target does not have "
+            f"(it has: {has}); the result does not have the target's column(s) name, which every written "
+            "row must fill (NOT NULL without a default, or a column of the parquet files already there); "
+            f"{strategy} never changes the target's definition, so nothing was written. Leave them out of "
+            "the pipeline's SELECT, add them to the target (ADD COLUMN score INTEGER), select name in the "
+            "pipeline (or give the target column(s) a default), or write with strategy replace"
+        ), error["message"]
+    assert target.rows("SELECT count(*) FROM target") == [(0,)]
+    fills = "INSERT INTO {{ sink('wh', 'out') }} SELECT 1 AS id, 'a' AS name"
+    assert (ok := _run(project_dir, target, strategy, fills, extra=extra)).exit_code == 0, ok.output
+    assert target.rows("SELECT id, name, made FROM target") == [(1, "a", "x")]
+
+
+def test_a_parquet_folder_needs_every_column_of_its_files(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            "project.yml": "name: lake\n",
+            "sinks/lake.yml": """
+            connector: localfiles
+            connection: { root: out }
+            outputs:
+              events: { format: parquet, strategy: append }
+        """,
+            "pipelines/events.sql": EVENTS_SQL.format(id="1"),
+        },
+    )
+    assert pz(project_dir, "run").exit_code == 0
+    write_project(
+        project_dir, {"pipelines/events.sql": "INSERT INTO {{ sink('lake', 'events') }} SELECT 2 AS id"}
+    )
+    result = pz(project_dir, "run")
+    assert result.exit_code == 1, result.output
+    error = result.node("lake.events")["error"]
+    assert error["code"] == "PZ0517" and error["message"] == (
+        "sink 'lake' output 'events': the result does not have the target's column(s) name, which every "
+        "written row must fill (NOT NULL without a default, or a column of the parquet files already there); "
+        "append never changes the target's definition, so nothing was written. Select name in the pipeline "
+        "(or give the target column(s) a default), or write with strategy replace"
+    ), error["message"]
+    assert len(list((project_dir / "out" / "events.parquet").glob("*.parquet"))) == 1
+
+
 NULL_KEYS_SQL = """
     INSERT INTO {{ sink('wh', 'out') }}
     SELECT * FROM (VALUES (1, 'a', 'x'), (NULL, 'b', 'y'), (3, NULL, 'z'), (NULL, 'c', 'w'))

@@ -228,9 +228,18 @@ class DuckDBConnector(Connector):
                 if not (found and found[0]):
                     return None
                 cols = strategies.columns_of(con, target.sql())
+                required = {
+                    str(r[0])
+                    for r in con.execute(
+                        "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+                        "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?) "
+                        "AND NOT is_nullable AND column_default IS NULL",
+                        [target.schema, target.table],
+                    ).fetchall()
+                }
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0501") from exc
-        return [TargetColumn(name, kind, kind) for name, kind in cols]
+        return [TargetColumn(name, kind, kind, required=name in required) for name, kind in cols]
 
     # -- connectivity ----------------------------------------------------------------------------
     def check_connection(self) -> None:

@@ -63,10 +63,13 @@ def normalize(column_type: str) -> TargetColumn:
     return TargetColumn("", column_type, column_type)
 
 
-def target_columns(columns: dict[str, str]) -> list[TargetColumn]:
-    """The (name -> COLUMN_TYPE) columns as the SDK reports them."""
+def target_columns(columns: dict[str, str], required: set[str] | None = None) -> list[TargetColumn]:
+    """The (name -> COLUMN_TYPE) columns as the SDK reports them; `required`: the NOT NULL columns without
+    a default (nor auto-increment, nor generated)."""
     out = []
     for name, kind in columns.items():
         col = normalize(kind)
-        out.append(TargetColumn(name, col.type, col.native, col.max_bytes, col.utc))
+        out.append(
+            TargetColumn(name, col.type, col.native, col.max_bytes, col.utc, name in (required or set()))
+        )
     return out

@@ -198,6 +198,22 @@ class Writer:
         ).fetchall()
         return {str(r[0]): str(r[1]) for r in rows}
 
+    def required_columns(self, cur: Any = None) -> set[str]:
+        """The target's columns an insert must give a value: NOT NULL, no default, not identity or
+        generated."""
+        runner = cur if cur is not None else self.conn
+        row = runner.execute("SELECT to_regclass(%s)::oid::int8", [self.qualified]).fetchone()
+        if row is None or row[0] is None:
+            return set()
+        rows = runner.execute(
+            "SELECT attname FROM pg_catalog.pg_attribute a WHERE attrelid = %s AND attnum > 0 "
+            "AND NOT attisdropped AND attnotnull AND NOT atthasdef "
+            "AND coalesce(to_jsonb(a) ->> 'attidentity', '') = '' "
+            "AND coalesce(to_jsonb(a) ->> 'attgenerated', '') = ''",
+            [int(row[0])],
+        ).fetchall()
+        return {str(r[0]) for r in rows}
+
     def _create(
         self,
         name: str,

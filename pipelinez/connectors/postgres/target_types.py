@@ -45,6 +45,10 @@ def normalize(pg_type: str) -> str:
     return pg_type
 
 
-def target_columns(columns: dict[str, str]) -> list[TargetColumn]:
-    """The catalog's (name -> format_type) columns as the SDK reports them."""
-    return [TargetColumn(name, normalize(kind), kind) for name, kind in columns.items()]
+def target_columns(columns: dict[str, str], required: set[str] | None = None) -> list[TargetColumn]:
+    """The catalog's (name -> format_type) columns as the SDK reports them; `required`: the NOT NULL
+    columns without a default."""
+    return [
+        TargetColumn(name, normalize(kind), kind, required=name in (required or set()))
+        for name, kind in columns.items()
+    ]
