@@ -147,6 +147,80 @@ def check_target(
     written = written_columns(cur, request, source)
     refuse_other_columns(written, targets, request, what)
     refuse_narrowing(cur, targets, request, written, source, what)
+    refuse_folded_duplicate_keys(cur, targets, request, written, source, what)
+
+
+_FOLDED = {
+    "case": "ignoring case",
+    "accents": "ignoring accents",
+    "trailing_spaces": "ignoring trailing spaces",
+}
+
+
+def _folded(ref: str, folds: Sequence[str]) -> str:
+    """The DuckDB expression that compares `ref` as a target that ignores `folds` does."""
+    if "trailing_spaces" in folds:
+        ref = f"rtrim({ref}, ' ')"
+    if "case" in folds:
+        ref = f"lower({ref})"
+    if "accents" in folds:
+        ref = f"strip_accents({ref})"
+    return ref
+
+
+def refuse_folded_duplicate_keys(
+    cur: duckdb.DuckDBPyConnection,
+    targets: dict[str, TargetColumn],
+    request: OutputRequest,
+    written: Sequence[tuple[str, str]],
+    source: str,
+    what: str,
+) -> None:
+    """PZ0516 when two rows of a merge's result have keys the existing target compares as equal, though
+    they differ (a case-insensitive or PAD SPACE collation, citext, char(n)): the target would fold them
+    into one row, one of them lost. The same message as for equal keys."""
+    if request.strategy != "merge" or not request.keys:
+        return
+    kinds = {name.lower(): kind for name, kind in written}
+    folded: list[tuple[str, TargetColumn]] = []
+    for key in request.keys:
+        target = _match(key, targets)
+        if target and target.folds and parse_kind(kinds.get(key.lower(), "")).family == "text":
+            folded.append((key, target))
+    if not folded:
+        return
+    by_key = {k: t for k, t in folded}
+    exprs = [
+        _folded(quote_ident(k), by_key[k].folds) if k in by_key else quote_ident(k) for k in request.keys
+    ]
+    grouped = ", ".join(f"{e} AS {quote_ident(f'__pz_k{i}')}" for i, e in enumerate(exprs))
+    repeated = (
+        f"SELECT count(*) AS __pz_rows, {grouped} FROM {source} GROUP BY ALL HAVING count(*) > 1"
+    )
+    if not cur.execute(f"{repeated} LIMIT 1").fetchone():
+        return
+    total = cur.execute(f"SELECT count(*) FROM ({repeated})").fetchone()
+    example_keys = ", ".join(quote_ident(k) for k in request.keys)
+    rows = cur.execute(
+        f"SELECT {example_keys} FROM {source} WHERE ({', '.join(exprs)}) IN "
+        f"(SELECT ({', '.join(quote_ident(f'__pz_k{i}') for i in range(len(exprs)))}) FROM ({repeated}) "
+        f"ORDER BY __pz_rows DESC LIMIT 1) ORDER BY ALL LIMIT 3"
+    ).fetchall()
+    assert total is not None
+    shown = " and ".join(
+        ", ".join(f"{k} = {_shown(v)}" for k, v in zip(request.keys, row, strict=True)) for row in rows
+    )
+    how = "; ".join(
+        f"{t.name} ({t.native or t.type}) {' and '.join(_FOLDED[f] for f in t.folds)}" for _, t in folded
+    )
+    raise NodeFailure(
+        "PZ0516",
+        f"{what}: merge needs one row per key ({', '.join(request.keys)}), but {total[0]} key value(s) "
+        f"repeat in the result as the existing target compares keys ({how}), e.g. {shown}; the target "
+        "would keep one of them, so nothing was written. Deduplicate the pipeline's result the way the "
+        "target compares (e.g. QUALIFY row_number() OVER (PARTITION BY lower(key) ORDER BY …) = 1), or "
+        "give the key column a case- and space-sensitive collation",
+    )
 
 
 def refuse_narrowing(

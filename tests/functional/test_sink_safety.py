@@ -384,6 +384,71 @@ def test_a_parquet_folder_needs_every_column_of_its_files(project_dir: Path) -> 
     assert len(list((project_dir / "out" / "events.parquet").glob("*.parquet"))) == 1
 
 
+FOLDING_TARGETS = {
+    "postgres": [
+        "CREATE EXTENSION IF NOT EXISTS citext",
+        "CREATE COLLATION pz_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)",
+        "CREATE TABLE target (k citext, j varchar(10) COLLATE pz_ci, p char(4), v integer, "
+        "PRIMARY KEY (k, j, p))",
+    ],
+    "mysql": [
+        "CREATE TABLE target (k VARCHAR(10) COLLATE utf8mb4_general_ci, j VARCHAR(10) COLLATE "
+        "utf8mb4_unicode_520_nopad_ci, p VARCHAR(4) COLLATE utf8mb4_bin, v INT, PRIMARY KEY (k, j, p))"
+    ],
+    "duckdb": [
+        "CREATE TABLE target (k VARCHAR COLLATE NOCASE, j VARCHAR COLLATE NOCASE, p VARCHAR, v INTEGER, "
+        "PRIMARY KEY (k, j, p))"
+    ],
+}
+
+
+def test_merge_keys_a_collation_folds_together_are_duplicates(project_dir: Path, target: Target) -> None:
+    """A case-insensitive (or PAD SPACE, citext, char(n)) key column folds keys the result holds apart:
+    the target kept one of the rows and pz counted both. Refused (PZ0516) as the target compares."""
+    for statement in FOLDING_TARGETS[target.name]:
+        target.execute(statement)
+    sql = """
+        INSERT INTO {{ sink('wh', 'out') }}
+        SELECT * FROM (VALUES ('a', 'x', 'p', 1), ('A', 'X', 'p', 2), ('b', 'y', 'p', 3), ('c', 'z', 'p', 4))
+            AS t(k, j, p, v)
+    """
+    for universal in (False, True):
+        result = _run(project_dir, target, "merge", sql, extra=", keys: [k, j, p]", universal=universal)
+        assert result.exit_code == 1, result.output
+        error = result.node("wh.out")["error"]
+        assert error["code"] == "PZ0516", error
+        message = error["message"]
+        assert message.startswith(
+            "sink 'wh' output 'out': merge needs one row per key (k, j, p), but 1 key value(s) repeat in the "
+            "result as the existing target compares keys (k ("
+        ), message
+        assert "k = 'A', j = 'X', p = 'p' and k = 'a', j = 'x', p = 'p'" in message, message
+        assert "nothing was written" in message
+    assert target.rows("SELECT count(*) FROM target") == [(0,)]
+    if target.name != "duckdb":  # trailing spaces: PAD SPACE (mysql utf8mb4_bin) and char(4) (postgres)
+        spaced = sql.replace("('A', 'X', 'p', 2)", "('a', 'x', 'p  ', 2)")
+        result = _run(project_dir, target, "merge", spaced, extra=", keys: [k, j, p]")
+        assert result.node("wh.out")["error"]["code"] == "PZ0516", result.output
+        assert "ignoring trailing spaces" in result.node("wh.out")["error"]["message"]
+    distinct = sql.replace("('A', 'X', 'p', 2)", "('a', 'x', 'q', 2)")
+    assert _run(project_dir, target, "merge", distinct, extra=", keys: [k, j, p]").exit_code == 0
+    assert target.rows("SELECT count(*) FROM target") == [(4,)]
+
+
+def test_tables_pz_creates_keep_keys_apart_that_differ_in_case_or_spaces(
+    project_dir: Path, target: Target
+) -> None:
+    sql = """
+        INSERT INTO {{ sink('wh', 'out') }}
+        SELECT * FROM (VALUES ('a', 1), ('A', 2), ('a ', 3), ('é', 4), ('e', 5)) AS t(k, v)
+    """
+    for _ in range(2):  # created, then merged into
+        result = _run(project_dir, target, "merge", sql, extra=", keys: [k]")
+        assert result.exit_code == 0, result.output
+        assert result.node("wh.out")["rows"] == 5
+    assert target.rows("SELECT count(*) FROM target") == [(5,)]
+
+
 NULL_KEYS_SQL = """
     INSERT INTO {{ sink('wh', 'out') }}
     SELECT * FROM (VALUES (1, 'a', 'x'), (NULL, 'b', 'y'), (3, NULL, 'z'), (NULL, 'c', 'w'))

@@ -475,7 +475,8 @@ class MySQLConnector(Connector):
         try:
             with con.cursor() as cur:
                 cur.execute(
-                    "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE = 'NO' AND COLUMN_DEFAULT IS NULL "
+                    "SELECT COLUMN_NAME, COLUMN_TYPE, COLLATION_NAME, "
+                    "IS_NULLABLE = 'NO' AND COLUMN_DEFAULT IS NULL "
                     "AND EXTRA NOT LIKE '%auto_increment%' AND EXTRA NOT LIKE '%GENERATED%' "
                     "AND EXTRA NOT LIKE '%VIRTUAL%' AND EXTRA NOT LIKE '%STORED%' "
                     f"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = {db} "
@@ -491,7 +492,9 @@ class MySQLConnector(Connector):
         if not rows:
             return None
         return target_types.target_columns(
-            {str(name): str(kind) for name, kind, _ in rows}, {str(name) for name, _, req in rows if req}
+            {str(name): str(kind) for name, kind, _, _ in rows},
+            {str(name) for name, _, _, req in rows if req},
+            {str(name): None if coll is None else str(coll) for name, _, coll, _ in rows},
         )
 
     # -- tier 5 -------------------------------------------------------------------------------------------
