@@ -111,7 +111,8 @@ BINARY_BLOBS = [
     bytes(range(256)), b"PK\x03\x04" + b"\x00" * 30,
 ]  # fmt: skip
 SYMLINK_TARGETS = [
-    "nope.yml", "/nonexistent/x", ".", "..", "/dev/null", "/etc/hostname", "/proc/self/status", "/tmp", "/usr",
+    "nope.yml", "/nonexistent/x", ".", "..", "/dev/null", "/etc/hostname", "/proc/self/status", "/tmp",
+    "/usr",
     "SELF", "LOOP",
 ]  # fmt: skip
 RUN_FLAGS = [
