@@ -125,12 +125,20 @@ def _refuse_heavy(what: str, weight: int, limit: int) -> None:
         raise SandboxLimit(f"{what} makes more than the sandbox allows ({limit:,} characters or items)")
 
 
+def _printable(value: Any, what: str = "printing this value") -> Any:
+    """`value`, refused when its text (str/repr, C-level, not interruptible) would be larger than the
+    sandbox's output: a list nested in itself many times prints as far more than it holds."""
+    if isinstance(value, list | tuple | dict | set | frozenset | int) and not isinstance(value, bool):
+        _refuse_heavy(what, _weight(value, MAX_OUTPUT_CHARS), MAX_OUTPUT_CHARS)
+    return value
+
+
 def _bounded_items(items: Any, separator: str) -> list[str]:
     """The items of a join as text, counted while they are made: refused past MAX_OUTPUT_CHARS."""
     out: list[str] = []
     total = 0
     for item in items:
-        text = str(item)
+        text = str(_printable(item))
         total += len(text) + (len(separator) if out else 0)
         if total > MAX_OUTPUT_CHARS:
             _refuse_big_result("join()", total)
@@ -201,6 +209,7 @@ class _BoundedFormatter(SandboxedFormatter):
 
     def format_field(self, value: Any, format_spec: str) -> Any:
         _refuse_wide_spec(format_spec)
+        _printable(value)
         return super().format_field(value, format_spec)
 
 
@@ -210,6 +219,7 @@ class BoundedSandbox(SandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**", "%", "+"})
 
     def __init__(self, **options: Any):
+        options.setdefault("finalize", _printable)  # every {{ … }} is sized before it is printed
         super().__init__(**options)
         self.budget = Budget()
         for name in ("center", "indent", "batch", "slice"):  # the filters that build from a number
@@ -222,9 +232,13 @@ class BoundedSandbox(SandboxedEnvironment):
         self.globals["lipsum"] = self._bounded_lipsum(self.globals["lipsum"])
 
     def _timed(self, fn: Any) -> Any:
+        first = 1 if getattr(fn, "jinja_pass_arg", None) is not None else 0
+
         @functools.wraps(fn)
         def timed(*args: Any, **kwargs: Any) -> Any:
             self.budget.check_time()
+            if len(args) > first:  # the filtered value: many filters print it (string, tojson, pprint …)
+                _printable(args[first])
             return fn(*args, **kwargs)
 
         return timed
@@ -313,11 +327,13 @@ class BoundedSandbox(SandboxedEnvironment):
         if op == "%":
             if isinstance(left, str):
                 _refuse_wide_percent(left, right)
+                _printable(right)
             return operator.mod(left, right)
         if op == "+":
-            if _sized(left) is not None and _sized(right) is not None:
-                limit = MAX_OUTPUT_CHARS
-                _refuse_heavy("adding these values", _weight(left, limit) + _weight(right, limit), limit)
+            size_left, size_right = _sized(left), _sized(right)
+            if size_left is not None and size_right is not None:  # O(1): lengths, not weights
+                limit = MAX_OUTPUT_CHARS if isinstance(left, str | bytes) else MAX_VALUE_SIZE
+                _refuse_heavy("adding these values", size_left + size_right, limit)
             return operator.add(left, right)
         if op == "*":
             for seq, times in ((left, right), (right, left)):
@@ -372,7 +388,7 @@ class BoundedSandbox(SandboxedEnvironment):
 
 def _concat(*values: Any) -> str:
     """`a ~ b ~ …` (Jinja's Concat), sized before the result is built."""
-    texts = [str(v) for v in values]
+    texts = [str(_printable(v)) for v in values]
     _refuse_big_result("joining with ~", sum(map(len, texts)))
     return "".join(texts)
 

@@ -178,6 +178,16 @@ def test_a_var_default_that_is_not_of_the_var_type_is_refused(project_dir: Path)
             "adding these values makes more than the sandbox allows (10,485,760 characters or items)",
         ),
         (
+            "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}"
+            "{{ ns.l | tojson }}",
+            "printing this value makes more than the sandbox allows (10,485,760 characters or items)",
+        ),
+        (
+            "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}"
+            "{{ ns.l }}",
+            "printing this value makes more than the sandbox allows",
+        ),
+        (
             "{% set l = [1] %}{% for i in range(36) %}{% set _ = l.extend(l) %}{% endfor %}",
             "extend() makes more than the sandbox allows (1,000,000 characters or items)",
         ),
