@@ -4,8 +4,13 @@ Jinja's own sandbox forbids unsafe attribute access and caps one `range()` at 10
 can still build a 2 GB string (`"a" * 2000000000`) or nest loops for hours. Here every render gets a budget:
 `*` and `**` refuse results that would be too large before computing them, every `{% for %}` iteration counts
 against a loop budget, every call and output chunk checks a deadline, and the output is capped. Every other
-operation whose result can be far larger than its operands is sized before it runs: padding widths and
-precisions in `str.format`, `%` and `|format` (`"{:>2000000000}"`), `join` and `replace`.
+operation whose result can be far larger than its operands is sized before it runs, since one C-level
+operation is not interrupted by the deadline: padding widths and precisions in `str.format`, `%` and
+`|format` (`"{:>2000000000}"`), `join` and `replace`, `+` and `~` (doubling a string in a loop), `*` by the
+size of what is repeated (nested lists and big integers included: `[[0] * 1000000] * 1000`), `list.extend`,
+and the filters and globals that take a count (`batch`, `slice`, `lipsum`). Every filter checks the deadline
+before it runs, so a loop of slow filters stops at the deadline, not 256 steps later. A MemoryError is a
+SandboxLimit too.
 """
 
 from __future__ import annotations
@@ -23,13 +28,16 @@ from typing import Any
 from jinja2 import nodes
 from jinja2.runtime import Context
 from jinja2.sandbox import SandboxedEnvironment, SandboxedFormatter
+from jinja2.visitor import NodeTransformer
 
 MAX_OUTPUT_CHARS = 10 * 1024 * 1024  # a project file is at most 10 MiB; a rendering no larger
 MAX_LOOP_ITERATIONS = 1_000_000
 MAX_SECONDS = 10.0
 MAX_POWER_BITS = 4096
 LOOP_GUARD = "__pz_loop_guard__"
+CONCAT_GUARD = "__pz_concat_guard__"
 MAX_VALUE_SIZE = 1_000_000  # characters or items one `*` or padding call may build
+_LIPSUM_WORDS = 100_000
 _LOOP_BATCH = 256  # loop steps are counted this many at a time
 _OUTPUT_BATCH = 64  # output chunks likewise (each at most MAX_VALUE_SIZE, so memory stays bounded)
 
@@ -86,18 +94,72 @@ def _sized(value: Any) -> int | None:
     return len(value) if isinstance(value, str | bytes | list | tuple) else None
 
 
+def _weight(value: Any, limit: int, memo: dict[int, int] | None = None) -> int:
+    """About how many characters `value` prints as (its str/repr), counting shared parts each time they
+    appear; stops counting past `limit`. Scalars weigh their digits, strings their length."""
+    if isinstance(value, str | bytes):
+        return max(1, len(value))
+    if isinstance(value, bool) or value is None:
+        return 1
+    if isinstance(value, int):
+        return max(1, value.bit_length() * 3 // 10)
+    if not isinstance(value, list | tuple | dict | set | frozenset):
+        return 1
+    memo = {} if memo is None else memo
+    key = id(value)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # a list that holds itself prints as [...]
+    items = value.items() if isinstance(value, dict) else value
+    total = 0
+    for item in items:
+        total += _weight(item, limit, memo)
+        if total > limit:
+            break
+    memo[key] = max(1, total)
+    return memo[key]
+
+
+def _refuse_heavy(what: str, weight: int, limit: int) -> None:
+    if weight > limit:
+        raise SandboxLimit(f"{what} makes more than the sandbox allows ({limit:,} characters or items)")
+
+
+def _printable(value: Any, what: str = "printing this value") -> Any:
+    """`value`, refused when its text (str/repr, C-level, not interruptible) would be larger than the
+    sandbox's output: a list nested in itself many times prints as far more than it holds."""
+    if isinstance(value, list | tuple | dict | set | frozenset | int) and not isinstance(value, bool):
+        _refuse_heavy(what, _weight(value, MAX_OUTPUT_CHARS), MAX_OUTPUT_CHARS)
+    return value
+
+
+def _bounded_items(items: Any, separator: str) -> list[str]:
+    """The items of a join as text, counted while they are made: refused past MAX_OUTPUT_CHARS."""
+    out: list[str] = []
+    total = 0
+    for item in items:
+        text = str(_printable(item))
+        total += len(text) + (len(separator) if out else 0)
+        if total > MAX_OUTPUT_CHARS:
+            _refuse_big_result("join()", total)
+        out.append(text)
+    return out
+
+
 _PADDING = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})  # str methods that grow by a width
 
 
-def _refuse_huge(what: str, args: Iterable[Any]) -> None:
+def _refuse_huge(what: str, args: Iterable[Any], noun: str = "width") -> None:
     if any(isinstance(a, int) and a > MAX_VALUE_SIZE for a in args):
-        raise SandboxLimit(f"{what}() with a width above {MAX_VALUE_SIZE:,} is more than the sandbox allows")
+        raise SandboxLimit(f"{what}() with a {noun} above {MAX_VALUE_SIZE:,} is more than the sandbox allows")
 
 
 def _bounded_filter(name: str, fn: Any) -> Any:
+    noun = "count" if name in ("batch", "slice") else "width"
+
     @functools.wraps(fn)
     def bounded(*args: Any, **kwargs: Any) -> Any:
-        _refuse_huge(name, (*args[1:], *kwargs.values()))
+        _refuse_huge(name, (*args[1:], *kwargs.values()), noun)
         return fn(*args, **kwargs)
 
     return bounded
@@ -129,14 +191,8 @@ def _refuse_wide_percent(fmt: str, values: Any) -> None:
 def _refuse_big_result(what: str, size: int) -> None:
     if size > MAX_OUTPUT_CHARS:
         raise SandboxLimit(
-            f"{what}() would build {size:,} characters, more than the sandbox allows ({MAX_OUTPUT_CHARS:,})"
+            f"{what} would build {size:,} characters, more than the sandbox allows ({MAX_OUTPUT_CHARS:,})"
         )
-
-
-def _join_size(separator: Any, items: Any) -> int | None:
-    if not isinstance(items, list | tuple):
-        return None
-    return sum(len(str(i)) for i in items) + len(str(separator)) * max(0, len(items) - 1)
 
 
 def _replace_size(text: Any, old: Any, new: Any, count: Any = -1) -> int | None:
@@ -148,31 +204,71 @@ def _replace_size(text: Any, old: Any, new: Any, count: Any = -1) -> int | None:
     return len(text) + hits * (len(new) - len(old))
 
 
-def _join_filter_size(items: Any, separator: Any = "", *_: Any) -> int | None:
-    return _join_size(separator, items)
-
-
 class _BoundedFormatter(SandboxedFormatter):
     """str.format in the sandbox: each field's spec is sized before it is formatted (also `{:{w}}`)."""
 
     def format_field(self, value: Any, format_spec: str) -> Any:
         _refuse_wide_spec(format_spec)
+        _printable(value)
         return super().format_field(value, format_spec)
 
 
 class BoundedSandbox(SandboxedEnvironment):
     """A SandboxedEnvironment whose renders go through `render_bounded`."""
 
-    intercepted_binops = frozenset({"*", "**", "%"})
+    intercepted_binops = frozenset({"*", "**", "%", "+"})
 
     def __init__(self, **options: Any):
+        options.setdefault("finalize", _printable)  # every {{ … }} is sized before it is printed
         super().__init__(**options)
         self.budget = Budget()
-        for name in ("center", "indent"):  # the filters that build text from a width
+        for name in ("center", "indent", "batch", "slice"):  # the filters that build from a number
             self.filters[name] = _bounded_filter(name, self.filters[name])
         self.filters["format"] = self._bounded_format_filter(self.filters["format"])
-        self.filters["join"] = self._sized_filter("join", self.filters["join"], _join_filter_size)
+        self.filters["join"] = self._streamed_join(self.filters["join"])
         self.filters["replace"] = self._sized_filter("replace", self.filters["replace"], _replace_size)
+        for name, fn in list(self.filters.items()):  # every filter checks the deadline before it runs
+            self.filters[name] = self._timed(fn)
+        self.globals["lipsum"] = self._bounded_lipsum(self.globals["lipsum"])
+
+    def _timed(self, fn: Any) -> Any:
+        first = 1 if getattr(fn, "jinja_pass_arg", None) is not None else 0
+
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self.budget.check_time()
+            if len(args) > first:  # the filtered value: many filters print it (string, tojson, pprint …)
+                _printable(args[first])
+            return fn(*args, **kwargs)
+
+        return timed
+
+    @staticmethod
+    def _bounded_lipsum(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def bounded(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> Any:
+            if not all(isinstance(v, int) for v in (n, min, max)) or n * max > _LIPSUM_WORDS:
+                raise SandboxLimit(
+                    f"lipsum() of more than {_LIPSUM_WORDS:,} words is more than the sandbox allows"
+                )
+            return fn(n, html, min, max)
+
+        return bounded
+
+    @staticmethod
+    def _streamed_join(fn: Any) -> Any:
+        """`|join`: the items are turned into text one by one and counted, so a join of a generator or a
+        range is bounded too (the result is at most MAX_OUTPUT_CHARS)."""
+
+        @functools.wraps(fn)
+        def bounded(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> Any:
+            if attribute is not None:  # joined by attribute: at most MAX_VALUE_SIZE items
+                items = list(itertools.islice(value, MAX_VALUE_SIZE + 1))
+                _refuse_heavy("join()", len(items), MAX_VALUE_SIZE)
+                return fn(eval_ctx, items, d, attribute)
+            return fn(eval_ctx, _bounded_items(value, str(d)), d)
+
+        return functools.update_wrapper(bounded, fn)
 
     @staticmethod
     def _bounded_format_filter(fn: Any) -> Any:
@@ -192,7 +288,7 @@ class BoundedSandbox(SandboxedEnvironment):
         def bounded(*args: Any, **kwargs: Any) -> Any:
             known = size(*args[1 if pass_context else 0 :], *kwargs.values())
             if known is not None:
-                _refuse_big_result(name, known)
+                _refuse_big_result(f"{name}()", known)
             return fn(*args, **kwargs)
 
         return bounded
@@ -223,21 +319,32 @@ class BoundedSandbox(SandboxedEnvironment):
         for loop in tree.find_all(nodes.For):  # every loop's iterable goes through the guard
             guard = nodes.Call(nodes.Name(LOOP_GUARD, "load"), [loop.iter], [], None, None)
             loop.iter = guard.set_lineno(loop.iter.lineno)
-        return tree
+        result = _ConcatGuard().visit(tree)  # every `a ~ b` is sized before it is built
+        assert isinstance(result, nodes.Template)
+        return result
 
     def call_binop(self, context: Context, op: str, left: Any, right: Any) -> Any:
         if op == "%":
             if isinstance(left, str):
                 _refuse_wide_percent(left, right)
+                _printable(right)
             return operator.mod(left, right)
+        if op == "+":
+            size_left, size_right = _sized(left), _sized(right)
+            if size_left is not None and size_right is not None:  # O(1): lengths, not weights
+                limit = MAX_OUTPUT_CHARS if isinstance(left, str | bytes) else MAX_VALUE_SIZE
+                _refuse_heavy("adding these values", size_left + size_right, limit)
+            return operator.add(left, right)
         if op == "*":
             for seq, times in ((left, right), (right, left)):
                 size = _sized(seq)
-                if size is not None and isinstance(times, int) and size * times > MAX_VALUE_SIZE:
-                    raise SandboxLimit(
-                        f"repeating a value {times:,} times makes more than the sandbox allows "
-                        f"({MAX_VALUE_SIZE:,} characters or items)"
-                    )
+                if size is not None and isinstance(times, int) and not isinstance(times, bool):
+                    weight = _weight(seq, MAX_VALUE_SIZE + 1) if size else 0
+                    if size * times > MAX_VALUE_SIZE or weight * times > MAX_VALUE_SIZE:
+                        raise SandboxLimit(
+                            f"repeating a value {times:,} times makes more than the sandbox allows "
+                            f"({MAX_VALUE_SIZE:,} characters or items)"
+                        )
             return operator.mul(left, right)
         ints = isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0
         if ints and right * math.log2(abs(left)) > MAX_POWER_BITS:
@@ -250,22 +357,46 @@ class BoundedSandbox(SandboxedEnvironment):
         owner = getattr(__obj, "__self__", None)
         if name in _PADDING and isinstance(owner, str | bytes):  # "x".center(2e9)
             _refuse_huge(name, (*args, *kwargs.values()))
-        elif name == "join" and isinstance(owner, str) and args:
-            known = _join_size(owner, args[0])
-            if known is not None:
-                _refuse_big_result(name, known)
+        elif name == "join" and isinstance(owner, str) and len(args) == 1 and not kwargs:
+            args = (_bounded_items(args[0], owner),)
+        elif name in ("extend", "update") and isinstance(owner, list | dict | set) and args:
+            added = _sized(args[0]) if not isinstance(args[0], dict | set) else len(args[0])
+            if added is None or len(owner) + added > MAX_VALUE_SIZE:
+                limit = MAX_VALUE_SIZE
+                _refuse_heavy(f"{name}()", len(owner) + (added if added is not None else limit + 1), limit)
         elif name == "replace" and isinstance(owner, str) and len(args) >= 2:
             known = _replace_size(owner, *args[:3])
             if known is not None:
-                _refuse_big_result(name, known)
+                _refuse_big_result(f"{name}()", known)
         return super().call(__context, __obj, *args, **kwargs)
 
     def render_bounded(self, template: Any, context: dict[str, Any]) -> str:
         """Render with a fresh budget; SandboxLimit when the template goes past a bound."""
         self.budget = budget = Budget()
         parts: list[str] = []
-        chunks = template.generate({**context, LOOP_GUARD: lambda items: _Counted(items, budget)})
-        while batch := list(itertools.islice(chunks, _OUTPUT_BATCH)):
-            budget.wrote(sum(map(len, batch)))
-            parts += batch
+        chunks = template.generate(
+            {**context, LOOP_GUARD: lambda items: _Counted(items, budget), CONCAT_GUARD: _concat}
+        )
+        try:
+            while batch := list(itertools.islice(chunks, _OUTPUT_BATCH)):
+                budget.wrote(sum(map(len, batch)))
+                parts += batch
+        except MemoryError:
+            raise SandboxLimit("the template needs more memory than the sandbox allows") from None
         return "".join(parts)
+
+
+def _concat(*values: Any) -> str:
+    """`a ~ b ~ …` (Jinja's Concat), sized before the result is built."""
+    texts = [str(_printable(v)) for v in values]
+    _refuse_big_result("joining with ~", sum(map(len, texts)))
+    return "".join(texts)
+
+
+class _ConcatGuard(NodeTransformer):
+    """Replaces every Concat (`~`) by a call of the concat guard."""
+
+    def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
+        self.generic_visit(node)
+        call = nodes.Call(nodes.Name(CONCAT_GUARD, "load"), list(node.nodes), [], None, None)
+        return call.set_lineno(node.lineno)

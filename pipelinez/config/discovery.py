@@ -4,7 +4,9 @@ Hidden files and folders (a name starting with '.', e.g. `.pz/`) are skipped. `.
 `.yml`. Paths come back sorted, so loading is deterministic. Symbolic links are followed; a link whose target
 does not exist is PZ0110 and links that loop are PZ0111, never a silently skipped file. `sources`, `sinks` or
 `pipelines` being a file, and a project file that is a named pipe, socket or device (reading one would
-block), are PZ0114.
+block), are PZ0114. Each of the three folders is walked for at most MAX_ENTRIES entries: a link to a large
+folder (`pipelines/shared -> /tmp`) stops the walk with PZ0117, naming the link, instead of reading for
+minutes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pipelinez.core.diagnostics import Diagnostic, error
 
 PROJECT_FILE = "project.yml"
 YAML_SUFFIXES = (".yml", ".yaml")
+MAX_ENTRIES = 50_000  # file system entries looked at under one of sources/, sinks/, pipelines/
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,29 @@ def broken_link(root: Path, path: Path) -> Diagnostic | None:
             return error("PZ0111", "this symbolic link loops back on itself", file=rel)
         return error("PZ0110", f"symbolic link to '{os.readlink(path)}', which does not exist", file=rel)
     return None
+
+
+def _outside(root: Path, path: Path) -> tuple[str, str] | None:
+    """(the link's project path, where it leads) when `path` is a symbolic link to a folder outside the
+    project, else None."""
+    if not os.path.islink(path):
+        return None
+    real = os.path.realpath(path)
+    if Path(real).is_relative_to(os.path.realpath(root)):
+        return None
+    return path.relative_to(root).as_posix(), real
+
+
+def _too_large(root: Path, folder: Path, via: tuple[str, str] | None) -> Diagnostic:
+    """PZ0117: the walk of `folder` passed MAX_ENTRIES entries (through the link `via`, if any)."""
+    name = folder.relative_to(root).as_posix()
+    where = f" through '{via[0]}', a symbolic link to '{via[1]}' outside the project" if via else ""
+    return error(
+        "PZ0117",
+        f"'{name}' holds more than {MAX_ENTRIES:,} files and folders{where}; pz stopped walking it "
+        "(project files there were not read)",
+        file=via[0] if via else name,
+    )
 
 
 def _visible(name: str) -> bool:
@@ -115,8 +141,14 @@ def _flat(root: Path, folder: Path, problems: list[Diagnostic]) -> list[Path]:
         return []
     if not folder.is_dir():
         return []
+    entries: list[Path] = []
     try:
-        entries = list(folder.iterdir())
+        with os.scandir(folder) as scan:
+            for entry in scan:
+                if len(entries) >= MAX_ENTRIES:
+                    problems.append(_too_large(root, folder, _outside(root, folder)))
+                    return []
+                entries.append(Path(entry.path))
     except OSError:
         return []
     found = []
@@ -133,7 +165,8 @@ def _flat(root: Path, folder: Path, problems: list[Diagnostic]) -> list[Path]:
 
 def _tree(root: Path, folder: Path, problems: list[Diagnostic]) -> tuple[list[Path], list[Path]]:
     """(.sql files, .yml/.yaml files) under `folder`, following links to folders; a folder reached again
-    through a link (a loop) is PZ0111."""
+    through a link (a loop) is PZ0111. Entries are judged from what the directory listing tells (no stat for
+    a plain file or folder), so a large tree costs little before the MAX_ENTRIES bound stops it."""
     sql: list[Path] = []
     yml: list[Path] = []
     link = broken_link(root, folder)
@@ -146,38 +179,60 @@ def _tree(root: Path, folder: Path, problems: list[Diagnostic]) -> tuple[list[Pa
         return sql, yml
     if not folder.is_dir():
         return sql, yml
-    pending = [(folder, frozenset({os.path.realpath(folder)}))]
+    wanted = (".sql", *YAML_SUFFIXES)
+    start = os.path.realpath(folder)
+    pending = [(folder, start, frozenset({start}), _outside(root, folder))]
+    looked, before = 0, len(problems)
     while pending:
-        here, seen = pending.pop()
+        here, here_real, seen, via = pending.pop()
         try:
-            entries = sorted(os.scandir(here), key=lambda e: e.name)
+            with os.scandir(here) as scan:
+                entries = []
+                for entry in scan:
+                    looked += 1
+                    if looked > MAX_ENTRIES:
+                        del problems[before:]  # none of it: a part of a tree is no project
+                        problems.append(_too_large(root, folder, via))
+                        return [], []
+                    if _visible(entry.name):
+                        entries.append(entry)
         except OSError:
             continue
+        entries.sort(key=lambda e: e.name)
         for entry in entries:
-            path = Path(entry.path)
-            if not _visible(entry.name):
+            suffix = os.path.splitext(entry.name)[1]
+            try:
+                is_link = entry.is_symlink()
+                is_dir = entry.is_dir()
+            except OSError:
                 continue
-            link = broken_link(root, path)
-            if link:
-                if path.suffix in (".sql", *YAML_SUFFIXES) or not path.suffix:
-                    problems.append(link)
-                continue
-            if path.suffix in (".sql", *YAML_SUFFIXES) and path.is_dir():
-                special = _special(root, path)  # `x.sql` that is a folder (or a link to one): not walked
-                if special:
-                    problems.append(special)
-                continue
-            if path.is_dir():
-                real = os.path.realpath(path)
+            if is_link:
+                path = Path(entry.path)
+                link = broken_link(root, path)
+                if link:
+                    if suffix in wanted or not suffix:
+                        problems.append(link)
+                    continue
+            if is_dir:
+                path = Path(entry.path)
+                if suffix in wanted:
+                    special = _special(root, path)  # `x.sql` that is a folder (or a link to one): not walked
+                    if special:
+                        problems.append(special)
+                    continue
+                real = os.path.realpath(path) if is_link else os.path.join(here_real, entry.name)
                 if real in seen:
                     rel = path.relative_to(root).as_posix()
                     problems.append(error("PZ0111", "links back to a folder that contains it", file=rel))
                     continue
-                pending.append((path, seen | {real}))
-            elif path.suffix in (".sql", *YAML_SUFFIXES):
+                pending.append(
+                    (path, real, seen | {real}, via or (_outside(root, path) if is_link else None))
+                )
+            elif suffix in wanted:
+                path = Path(entry.path)
                 special = _special(root, path)
                 if special:
                     problems.append(special)
                 else:
-                    (sql if path.suffix == ".sql" else yml).append(path)
+                    (sql if suffix == ".sql" else yml).append(path)
     return sorted(sql), sorted(yml)

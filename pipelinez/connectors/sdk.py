@@ -237,6 +237,11 @@ class TargetColumn:
     native: str = ""  # the type as the target system spells it (for messages)
     max_bytes: int | None = None  # a byte bound on text or binary values (MySQL TEXT, VARBINARY(n))
     utc: bool = False  # a naive timestamp column the connector fills with UTC wall time from zoned values
+    folds: tuple[str, ...] = ()  # what the target ignores when it compares values of this text column
+    # (its collation or type): "case", "accents", "trailing_spaces"; merge keys are checked for duplicates
+    # the way the target compares them (PZ0516)
+    required: bool = False  # NOT NULL without a default (nor identity, auto-increment, generated): an
+    # insert must give it a value, so a result without this column is refused (PZ0517)
 
 
 @dataclass(frozen=True)

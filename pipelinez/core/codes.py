@@ -131,6 +131,15 @@ REGISTRY: tuple[Code, ...] = (
         'write the pin as a PEP 440 specifier, e.g. postgres: ">=1.0,<2", or as a PEP 508 requirement',
     ),
     Code(
+        "PZ0117",
+        "ProjectTreeTooLarge",
+        "a project folder (pipelines/ with its sub-folders, sources/ or sinks/) holds more entries than pz "
+        "walks (50,000), typically through a symbolic link to a large folder outside the project such as "
+        "/tmp or a home folder; pz stopped walking there instead of reading it for minutes",
+        "remove the link (or point it at a folder that holds only the project's files), and keep the "
+        "project's folders free of unrelated files",
+    ),
+    Code(
         "PZ0120",
         "InvalidBreaker",
         "`engine.breaker` is malformed (unknown key, non-positive failure_threshold, bad or zero cool_down)",
@@ -557,11 +566,12 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0517",
         "TargetColumnsDiffer",
-        "a merge or append into an existing target has result columns the target lacks (on every "
-        "connector), or, for a parquet folder, other columns or another order than the files already in "
-        "it; nothing was written",
-        "select only the target's columns (for parquet: the same columns in the same order), add the "
-        "columns to the target, or write with strategy replace",
+        "a merge or append into an existing target has result columns the target lacks, or lacks a "
+        "target column every inserted row must fill (NOT NULL without a default; every column of a parquet "
+        "folder's files), the same on every connector; or, for a parquet folder, the columns come in another "
+        "order than in the files already in it; nothing was written",
+        "select the target's columns, only those (for parquet: in the same order), add the columns to the "
+        "target (or give a required one a default), or write with strategy replace",
     ),
     Code(
         "PZ0524",

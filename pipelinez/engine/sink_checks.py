@@ -2,8 +2,9 @@
 anything, so every connector refuses the same things with the same code and message:
 
 - column sets (PZ0517): a result column the existing target lacks is refused on every connector (merge and
-  append never change the target's definition); target columns the result lacks are left NULL on insert and
-  untouched on update;
+  append never change the target's definition), and so is a result that lacks a target column an insert must
+  fill (NOT NULL without a default, as the connector reports it); other target columns the result lacks are
+  left NULL (or their default) on insert and untouched on update;
 - narrowing (PZ0515): a result column that does not fit the existing target column without loss
   (the rule is `type_fit.misfit`; the connector reports its target's columns through
   `Connector.target_columns`);
@@ -51,17 +52,20 @@ def _measure(
     wanted = [
         (name, kind)
         for name, kind, target in pairs
-        if parse_kind(kind).family in ("text", "binary") and needs_lengths(target.type, target.max_bytes)
+        if needs_lengths(target.type, target.max_bytes)
+        and (parse_kind(kind).family in ("text", "binary") or parse_kind(target.type).family == "text")
     ]
     if not wanted:
         return {}
     items = []
     for name, kind in wanted:
         ref = quote_ident(name)
-        if parse_kind(kind).family == "text":
-            items.append(f"max(length({ref})), max(strlen({ref}))")
-        else:
+        family = parse_kind(kind).family
+        if family == "binary":
             items.append(f"NULL::BIGINT, max(octet_length({ref}))")
+        else:  # text, or a value written as text (measured as DuckDB spells it)
+            text = ref if family == "text" else f"CAST({ref} AS VARCHAR)"
+            items.append(f"max(length({text})), max(strlen({text}))")
     row = cur.execute(f"SELECT {', '.join(items)} FROM {source}").fetchone() or ()
     out: dict[str, tuple[int | None, int | None]] = {}
     for i, (name, _) in enumerate(wanted):
@@ -70,10 +74,12 @@ def _measure(
     return out
 
 
-def cast_hint(name: str, target: TargetColumn) -> str:
-    """The pipeline change that makes `name` fit `target`."""
+def cast_hint(name: str, target: TargetColumn, result_type: str = "VARCHAR") -> str:
+    """The pipeline change that makes `name` (of `result_type`) fit `target`."""
     ref = quote_ident(name) if not name.isidentifier() else name
     kind = parse_kind(target.type)
+    if kind.family == "text" and parse_kind(result_type).family not in ("text", "binary"):
+        ref = f"CAST({ref} AS VARCHAR)"
     if kind.family == "text" and kind.length is not None:
         return f"left({ref}, {kind.length})"
     if kind.family in ("text", "binary"):
@@ -98,17 +104,34 @@ def cast_hint(name: str, target: TargetColumn) -> str:
 def refuse_other_columns(
     written: Sequence[tuple[str, str]], targets: dict[str, TargetColumn], request: OutputRequest, what: str
 ) -> None:
-    """PZ0517 when the result has columns the existing target lacks: one rule for every connector."""
+    """PZ0517 when the result's columns do not fit the existing target's: result columns the target lacks,
+    or target columns an insert must fill (NOT NULL without a default) that the result lacks. One rule and
+    one message for every connector and tier."""
     extra = [(name, kind) for name, kind in written if _match(name, targets) is None]
-    if not extra:
+    present = {name.lower() for name, _ in written}
+    needed = [t.name for t in targets.values() if t.required and t.name.lower() not in present]
+    if not extra and not needed:
         return
-    adds = "; ".join(f"ADD COLUMN {n if n.isidentifier() else quote_ident(n)} {k}" for n, k in extra)
+    problems, steps = [], []
+    if extra:
+        problems.append(
+            f"the result has column(s) {', '.join(n for n, _ in extra)} that the existing target does not "
+            f"have (it has: {', '.join(targets)})"
+        )
+        adds = "; ".join(f"ADD COLUMN {n if n.isidentifier() else quote_ident(n)} {k}" for n, k in extra)
+        steps.append(f"Leave them out of the pipeline's SELECT, add them to the target ({adds})")
+    if needed:
+        problems.append(
+            f"the result does not have the target's column(s) {', '.join(needed)}, which every written row "
+            "must fill (NOT NULL without a default, or a column of the parquet files already there)"
+        )
+        steps.append(f"select {', '.join(needed)} in the pipeline (or give the target column(s) a default)")
+    steps[1:] = [s[0].lower() + s[1:] for s in steps[1:]]
+    steps[0] = steps[0][0].upper() + steps[0][1:]
     raise NodeFailure(
         "PZ0517",
-        f"{what}: the result has column(s) {', '.join(n for n, _ in extra)} that the existing target does "
-        f"not have (it has: {', '.join(targets)}); {request.strategy} never changes the target's "
-        f"definition, so nothing was written. Leave them out of the pipeline's SELECT, add them to the "
-        f"target ({adds}), or write with strategy replace",
+        f"{what}: {'; '.join(problems)}; {request.strategy} never changes the target's definition, so "
+        f"nothing was written. {', '.join(steps)}, or write with strategy replace",
     )
 
 
@@ -124,6 +147,80 @@ def check_target(
     written = written_columns(cur, request, source)
     refuse_other_columns(written, targets, request, what)
     refuse_narrowing(cur, targets, request, written, source, what)
+    refuse_folded_duplicate_keys(cur, targets, request, written, source, what)
+
+
+_FOLDED = {
+    "case": "ignoring case",
+    "accents": "ignoring accents",
+    "trailing_spaces": "ignoring trailing spaces",
+}
+
+
+def _folded(ref: str, folds: Sequence[str]) -> str:
+    """The DuckDB expression that compares `ref` as a target that ignores `folds` does."""
+    if "trailing_spaces" in folds:
+        ref = f"rtrim({ref}, ' ')"
+    if "case" in folds:
+        ref = f"lower({ref})"
+    if "accents" in folds:
+        ref = f"strip_accents({ref})"
+    return ref
+
+
+def refuse_folded_duplicate_keys(
+    cur: duckdb.DuckDBPyConnection,
+    targets: dict[str, TargetColumn],
+    request: OutputRequest,
+    written: Sequence[tuple[str, str]],
+    source: str,
+    what: str,
+) -> None:
+    """PZ0516 when two rows of a merge's result have keys the existing target compares as equal, though
+    they differ (a case-insensitive or PAD SPACE collation, citext, char(n)): the target would fold them
+    into one row, one of them lost. The same message as for equal keys."""
+    if request.strategy != "merge" or not request.keys:
+        return
+    kinds = {name.lower(): kind for name, kind in written}
+    folded: list[tuple[str, TargetColumn]] = []
+    for key in request.keys:
+        target = _match(key, targets)
+        if target and target.folds and parse_kind(kinds.get(key.lower(), "")).family == "text":
+            folded.append((key, target))
+    if not folded:
+        return
+    by_key = {k: t for k, t in folded}
+    exprs = [
+        _folded(quote_ident(k), by_key[k].folds) if k in by_key else quote_ident(k) for k in request.keys
+    ]
+    grouped = ", ".join(f"{e} AS {quote_ident(f'__pz_k{i}')}" for i, e in enumerate(exprs))
+    repeated = (
+        f"SELECT count(*) AS __pz_rows, {grouped} FROM {source} GROUP BY ALL HAVING count(*) > 1"
+    )
+    if not cur.execute(f"{repeated} LIMIT 1").fetchone():
+        return
+    total = cur.execute(f"SELECT count(*) FROM ({repeated})").fetchone()
+    example_keys = ", ".join(quote_ident(k) for k in request.keys)
+    rows = cur.execute(
+        f"SELECT {example_keys} FROM {source} WHERE ({', '.join(exprs)}) IN "
+        f"(SELECT ({', '.join(quote_ident(f'__pz_k{i}') for i in range(len(exprs)))}) FROM ({repeated}) "
+        f"ORDER BY __pz_rows DESC LIMIT 1) ORDER BY ALL LIMIT 3"
+    ).fetchall()
+    assert total is not None
+    shown = " and ".join(
+        ", ".join(f"{k} = {_shown(v)}" for k, v in zip(request.keys, row, strict=True)) for row in rows
+    )
+    how = "; ".join(
+        f"{t.name} ({t.native or t.type}) {' and '.join(_FOLDED[f] for f in t.folds)}" for _, t in folded
+    )
+    raise NodeFailure(
+        "PZ0516",
+        f"{what}: merge needs one row per key ({', '.join(request.keys)}), but {total[0]} key value(s) "
+        f"repeat in the result as the existing target compares keys ({how}), e.g. {shown}; the target "
+        "would keep one of them, so nothing was written. Deduplicate the pipeline's result the way the "
+        "target compares (e.g. QUALIFY row_number() OVER (PARTITION BY lower(key) ORDER BY …) = 1), or "
+        "give the key column a case- and space-sensitive collation",
+    )
 
 
 def refuse_narrowing(
@@ -148,7 +245,7 @@ def refuse_narrowing(
             native = target.native or target.type
             problems.append(
                 f"column {name} is {kind} in the result but {native} in the target: {reason}; "
-                f"write {cast_hint(name, target)} in the pipeline"
+                f"write {cast_hint(name, target, kind)} in the pipeline"
             )
     if problems:
         raise NodeFailure(

@@ -12,9 +12,11 @@ precision or scale, integer width, signedness, integers or decimals into a float
 their digits, a float into an integer or bounded decimal, a wider float into a narrower one, a number into
 a boolean, timestamp -> date or time, fewer fractional-second digits, and time zone (zoned <-> naive),
 unless the connector fills a naive column with UTC wall time. Text and binary lengths are checked against
-the longest value of the result (measured in staging), since DuckDB's VARCHAR has no length. Types the
-rule does not model (lists, structs, JSON, UUID, intervals, enums into text, cross-family pairs such as
-text into integer) are left to the target system, which refuses bad values loudly.
+the longest value of the result (measured in staging), since DuckDB's VARCHAR has no length; a result that
+is not text (a number, a timestamp, a UUID …) going into a bounded text column is measured as DuckDB writes
+it as text. Types the rule does not model (lists, structs, JSON, UUID, intervals into other types,
+cross-family pairs such as text into integer) are left to the target system, which refuses bad values
+loudly.
 """
 
 from __future__ import annotations
@@ -137,6 +139,8 @@ class Target:
 def misfit(result: ResultColumn, target: Target) -> str | None:
     """Why `result` does not fit `target` without loss, or None when it fits."""
     r, t = parse_kind(result.type), parse_kind(target.type)
+    if t.family == "text" and r.family not in ("text", "binary"):  # a number, date, uuid … as text
+        return _length(result, t, target.max_bytes, as_text=True)
     if r.family == "other" or t.family == "other":
         return None
     if r.family in ("int", "decimal", "float", "bool") and t.family in ("int", "decimal", "float", "bool"):
@@ -212,13 +216,12 @@ def _from_decimal(r: Kind, t: Kind) -> str | None:
     return f"{p} digits do not round-trip through the float (numeric precision)"
 
 
-def _length(result: ResultColumn, t: Kind, max_bytes: int | None) -> str | None:
+def _length(result: ResultColumn, t: Kind, max_bytes: int | None, as_text: bool = False) -> str | None:
+    longest = "written as text its longest value" if as_text else "its longest value"
     if t.length is not None and result.max_chars is not None and result.max_chars > t.length:
-        return (
-            f"its longest value has {result.max_chars} characters, the column holds {t.length} (text length)"
-        )
+        return f"{longest} has {result.max_chars} characters, the column holds {t.length} (text length)"
     if max_bytes is not None and result.max_bytes is not None and result.max_bytes > max_bytes:
-        return f"its longest value has {result.max_bytes} bytes, the column holds {max_bytes} (length)"
+        return f"{longest} has {result.max_bytes} bytes, the column holds {max_bytes} (length)"
     return None
 
 

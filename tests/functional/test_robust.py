@@ -269,6 +269,47 @@ def test_dangling_and_looping_links_among_project_files_are_errors(project_dir: 
     assert "PZ0223 pipelines/shared/linked.sql" in result.output  # a linked folder is followed
 
 
+def test_a_link_to_a_large_folder_stops_the_walk_with_pz0117(
+    project_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sub-folder of pipelines/ (or sources/ itself) linked to a large folder outside the project (a
+    home folder, /tmp) was walked for minutes; the walk is bounded and the link named."""
+    from pipelinez.config import discovery
+
+    monkeypatch.setattr(discovery, "MAX_ENTRIES", 200)  # the real bound is 50,000 entries
+    write_project(project_dir, BASE)
+    big = tmp_path / "big"
+    for i in range(30):
+        for j in range(10):
+            write_project(big / f"d{i}", {f"f{j}.txt": "x", "loop.sql": "SELECT 1 AS x"})
+    (big / "d0" / "up").symlink_to(big)  # a loop inside the linked folder is not reported: not read
+    (project_dir / "pipelines" / "shared").symlink_to(big)
+    result = pz(project_dir, "validate")
+    _no_internal_error(result.output)
+    assert result.exit_code == 2
+    assert [line for line in result.lines if line.startswith("error:")] == [
+        f"error: PZ0117 pipelines/shared: 'pipelines' holds more than 200 files and folders through "
+        f"'pipelines/shared', a symbolic link to '{big}' outside the project; pz stopped walking it "
+        "(project files there were not read)"
+    ], result.output
+    (project_dir / "pipelines" / "shared").unlink()
+    (project_dir / "pipelines" / "shared").symlink_to(big / "d1")  # a small linked folder is still read
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 0 and "PZ0223 pipelines/shared/loop.sql" in result.output, result.output
+    sources = project_dir / "sources"
+    (big / "d2" / "files.yml").write_text((sources / "files.yml").read_text())
+    for i in range(200):
+        (big / "d2" / f"n{i}.txt").write_text("x")
+    (sources / "files.yml").unlink()
+    sources.rmdir()
+    sources.symlink_to(big / "d2")  # sources/ itself a link to a folder with too many entries
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2
+    assert result.lines[0].startswith("error: PZ0117 sources: 'sources' holds more than 200 files"), (
+        result.output
+    )
+
+
 def test_project_file_that_is_a_dangling_link_is_pz0110(tmp_path: Path) -> None:
     outer = write_project(tmp_path / "outer", BASE)
     inner = outer / "inner"

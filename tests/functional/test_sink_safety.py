@@ -232,6 +232,41 @@ def test_text_longer_than_the_target_column_is_refused(project_dir: Path, target
     assert target.rows("SELECT count(*) FROM target") == [(0,)]
 
 
+@pytest.mark.parametrize("target", ["postgres", "mysql"], indirect=True)  # DuckDB's VARCHAR has no length
+@pytest.mark.parametrize("strategy", ["merge", "append"])
+def test_values_that_are_not_text_are_measured_as_text_for_a_bounded_column(
+    project_dir: Path, target: Target, strategy: str
+) -> None:
+    """A number or a timestamp written into varchar(3) was not checked (MySQL cut it silently without
+    strict mode); measured as text now, like text is."""
+    target.execute(
+        "CREATE TABLE target (id integer PRIMARY KEY, code varchar(3), at varchar(3), ok varchar(4))"
+    )
+    sql = (
+        "INSERT INTO {{ sink('wh', 'out') }} SELECT 1 AS id, 12345 AS code, "
+        "TIMESTAMP '2026-03-01 10:30:00' AS at, 42 AS ok"
+    )
+    extra = ", keys: [id]" if strategy == "merge" else ""
+    for universal in (False, True):
+        result = _run(project_dir, target, strategy, sql, extra=extra, universal=universal)
+        assert result.exit_code == 1, result.output
+        error = result.node("wh.out")["error"]
+        assert error["code"] == "PZ0515", error
+        message = error["message"]
+        assert (
+            "column code is INTEGER in the result but "
+            + ("character varying(3)" if target.name == "postgres" else "varchar(3)")
+            + " in the target: written as text its longest value has 5 characters, the column holds 3 "
+            "(text length); write left(CAST(code AS VARCHAR), 3) in the pipeline"
+        ) in message, message
+        assert "column at is TIMESTAMP" in message and "has 19 characters" in message
+        assert "column ok" not in message
+        assert target.rows("SELECT count(*) FROM target") == [(0,)]
+    fits = "INSERT INTO {{ sink('wh', 'out') }} SELECT 1 AS id, 123 AS code, 4.5 AS ok"
+    assert _run(project_dir, target, strategy, fits, extra=extra).exit_code == 0
+    assert target.rows("SELECT code, ok FROM target") == [("123", "4.5")]
+
+
 def test_merge_with_duplicate_keys_is_refused_alike(project_dir: Path, target: Target) -> None:
     for universal in (False, True):
         result = _run(project_dir, target, "merge", DUPLICATES_SQL, extra=", keys: [id]", universal=universal)
@@ -278,6 +313,140 @@ def test_result_columns_the_target_lacks_are_refused_alike(
     fewer = "INSERT INTO {{ sink('wh', 'out') }} SELECT 1 AS id"  # target columns the result lacks: NULL
     assert _run(project_dir, target, strategy, fewer, extra=extra).exit_code == 0
     assert target.rows("SELECT id, name FROM target") == [(1, None)]
+
+
+REQUIRED_COLUMNS = {
+    "postgres": "id integer, name varchar(20) NOT NULL, made varchar(5) NOT NULL DEFAULT 'x', "
+    "n bigint GENERATED ALWAYS AS IDENTITY",
+    "mysql": "id INT, name VARCHAR(20) NOT NULL, made VARCHAR(5) NOT NULL DEFAULT 'x', "
+    "n BIGINT NOT NULL AUTO_INCREMENT, KEY (n)",
+    "duckdb": "id INTEGER, name VARCHAR NOT NULL, made VARCHAR NOT NULL DEFAULT 'x'",
+}
+
+
+@pytest.mark.parametrize("strategy", ["merge", "append"])
+def test_target_columns_the_result_must_fill_are_refused_alike(
+    project_dir: Path, target: Target, strategy: str
+) -> None:
+    """A NOT NULL column without a default that the result lacks: the server refused it (PZ0501) on
+    postgres and mysql after loading, duckdb differently; one engine rule before anything is written now.
+    Columns with a default, identity or auto-increment are left to the target."""
+    target.execute(f"CREATE TABLE target ({REQUIRED_COLUMNS[target.name]})")
+    extra = ", keys: [id]" if strategy == "merge" else ""
+    lacking = "INSERT INTO {{ sink('wh', 'out') }} SELECT 1 AS id, 2 AS score"
+    for universal in (False, True):
+        result = _run(project_dir, target, strategy, lacking, extra=extra, universal=universal)
+        assert result.exit_code == 1, result.output
+        error = result.node("wh.out")["error"]
+        assert error["code"] == "PZ0517", error
+        has = "id, name, made" + (", n" if target.name != "duckdb" else "")
+        assert error["message"] == (
+            "sink 'wh' output 'out': the result has column(s) score that the existing target does not have "
+            f"(it has: {has}); the result does not have the target's column(s) name, which every written "
+            "row must fill (NOT NULL without a default, or a column of the parquet files already there); "
+            f"{strategy} never changes the target's definition, so nothing was written. Leave them out of "
+            "the pipeline's SELECT, add them to the target (ADD COLUMN score INTEGER), select name in the "
+            "pipeline (or give the target column(s) a default), or write with strategy replace"
+        ), error["message"]
+    assert target.rows("SELECT count(*) FROM target") == [(0,)]
+    fills = "INSERT INTO {{ sink('wh', 'out') }} SELECT 1 AS id, 'a' AS name"
+    assert (ok := _run(project_dir, target, strategy, fills, extra=extra)).exit_code == 0, ok.output
+    assert target.rows("SELECT id, name, made FROM target") == [(1, "a", "x")]
+
+
+def test_a_parquet_folder_needs_every_column_of_its_files(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            "project.yml": "name: lake\n",
+            "sinks/lake.yml": """
+            connector: localfiles
+            connection: { root: out }
+            outputs:
+              events: { format: parquet, strategy: append }
+        """,
+            "pipelines/events.sql": EVENTS_SQL.format(id="1"),
+        },
+    )
+    assert pz(project_dir, "run").exit_code == 0
+    write_project(
+        project_dir, {"pipelines/events.sql": "INSERT INTO {{ sink('lake', 'events') }} SELECT 2 AS id"}
+    )
+    result = pz(project_dir, "run")
+    assert result.exit_code == 1, result.output
+    error = result.node("lake.events")["error"]
+    assert error["code"] == "PZ0517" and error["message"] == (
+        "sink 'lake' output 'events': the result does not have the target's column(s) name, which every "
+        "written row must fill (NOT NULL without a default, or a column of the parquet files already there); "
+        "append never changes the target's definition, so nothing was written. Select name in the pipeline "
+        "(or give the target column(s) a default), or write with strategy replace"
+    ), error["message"]
+    assert len(list((project_dir / "out" / "events.parquet").glob("*.parquet"))) == 1
+
+
+FOLDING_TARGETS = {
+    "postgres": [
+        "CREATE EXTENSION IF NOT EXISTS citext",
+        "CREATE COLLATION pz_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)",
+        "CREATE TABLE target (k citext, j varchar(10) COLLATE pz_ci, p char(4), v integer, "
+        "PRIMARY KEY (k, j, p))",
+    ],
+    "mysql": [
+        "CREATE TABLE target (k VARCHAR(10) COLLATE utf8mb4_general_ci, j VARCHAR(10) COLLATE "
+        "utf8mb4_unicode_520_nopad_ci, p VARCHAR(4) COLLATE utf8mb4_bin, v INT, PRIMARY KEY (k, j, p))"
+    ],
+    "duckdb": [
+        "CREATE TABLE target (k VARCHAR COLLATE NOCASE, j VARCHAR COLLATE NOCASE, p VARCHAR, v INTEGER, "
+        "PRIMARY KEY (k, j, p))"
+    ],
+}
+
+
+def test_merge_keys_a_collation_folds_together_are_duplicates(project_dir: Path, target: Target) -> None:
+    """A case-insensitive (or PAD SPACE, citext, char(n)) key column folds keys the result holds apart:
+    the target kept one of the rows and pz counted both. Refused (PZ0516) as the target compares."""
+    for statement in FOLDING_TARGETS[target.name]:
+        target.execute(statement)
+    sql = """
+        INSERT INTO {{ sink('wh', 'out') }}
+        SELECT * FROM (VALUES ('a', 'x', 'p', 1), ('A', 'X', 'p', 2), ('b', 'y', 'p', 3), ('c', 'z', 'p', 4))
+            AS t(k, j, p, v)
+    """
+    for universal in (False, True):
+        result = _run(project_dir, target, "merge", sql, extra=", keys: [k, j, p]", universal=universal)
+        assert result.exit_code == 1, result.output
+        error = result.node("wh.out")["error"]
+        assert error["code"] == "PZ0516", error
+        message = error["message"]
+        assert message.startswith(
+            "sink 'wh' output 'out': merge needs one row per key (k, j, p), but 1 key value(s) repeat in the "
+            "result as the existing target compares keys (k ("
+        ), message
+        assert "k = 'A', j = 'X', p = 'p' and k = 'a', j = 'x', p = 'p'" in message, message
+        assert "nothing was written" in message
+    assert target.rows("SELECT count(*) FROM target") == [(0,)]
+    if target.name != "duckdb":  # trailing spaces: PAD SPACE (mysql utf8mb4_bin) and char(4) (postgres)
+        spaced = sql.replace("('A', 'X', 'p', 2)", "('a', 'x', 'p  ', 2)")
+        result = _run(project_dir, target, "merge", spaced, extra=", keys: [k, j, p]")
+        assert result.node("wh.out")["error"]["code"] == "PZ0516", result.output
+        assert "ignoring trailing spaces" in result.node("wh.out")["error"]["message"]
+    distinct = sql.replace("('A', 'X', 'p', 2)", "('a', 'x', 'q', 2)")
+    assert _run(project_dir, target, "merge", distinct, extra=", keys: [k, j, p]").exit_code == 0
+    assert target.rows("SELECT count(*) FROM target") == [(4,)]
+
+
+def test_tables_pz_creates_keep_keys_apart_that_differ_in_case_or_spaces(
+    project_dir: Path, target: Target
+) -> None:
+    sql = """
+        INSERT INTO {{ sink('wh', 'out') }}
+        SELECT * FROM (VALUES ('a', 1), ('A', 2), ('a ', 3), ('é', 4), ('e', 5)) AS t(k, v)
+    """
+    for _ in range(2):  # created, then merged into
+        result = _run(project_dir, target, "merge", sql, extra=", keys: [k]")
+        assert result.exit_code == 0, result.output
+        assert result.node("wh.out")["rows"] == 5
+    assert target.rows("SELECT count(*) FROM target") == [(5,)]
 
 
 NULL_KEYS_SQL = """

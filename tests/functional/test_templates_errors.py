@@ -161,11 +161,36 @@ def test_a_var_default_that_is_not_of_the_var_type_is_refused(project_dir: Path)
         ('{{ "%2000000000s" % "x" }}', "a format width or precision above 1,000,000 ('%2000000000')"),
         ('{{ "%*s" % (2000000000, "x") }}', "a `*` format width above 1,000,000"),
         ('{{ "%2000000000d"|format(1) }}', "a format width or precision above 1,000,000"),
+        ('{% set s = "a" * 999999 %}{{ ([s] * 999999)|join }}', "repeating a value 999,999 times"),
+        ('{% set s = "a" * 999999 %}{{ "".join([s] * 999999) }}', "repeating a value 999,999 times"),
+        ('{{ range(99999)|join("x" * 1000000) }}', "join() would build 11,000,014 characters"),
+        ("{{ [[0] * 1000000] * 1000 }}", "repeating a value 1,000 times makes more than the sandbox allows"),
+        ("{{ [2 ** 4000] * 100000 }}", "repeating a value 100,000 times"),
+        ("{{ lipsum(2000000000) }}", "lipsum() of more than 100,000 words is more than the sandbox allows"),
+        ('{{ [1] | batch(2000000000, "x") | list }}', "batch() with a count above 1,000,000"),
+        ('{{ [1, 2] | slice(2000000000, "x") | list }}', "slice() with a count above 1,000,000"),
         (
-            '{% set s = "a" * 999999 %}{{ ([s] * 999999)|join }}',
-            "join() would build 999,998,000,001 characters",
+            '{% set ns = namespace(s="x") %}{% for i in range(36) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}',
+            "joining with ~ would build 16,777,216 characters, more than the sandbox allows (10,485,760)",
         ),
-        ('{% set s = "a" * 999999 %}{{ "".join([s] * 999999) }}', "join() would build 999,998,000,001"),
+        (
+            '{% set ns = namespace(s="x") %}{% for i in range(36) %}{% set ns.s = ns.s + ns.s %}{% endfor %}',
+            "adding these values makes more than the sandbox allows (10,485,760 characters or items)",
+        ),
+        (
+            "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}"
+            "{{ ns.l | tojson }}",
+            "printing this value makes more than the sandbox allows (10,485,760 characters or items)",
+        ),
+        (
+            "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}"
+            "{{ ns.l }}",
+            "printing this value makes more than the sandbox allows",
+        ),
+        (
+            "{% set l = [1] %}{% for i in range(36) %}{% set _ = l.extend(l) %}{% endfor %}",
+            "extend() makes more than the sandbox allows (1,000,000 characters or items)",
+        ),
         ('{% set s = "a" * 999999 %}{{ s.replace("a", s) }}', "replace() would build 999,998,000,001"),
         ('{% set s = "a" * 999999 %}{{ s|replace("a", s) }}', "replace() would build 999,998,000,001"),
         ("{{ source('files') }}", "source() takes (src, dataset), not ('files')"),

@@ -69,6 +69,9 @@ SQL_SNIPPETS = [
     "{{ env('NOPE') }}", "{{ env('FZ_TOKEN') }}", "{{ env('NOPE', 'dflt') }}", "{{ var('nope', 1) }}",
     "{{ watermark('files', 'orders') }}", "{% for i in range(3) %}{{ i }}{% endfor %}",
     "{% for i in range(100000000) %}x{% endfor %}", "{{ 'a' * 200000000 }}", "{{ ''.__class__.__mro__ }}",
+    "{{ lipsum(2000000000) }}", "{{ [1]|batch(2000000000, 0)|list }}", "{{ '{:>2000000000}'.format(1) }}",
+    "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+    "{{ [[0] * 1000000] * 1000 }}",
     "{{ cycler.__init__.__globals__ }}", "{{ self }}", "{% include 'x.sql' %}", "{% extends 'x' %}",
     "{% import 'x' as y %}", "{% macro m() %}1{% endmacro %}{{ m() }}", "{% raw %}", "{% endraw %}",
     "{{ ref() }}", "{{ source() }}", "{{ sink() }}", "{{ ref(1) }}", "{{ ref('totals', 'x') }}",
@@ -109,6 +112,7 @@ BINARY_BLOBS = [
 ]  # fmt: skip
 SYMLINK_TARGETS = [
     "nope.yml", "/nonexistent/x", ".", "..", "/dev/null", "/etc/hostname", "/proc/self/status", "/tmp",
+    "/usr",
     "SELF", "LOOP",
 ]  # fmt: skip
 RUN_FLAGS = [

@@ -130,6 +130,15 @@ def test_text_length_is_measured(
         assert reason is not None and "length" in reason
 
 
+@pytest.mark.parametrize("result", ["INTEGER", "DECIMAL(10,2)", "TIMESTAMP", "DATE", "UUID", "INTEGER[]"])
+def test_values_that_are_not_text_are_measured_as_text(result: str) -> None:
+    target = Target("c", "VARCHAR(3)", "varchar(3)")
+    reason = misfit(ResultColumn("c", result, 4, 4), target)
+    assert reason == "written as text its longest value has 4 characters, the column holds 3 (text length)"
+    assert misfit(ResultColumn("c", result, 3, 3), target) is None
+    assert misfit(ResultColumn("c", result, 4, 4), Target("c", "VARCHAR", "text")) is None
+
+
 def test_binary_length_in_bytes() -> None:
     assert misfit(ResultColumn("b", "BLOB", None, 17), Target("b", "BLOB", "varbinary(16)", 16)) is not None
     assert misfit(ResultColumn("b", "BLOB", None, 16), Target("b", "BLOB", "varbinary(16)", 16)) is None
@@ -234,3 +243,40 @@ def test_every_type_a_sink_creates_accepts_its_own_result_type() -> None:
 def test_mysql_decimal_without_scale_has_scale_zero() -> None:
     assert mysql_normalize("decimal(10)").type == "DECIMAL(10,0)"
     assert mysql_normalize("decimal").type == "DECIMAL(10,0)"
+
+
+@pytest.mark.parametrize(
+    ("collation", "folds"),
+    [
+        ("utf8mb4_general_ci", ("case", "accents", "trailing_spaces")),
+        ("utf8mb4_unicode_520_nopad_ci", ("case", "accents")),
+        ("utf8mb4_0900_ai_ci", ("case", "accents")),
+        ("utf8mb4_0900_as_ci", ("case",)),
+        ("utf8mb4_0900_as_cs", ()),
+        ("utf8mb4_bin", ("trailing_spaces",)),
+        ("utf8mb4_nopad_bin", ()),
+        ("latin1_swedish_ci", ("case", "accents", "trailing_spaces")),
+        (None, ()),
+        ("binary", ()),
+    ],
+)
+def test_mysql_collations_say_what_they_ignore(collation: str | None, folds: tuple[str, ...]) -> None:
+    from pipelinez.connectors.mysql.target_types import collation_folds
+
+    assert collation_folds(collation) == folds
+
+
+def test_postgres_and_duckdb_comparisons_say_what_they_ignore() -> None:
+    from pipelinez.connectors.duckdb.strategies import collation_folds, collations
+    from pipelinez.connectors.postgres.target_types import folds
+
+    assert folds("citext", True, "") == ("case",)
+    assert folds("varchar", False, "und-u-ks-level2") == ("case",)
+    assert folds("text", False, "und-u-ks-level1") == ("case", "accents")
+    assert folds("bpchar", True, "C") == ("trailing_spaces",)
+    assert folds("text", True, "en_US.utf8") == ()
+    found = collations(
+        'CREATE TABLE t(k VARCHAR COLLATE nocase, "a ""b" VARCHAR COLLATE nocase.noaccent, v VARCHAR);'
+    )
+    assert found == {"k": "nocase", 'a "b': "nocase.noaccent"}
+    assert collation_folds(found['a "b']) == ("case", "accents") and collation_folds("") == ()

@@ -228,9 +228,33 @@ class DuckDBConnector(Connector):
                 if not (found and found[0]):
                     return None
                 cols = strategies.columns_of(con, target.sql())
+                found_sql = con.execute(
+                    "SELECT sql FROM duckdb_tables() WHERE database_name = current_database() "
+                    "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
+                    [target.schema, target.table],
+                ).fetchone()
+                collations = strategies.collations(str(found_sql[0] if found_sql else ""))
+                required = {
+                    str(r[0])
+                    for r in con.execute(
+                        "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+                        "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?) "
+                        "AND NOT is_nullable AND column_default IS NULL",
+                        [target.schema, target.table],
+                    ).fetchall()
+                }
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0501") from exc
-        return [TargetColumn(name, kind, kind) for name, kind in cols]
+        return [
+            TargetColumn(
+                name,
+                kind,
+                kind,
+                folds=strategies.collation_folds(collations.get(name.lower(), "")),
+                required=name in required,
+            )
+            for name, kind in cols
+        ]
 
     # -- connectivity ----------------------------------------------------------------------------
     def check_connection(self) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,25 @@ def count_rows(cur: duckdb.DuckDBPyConnection, source: str) -> int:
 
 def columns_of(cur: duckdb.DuckDBPyConnection, relation: str) -> list[tuple[str, str]]:
     return [(str(r[0]), str(r[1])) for r in cur.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()]
+
+
+_COLLATED = re.compile(
+    r'(?:"((?:[^"]|"")+)"|([A-Za-z_][\w$]*))\s+VARCHAR\s+COLLATE\s+([\w.]+)', re.IGNORECASE
+)
+
+
+def collations(create_sql: str) -> dict[str, str]:
+    """Lower-cased column name -> collation, for the columns a table's CREATE statement collates."""
+    return {
+        (quoted.replace('""', '"') if quoted else plain).lower(): collation.lower()
+        for quoted, plain, collation in _COLLATED.findall(create_sql)
+    }
+
+
+def collation_folds(collation: str) -> tuple[str, ...]:
+    """What a DuckDB collation (`nocase`, `noaccent`, `nocase.noaccent`) ignores when it compares."""
+    parts = set(collation.split("."))
+    return tuple(f for f, p in (("case", "nocase"), ("accents", "noaccent")) if p in parts)
 
 
 def refuse_empty(target: TableName) -> PzConnectorError:

@@ -206,7 +206,7 @@ class ObjectStoreConnector(Connector):
             ) from exc
         except OSError as exc:
             raise io_error(exc, "PZ0501") from exc
-        return [TargetColumn(name, kind, kind) for name, kind in cols]
+        return [TargetColumn(name, kind, kind, required=True) for name, kind in cols]  # every file has them
 
     # -- connectivity --------------------------------------------------------------------------
     def check_connection(self) -> None:

@@ -197,7 +197,7 @@ class LocalFilesConnector(Connector):
                 con.close()
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0501", f"cannot read the schema of {latest}: ") from exc
-        return [TargetColumn(name, kind, kind) for name, kind in cols]
+        return [TargetColumn(name, kind, kind, required=True) for name, kind in cols]  # every file has them
 
     # -- connectivity ----------------------------------------------------------------------------
     def check_connection(self) -> None:

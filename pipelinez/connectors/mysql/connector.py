@@ -475,9 +475,12 @@ class MySQLConnector(Connector):
         try:
             with con.cursor() as cur:
                 cur.execute(
-                    "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS "
-                    f"WHERE TABLE_SCHEMA = {db} AND TABLE_NAME = {sql_literal(table.table)} "
-                    "ORDER BY ORDINAL_POSITION"
+                    "SELECT COLUMN_NAME, COLUMN_TYPE, COLLATION_NAME, "
+                    "IS_NULLABLE = 'NO' AND COLUMN_DEFAULT IS NULL "
+                    "AND EXTRA NOT LIKE '%auto_increment%' AND EXTRA NOT LIKE '%GENERATED%' "
+                    "AND EXTRA NOT LIKE '%VIRTUAL%' AND EXTRA NOT LIKE '%STORED%' "
+                    f"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = {db} "
+                    f"AND TABLE_NAME = {sql_literal(table.table)} ORDER BY ORDINAL_POSITION"
                 )
                 rows = cur.fetchall()
         except pymysql.MySQLError as exc:
@@ -488,7 +491,11 @@ class MySQLConnector(Connector):
             con.close()
         if not rows:
             return None
-        return target_types.target_columns({str(name): str(kind) for name, kind in rows})
+        return target_types.target_columns(
+            {str(name): str(kind) for name, kind, _, _ in rows},
+            {str(name) for name, _, _, req in rows if req},
+            {str(name): None if coll is None else str(coll) for name, _, coll, _ in rows},
+        )
 
     # -- tier 5 -------------------------------------------------------------------------------------------
     def check_connection(self) -> None:

@@ -63,10 +63,45 @@ def normalize(column_type: str) -> TargetColumn:
     return TargetColumn("", column_type, column_type)
 
 
-def target_columns(columns: dict[str, str]) -> list[TargetColumn]:
-    """The (name -> COLUMN_TYPE) columns as the SDK reports them."""
+def collation_folds(collation: str | None) -> tuple[str, ...]:
+    """What a MySQL/MariaDB collation ignores when it compares: case (`_ci`), accents (`_ai`, and the
+    legacy `_ci` collations that are not `_as_`), trailing spaces (every PAD SPACE collation: all but the
+    `nopad` and UCA 9.0.0 `_0900_` ones). Binary strings (no collation) compare byte by byte."""
+    if not collation or collation == "binary":
+        return ()
+    name = collation.lower()
+    folds = []
+    if "_ci" in name:
+        folds.append("case")
+        if "_as_" not in name:
+            folds.append("accents")
+    elif "_ai_" in name or name.endswith("_ai"):
+        folds.append("accents")
+    if "nopad" not in name and "_0900_" not in name:
+        folds.append("trailing_spaces")
+    return tuple(folds)
+
+
+def target_columns(
+    columns: dict[str, str], required: set[str] | None = None, collations: dict[str, str | None] | None = None
+) -> list[TargetColumn]:
+    """The (name -> COLUMN_TYPE) columns as the SDK reports them; `required`: the NOT NULL columns without
+    a default (nor auto-increment, nor generated); `collations`: each text column's collation."""
     out = []
     for name, kind in columns.items():
         col = normalize(kind)
-        out.append(TargetColumn(name, col.type, col.native, col.max_bytes, col.utc))
+        folds = collation_folds((collations or {}).get(name)) if col.type.startswith("VARCHAR") else ()
+        if kind.strip().lower().startswith("char") and "trailing_spaces" not in folds:
+            folds += ("trailing_spaces",)  # CHAR(n) drops trailing spaces when it stores a value
+        out.append(
+            TargetColumn(
+                name,
+                col.type,
+                col.native,
+                col.max_bytes,
+                col.utc,
+                folds=folds,
+                required=name in (required or set()),
+            )
+        )
     return out

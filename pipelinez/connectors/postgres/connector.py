@@ -216,11 +216,13 @@ class PostgresConnector(Connector):
         )
         try:
             columns = writer.target_columns()
+            required = writer.required_columns() if columns is not None else set()
+            compared = writer.column_comparisons() if columns is not None else {}
         except PzConnectorError:
             raise
         except Exception as exc:
             raise self.settings.error(exc, self._sink_where(output), "PZ0501") from exc
-        return None if columns is None else target_types.target_columns(columns)
+        return None if columns is None else target_types.target_columns(columns, required, compared)
 
     # -- connectivity (tier 5) ------------------------------------------------------------------
     def check_connection(self) -> None:

@@ -198,6 +198,39 @@ class Writer:
         ).fetchall()
         return {str(r[0]): str(r[1]) for r in rows}
 
+    def column_comparisons(self, cur: Any = None) -> dict[str, tuple[str, bool, str]]:
+        """Each target column's (type name, deterministic collation, ICU locale or collate), for how the
+        target compares its values."""
+        runner = cur if cur is not None else self.conn
+        row = runner.execute("SELECT to_regclass(%s)::oid::int8", [self.qualified]).fetchone()
+        if row is None or row[0] is None:
+            return {}
+        rows = runner.execute(
+            "SELECT a.attname, t.typname, coalesce((to_jsonb(c) ->> 'collisdeterministic')::boolean, true), "
+            "coalesce(to_jsonb(c) ->> 'colliculocale', to_jsonb(c) ->> 'colllocale', c.collcollate, '') "
+            "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
+            "LEFT JOIN pg_catalog.pg_collation c ON c.oid = a.attcollation "
+            "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped",
+            [int(row[0])],
+        ).fetchall()
+        return {str(r[0]): (str(r[1]), bool(r[2]), str(r[3] or "")) for r in rows}
+
+    def required_columns(self, cur: Any = None) -> set[str]:
+        """The target's columns an insert must give a value: NOT NULL, no default, not identity or
+        generated."""
+        runner = cur if cur is not None else self.conn
+        row = runner.execute("SELECT to_regclass(%s)::oid::int8", [self.qualified]).fetchone()
+        if row is None or row[0] is None:
+            return set()
+        rows = runner.execute(
+            "SELECT attname FROM pg_catalog.pg_attribute a WHERE attrelid = %s AND attnum > 0 "
+            "AND NOT attisdropped AND attnotnull AND NOT atthasdef "
+            "AND coalesce(to_jsonb(a) ->> 'attidentity', '') = '' "
+            "AND coalesce(to_jsonb(a) ->> 'attgenerated', '') = ''",
+            [int(row[0])],
+        ).fetchall()
+        return {str(r[0]) for r in rows}
+
     def _create(
         self,
         name: str,

@@ -45,6 +45,38 @@ def normalize(pg_type: str) -> str:
     return pg_type
 
 
-def target_columns(columns: dict[str, str]) -> list[TargetColumn]:
-    """The catalog's (name -> format_type) columns as the SDK reports them."""
-    return [TargetColumn(name, normalize(kind), kind) for name, kind in columns.items()]
+def folds(type_name: str, deterministic: bool, locale: str) -> tuple[str, ...]:
+    """What PostgreSQL ignores when it compares values of a column: `citext` ignores case, `char(n)`
+    (bpchar) trailing spaces, a nondeterministic ICU collation case (`ks-level2`) or case and accents
+    (`ks-level1`)."""
+    out: list[str] = []
+    if type_name == "citext":
+        out.append("case")
+    if not deterministic:
+        spec = locale.lower()
+        if "ks-level1" in spec or "colstrength=primary" in spec:
+            out += ["case", "accents"]
+        elif "ks-level2" in spec or "colstrength=secondary" in spec:
+            out.append("case")
+    if type_name == "bpchar":
+        out.append("trailing_spaces")
+    return tuple(dict.fromkeys(out))
+
+
+def target_columns(
+    columns: dict[str, str],
+    required: set[str] | None = None,
+    compared: dict[str, tuple[str, bool, str]] | None = None,
+) -> list[TargetColumn]:
+    """The catalog's (name -> format_type) columns as the SDK reports them; `required`: the NOT NULL
+    columns without a default; `compared`: (type name, deterministic, locale) per column."""
+    return [
+        TargetColumn(
+            name,
+            normalize(kind),
+            kind,
+            folds=folds(*compared[name]) if compared and name in compared else (),
+            required=name in (required or set()),
+        )
+        for name, kind in columns.items()
+    ]
