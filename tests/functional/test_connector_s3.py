@@ -529,6 +529,7 @@ def test_a_write_failing_midway_adds_nothing(
     result = run(project, "run")
     assert result.exit_code == 1 and "PZ0501" in result.output, result.output
     assert keys(s3, bucket) == before, result.output
+    assert uploads(s3, bucket) == []  # nothing left half-uploaded either
 
 
 def test_partitioned_outputs_round_trip(tmp_path: Path, s3: S3Server, bucket: str) -> None:
