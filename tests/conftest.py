@@ -101,20 +101,10 @@ def fresh_pg_database(setup_sql: str = "") -> Iterator[str]:
         admin.close()
 
 
-def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
-    """`-n N` distributes tests as `--dist load` does, except that the tests marked
-    `pytest.mark.xdist_group("ray")` all run in one worker: the Ray instance they share starts once."""
-    if config.getoption("dist") != "load":
-        return None
-    from xdist.scheduler import LoadGroupScheduling
-
-    return LoadGroupScheduling(config, log)
-
-
 @pytest.fixture(scope="session")
 def ray_instance() -> Iterator[Any]:
-    """One local Ray instance for the whole test session (2 CPUs, no dashboard, no usage stats), shut down
-    at the end; `pz run --executor ray` in-process joins it."""
+    """One local Ray instance per test session (per xdist worker that runs a Ray test: 2 CPUs, no dashboard,
+    no usage stats), shut down at the end; `pz run --executor ray` in-process joins it."""
     import logging
 
     import ray

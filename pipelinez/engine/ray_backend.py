@@ -11,6 +11,11 @@ worker or node lost mid-task comes back as a transient PZ0710 with `worker_lost`
 retries it and no circuit breaker counts it. Fail-fast and Ctrl-C cancel running tasks with
 `ray.cancel(force=True)`.
 
+A partitioned source load fans out: one task per partition (at most the instance's `max_concurrency` at once),
+each publishing its partition as `<table>__part<i>`; the load's table is then a manifest listing their files
+(no row copied). A partition that landed stays landed for the node's next attempt in the run, so a worker lost
+mid-partition costs one `node_retry` that re-reads only the partitions that had not landed.
+
 The driver's `staging.duckdb` holds a view per staged table over its Parquet, so `pz` inspection and
 `pz retry` read a Ray run's staging like a local one. A pipeline streamed into its sink write runs where
 the local executor runs it (a view in the driver's staging); the write's task re-creates that view first.
@@ -25,28 +30,35 @@ import logging
 import os
 import re
 import threading
-from concurrent.futures import Future
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelinez.compile.nodes import PipelineNode
+from pipelinez.compile.nodes import PipelineNode, SourceLoadNode
+from pipelinez.connectors.sdk import Partition
 from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
+from pipelinez.core.vocabulary import NodeStatus, Tier
 from pipelinez.engine.backend import AttemptResult, Done, ThreadBackend, WorkItem
 from pipelinez.engine.context import RunContext
 from pipelinez.engine.executor_choice import ExecutorChoice
-from pipelinez.engine.failures import DEBUG_LOG, NodeFailure
+from pipelinez.engine.failures import DEBUG_LOG, NodeFailure, classify
+from pipelinez.engine.node_runners import NodeOutput, make_connector, partition_fingerprint
 from pipelinez.engine.remote_task import (
     RemoteResult,
     RemoteTask,
     StagedInput,
     driver_failpoints,
+    partition_table,
     probe,
     published_table,
     run_task,
     versions,
 )
+from pipelinez.engine.run_results import PartitionResult
 from pipelinez.engine.shared_staging import StagingRoot, TableManifest
 from pipelinez.engine.staging_store import ReuseUnavailable
 from pipelinez.plan.planner import Plan, PlannedNode
@@ -242,6 +254,9 @@ class RayBackend:
         }  # sink write -> the pipeline it reads as it is computed
         self._views = ctx.staging.cursor()
         self._slots = slots
+        self._driver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pz-ray-driver")  # partitions()
+        self._landed: dict[tuple[str, int], TableManifest] = {}  # (node, partition) landed in this run
+        self._interrupted = False
 
     # -- ExecutorBackend ---------------------------------------------------------------------------
     def submit(self, item: WorkItem, done: Done) -> None:
@@ -249,24 +264,41 @@ class RayBackend:
         if isinstance(planned.node, PipelineNode) and planned.stream_into:
             self._local.submit(item, done)
             return
+        if _fans_out(item):
+            self._driver.submit(self._fan_out, item, done)  # partitions() may ask the source: not here
+            return
+        self._submit_task(item, done)
+
+    def _submit_task(self, item: WorkItem, done: Done) -> None:
         try:
             task = self._task(item)
         except NodeFailure as failure:
             done(AttemptResult(item.name, item.attempt, failure=failure))
             return
+        self._launch(item.name, task, lambda f: self._settle(item, f, done))
+
+    def _launch(self, key: str, task: RemoteTask, then: Callable[[Future[RemoteResult]], None]) -> None:
+        part = f"/p{task.partition.index}" if task.partition is not None else ""
         ref = self._remote.options(
-            name=f"pz:{item.name}#{item.attempt}",
+            name=f"pz:{task.name}#{task.item.attempt}{part}",
             num_cpus=TASK_CPUS,
             memory=self._memory,
             max_retries=0,
             retry_exceptions=False,
         ).remote(task)
         with self._lock:
-            self._running[item.name] = ref
+            self._running[key] = ref
         future: Future[RemoteResult] = ref.future()
-        future.add_done_callback(lambda f: self._settle(item, f, done))
+
+        def finished(f: Future[RemoteResult]) -> None:
+            with self._lock:
+                self._running.pop(key, None)
+            then(f)
+
+        future.add_done_callback(finished)
 
     def interrupt(self) -> None:
+        self._interrupted = True
         self._local.interrupt()
         with self._lock:
             refs = list(self._running.values())
@@ -281,11 +313,12 @@ class RayBackend:
             refs = list(self._running.values())
         if refs:
             self.ray.wait(refs, num_returns=len(refs))
+        self._driver.shutdown(wait=True)
         self._local.close()
         self._views.close()
 
     # -- tasks ---------------------------------------------------------------------------------------
-    def _task(self, item: WorkItem) -> RemoteTask:
+    def _task(self, item: WorkItem, partition: Partition | None = None) -> RemoteTask:
         planned = item.planned
         prelude = self._streamed.get(item.name)
         needs = list(planned.node.deps)
@@ -293,6 +326,7 @@ class RayBackend:
             needs += [d for d in prelude.node.deps if d not in needs]
         with self._lock:
             inputs = tuple(self._staged[d] for d in needs if d in self._staged)
+        table = published_table(planned)
         return RemoteTask(
             item,
             self.root,
@@ -300,14 +334,13 @@ class RayBackend:
             TASK_CPUS,
             self.cluster.memory_limit,
             self.cluster.redactor,
-            publish=published_table(planned),
+            publish=table if partition is None or table is None else partition_table(table, partition.index),
             prelude=prelude,
             failpoints=driver_failpoints(),
+            partition=partition,
         )
 
     def _settle(self, item: WorkItem, future: Future[RemoteResult], done: Done) -> None:
-        with self._lock:
-            self._running.pop(item.name, None)
         try:
             remote = future.result()
         except BaseException as exc:
@@ -325,6 +358,28 @@ class RayBackend:
             )
             result = AttemptResult(item.name, item.attempt, failure=failure)
         done(result)
+
+    # -- a partitioned load, one task per partition ------------------------------------------------------
+    def _fan_out(self, item: WorkItem, done: Done) -> None:
+        node = item.planned.node
+        assert isinstance(node, SourceLoadNode)
+        request = node.work.request
+        try:
+            connector = make_connector(self.ctx, node.work.endpoint)
+            try:
+                parts = connector.partitions(request)
+                tier = Tier(connector.source_tier(request))
+            finally:
+                connector.close()
+        except Exception as exc:
+            failure = classify(exc, "PZ0505", f"source '{node.source}' dataset '{node.dataset}'")
+            done(AttemptResult(item.name, item.attempt, failure=failure))
+            return
+        if len(parts) <= 1:
+            self._submit_task(item, done)
+            return
+        limit = node.work.endpoint.max_concurrency or len(parts)
+        _FanOut(self, item, done, parts, tier, limit).start()
 
     def _register(self, published: TableManifest) -> None:
         """A task published a table: the driver reads its manifest back (a node is done only when its
@@ -361,6 +416,136 @@ class RayBackend:
         return NodeFailure(
             "PZ0512", f"internal error running '{item.name}' on Ray: {type(exc).__name__}: {what}"
         )
+
+
+def _fans_out(item: WorkItem) -> bool:
+    """A source load runs as one task per partition unless it is incremental (its trim and watermark need
+    the whole table in one DuckDB) or a retry resumes it from the failed run's staging."""
+    node = item.planned.node
+    if not isinstance(node, SourceLoadNode) or item.reuse is not None:
+        return False
+    if node.work.request.bounds.incremental:
+        return False
+    return node.work.endpoint.capabilities().partitions
+
+
+class _FanOut:
+    """One attempt of a partitioned load: its partitions' tasks, at most `limit` at once; `done` once."""
+
+    def __init__(
+        self, backend: RayBackend, item: WorkItem, done: Done, parts: list[Partition], tier: Tier, limit: int
+    ):
+        self.backend = backend
+        self.item = item
+        self.done = done
+        self.parts = parts
+        self.tier = tier
+        self.limit = max(1, limit)
+        node = item.planned.node
+        assert isinstance(node, SourceLoadNode)
+        self.node = node
+        self.pending: deque[Partition] = deque()
+        self.landed: dict[int, TableManifest] = {}
+        self.failed: dict[int, NodeFailure] = {}
+        self.running = 0
+        self.finished = False  # `done` was called (exactly once)
+        self.lock = threading.Lock()
+
+    def start(self) -> None:
+        for part in self.parts:  # landed in an earlier attempt of this run, reading the same slice: kept
+            kept = self.backend._landed.get((self.node.name, part.index))
+            fingerprint = partition_fingerprint(part)
+            if kept is not None and [p.get("fingerprint") for p in kept.partitions] == [fingerprint]:
+                self.landed[part.index] = kept
+            else:
+                self.pending.append(part)
+        self._launch_more()
+
+    def _launch_more(self) -> None:
+        while True:
+            with self.lock:
+                if self.backend._interrupted or not self.pending or self.running >= self.limit:
+                    over = self.running == 0 and (not self.pending or self.backend._interrupted)
+                    finished = over and not self.finished
+                    self.finished = self.finished or finished
+                    break
+                part = self.pending.popleft()
+                self.running += 1
+            try:
+                task = self.backend._task(self.item, part)
+            except NodeFailure as failure:
+                self._one_ended(part, failure=failure)
+                continue
+            key = f"{self.item.name}#{part.index}"
+            self.backend._launch(key, task, lambda f, p=part: self._task_ended(p, f))  # type: ignore[misc]
+        if finished:
+            self._finish()
+
+    def _task_ended(self, part: Partition, future: Future[RemoteResult]) -> None:
+        try:
+            remote = future.result()
+        except BaseException as exc:
+            self._one_ended(part, failure=self.backend._lost(self.item, exc))
+            return
+        for note in remote.notes:
+            self.backend.ctx.note(note)
+        if remote.result.failure is not None:
+            self._one_ended(part, failure=remote.result.failure)
+        elif not remote.published:
+            self._one_ended(part, failure=NodeFailure("PZ0712", f"{self.item.name}: partition not published"))
+        else:
+            self._one_ended(part, manifest=remote.published[0])
+
+    def _one_ended(
+        self, part: Partition, manifest: TableManifest | None = None, failure: NodeFailure | None = None
+    ) -> None:
+        with self.lock:
+            self.running -= 1
+            if manifest is not None:
+                self.landed[part.index] = manifest
+                self.backend._landed[(self.node.name, part.index)] = manifest
+            else:
+                assert failure is not None
+                self.failed[part.index] = failure
+        self._launch_more()
+
+    def _finish(self) -> None:
+        backend, item = self.backend, self.item
+        results = [
+            PartitionResult(
+                p.index,
+                self.landed[p.index].rows,
+                fingerprint=partition_fingerprint(p),
+            )
+            if p.index in self.landed
+            else PartitionResult(p.index, 0, NodeStatus.FAILED)
+            for p in self.parts
+        ]
+        if self.failed or len(self.landed) < len(self.parts):
+            first = self.failed[min(self.failed)] if self.failed else NodeFailure("PZ0514", "interrupted")
+            for manifest in self.landed.values():  # landed partitions stay staged: a retry resumes past them
+                try:
+                    backend._register(manifest)
+                except (ReuseUnavailable, OSError, RuntimeError):
+                    continue
+            failure = dataclasses.replace(first, partitions=tuple(results))
+            self.done(AttemptResult(item.name, item.attempt, failure=failure))
+            return
+        try:
+            manifest = backend.root.combine(
+                item.run_id,
+                self.node.table,
+                [self.landed[p.index] for p in self.parts],
+                node=self.node.name,
+                node_id=self.node.id,
+            )
+            backend._register(manifest)
+        except (ReuseUnavailable, OSError, RuntimeError) as exc:
+            failure = NodeFailure("PZ0712", f"{item.name}: its partitions could not be combined: {exc}")
+            self.done(AttemptResult(item.name, item.attempt, failure=failure))
+            return
+        output = NodeOutput(rows=manifest.rows, tier=self.tier, partitions=results)
+        self.done(AttemptResult(item.name, item.attempt, output=output))
 
 
 SINGLE_WRITER_CONNECTORS = ("duckdb",)  # a database file one process at a time may open for writing

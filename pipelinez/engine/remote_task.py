@@ -24,13 +24,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.compile.nodes import PipelineNode, SourceLoadNode
+from pipelinez.connectors.sdk import Partition
 from pipelinez.core import failpoints
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
-from pipelinez.core.vocabulary import NodeStatus
+from pipelinez.core.vocabulary import NodeStatus, Tier
 from pipelinez.engine.backend import AttemptResult, WorkItem, run_attempt
 from pipelinez.engine.context import open_staging
-from pipelinez.engine.failures import NodeFailure
+from pipelinez.engine.failures import NodeFailure, classify
+from pipelinez.engine.node_runners import NodeOutput, drop_quietly, make_connector, partition_fingerprint
+from pipelinez.engine.node_runners import _land_partition as land_partition
+from pipelinez.engine.run_results import PartitionResult
 from pipelinez.engine.shared_staging import StagingRoot, TableManifest
 from pipelinez.plan.planner import PlannedNode
 
@@ -61,6 +65,7 @@ class RemoteTask:
     publish: str | None = None  # the table the node stages (a source load's, a stored pipeline's)
     prelude: PlannedNode | None = None  # a pipeline streamed into this sink write: its view comes first
     failpoints: tuple[tuple[str, str], ...] = ()  # the driver's PZ_FAILPOINTS(_DIR) (tests)
+    partition: Partition | None = None  # a source load fanned out: land this one partition only
 
     @property
     def name(self) -> str:
@@ -187,7 +192,10 @@ def _attempt(ctx: _WorkerContext, task: RemoteTask) -> tuple[AttemptResult, tupl
         before = run_attempt(ctx, WorkItem(item.run_id, task.prelude, 1))
         if before.failure is not None:
             return AttemptResult(item.name, item.attempt, failure=before.failure), ()
-    result = run_attempt(ctx, item)
+    if task.partition is not None:
+        result = _attempt_partition(ctx, item, task.partition)
+    else:
+        result = run_attempt(ctx, item)
     if result.failure is not None:
         return result, _publish_landed_partitions(ctx, task, result.failure)
     if task.publish is None or result.output is None:
@@ -206,6 +214,50 @@ def _attempt(ctx: _WorkerContext, task: RemoteTask) -> tuple[AttemptResult, tupl
         )
         return AttemptResult(item.name, item.attempt, failure=failure), ()
     return result, (manifest,)
+
+
+def partition_table(table: str, index: int) -> str:
+    """The staging table of one partition of a load (as the local executor names it)."""
+    return f"{table}__part{index}"
+
+
+def _attempt_partition(ctx: _WorkerContext, item: WorkItem, partition: Partition) -> AttemptResult:
+    """Land one partition of a fanned-out source load in this worker's DuckDB, in its own table."""
+    try:
+        output = run_partition(ctx, item.planned, partition)
+    except NodeFailure as failure:
+        return AttemptResult(item.name, item.attempt, failure=failure)
+    except Exception as exc:
+        message = f"internal error in source_load '{item.name}': {type(exc).__name__}: {exc}"
+        return AttemptResult(item.name, item.attempt, failure=NodeFailure("PZ0512", message))
+    return AttemptResult(item.name, item.attempt, output=output)
+
+
+def run_partition(ctx: _WorkerContext, planned: PlannedNode, partition: Partition) -> NodeOutput:
+    """One partition of a source load, landed as the local executor's partition workers land it."""
+    node = planned.node
+    assert isinstance(node, SourceLoadNode)
+    request = node.work.request
+    table = partition_table(node.table, partition.index)
+    cur = ctx.cursor()
+    connector = None
+    try:
+        connector = make_connector(ctx, node.work.endpoint)
+        tier = Tier(connector.source_tier(request))
+        cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
+        land_partition(ctx, connector, cur, request, partition, table, tier)
+        failpoints.hit("source.landed", f"{node.name}#{partition.index}")
+        row = cur.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()
+        rows = int(row[0]) if row else 0
+        landed = PartitionResult(partition.index, rows, fingerprint=partition_fingerprint(partition))
+        return NodeOutput(rows=rows, tier=tier, partitions=[landed])
+    except Exception as exc:
+        drop_quietly(cur, quote_ident(table))
+        raise classify(exc, "PZ0505", f"source '{node.source}' dataset '{node.dataset}'") from exc
+    finally:
+        if connector is not None:
+            connector.close()
+        ctx.release(cur)
 
 
 def _publish(

@@ -58,6 +58,7 @@ class TableManifest:
     fingerprint: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     written_at: str = ""
+    union_by_name: bool = False  # files of several partitions whose types differ: unified, then cast
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +74,7 @@ class TableManifest:
             "fingerprint": self.fingerprint,
             "versions": dict(self.versions),
             "written_at": self.written_at,
+            "union_by_name": self.union_by_name,
         }
 
     @staticmethod
@@ -91,6 +93,7 @@ class TableManifest:
             str(data.get("fingerprint", "")),
             {str(k): str(v) for k, v in (data.get("versions") or {}).items()},
             str(data.get("written_at", "")),
+            bool(data.get("union_by_name", False)),
         )
 
 
@@ -129,11 +132,44 @@ class StagingRoot:
         files = ", ".join(quote_literal(str(self.folder(run_id, manifest.table) / f)) for f in manifest.files)
         cols = ", ".join(
             quote_ident(c.name)
-            if c.stored == c.type
+            if c.stored == c.type and not manifest.union_by_name
             else f"CAST({quote_ident(c.name)} AS {c.type}) AS {quote_ident(c.name)}"
             for c in manifest.columns
         )
-        return f"SELECT {cols or '*'} FROM read_parquet([{files}])"
+        union = ", union_by_name = true" if manifest.union_by_name else ""
+        return f"SELECT {cols or '*'} FROM read_parquet([{files}]{union})"
+
+    def combine(
+        self, run_id: str, table: str, parts: list[TableManifest], *, node: str, node_id: str
+    ) -> TableManifest:
+        """The staged table of a load whose partitions were published one by one (each its own table,
+        `<table>__part<i>`): a manifest listing their files in partition order, written atomically. No row is
+        copied. The types are the first partition's (as the local executor combines them): when partitions
+        differ, the files are unified by name and cast."""
+        folder = self.folder(run_id, table)
+        folder.mkdir(parents=True, exist_ok=True)
+        files = tuple(f"../{p.table}/{f}" for p in parts for f in p.files)
+        first = parts[0].columns
+        same = all([(c.name, c.type) for c in p.columns] == [(c.name, c.type) for c in first] for p in parts)
+        rows = sum(p.rows for p in parts)
+        partitions = tuple(q for p in parts for q in p.partitions)
+        sizes = tuple((f, (folder / f).stat().st_size) for f in files)
+        manifest = TableManifest(
+            run_id,
+            table,
+            node,
+            node_id,
+            rows,
+            files,
+            first,
+            partitions,
+            _fingerprint(node_id, rows, first, sizes),
+            dict(parts[0].versions),
+            dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            union_by_name=not same,
+        )
+        write_atomically(folder / MANIFEST, json.dumps(manifest.to_dict(), indent=1))
+        return manifest
 
     def publish(
         self,

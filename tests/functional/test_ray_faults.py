@@ -10,12 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pytest
 
 from tests.conftest import pz, write_project
-from tests.functional.test_ray_parity import FILES
-
-pytestmark = [pytest.mark.xdist_group("ray")]
+from tests.functional.test_ray_parity import FILES, PARTS
 
 
 def _results(project: Path) -> dict[str, Any]:
@@ -106,6 +103,10 @@ def test_pz_retry_of_a_ray_run_reuses_the_manifests_of_the_loads_it_staged(
     staging = Path(results["args"]["staging"])
     manifest = json.loads((staging / results["run_id"] / "src_files__orders" / "_manifest.json").read_text())
     assert manifest["rows"] == 4  # the reused load is staged again under the retry's own run
+    # pz clean (and the retention sweep) deletes what Ray runs staged on the shared folder too
+    assert sorted(p.name for p in staging.iterdir()) == sorted([first["run_id"], results["run_id"]])
+    assert pz(project, "clean").exit_code == 0
+    assert list(staging.iterdir()) == []
 
 
 def test_pz_retry_of_a_ray_run_falls_back_to_extraction_when_a_manifest_is_gone_and_may_run_locally(
@@ -135,3 +136,62 @@ def test_pz_retry_of_a_ray_run_falls_back_to_extraction_when_a_manifest_is_gone_
     assert _node(results, "src_files__orders")["provenance"] == "reused"
     assert "provenance" not in _node(results, "src_files__customers")
     assert _node(results, "wh.totals")["status"] == "success"
+
+
+PARTS_FLAKY = {
+    **PARTS,
+    "project.yml": """
+        name: parts
+        engine:
+          retry: { max_attempts: 2, base_delay: 10ms, max_delay: 10ms }
+          breaker: { failure_threshold: 1, cool_down: 1h }
+    """,
+}
+
+
+def test_a_partitioned_load_fans_out_and_a_lost_partition_reruns_alone(
+    tmp_path: Path, ray_instance: Any
+) -> None:
+    project = write_project(tmp_path / "p", PARTS_FLAKY)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"PZ_FAILPOINTS": "source.landed@src_files__events#2:kill-once", "PZ_FAILPOINTS_DIR": str(marks)}
+    result = pz(project, "run", "--executor", "ray", env=env)
+    assert result.exit_code == 0, result.output
+    events = _events(project)
+    retries = [(e["name"], e["error"]["code"]) for e in events if e["event"] == "node_retry"]
+    assert retries == [("src_files__events", "PZ0710")]
+    assert not [e for e in events if e["event"] == "breaker_state_changed"]
+    results = _results(project)
+    events_node = _node(results, "src_files__events")
+    assert (events_node["status"], events_node["attempts"], events_node["rows"]) == ("success", 2, 15)
+    assert [(p["index"], p["rows"]) for p in events_node["partitions"]] == [(i, 3) for i in range(5)]
+    # one task per partition, each published with its manifest; the load's table is a manifest of their files
+    staging = Path(results["args"]["staging"]) / results["run_id"]
+    combined = json.loads((staging / "src_files__events" / "_manifest.json").read_text())
+    assert combined["rows"] == 15 and len(combined["files"]) == 5
+    assert all(f.startswith(f"../src_files__events__part{i}/") for i, f in enumerate(combined["files"]))
+    con = duckdb.connect(str(project / "out" / "wh.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT sum(days)::INT FROM main.per_kind").fetchone() == (15,)  # no row twice
+    finally:
+        con.close()
+
+
+def test_pz_retry_resumes_a_ray_partitioned_load_past_the_partitions_that_landed(
+    tmp_path: Path, ray_instance: Any
+) -> None:
+    files = {**PARTS, "project.yml": "name: parts\nengine: { retry: { max_attempts: 1 } }\n"}
+    project = write_project(tmp_path / "p", files)
+    failed = pz(
+        project, "run", "--executor", "ray", env={"PZ_FAILPOINTS": "source.landed@src_files__events#3"}
+    )
+    assert failed.exit_code == 1, failed.output
+    first = _node(_results(project), "src_files__events")
+    assert [p["status"] for p in first["partitions"]] == ["success"] * 3 + ["failed", "success"]
+    retried = pz(project, "retry")
+    assert retried.exit_code == 0, retried.output
+    node = _node(_results(project), "src_files__events")
+    assert node["status"] == "success" and node["rows"] == 15
+    reused = [p["index"] for p in node["partitions"] if p.get("provenance") == "reused"]
+    assert reused == [0, 1, 2, 4]

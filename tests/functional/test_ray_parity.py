@@ -17,8 +17,6 @@ import pytest
 
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_pg_database, pz, write_project
 
-pytestmark = [pytest.mark.xdist_group("ray")]
-
 FILES = {
     "project.yml": "name: shop\nengine: { threads: 2 }\n",
     "sources/files.yml": """
