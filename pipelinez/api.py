@@ -198,9 +198,14 @@ class Project:
         fail_fast: bool | None = None,
         threads: int | None = None,
         on_event: OnEvent | None = None,
+        executor: str | None = None,
+        staging: str | None = None,
     ) -> RunOutcome:
         """Validate, then run the selected nodes. A failed node does not raise: read `status`, `nodes` and
-        `exit_code` of the outcome. Raises PzValidationError before any node runs."""
+        `exit_code` of the outcome. Raises PzValidationError before any node runs. `executor`: "local" (the
+        default) or "ray" (see docs/scale-out.md), with `staging` the ray executor's staging folder; None
+        reads PZ_EXECUTOR and PZ_STAGING_URL. PzConfigError (PZ0707-PZ0711) when the executor can't be
+        used."""
 
         def forward(_event: Event, data: dict[str, Any]) -> None:
             if on_event is not None:
@@ -218,6 +223,8 @@ class Project:
             fail_fast=fail_fast,
             full_refresh=full_refresh,
             subscribers=[forward] if on_event is not None else [],
+            executor=executor,
+            staging=staging,
         )
 
     def retry(
@@ -226,12 +233,15 @@ class Project:
         dry_run: bool = False,
         full_refresh: bool = False,
         on_event: OnEvent | None = None,
+        executor: str | None = None,
+        staging: str | None = None,
     ) -> RetryOutcome:
         """Finish the latest run without starting over (`pz retry`). Raises RetryRefused (PZ0502, PZ0503,
         PZ0504, PZ0526) when that run can only be redone, PzValidationError when the project is not valid.
         Otherwise `run` holds the retry's outcome, or `message` says there was nothing to retry (with `notes`
         saying why), or, with `dry_run`, `selection.steps()` says what would be reused, carried forward and
-        run, and nothing ran or changed."""
+        run, and nothing ran or changed. `executor`/`staging`: as for `run`; by default the retry runs on the
+        executor (and staging) of the run it finishes."""
 
         def forward(_event: Event, data: dict[str, Any]) -> None:
             if on_event is not None:
@@ -243,6 +253,8 @@ class Project:
             dry_run=dry_run,
             environ=self.environ,
             subscribers=[forward] if on_event is not None else [],
+            executor=executor,
+            staging=staging,
         )
 
     def runs(self, *, limit: int | None = None) -> list[RunSummary]:

@@ -99,3 +99,19 @@ def fresh_pg_database(setup_sql: str = "") -> Iterator[str]:
     finally:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
+
+
+@pytest.fixture(scope="session")
+def ray_instance() -> Iterator[Any]:
+    """One local Ray instance per test session (per xdist worker that runs a Ray test: 2 CPUs, no dashboard,
+    no usage stats), shut down at the end; `pz run --executor ray` in-process joins it."""
+    import logging
+
+    import ray
+
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()

@@ -302,6 +302,19 @@ def _reporter(settings: Settings) -> Callable[[dict[str, Any]], None]:
 @click.option("--fail-fast", is_flag=True, default=None, help="Cancel everything on the first failure.")
 @click.option("--full-refresh", is_flag=True, help="Ignore committed state (watermarks) for this run.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Nodes to run at once.")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default=None,
+    help="Where nodes run: local threads (default) or a Ray cluster (RAY_ADDRESS). Env: PZ_EXECUTOR.",
+)
+@click.option(
+    "--staging",
+    "staging",
+    default=None,
+    metavar="URL",
+    help="ray executor: staging folder every node can reach (default .pz/staging). Env: PZ_STAGING_URL.",
+)
 @click.pass_obj
 @guarded
 def run(
@@ -313,6 +326,8 @@ def run(
     fail_fast: bool | None,
     full_refresh: bool,
     threads: int | None,
+    executor: str | None,
+    staging: str | None,
 ) -> None:
     """Validate, then run the selected nodes (all by default)."""
     if all_nodes and select:
@@ -338,6 +353,8 @@ def run(
         fail_fast=fail_fast,
         full_refresh=full_refresh,
         on_event=_reporter(settings),
+        executor=executor,
+        staging=staging,
     )
     if outcome.status == "error" and outcome.results.error:
         _report_run_error(settings, outcome.run_id, outcome.results.error, outcome.log_file)
@@ -366,15 +383,32 @@ def _report_run_error(settings: Settings, run_id: str, err: NodeError, log_file:
 @click.option(
     "--dry-run", is_flag=True, help="Print what would be reused, carried forward and run; change nothing."
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default=None,
+    help="Where nodes run: local threads or a Ray cluster (default: where the run it finishes ran).",
+)
+@click.option(
+    "--staging",
+    "staging",
+    default=None,
+    metavar="URL",
+    help="ray executor: staging folder (default: the one of the run it finishes). Env: PZ_STAGING_URL.",
+)
 @click.pass_obj
 @guarded
-def retry(settings: Settings, full_refresh: bool, dry_run: bool) -> None:
+def retry(
+    settings: Settings, full_refresh: bool, dry_run: bool, executor: str | None, staging: str | None
+) -> None:
     """Finish the latest run: reuse what it staged, carry forward what it committed, run the rest."""
     from pipelinez.api import Project
     from pipelinez.cli.render import retry_lines
 
     reporter = _reporter(settings)
-    outcome = Project(settings.project).retry(dry_run=dry_run, full_refresh=full_refresh, on_event=reporter)
+    outcome = Project(settings.project).retry(
+        dry_run=dry_run, full_refresh=full_refresh, on_event=reporter, executor=executor, staging=staging
+    )
     if outcome.run is None:
         if settings.log_format == "json":
             for note in outcome.notes:

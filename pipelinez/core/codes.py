@@ -28,7 +28,7 @@ _TIERS = {
     "04": "SQL dry-compile (tier 4)",
     "05": "Runtime",
     "06": "Connectivity (tier 5, `pz validate --connect`)",
-    "07": "Restore and connector host",
+    "07": "Restore, connector host and executors",
 }
 
 REGISTRY: tuple[Code, ...] = (
@@ -708,6 +708,55 @@ REGISTRY: tuple[Code, ...] = (
         "LockWriteFailed",
         "pz restore could not write pz.lock in the project folder",
         "make the project folder writable and run pz restore again",
+    ),
+    Code(
+        "PZ0707",
+        "RayNotInstalled",
+        "`--executor ray` (or PZ_EXECUTOR=ray) was asked for, and the `ray` package cannot be imported in "
+        "the Python that runs pz",
+        "install the optional extra: pip install 'pipelinez[ray]' (ray>=2.60,<3), or run with "
+        "--executor local",
+    ),
+    Code(
+        "PZ0708",
+        "RayClusterUnavailable",
+        "the Ray cluster cannot be reached or started (RAY_ADDRESS), or no node of it has the CPU and memory "
+        "one pz task asks for (1 CPU and engine.memory_limit)",
+        "start the cluster (`ray start --head` on the head node) and set RAY_ADDRESS to it, or lower "
+        "engine.memory_limit to what a node offers",
+    ),
+    Code(
+        "PZ0709",
+        "RayVersionMismatch",
+        "the version probe found Ray workers whose pipelinez, DuckDB or Python version differs from the "
+        "driver's (the `pz` process): nodes would run with different code",
+        "install the same pipelinez (and so the same DuckDB) and Python on every node of the cluster, or run "
+        "the driver where the cluster's versions are installed",
+    ),
+    Code(
+        "PZ0710",
+        "WorkerLost",
+        "the Ray worker or node running a node's attempt died (a node removed, the OOM killer, a crash): the "
+        "attempt is transient for the node's retry policy, and never counts toward a circuit breaker",
+        "nothing to do when a later attempt succeeded; if it keeps happening, check the cluster's nodes and "
+        "memory (engine.memory_limit is each task's memory request), then finish the run with `pz retry`",
+    ),
+    Code(
+        "PZ0711",
+        "ExecutorSettingInvalid",
+        "an executor setting cannot be used: an unknown --executor or PZ_EXECUTOR value, --staging without "
+        "the ray executor, a staging URL whose scheme is not available (s3:// and other object stores are "
+        "not available yet), or a staging folder that cannot be created or written",
+        "use --executor local|ray, and a local or shared folder (a path, or file://) for --staging / "
+        "PZ_STAGING_URL that every Ray node can read and write",
+    ),
+    Code(
+        "PZ0712",
+        "StagingPublishFailed",
+        "a node's staged data could not be published on the shared staging (its Parquet files or its "
+        "_manifest.json could not be written or read back): the node is not done",
+        "check the staging folder's free space and permissions on every node; the attempt's partial files "
+        "are ignored (a node is done only when its manifest exists)",
     ),
 )
 

@@ -2,7 +2,9 @@
 
 `hit(name)` does nothing unless the environment variable `PZ_FAILPOINTS` (comma-separated) names it:
 - `name` raises `RuntimeError("failpoint name")` (an ordinary failure, cleaned up like any other);
-- `name:kill` ends the process at once with exit code 137, as `kill -9` would (no cleanup, no finally).
+- `name:kill` ends the process at once with exit code 137, as `kill -9` would (no cleanup, no finally);
+- `name:kill-once` does that the first time only: it leaves a marker file in the folder `PZ_FAILPOINTS_DIR`
+  names (without that variable, every time), so a test can kill an attempt and see the next one succeed.
 A seam that passes a `scope` (a node's name) also answers to `name@scope` and `name@scope:kill`, so a test can
 fail one node's write and not the others'. Seams inside connectors take the scope the engine set around the
 node (`scoped(node.name)`), so `sink.before_swap@pg.orders:kill` kills only that write.
@@ -34,6 +36,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 
 ENV = "PZ_FAILPOINTS"
+DIR_ENV = "PZ_FAILPOINTS_DIR"
 _scope: ContextVar[str | None] = ContextVar("pz_failpoint_scope", default=None)
 
 
@@ -54,7 +57,18 @@ def hit(name: str, scope: str | None = None) -> None:
     entries = {entry.strip() for entry in spec.split(",")}
     scope = scope or _scope.get()
     for key in (name, f"{name}@{scope}") if scope else (name,):
-        if f"{key}:kill" in entries:
+        if f"{key}:kill" in entries or (f"{key}:kill-once" in entries and _first_time(key)):
             os._exit(137)
         if key in entries:
             raise RuntimeError(f"failpoint {key}")
+
+
+def _first_time(key: str) -> bool:
+    folder = os.environ.get(DIR_ENV)
+    if not folder:
+        return True
+    try:
+        with open(os.path.join(folder, f"{key}.hit"), "x", encoding="utf-8"):
+            return True
+    except FileExistsError:
+        return False

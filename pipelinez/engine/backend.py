@@ -18,7 +18,7 @@ from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.vocabulary import NodeKind
 from pipelinez.engine.context import RunContext
 from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.node_runners import RUNNERS, NodeOutput, run_sink_write
+from pipelinez.engine.node_runners import RUNNERS, NodeContext, NodeOutput, run_sink_write
 from pipelinez.engine.reuse_runner import run_reused_source_load
 from pipelinez.engine.staging_store import Reuse
 from pipelinez.plan.planner import PlannedNode
@@ -71,7 +71,18 @@ class ExecutorBackend(Protocol):
         """Wait for running attempts and release the workers."""
 
 
-def run_attempt(ctx: RunContext, item: WorkItem) -> AttemptResult:
+class BackendProvider(Protocol):
+    """Where a run's attempts go when not to the local thread pool (the Ray cluster)."""
+
+    @property
+    def slots(self) -> int:
+        """Nodes at once when neither --threads nor engine.threads says: the cluster's CPUs."""
+
+    def backend(self, ctx: RunContext, slots: int) -> ExecutorBackend:
+        """The run's backend; the caller closes it after the run."""
+
+
+def run_attempt(ctx: NodeContext, item: WorkItem) -> AttemptResult:
     """Run one attempt of a node; a runner bug becomes the node's PZ0512 failure, never a crash."""
     node = item.planned.node
     try:

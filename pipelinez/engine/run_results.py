@@ -61,9 +61,11 @@ class RunArgs:
     threads: int | None = None
     fail_fast: bool | None = None
     full_refresh: bool = False
+    executor: str = "local"  # local | ray
+    staging: str | None = None  # the ray executor's staging folder (a retry of the run reads it)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "select": list(self.select),
             "exclude": list(self.exclude),
             "vars": dict(self.vars),
@@ -71,6 +73,10 @@ class RunArgs:
             "fail_fast": self.fail_fast,
             "full_refresh": self.full_refresh,
         }
+        if self.executor != "local":  # recorded when not the default, as older files have no such keys
+            data["executor"] = self.executor
+            data["staging"] = self.staging
+        return data
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> RunArgs:
@@ -82,6 +88,8 @@ class RunArgs:
             int(threads) if threads is not None else None,
             bool(fail_fast) if fail_fast is not None else None,
             bool(data.get("full_refresh", False)),
+            str(data.get("executor") or "local"),
+            str(data["staging"]) if data.get("staging") else None,
         )
 
 

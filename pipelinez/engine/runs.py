@@ -120,7 +120,8 @@ def unreadable_reason(exc: OSError | ValueError) -> str:
 
 
 def sweep(state_dir: Path, keep_last: int, current: str | None = None) -> list[str]:
-    """Delete staging databases of all but the newest `keep_last` runs; run history stays."""
+    """Delete staging databases of all but the newest `keep_last` runs, and the Parquet a Ray run staged on
+    its shared staging folder (`<staging>/<run-id>`); run history stays."""
     removed = []
     ids = run_ids(state_dir)
     for run_id in ids[: max(0, len(ids) - keep_last)]:
@@ -132,7 +133,22 @@ def sweep(state_dir: Path, keep_last: int, current: str | None = None) -> list[s
                 path.unlink()
                 if name == STAGING_FILE:
                     removed.append(run_id)
+        shared = _shared_staging(state_dir, run_id)
+        if shared is not None and shared.is_dir():
+            shutil.rmtree(shared, ignore_errors=True)
+            if run_id not in removed:
+                removed.append(run_id)
     return removed
+
+
+def _shared_staging(state_dir: Path, run_id: str) -> Path | None:
+    """Where a Ray run staged its tables (its run_results.json args), or None."""
+    try:
+        data = json.loads((runs_dir(state_dir) / run_id / "run_results.json").read_text(encoding="utf-8"))
+        staging = (data.get("args") or {}).get("staging")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Path(str(staging)) / run_id if staging else None
 
 
 def clean(state_dir: Path) -> list[str]:

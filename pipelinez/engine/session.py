@@ -24,6 +24,7 @@ from pipelinez.core.oserrors import os_reason
 from pipelinez.core.redact import Redactor
 from pipelinez.core.run_state import RunState
 from pipelinez.core.vocabulary import NodeError, NodeStatus, RunStatus
+from pipelinez.engine.backend import BackendProvider
 from pipelinez.engine.context import RunContext, open_staging
 from pipelinez.engine.debug_log import debug_log
 from pipelinez.engine.events import (
@@ -189,9 +190,11 @@ def execute(
     resume: Resumption | None = None,
     lock: ProjectLock | None = None,
     notes: Sequence[str] = (),
+    provider: BackendProvider | None = None,
 ) -> RunOutcome:
     """Run `plan`. `resume` (a retry): notes to print first, source loads to reuse, sink writes carried
-    forward (recorded, never run); `lock`: the project lock when the caller already holds it."""
+    forward (recorded, never run); `lock`: the project lock when the caller already holds it; `provider`:
+    where attempts run when not on local threads (a Ray cluster)."""
     project = plan.dag.project
     resume = resume or Resumption()
     with RunSession(project.state_dir, plan.dag.redactor, project.keep_last, subscribers, lock) as session:
@@ -205,9 +208,12 @@ def execute(
         session.begin(results, len(results.nodes), warnings, (*resume.notes, *notes))
         for carried in resume.carried:
             session.bus.publish(node_completed(session.run_id, carried))
-        n_threads = threads or project.engine.threads or os.cpu_count() or 1
+        default_slots = provider.slots if provider is not None else os.cpu_count() or 1
+        n_threads = threads or project.engine.threads or default_slots
         ff = project.engine.fail_fast if fail_fast is None else fail_fast
-        log_file = _run_nodes(session, plan, n_threads, ff, gate, resume.reuse, checkpoints, plan.breaker)
+        log_file = _run_nodes(
+            session, plan, n_threads, ff, gate, resume.reuse, checkpoints, plan.breaker, provider
+        )
         return RunOutcome(session.run_id, results.status, results, log_file)
 
 
@@ -229,26 +235,35 @@ def _run_nodes(
     reuse: Mapping[str, Reuse],
     checkpoints: dict[str, DeliveryCheckpoint] | None = None,
     breaker: BreakerPolicy | None = None,
+    provider: BackendProvider | None = None,
 ) -> Path | None:
     """Run the nodes on a fresh staging database; set the run's status. Returns the log file of an
     orchestrator-level failure (a bug, or the staging database itself failing), else None."""
     results = session.results
     staging = ctx = None
     try:
-        staging = _open_staging(session.staging_path, plan.dag.project.engine.memory_limit, reuse)
+        # a distributed run's staging.duckdb holds views over the shared Parquet: never seeded with tables
+        seeded_from = reuse if provider is None else {}
+        staging = _open_staging(session.staging_path, plan.dag.project.engine.memory_limit, seeded_from)
         ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
         with debug_log(session.run_dir / "pz.log", session.redactor):
+            backend = provider.backend(ctx, threads) if provider is not None else None
             executor = Executor(
                 ctx,
                 session.writer,
                 threads,
                 fail_fast,
+                backend=backend,
                 gate=gate,
                 checkpoints=checkpoints,
                 reuse=reuse,
                 breaker=breaker,
             )
-            executor.run()
+            try:
+                executor.run()
+            finally:
+                if backend is not None:
+                    backend.close()
         failpoints.hit("run.after_nodes")
         if executor.captures:
             _commit_watermarks(session, plan, executor.captures)

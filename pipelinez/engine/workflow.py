@@ -6,8 +6,9 @@ PzConfigError; the CLI renders them and exits 2.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,9 +19,11 @@ from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
 from pipelinez.core.run_state import RunState
 from pipelinez.core.vocabulary import RunStatus
+from pipelinez.engine.backend import BackendProvider
 from pipelinez.engine.checkpoints import checkpoints_from
 from pipelinez.engine.connectivity import check_connectivity
 from pipelinez.engine.events import Subscriber
+from pipelinez.engine.executor_choice import ExecutorChoice, choose_executor
 from pipelinez.engine.lock import ProjectLock
 from pipelinez.engine.retry_command import NOTHING, NOTHING_CHANGED, RetryOutcome, last_run
 from pipelinez.engine.retry_select import select_retry
@@ -29,7 +32,8 @@ from pipelinez.engine.runs import RunSummary, runs_dir
 from pipelinez.engine.runs import clean as clean_runs
 from pipelinez.engine.runs import history as run_history
 from pipelinez.engine.session import Resumption, RunOutcome, execute
-from pipelinez.engine.staging_store import LocalStagingStore
+from pipelinez.engine.shared_staging import SharedStagingStore, StagingRoot
+from pipelinez.engine.staging_store import LocalStagingStore, StagingStore
 from pipelinez.plan.planner import Plan, build_plan, plan_named
 
 
@@ -104,21 +108,56 @@ def run(
     full_refresh: bool = False,
     subscribers: Sequence[Subscriber] = (),
     command: str = "run",
+    executor: str | None = None,
+    staging: str | None = None,
 ) -> RunOutcome:
-    the_plan, warnings = plan(project_dir, select, exclude, overrides, environ, full_refresh)
-    args = RunArgs(tuple(select), tuple(exclude), dict(overrides or {}), threads, fail_fast, full_refresh)
+    """`executor`/`staging`: --executor and --staging (else PZ_EXECUTOR, PZ_STAGING_URL; else local)."""
+    root = find_project_root(project_dir or Path.cwd())
+    choice = choose_executor(executor, staging, environ, root / ".pz")
+    the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh)
+    args = RunArgs(
+        tuple(select),
+        tuple(exclude),
+        dict(overrides or {}),
+        threads,
+        fail_fast,
+        full_refresh,
+        choice.kind,
+        str(choice.staging) if choice.staging else None,
+    )
     incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
     notes = [_full_refresh_note(incremental)] if full_refresh and incremental else []
-    return execute(
-        the_plan,
-        command=command,
-        args=args,
-        warnings=warnings,
-        subscribers=subscribers,
-        threads=threads,
-        fail_fast=fail_fast,
-        notes=notes,
-    )
+    with executing(choice, the_plan) as (the_plan, provider, executor_notes):
+        return execute(
+            the_plan,
+            command=command,
+            args=args,
+            warnings=warnings,
+            subscribers=subscribers,
+            threads=threads,
+            fail_fast=fail_fast,
+            notes=[*notes, *executor_notes],
+            provider=provider,
+        )
+
+
+@contextlib.contextmanager
+def executing(
+    choice: ExecutorChoice, the_plan: Plan
+) -> Iterator[tuple[Plan, BackendProvider | None, list[str]]]:
+    """The plan as the chosen executor runs it, its backend provider (None: local threads) and notes. Ray:
+    the cluster is joined (or started) and checked before the run, and left (or stopped) after it."""
+    if not choice.is_ray:
+        yield the_plan, None, []
+        return
+    from pipelinez.engine.ray_backend import adapt_plan, connect
+
+    cluster = connect(choice, the_plan.dag.project.engine.memory_limit, the_plan.dag.redactor)
+    try:
+        adapted, notes = adapt_plan(the_plan)
+        yield adapted, cluster, notes
+    finally:
+        cluster.close()
 
 
 def retry(
@@ -128,6 +167,8 @@ def retry(
     dry_run: bool = False,
     environ: Mapping[str, str] | None = None,
     subscribers: Sequence[Subscriber] = (),
+    executor: str | None = None,
+    staging: str | None = None,
 ) -> RetryOutcome:
     """Finish the last run (the retry article): refusals PZ0502/PZ0503/PZ0504/PZ0526, then the project is
     validated with the last run's vars, the retry selected by node id, and run (or only shown: `dry_run`).
@@ -142,7 +183,14 @@ def retry(
             return RetryOutcome(last.run_id, message=NOTHING)
         the_plan, warnings = plan(root, (), (), last.args.vars, environ, last.args.full_refresh)
         dag = the_plan.dag
-        selection = select_retry(last, dag, LocalStagingStore(runs_dir(state_dir)), full_refresh)
+        ran_on = ExecutorChoice(
+            last.args.executor, Path(last.args.staging) if last.args.staging else None
+        )  # a retry runs where the run it finishes ran, unless told otherwise
+        choice = choose_executor(executor, staging, environ, state_dir, default=ran_on)
+        store: StagingStore = LocalStagingStore(runs_dir(state_dir))
+        if ran_on.is_ray and ran_on.staging is not None:
+            store = SharedStagingStore(StagingRoot(ran_on.staging))
+        selection = select_retry(last, dag, store, full_refresh)
         notes = tuple(selection.notes())
         if selection.nothing:
             message = NOTHING_CHANGED if selection.changed or selection.removed else NOTHING
@@ -158,24 +206,32 @@ def retry(
         errors = [d for d in diags if d.is_error]
         if errors:
             raise PzValidationError([*errors, *warnings])
-        args = dataclasses.replace(last.args, full_refresh=last.args.full_refresh or full_refresh)
+        args = dataclasses.replace(
+            last.args,
+            full_refresh=last.args.full_refresh or full_refresh,
+            executor=choice.kind,
+            staging=str(choice.staging) if choice.staging else None,
+        )
         incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(retry_plan))
         if args.full_refresh and incremental:
             notes = (*notes, _full_refresh_note(incremental))
-        handed = True
-        outcome = execute(
-            retry_plan,
-            command="retry",
-            args=args,
-            warnings=warnings,
-            subscribers=subscribers,
-            threads=last.args.threads,
-            fail_fast=last.args.fail_fast,
-            retry_of=last.run_id,
-            resume=Resumption(notes, selection.reuse, tuple(selection.carried)),
-            checkpoints=None if full_refresh else checkpoints_from(last, retry_plan),
-            lock=lock,
-        )
+        with executing(choice, retry_plan) as (retry_plan, provider, executor_notes):
+            handed = True
+            outcome = execute(
+                retry_plan,
+                command="retry",
+                args=args,
+                warnings=warnings,
+                subscribers=subscribers,
+                threads=last.args.threads,
+                fail_fast=last.args.fail_fast,
+                retry_of=last.run_id,
+                resume=Resumption(notes, selection.reuse, tuple(selection.carried)),
+                checkpoints=None if full_refresh else checkpoints_from(last, retry_plan),
+                lock=lock,
+                notes=executor_notes,
+                provider=provider,
+            )
         return RetryOutcome(last.run_id, notes, None, selection, outcome)
     finally:
         if not handed:

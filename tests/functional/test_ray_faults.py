@@ -1,0 +1,197 @@
+"""Faults on the Ray executor: a worker killed mid-node is a transient PZ0710 that pz (the only retry
+authority) retries once with no duplicate rows and no breaker trip; `pz retry` of a Ray run reuses what its
+manifests staged (on Ray, or locally), and falls back to extraction with a note when a manifest is gone."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tests.conftest import pz, write_project
+from tests.functional.test_ray_parity import FILES, PARTS
+
+
+def _results(project: Path) -> dict[str, Any]:
+    run = sorted((project / ".pz" / "runs").iterdir())[-1]
+    return dict(json.loads((run / "run_results.json").read_text()))
+
+
+def _events(project: Path) -> list[dict[str, Any]]:
+    run = sorted((project / ".pz" / "runs").iterdir())[-1]
+    return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+
+
+def _node(results: dict[str, Any], name: str) -> dict[str, Any]:
+    return dict(next(n for n in results["nodes"] if n["name"] == name))
+
+
+def test_a_worker_killed_mid_load_is_one_node_retry_with_no_duplicate_rows_and_no_breaker_trip(
+    tmp_path: Path, ray_instance: Any
+) -> None:
+    files = {
+        **FILES,
+        "project.yml": """
+            name: shop
+            engine:
+              retry: { max_attempts: 3, base_delay: 10ms, max_delay: 10ms }
+              breaker: { failure_threshold: 1, cool_down: 1h }
+        """,
+    }
+    project = write_project(tmp_path / "p", files)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # the worker process dies (exit 137, as kill -9) after the orders landed in its DuckDB, the first time
+    env = {"PZ_FAILPOINTS": "source.landed@src_files__orders:kill-once", "PZ_FAILPOINTS_DIR": str(marks)}
+    result = pz(project, "run", "--executor", "ray", env=env)
+    assert result.exit_code == 0, result.output
+    assert (marks / "source.landed@src_files__orders.hit").exists()  # the kill happened
+    events = _events(project)
+    retries = [e for e in events if e["event"] == "node_retry"]
+    assert [(e["name"], e["attempt"], e["error"]["code"], e["error"]["transient"]) for e in retries] == [
+        ("src_files__orders", 1, "PZ0710", True)
+    ]
+    assert not [e for e in events if e["event"] == "breaker_state_changed"]  # a lost worker blames nobody
+    results = _results(project)
+    orders = _node(results, "src_files__orders")
+    assert (orders["status"], orders["attempts"], orders["rows"]) == ("success", 2, 4)
+    con = duckdb.connect(str(project / "out" / "wh.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT sum(n)::INT FROM main.totals").fetchone() == (4,)  # each order once
+    finally:
+        con.close()
+
+
+def test_a_worker_lost_on_every_attempt_fails_the_node_transiently_and_skips_its_descendants(
+    tmp_path: Path, ray_instance: Any
+) -> None:
+    files = {**FILES, "project.yml": "name: shop\nengine: { retry: { max_attempts: 1 } }\n"}
+    project = write_project(tmp_path / "p", files)
+    result = pz(
+        project, "run", "--executor", "ray", env={"PZ_FAILPOINTS": "source.landed@src_files__orders:kill"}
+    )
+    assert result.exit_code == 1, result.output
+    assert "PZ0710: src_files__orders: the Ray worker running attempt 1 was lost" in result.output
+    results = _results(project)
+    orders = _node(results, "src_files__orders")
+    assert orders["status"] == "failed" and orders["error"]["transient"] is True
+    assert _node(results, "totals")["status"] == "skipped"
+    assert _node(results, "src_files__customers")["status"] == "success"  # independent branch went on
+
+
+def test_pz_retry_of_a_ray_run_reuses_the_manifests_of_the_loads_it_staged(
+    tmp_path: Path, ray_instance: Any
+) -> None:
+    files = {**FILES, "project.yml": "name: shop\nengine: { retry: { max_attempts: 1 } }\n"}
+    project = write_project(tmp_path / "p", files)
+    failed = pz(project, "run", "--executor", "ray", env={"PZ_FAILPOINTS": "sink.write@wh.totals"})
+    assert failed.exit_code == 1, failed.output
+    first = _results(project)
+    # the retry runs on the executor of the run it finishes (no flag), and reads its manifests
+    retried = pz(project, "retry")
+    assert retried.exit_code == 0, retried.output
+    assert "note: reusing staged data for 2 source load(s)" in retried.output
+    results = _results(project)
+    assert results["retry_of"] == first["run_id"] and results["args"]["executor"] == "ray"
+    for name in ("src_files__orders", "src_files__customers"):
+        node = _node(results, name)
+        assert (node["provenance"], node["reused_from"]) == ("reused", first["run_id"])
+    assert _node(results, "wh.totals")["status"] == "success"
+    staging = Path(results["args"]["staging"])
+    manifest = json.loads((staging / results["run_id"] / "src_files__orders" / "_manifest.json").read_text())
+    assert manifest["rows"] == 4  # the reused load is staged again under the retry's own run
+    # pz clean (and the retention sweep) deletes what Ray runs staged on the shared folder too
+    assert sorted(p.name for p in staging.iterdir()) == sorted([first["run_id"], results["run_id"]])
+    assert pz(project, "clean").exit_code == 0
+    assert list(staging.iterdir()) == []
+
+
+def test_pz_retry_of_a_ray_run_falls_back_to_extraction_when_a_manifest_is_gone_and_may_run_locally(
+    tmp_path: Path, ray_instance: Any
+) -> None:
+    files = {**FILES, "project.yml": "name: shop\nengine: { retry: { max_attempts: 1 } }\n"}
+    project = write_project(tmp_path / "p", files)
+    staging = tmp_path / "shared"
+    failed = pz(
+        project,
+        "run",
+        "--executor",
+        "ray",
+        "--staging",
+        str(staging),
+        env={"PZ_FAILPOINTS": "sink.write@wh.totals"},
+    )
+    assert failed.exit_code == 1, failed.output
+    run_id = _results(project)["run_id"]
+    shutil.rmtree(staging / run_id / "src_files__customers")
+    retried = pz(project, "retry", "--executor", "local")
+    assert retried.exit_code == 0, retried.output
+    assert "note: reusing staged data for 1 source load(s)" in retried.output
+    assert "src_files__customers" in retried.output and "_manifest.json" in retried.output
+    results = _results(project)
+    assert "executor" not in results["args"]  # this retry ran locally
+    assert _node(results, "src_files__orders")["provenance"] == "reused"
+    assert "provenance" not in _node(results, "src_files__customers")
+    assert _node(results, "wh.totals")["status"] == "success"
+
+
+PARTS_FLAKY = {
+    **PARTS,
+    "project.yml": """
+        name: parts
+        engine:
+          retry: { max_attempts: 2, base_delay: 10ms, max_delay: 10ms }
+          breaker: { failure_threshold: 1, cool_down: 1h }
+    """,
+}
+
+
+def test_a_partitioned_load_fans_out_and_a_lost_partition_reruns_alone(
+    tmp_path: Path, ray_instance: Any
+) -> None:
+    project = write_project(tmp_path / "p", PARTS_FLAKY)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"PZ_FAILPOINTS": "source.landed@src_files__events#2:kill-once", "PZ_FAILPOINTS_DIR": str(marks)}
+    result = pz(project, "run", "--executor", "ray", env=env)
+    assert result.exit_code == 0, result.output
+    events = _events(project)
+    retries = [(e["name"], e["error"]["code"]) for e in events if e["event"] == "node_retry"]
+    assert retries == [("src_files__events", "PZ0710")]
+    assert not [e for e in events if e["event"] == "breaker_state_changed"]
+    results = _results(project)
+    events_node = _node(results, "src_files__events")
+    assert (events_node["status"], events_node["attempts"], events_node["rows"]) == ("success", 2, 15)
+    assert [(p["index"], p["rows"]) for p in events_node["partitions"]] == [(i, 3) for i in range(5)]
+    # one task per partition, each published with its manifest; the load's table is a manifest of their files
+    staging = Path(results["args"]["staging"]) / results["run_id"]
+    combined = json.loads((staging / "src_files__events" / "_manifest.json").read_text())
+    assert combined["rows"] == 15 and len(combined["files"]) == 5
+    assert all(f.startswith(f"../src_files__events__part{i}/") for i, f in enumerate(combined["files"]))
+    con = duckdb.connect(str(project / "out" / "wh.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT sum(days)::INT FROM main.per_kind").fetchone() == (15,)  # no row twice
+    finally:
+        con.close()
+
+
+def test_pz_retry_resumes_a_ray_partitioned_load_past_the_partitions_that_landed(
+    tmp_path: Path, ray_instance: Any
+) -> None:
+    files = {**PARTS, "project.yml": "name: parts\nengine: { retry: { max_attempts: 1 } }\n"}
+    project = write_project(tmp_path / "p", files)
+    failed = pz(
+        project, "run", "--executor", "ray", env={"PZ_FAILPOINTS": "source.landed@src_files__events#3"}
+    )
+    assert failed.exit_code == 1, failed.output
+    first = _node(_results(project), "src_files__events")
+    assert [p["status"] for p in first["partitions"]] == ["success"] * 3 + ["failed", "success"]
+    retried = pz(project, "retry")
+    assert retried.exit_code == 0, retried.output
+    node = _node(_results(project), "src_files__events")
+    assert node["status"] == "success" and node["rows"] == 15
+    reused = [p["index"] for p in node["partitions"] if p.get("provenance") == "reused"]
+    assert reused == [0, 1, 2, 4]
