@@ -194,9 +194,7 @@ def refuse_folded_duplicate_keys(
         _folded(quote_ident(k), by_key[k].folds) if k in by_key else quote_ident(k) for k in request.keys
     ]
     grouped = ", ".join(f"{e} AS {quote_ident(f'__pz_k{i}')}" for i, e in enumerate(exprs))
-    repeated = (
-        f"SELECT count(*) AS __pz_rows, {grouped} FROM {source} GROUP BY ALL HAVING count(*) > 1"
-    )
+    repeated = f"SELECT count(*) AS __pz_rows, {grouped} FROM {source} GROUP BY ALL HAVING count(*) > 1"
     if not cur.execute(f"{repeated} LIMIT 1").fetchone():
         return
     total = cur.execute(f"SELECT count(*) FROM ({repeated})").fetchone()
