@@ -38,6 +38,7 @@ LOOP_GUARD = "__pz_loop_guard__"
 CONCAT_GUARD = "__pz_concat_guard__"
 MAX_VALUE_SIZE = 1_000_000  # characters or items one `*` or padding call may build
 _LIPSUM_WORDS = 100_000
+_WRAP_CHARS = 50_000  # |wordwrap's text (textwrap is quadratic in a long word's length)
 _LOOP_BATCH = 256  # loop steps are counted this many at a time
 _OUTPUT_BATCH = 64  # output chunks likewise (each at most MAX_VALUE_SIZE, so memory stays bounded)
 
@@ -227,9 +228,25 @@ class BoundedSandbox(SandboxedEnvironment):
         self.filters["format"] = self._bounded_format_filter(self.filters["format"])
         self.filters["join"] = self._streamed_join(self.filters["join"])
         self.filters["replace"] = self._sized_filter("replace", self.filters["replace"], _replace_size)
+        self.filters["wordwrap"] = self._bounded_wordwrap(self.filters["wordwrap"])
         for name, fn in list(self.filters.items()):  # every filter checks the deadline before it runs
             self.filters[name] = self._timed(fn)
         self.globals["lipsum"] = self._bounded_lipsum(self.globals["lipsum"])
+
+    @staticmethod
+    def _bounded_wordwrap(fn: Any) -> Any:
+        """`|wordwrap` breaks a long word in time quadratic in its length (textwrap), in one call the
+        deadline cannot stop: its text is bounded."""
+
+        @functools.wraps(fn)
+        def bounded(environment: Any, s: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(s, str) and len(s) > _WRAP_CHARS:
+                raise SandboxLimit(
+                    f"wordwrap() of more than {_WRAP_CHARS:,} characters is more than the sandbox allows"
+                )
+            return fn(environment, s, *args, **kwargs)
+
+        return bounded
 
     def _timed(self, fn: Any) -> Any:
         first = 1 if getattr(fn, "jinja_pass_arg", None) is not None else 0

@@ -241,6 +241,9 @@ def test_append_keeps_the_prefix_one_table(tmp_path: Path, s3: S3Server, bucket:
     )
     result = run(project, "run")
     assert result.exit_code == 1 and "PZ0517" in result.output, result.output
+    message = result.node("lake.log")["error"]["message"]  # the engine's one column-set rule
+    assert "the result has column(s) id that the existing target does not have (it has: other)" in message
+    assert "the result does not have the target's column(s) other, which every written row" in message
     assert keys(s3, bucket, "out/log") == ["out/log/part-a-00000.parquet"]
 
 

@@ -168,6 +168,7 @@ def test_a_var_default_that_is_not_of_the_var_type_is_refused(project_dir: Path)
         ("{{ [2 ** 4000] * 100000 }}", "repeating a value 100,000 times"),
         ("{{ lipsum(2000000000) }}", "lipsum() of more than 100,000 words is more than the sandbox allows"),
         ('{{ [1] | batch(2000000000, "x") | list }}', "batch() with a count above 1,000,000"),
+        ('{{ ("x" * 1000000) | wordwrap(1) }}', "wordwrap() of more than 50,000 characters"),
         ('{{ [1, 2] | slice(2000000000, "x") | list }}', "slice() with a count above 1,000,000"),
         (
             '{% set ns = namespace(s="x") %}{% for i in range(36) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}',
