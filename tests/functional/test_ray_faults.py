@@ -246,35 +246,43 @@ def test_fail_fast_cancels_the_running_ray_tasks(tmp_path: Path, ray_instance: A
     assert _node(results, "slow_copy")["status"] == "cancelled"
 
 
+def _driver_until_files_landed(project: Path, env: dict[str, str]) -> Any:
+    """`pz run --executor ray` as its own process, returned once both file loads are staged (the slow
+    PostgreSQL load is still running then)."""
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run", "--executor", "ray"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    landed: set[str] = set()
+    while proc.poll() is None and landed != {"src_files__orders", "src_files__customers"}:
+        time.sleep(0.2)
+        runs = project / ".pz" / "runs"
+        if runs.is_dir() and any(runs.iterdir()):
+            landed = {
+                e["name"]
+                for e in _events(project)
+                if e["event"] == "node_completed" and e["name"].startswith("src_files__")
+            }
+    return proc
+
+
 def test_ctrl_c_on_the_driver_cancels_its_tasks_and_pz_retry_reuses_the_manifests(
     tmp_path: Path, ray_instance: Any
 ) -> None:
     import signal
-    import subprocess
-    import sys
-    import time
 
     with fresh_pg_database(SLOW_PG) as db:
         project = _slow_project(tmp_path / "p", db)
         # the driver is its own process, starting its own local Ray instance (stopped when it ends)
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run", "--executor", "ray"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        landed: set[str] = set()
-        while proc.poll() is None and landed != {"src_files__orders", "src_files__customers"}:
-            time.sleep(0.2)  # until both file loads are staged (the slow load is still running)
-            runs = project / ".pz" / "runs"
-            if runs.is_dir() and any(runs.iterdir()):
-                landed = {
-                    e["name"]
-                    for e in _events(project)
-                    if e["event"] == "node_completed" and e["name"].startswith("src_files__")
-                }
+        proc = _driver_until_files_landed(project, env)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 1, err
@@ -288,3 +296,21 @@ def test_ctrl_c_on_the_driver_cancels_its_tasks_and_pz_retry_reuses_the_manifest
     assert results["retry_of"] == interrupted["run_id"]
     assert _node(results, "src_files__orders")["provenance"] == "reused"
     assert _node(results, "src_pg__slow")["status"] == "success"
+
+
+def test_a_ray_driver_killed_with_sigkill_is_refused_by_pz_retry_as_on_the_local_executor(
+    tmp_path: Path, ray_instance: Any
+) -> None:
+    with fresh_pg_database(SLOW_PG) as db:
+        project = _slow_project(tmp_path / "p", db)
+        # joined to the session's instance: Ray ends the killed driver's tasks itself
+        env = {**os.environ, "RAY_ADDRESS": ray_instance.get_runtime_context().gcs_address}
+        proc = _driver_until_files_landed(project, env)
+        proc.kill()
+        proc.communicate(timeout=60)
+        killed = _results(project)
+        assert killed["status"] == "running"  # it never recorded an end
+        retried = pz(project, "retry")
+    # the article's rule holds on Ray too: a kill -9'd run's statuses can't be trusted, even with manifests
+    assert retried.exit_code == 2, retried.output
+    assert "PZ0503" in retried.output and killed["run_id"] in retried.output
