@@ -110,7 +110,13 @@ def ray_instance() -> Iterator[Any]:
     import ray
 
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    ray.init(
+        address="local",  # a new instance, never another cluster of this machine
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.ERROR,
+    )
     try:
         yield ray
     finally:

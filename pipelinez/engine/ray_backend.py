@@ -147,10 +147,8 @@ def connect(choice: ExecutorChoice, memory_limit: str, redactor: Redactor) -> Ra
             "logging_level": logging.ERROR,
         }
         try:
-            if choice.address:
-                ray.init(address=choice.address, **options)
-            else:
-                ray.init(**options)
+            # without RAY_ADDRESS always a new local instance: never whatever cluster `ray start` left behind
+            ray.init(address=choice.address or "local", **options)
         except Exception as exc:
             where = f"at RAY_ADDRESS={choice.address}" if choice.address else "locally"
             raise _refuse(

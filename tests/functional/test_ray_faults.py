@@ -5,13 +5,14 @@ manifests staged (on Ray, or locally), and falls back to extraction with a note 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from tests.conftest import pz, write_project
+from tests.conftest import fresh_pg_database, pz, write_project
 from tests.functional.test_ray_parity import FILES, PARTS
 
 
@@ -195,3 +196,121 @@ def test_pz_retry_resumes_a_ray_partitioned_load_past_the_partitions_that_landed
     assert node["status"] == "success" and node["rows"] == 15
     reused = [p["index"] for p in node["partitions"] if p.get("provenance") == "reused"]
     assert reused == [0, 1, 2, 4]
+
+
+SLOW_PG = """
+    CREATE TABLE t AS SELECT i AS id FROM generate_series(1, 10) i;
+    CREATE VIEW slow AS SELECT t.* FROM t CROSS JOIN (SELECT pg_sleep(20)) s;
+"""
+
+
+def _slow_project(root: Path, db: str, extra: str = "") -> Path:
+    return write_project(
+        root,
+        {
+            **FILES,
+            "project.yml": f"name: shop\nengine: {{ retry: {{ max_attempts: 1 }}{extra} }}\n",
+            "sources/pg.yml": f"""
+                connector: postgres
+                connection: {{ host: 127.0.0.1, port: 5432, database: {db}, user: postgres }}
+                datasets:
+                  slow: {{ table: public.slow, columns: {{ id: integer }} }}
+            """,
+            "pipelines/slow_copy.sql": """
+                INSERT INTO {{ sink('lake', 'slow_copy') }}
+                SELECT * FROM {{ source('pg', 'slow') }}
+            """,
+            "sinks/lake.yml": """
+                connector: localfiles
+                connection: { root: out/lake }
+                outputs:
+                  orders_copy: { format: parquet }
+                  slow_copy: { format: parquet }
+            """,
+        },
+    )
+
+
+def test_fail_fast_cancels_the_running_ray_tasks(tmp_path: Path, ray_instance: Any) -> None:
+    with fresh_pg_database(SLOW_PG) as db:
+        project = _slow_project(tmp_path / "p", db)
+        # totals fails at once; the slow load (a 20 s query) is running on a worker: its task is cancelled
+        fail = {"PZ_FAILPOINTS": "pipeline.start@totals"}
+        result = pz(project, "run", "--executor", "ray", "--fail-fast", env=fail)
+    assert result.exit_code == 1, result.output
+    results = _results(project)
+    slow = _node(results, "src_pg__slow")
+    assert slow["status"] == "failed", slow
+    assert slow["error"]["code"] == "PZ0514" and "Ray task was cancelled" in slow["error"]["message"], slow
+    assert _node(results, "totals")["status"] == "failed"
+    assert _node(results, "slow_copy")["status"] == "cancelled"
+
+
+def _driver_until_files_landed(project: Path, env: dict[str, str]) -> Any:
+    """`pz run --executor ray` as its own process, returned once both file loads are staged (the slow
+    PostgreSQL load is still running then)."""
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run", "--executor", "ray"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    landed: set[str] = set()
+    while proc.poll() is None and landed != {"src_files__orders", "src_files__customers"}:
+        time.sleep(0.2)
+        runs = project / ".pz" / "runs"
+        if runs.is_dir() and any(runs.iterdir()):
+            landed = {
+                e["name"]
+                for e in _events(project)
+                if e["event"] == "node_completed" and e["name"].startswith("src_files__")
+            }
+    return proc
+
+
+def test_ctrl_c_on_the_driver_cancels_its_tasks_and_pz_retry_reuses_the_manifests(
+    tmp_path: Path, ray_instance: Any
+) -> None:
+    import signal
+
+    with fresh_pg_database(SLOW_PG) as db:
+        project = _slow_project(tmp_path / "p", db)
+        # the driver is its own process, starting its own local Ray instance (stopped when it ends)
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        proc = _driver_until_files_landed(project, env)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err
+        interrupted = _results(project)
+        assert interrupted["status"] == "failed" and interrupted["error"]["code"] == "PZ0514"
+        assert _node(interrupted, "src_pg__slow")["status"] == "cancelled"
+        retried = pz(project, "retry")  # joins the session's instance
+    assert retried.exit_code == 0, retried.output
+    assert "note: reusing staged data for 2 source load(s)" in retried.output
+    results = _results(project)
+    assert results["retry_of"] == interrupted["run_id"]
+    assert _node(results, "src_files__orders")["provenance"] == "reused"
+    assert _node(results, "src_pg__slow")["status"] == "success"
+
+
+def test_a_ray_driver_killed_with_sigkill_is_refused_by_pz_retry_as_on_the_local_executor(
+    tmp_path: Path, ray_instance: Any
+) -> None:
+    with fresh_pg_database(SLOW_PG) as db:
+        project = _slow_project(tmp_path / "p", db)
+        # joined to the session's instance: Ray ends the killed driver's tasks itself
+        env = {**os.environ, "RAY_ADDRESS": ray_instance.get_runtime_context().gcs_address}
+        proc = _driver_until_files_landed(project, env)
+        proc.kill()
+        proc.communicate(timeout=60)
+        killed = _results(project)
+        assert killed["status"] == "running"  # it never recorded an end
+        retried = pz(project, "retry")
+    # the article's rule holds on Ray too: a kill -9'd run's statuses can't be trusted, even with manifests
+    assert retried.exit_code == 2, retried.output
+    assert "PZ0503" in retried.output and killed["run_id"] in retried.output

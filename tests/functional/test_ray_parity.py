@@ -278,6 +278,13 @@ def test_postgres_partitions_to_postgres_and_duckdb_on_both_executors(
     assert orders[1] == 3000 and len(orders[3]) == 3 and sum(p[1] for p in orders[3]) == 3000
     assert _pg_rows(pg_db, "totals_local") == _pg_rows(pg_db, "totals_ray")
     assert len(_pg_rows(pg_db, "totals_ray")) == 7
+    # the secret travelled to the workers inside the pickled task only: no artifact, staged file or Ray log
+    # of this session holds it (Ray's own logs name tasks `pz:<node>#<attempt>`, never their arguments)
+    logs = Path(ray_instance._private.worker._global_node.get_session_dir_path())
+    for folder in (tmp_path / "ray", logs):
+        for path in folder.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                assert SECRET.encode() not in path.read_bytes(), path
 
 
 def test_a_ray_run_stages_parquet_with_manifests_and_the_driver_keeps_views(
