@@ -3,6 +3,7 @@ a NodeFailure (classified). Data moves inside DuckDB or as Arrow batches, never 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import threading
@@ -197,12 +198,13 @@ def run_source_load(
                 f"{reuse.staged.run_id} no longer match this run's partitions; reading them again"
             )
         workers = min(len(partitions), max(1, work.endpoint.max_concurrency or PARTITION_WORKERS))
-        connectors = _WorkerConnectors(ctx, work.endpoint)
+        pool = _Workers(ctx, work.endpoint)
 
         def land(job: tuple[Partition, str]) -> PartitionResult:
             partition, table = job
             fingerprint = partition_fingerprint(partition)
-            part_cur = ctx.cursor()
+            worker = pool.mine()
+            part_cur = worker.cursor
             try:
                 if reuse is not None and partition.index in landed:
                     rows = _copy_part(ctx, part_cur, reuse, landed[partition.index], table)
@@ -211,7 +213,7 @@ def run_source_load(
                             partition.index, rows, fingerprint=fingerprint, provenance=Provenance.REUSED
                         )
                 part_cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
-                _land_partition(ctx, connectors.get(), part_cur, request, partition, table, tier)
+                _land_partition(ctx, worker.connector(), part_cur, request, partition, table, tier)
                 failpoints.hit("source.landed", f"{node.name}#{partition.index}")
                 return PartitionResult(
                     partition.index, _count(part_cur, quote_ident(table)), fingerprint=fingerprint
@@ -219,13 +221,11 @@ def run_source_load(
             except Exception:
                 drop_quietly(part_cur, quote_ident(table))
                 raise
-            finally:
-                ctx.release(part_cur)
 
         try:
             results = _land_all(land, list(zip(partitions, part_tables, strict=True)), workers)
         finally:
-            connectors.close()
+            pool.close()
         _combine(cur, target, part_tables)
         failpoints.hit("source.landed", node.name)
         capture = capture_watermark(ctx, cur, node.table, request)
@@ -313,27 +313,55 @@ def _copy_part(
     return rows
 
 
-class _WorkerConnectors:
-    """One connector per partition worker thread, reused for every partition that worker takes: a thousand
-    small partitions cost a thousand reads, not a thousand connections and catalog lookups as well."""
+class _Worker:
+    """What one partition worker thread keeps for every partition it takes: a cursor of staging and a
+    connector (opened at its first extraction). A thousand small partitions cost a thousand reads, not a
+    thousand connections, ATTACHes and catalog lookups as well; the connector may keep state in staging
+    (an ATTACH) through the cursor, which lives until the connector is closed."""
+
+    def __init__(self, ctx: NodeContext, point: Endpoint):
+        self._ctx, self._point = ctx, point
+        self.cursor = ctx.cursor()
+        self._connector: Connector | None = None
+
+    def connector(self) -> Connector:
+        if self._connector is None:
+            self._connector = make_connector(self._ctx, self._point)
+        return self._connector
+
+    def close(self) -> None:
+        try:
+            if self._connector is not None:
+                self._connector.close()
+        finally:
+            self._ctx.release(self.cursor)
+
+
+class _Workers:
+    """The partition workers of one load, one `_Worker` per thread. Each partition first passes the run's
+    interrupt gate (`ctx.cursor()` refuses once the run was interrupted), so after Ctrl-C or a fail-fast
+    no worker starts another partition; a partition already reading is interrupted through its worker's
+    cursor."""
 
     def __init__(self, ctx: NodeContext, point: Endpoint):
         self._ctx, self._point = ctx, point
         self._local = threading.local()
-        self._opened: list[Connector] = []
+        self._all: list[_Worker] = []
         self._lock = threading.Lock()
 
-    def get(self) -> Connector:
-        mine: Connector | None = getattr(self._local, "connector", None)
-        if mine is None:
-            mine = self._local.connector = make_connector(self._ctx, self._point)
+    def mine(self) -> _Worker:
+        self._ctx.release(self._ctx.cursor())  # the interrupt gate: PZ0514 once the run was interrupted
+        worker: _Worker | None = getattr(self._local, "worker", None)
+        if worker is None:
+            worker = self._local.worker = _Worker(self._ctx, self._point)
             with self._lock:
-                self._opened.append(mine)
-        return mine
+                self._all.append(worker)
+        return worker
 
     def close(self) -> None:
-        for connector in self._opened:
-            connector.close()
+        for worker in self._all:
+            with contextlib.suppress(Exception):
+                worker.close()
 
 
 def _combine(cur: duckdb.DuckDBPyConnection, target: str, tables: list[str]) -> None:
