@@ -199,6 +199,12 @@ def run_source_load(
             )
         workers = min(len(partitions), max(1, work.endpoint.max_concurrency or PARTITION_WORKERS))
         pool = _Workers(ctx, work.endpoint)
+        kept = _EARLIER_ATTEMPTS.take(ctx.run_id, node.name)
+        if kept:
+            ctx.note(
+                f"attempt {attempt} of {node.name} keeps the {len(kept)} partition(s) that landed in its "
+                "earlier attempt(s) and reads the others"
+            )
 
         def land(job: tuple[Partition, str]) -> PartitionResult:
             partition, table = job
@@ -206,6 +212,11 @@ def run_source_load(
             worker = pool.mine()
             part_cur = worker.cursor
             try:
+                earlier = kept.get(partition.index)
+                if earlier is not None and earlier.fingerprint == fingerprint:
+                    rows = _kept_rows(part_cur, table)
+                    if rows == earlier.rows:
+                        return PartitionResult(partition.index, rows, fingerprint=fingerprint)
                 if reuse is not None and partition.index in landed:
                     rows = _copy_part(ctx, part_cur, reuse, landed[partition.index], table)
                     if rows is not None:
@@ -233,6 +244,7 @@ def run_source_load(
         return NodeOutput(rows=rows, tier=tier, partitions=results, watermark=capture)
     except _PartitionsFailed as failed:
         drop_quietly(cur, target)
+        _EARLIER_ATTEMPTS.keep(ctx.run_id, node.name, failed.results)
         raise dataclasses.replace(
             classify(failed.first, "PZ0505", what), partitions=tuple(failed.results)
         ) from failed.first
@@ -244,6 +256,38 @@ def run_source_load(
         if connector:
             connector.close()
         ctx.release(cur)
+
+
+class _EarlierAttempts:
+    """The partitions that landed in a failed attempt of a partitioned load, kept (in this process) for the
+    load's next attempt in the same run: a transient failure of one partition of a thousand re-reads that
+    one, not the thousand. Their tables stay in staging when an attempt fails (see run_source_load); the next
+    attempt keeps a table only when its partition still reads the same slice (fingerprint) and the table
+    still holds the rows recorded, and reads it again otherwise. Taken (and forgotten) by the next attempt."""
+
+    def __init__(self) -> None:
+        self._landed: dict[tuple[str, str], dict[int, PartitionResult]] = {}
+        self._lock = threading.Lock()
+
+    def keep(self, run_id: str, node: str, results: list[PartitionResult]) -> None:
+        landed = {r.index: r for r in results if r.status == NodeStatus.SUCCESS and r.fingerprint}
+        with self._lock:
+            self._landed[(run_id, node)] = landed
+
+    def take(self, run_id: str, node: str) -> dict[int, PartitionResult]:
+        with self._lock:
+            return self._landed.pop((run_id, node), {})
+
+
+_EARLIER_ATTEMPTS = _EarlierAttempts()
+
+
+def _kept_rows(cur: duckdb.DuckDBPyConnection, table: str) -> int | None:
+    """The rows of a partition table an earlier attempt landed; None when it is gone."""
+    try:
+        return _count(cur, quote_ident(table))
+    except Exception:  # dropped meanwhile: read the partition again
+        return None
 
 
 def partition_fingerprint(partition: Partition) -> str:
