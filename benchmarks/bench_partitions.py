@@ -5,8 +5,9 @@ one after another into K DuckDB tables and combined (PostgreSQL: DuckDB's postgr
 `postgres_query` per range; MariaDB: ConnectorX per range), and beside it the whole table read once
 by the same plain tool.
 
-Every run is its own child process (peak RSS from os.wait4). Runs alternate, pz then reference, `--pairs`
-times; the ratio is pz's wall time over its paired reference's, median over pairs.
+Every run is its own child process (peak RSS and CPU seconds, user + system, from os.wait4: on a loaded
+machine CPU seconds say what the work costs better than wall time). Runs alternate, pz then reference,
+`--pairs` times; the ratio is pz's wall time over its paired reference's, median over pairs.
 
     .venv/bin/python benchmarks/bench_partitions.py --rows 10000 --counts 256,1024 --pairs 3
 
@@ -21,12 +22,34 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_postgres import DATA, SCHEMA, Conn, timed
+from bench_postgres import DATA, SCHEMA, Conn
+
+CPU = [0.0]  # CPU seconds (user + system) of the last child process timed
+
+
+def timed(cmd: list[str], cwd: Path) -> tuple[float, int, str]:
+    """(seconds, peak RSS in MiB, stdout) of one child process; its CPU seconds in CPU[0]."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{stdout}\n{stderr[-4000:]}")
+    CPU[0] = usage.ru_utime + usage.ru_stime
+    return elapsed, usage.ru_maxrss // 1024, stdout
+
 
 SYSTEMS = ("pg-native", "pg-universal", "mysql")
 
@@ -57,17 +80,16 @@ def ensure_my_table(rows: int, host: str, port: int) -> str:
         with con.cursor() as cur:
             cur.execute(f"CREATE DATABASE IF NOT EXISTS {SCHEMA}")
             cur.execute(
-                "SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                (SCHEMA, table),
+                f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{table} "
+                "(id BIGINT PRIMARY KEY, v VARCHAR(32), n DECIMAL(10,2))"
             )
+            cur.execute(f"SELECT count(*) FROM {SCHEMA}.{table}")
             row = cur.fetchone()
-            if not (row and row[0]):
-                cur.execute(
-                    f"CREATE TABLE {SCHEMA}.{table} (id BIGINT PRIMARY KEY, v VARCHAR(32), n DECIMAL(10,2))"
-                )
+            if not row or row[0] != rows:
+                cur.execute(f"DELETE FROM {SCHEMA}.{table}")
                 cur.execute(
                     f"INSERT INTO {SCHEMA}.{table} SELECT seq, CONCAT('v', seq), seq / 100 "
-                    f"FROM seq_1_to_{rows}"
+                    f"FROM {SCHEMA}.seq_1_to_{rows}"
                 )
                 cur.execute(f"ANALYZE TABLE {SCHEMA}.{table}")
     finally:
@@ -156,18 +178,18 @@ print(json.dumps({"seconds": time.perf_counter() - start, "rows": n}))
 """
 
 
-def run_pz(project: Path) -> tuple[float, int, float, int]:
-    """(wall s, peak RSS MiB, load node s, rows) of one `pz run`."""
+def run_pz(project: Path) -> tuple[float, int, float, int, float]:
+    """(wall s, peak RSS MiB, load node s, rows, CPU s) of one `pz run`."""
     wall, rss, _ = timed([sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"], DATA)
     run = sorted((project / ".pz" / "runs").iterdir())[-1]
     nodes = json.loads((run / "run_results.json").read_text())["nodes"]
     node = next(n for n in nodes if n["name"] == "src_src__parts")
-    return wall, rss, node["duration_ms"] / 1000, int(node["rows"])
+    return wall, rss, node["duration_ms"] / 1000, int(node["rows"]), CPU[0]
 
 
 def run_reference(
     system: str, target: str, table: str, rows: int, count: int, mode: str
-) -> tuple[float, int]:
+) -> tuple[float, int, float]:
     path = DATA / "parts_reference.duckdb"
     for leftover in (path, Path(f"{path}.wal")):
         leftover.unlink(missing_ok=True)
@@ -175,7 +197,7 @@ def run_reference(
         [sys.executable, "-c", REFERENCE, system, str(path), target, table, str(rows), str(count), mode], DATA
     )
     assert json.loads(out.strip().splitlines()[-1])["rows"] == rows, out
-    return wall, rss
+    return wall, rss, CPU[0]
 
 
 def main() -> None:
@@ -203,7 +225,7 @@ def main() -> None:
     )
     head = (
         f"{'partitions':>10} {'system':<13} {'pz wall s':>9} {'load s':>7} {'ref K s':>8} {'pz/ref':>7} "
-        f"{'ref whole s':>11} {'pz RSS':>7} {'ref RSS':>8}"
+        f"{'ref whole s':>11} {'pz cpu s':>8} {'ref cpu s':>9} {'pz RSS':>7} {'ref RSS':>8}"
     )
     print(head)
     print("-" * len(head))
@@ -229,7 +251,9 @@ def main() -> None:
                 f"{count:>10} {system:<13} {statistics.median(r[0] for r in pz_runs):>9.2f} "
                 f"{statistics.median(r[2] for r in pz_runs):>7.2f} "
                 f"{statistics.median(r[0] for r in ref_runs):>8.2f} {statistics.median(ratios):>7.2f} "
-                f"{whole[0]:>11.2f} {max(r[1] for r in pz_runs):>7} {max(r[1] for r in ref_runs):>8}",
+                f"{whole[0]:>11.2f} {statistics.median(r[4] for r in pz_runs):>8.2f} "
+                f"{statistics.median(r[2] for r in ref_runs):>9.2f} "
+                f"{max(r[1] for r in pz_runs):>7} {max(r[1] for r in ref_runs):>8}",
                 flush=True,
             )
             shutil.rmtree(project)

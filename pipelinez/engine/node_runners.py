@@ -408,15 +408,23 @@ class _Workers:
                 worker.close()
 
 
+COMBINE_CHUNK = 64  # partition tables appended per INSERT when combining
+
+
 def _combine(cur: duckdb.DuckDBPyConnection, target: str, tables: list[str]) -> None:
     """The partition tables become the staging table, in partition order, in one transaction (one commit
-    instead of two per partition): the first is renamed (no copy), the others appended by column name."""
+    instead of two per partition): the first is renamed (no copy), the others appended by column name,
+    COMBINE_CHUNK tables per INSERT (a UNION ALL BY NAME keeps their order)."""
     cur.execute("BEGIN TRANSACTION")
     try:
         cur.execute(f"ALTER TABLE {quote_ident(tables[0])} RENAME TO {target}")
-        for table in tables[1:]:
-            cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {quote_ident(table)}")
-            cur.execute(f"DROP TABLE {quote_ident(table)}")
+        rest = tables[1:]
+        for start in range(0, len(rest), COMBINE_CHUNK):
+            chunk = rest[start : start + COMBINE_CHUNK]
+            union = " UNION ALL BY NAME ".join(f"SELECT * FROM {quote_ident(t)}" for t in chunk)
+            cur.execute(f"INSERT INTO {target} BY NAME {union}")
+            for table in chunk:
+                cur.execute(f"DROP TABLE {quote_ident(table)}")
         cur.execute("COMMIT")
     except BaseException:
         cur.execute("ROLLBACK")

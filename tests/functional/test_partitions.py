@@ -77,6 +77,10 @@ def _wh(project: Path, sql: str) -> list[tuple[Any, ...]]:
         con.close()
 
 
+def _last_run(project: Path) -> Path:
+    return sorted((project / ".pz" / "runs").iterdir())[-1]
+
+
 def _node(result: PzResult, name: str) -> dict[str, Any]:
     return result.node(name)
 
@@ -125,6 +129,13 @@ def test_each_postgres_worker_reads_all_its_partitions_through_one_connection(
         # a connection (or ATTACH) per partition would be 48 and more; per worker, the server sees the
         # run's own few (tier-5 check, partition bounds) and a handful per worker
         assert len(proxy.log) <= 5 + 4 * PEERS, proxy.log
+        # the staging table holds the partitions in partition order
+        staging = duckdb.connect(str(_last_run(project_dir) / "staging.duckdb"), read_only=True)
+        try:
+            ids = [r[0] for r in staging.execute("SELECT id FROM src_pg__t ORDER BY rowid").fetchall()]
+        finally:
+            staging.close()
+        assert ids == list(range(1, 961))
 
 
 # -- a connection lost mid-partition ------------------------------------------------------------------------

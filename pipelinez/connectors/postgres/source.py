@@ -434,19 +434,25 @@ class Attachment:
         self._aux: duckdb.DuckDBPyConnection | None = None
         self._alias: str | None = None
         self._secret: str | None = None
+        self._home: duckdb.DuckDBPyConnection | None = None  # the connection alias_in last answered
         self.attaches = 0  # how many ATTACHes this attachment made (tests, benchmarks)
 
     def alias_in(self, con: duckdb.DuckDBPyConnection) -> str:
-        """The alias of the database in `con`'s instance, ATTACHing it first when needed."""
+        """The alias of the database in `con`'s instance, ATTACHing it first when needed. Asked again with
+        the connection it last answered (a partition worker's cursor), it answers without a query."""
+        if self._alias is not None and con is self._home:
+            return self._alias
         if self._alias is not None:
             found = con.execute(
                 "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [self._alias]
             ).fetchone()
             if found and found[0]:
+                self._home = con
                 return self._alias
             self.drop()
         self._attach(con)
         assert self._alias is not None
+        self._home = con
         return self._alias
 
     def _attach(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -479,7 +485,7 @@ class Attachment:
     def drop(self) -> None:
         """DETACH (closing the extension's connections to the server) and forget the secret; quiet."""
         aux, alias, secret = self._aux, self._alias, self._secret
-        self._aux = self._alias = self._secret = None
+        self._aux = self._alias = self._secret = self._home = None
         if aux is None:
             return
         try:
