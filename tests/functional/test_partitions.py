@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import threading
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -299,3 +300,46 @@ def test_a_retried_partitioned_load_reads_again_only_the_partitions_that_failed(
         assert _wh(project_dir, "SELECT count(*), count(DISTINCT id), sum(id), min(v) FROM copy") == [
             (960, 960, 960 * 961 // 2, "v" * 200 + "1")
         ]
+
+
+@pytest.mark.mysql
+def test_a_mysql_connection_the_server_dropped_between_partitions_is_replaced(
+    project_dir: Path, my_db: str
+) -> None:
+    # each partition read waits for its peers (about 1 s): meanwhile the test kills the idle connections pz
+    # keeps in this database (the describe/ping connections), as a server's wait_timeout or a failover would
+    _my(my_db, MY_BARRIER, "CREATE TABLE t (id INT PRIMARY KEY)", "INSERT INTO t SELECT seq FROM seq_1_to_6")
+    _my_project(project_dir, my_db, BARRIER_DATASET)
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def killer() -> None:
+        con = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", autocommit=True)
+        try:
+            while not stop.is_set() and not killed:
+                with con.cursor() as cur:
+                    cur.execute(
+                        "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s AND COMMAND = 'Sleep' "
+                        "AND (SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = %s "
+                        "AND COMMAND IN ('Query', 'Execute')) >= %s",
+                        (my_db, my_db, PEERS),
+                    )
+                    for (ident,) in cur.fetchall():
+                        cur.execute(f"KILL {int(ident)}")
+                        killed.append(int(ident))
+                stop.wait(0.05)
+        finally:
+            con.close()
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        result = pz(project_dir, "run")
+    finally:
+        stop.set()
+        thread.join(10)
+    assert killed, "no idle connection of pz was found to kill"
+    assert result.exit_code == 0, result.output
+    assert _wh(project_dir, "SELECT id, peers FROM copy ORDER BY id") == [
+        (i, PEERS) for i in range(1, 2 * PEERS + 1)
+    ]
