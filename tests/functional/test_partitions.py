@@ -343,3 +343,30 @@ def test_a_mysql_connection_the_server_dropped_between_partitions_is_replaced(
     assert _wh(project_dir, "SELECT id, peers FROM copy ORDER BY id") == [
         (i, PEERS) for i in range(1, 2 * PEERS + 1)
     ]
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("whole", [True, False], ids=["fetched-whole", "streamed"])
+def test_mysql_empty_and_null_partitions_stage_their_columns(
+    project_dir: Path, my_db: str, whole: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipelinez.connectors.mysql import connector
+
+    if not whole:  # every partition counts as large: streamed
+        monkeypatch.setattr(connector, "WHOLE_FETCH_ROWS", 0)
+    _my(
+        my_db,
+        "CREATE TABLE t (id INT NULL, v VARCHAR(20), d DATE, n DECIMAL(10,2))",
+        "INSERT INTO t VALUES (1, 'a', '2026-01-02', 1.50), (2, NULL, NULL, NULL), (NULL, 'z', NULL, 0), "
+        "(100, 'b', '2026-03-04', 2.25)",
+    )
+    _my_project(project_dir, my_db, "{ table: t, partitions: { column: id, count: 4 } }")
+    result = pz(project_dir, "run")
+    assert result.exit_code == 0, result.output
+    assert [p["rows"] for p in _node(result, "src_my__t")["partitions"]] == [3, 0, 0, 1]
+    assert _wh(project_dir, "SELECT id, v, d::VARCHAR, n FROM copy ORDER BY id NULLS FIRST") == [
+        (None, "z", None, Decimal("0.00")),
+        (1, "a", "2026-01-02", Decimal("1.50")),
+        (2, None, None, None),
+        (100, "b", "2026-03-04", Decimal("2.25")),
+    ]
