@@ -281,11 +281,12 @@ def test_mysql_partitions_stage_every_row_once(project_dir: Path, my_db: str) ->
 def test_a_retried_partitioned_load_reads_again_only_the_partitions_that_failed(
     project_dir: Path, universal: bool
 ) -> None:
-    setup = "CREATE TABLE t AS SELECT i AS id, repeat('v', 200) || i AS v FROM generate_series(1, 960) i;"
+    setup = "CREATE TABLE t AS SELECT i AS id, repeat('v', 10000) || i AS v FROM generate_series(1, 960) i;"
     with fresh_pg_database(setup) as db, FaultProxy(PG_PORT) as proxy:
-        # the connections opened until one of them has carried 20 kB reset there (mid-read, or while a
-        # worker connects); later ones are left alone: a few partitions fail once, transiently
-        proxy.policy = lambda _index: Fault.ok() if proxy.fired else Fault.reset(after_bytes=20_000)
+        # the connections opened until one of them has carried 100 kB reset there: in the middle of a
+        # partition's rows (200 kB each), or while a worker connects; later ones are left alone: a few
+        # partitions fail once, transiently
+        proxy.policy = lambda _index: Fault.ok() if proxy.fired else Fault.reset(after_bytes=100_000)
         retry = ", retry: { max_attempts: 2, base_delay: 10ms, max_delay: 10ms }"
         dataset = "{ table: t, partitions: { column: id, count: 48 } }"
         _pg_project(project_dir, proxy.port, db, dataset, universal, retry)
@@ -298,7 +299,7 @@ def test_a_retried_partitioned_load_reads_again_only_the_partitions_that_failed(
         node = _node(result, "src_pg__t")
         assert node["attempts"] == 2 and [p["rows"] for p in node["partitions"]] == [20] * 48
         assert _wh(project_dir, "SELECT count(*), count(DISTINCT id), sum(id), min(v) FROM copy") == [
-            (960, 960, 960 * 961 // 2, "v" * 200 + "1")
+            (960, 960, 960 * 961 // 2, "v" * 10000 + "1")
         ]
 
 
