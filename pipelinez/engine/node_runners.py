@@ -3,6 +3,7 @@ a NodeFailure (classified). Data moves inside DuckDB or as Arrow batches, never 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import threading
@@ -197,13 +198,25 @@ def run_source_load(
                 f"{reuse.staged.run_id} no longer match this run's partitions; reading them again"
             )
         workers = min(len(partitions), max(1, work.endpoint.max_concurrency or PARTITION_WORKERS))
-        connectors = _WorkerConnectors(ctx, work.endpoint)
+        pool = _Workers(ctx, work.endpoint)
+        kept = _EARLIER_ATTEMPTS.take(ctx.run_id, node.name)
+        if kept:
+            ctx.note(
+                f"attempt {attempt} of {node.name} keeps the {len(kept)} partition(s) that landed in its "
+                "earlier attempt(s) and reads the others"
+            )
 
         def land(job: tuple[Partition, str]) -> PartitionResult:
             partition, table = job
             fingerprint = partition_fingerprint(partition)
-            part_cur = ctx.cursor()
+            worker = pool.mine()
+            part_cur = worker.cursor
             try:
+                earlier = kept.get(partition.index)
+                if earlier is not None and earlier.fingerprint == fingerprint:
+                    rows = _kept_rows(part_cur, table)
+                    if rows == earlier.rows:
+                        return PartitionResult(partition.index, rows, fingerprint=fingerprint)
                 if reuse is not None and partition.index in landed:
                     rows = _copy_part(ctx, part_cur, reuse, landed[partition.index], table)
                     if rows is not None:
@@ -211,7 +224,7 @@ def run_source_load(
                             partition.index, rows, fingerprint=fingerprint, provenance=Provenance.REUSED
                         )
                 part_cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
-                _land_partition(ctx, connectors.get(), part_cur, request, partition, table, tier)
+                _land_partition(ctx, worker.connector(), part_cur, request, partition, table, tier)
                 failpoints.hit("source.landed", f"{node.name}#{partition.index}")
                 return PartitionResult(
                     partition.index, _count(part_cur, quote_ident(table)), fingerprint=fingerprint
@@ -219,13 +232,11 @@ def run_source_load(
             except Exception:
                 drop_quietly(part_cur, quote_ident(table))
                 raise
-            finally:
-                ctx.release(part_cur)
 
         try:
             results = _land_all(land, list(zip(partitions, part_tables, strict=True)), workers)
         finally:
-            connectors.close()
+            pool.close()
         _combine(cur, target, part_tables)
         failpoints.hit("source.landed", node.name)
         capture = capture_watermark(ctx, cur, node.table, request)
@@ -233,6 +244,7 @@ def run_source_load(
         return NodeOutput(rows=rows, tier=tier, partitions=results, watermark=capture)
     except _PartitionsFailed as failed:
         drop_quietly(cur, target)
+        _EARLIER_ATTEMPTS.keep(ctx.run_id, node.name, failed.results)
         raise dataclasses.replace(
             classify(failed.first, "PZ0505", what), partitions=tuple(failed.results)
         ) from failed.first
@@ -244,6 +256,38 @@ def run_source_load(
         if connector:
             connector.close()
         ctx.release(cur)
+
+
+class _EarlierAttempts:
+    """The partitions that landed in a failed attempt of a partitioned load, kept (in this process) for the
+    load's next attempt in the same run: a transient failure of one partition of a thousand re-reads that
+    one, not the thousand. Their tables stay in staging when an attempt fails (see run_source_load); the next
+    attempt keeps a table only when its partition still reads the same slice (fingerprint) and the table
+    still holds the rows recorded, and reads it again otherwise. Taken (and forgotten) by the next attempt."""
+
+    def __init__(self) -> None:
+        self._landed: dict[tuple[str, str], dict[int, PartitionResult]] = {}
+        self._lock = threading.Lock()
+
+    def keep(self, run_id: str, node: str, results: list[PartitionResult]) -> None:
+        landed = {r.index: r for r in results if r.status == NodeStatus.SUCCESS and r.fingerprint}
+        with self._lock:
+            self._landed[(run_id, node)] = landed
+
+    def take(self, run_id: str, node: str) -> dict[int, PartitionResult]:
+        with self._lock:
+            return self._landed.pop((run_id, node), {})
+
+
+_EARLIER_ATTEMPTS = _EarlierAttempts()
+
+
+def _kept_rows(cur: duckdb.DuckDBPyConnection, table: str) -> int | None:
+    """The rows of a partition table an earlier attempt landed; None when it is gone."""
+    try:
+        return _count(cur, quote_ident(table))
+    except Exception:  # dropped meanwhile: read the partition again
+        return None
 
 
 def partition_fingerprint(partition: Partition) -> str:
@@ -313,38 +357,74 @@ def _copy_part(
     return rows
 
 
-class _WorkerConnectors:
-    """One connector per partition worker thread, reused for every partition that worker takes: a thousand
-    small partitions cost a thousand reads, not a thousand connections and catalog lookups as well."""
+class _Worker:
+    """What one partition worker thread keeps for every partition it takes: a cursor of staging and a
+    connector (opened at its first extraction). A thousand small partitions cost a thousand reads, not a
+    thousand connections, ATTACHes and catalog lookups as well; the connector may keep state in staging
+    (an ATTACH) through the cursor, which lives until the connector is closed."""
+
+    def __init__(self, ctx: NodeContext, point: Endpoint):
+        self._ctx, self._point = ctx, point
+        self.cursor = ctx.cursor()
+        self._connector: Connector | None = None
+
+    def connector(self) -> Connector:
+        if self._connector is None:
+            self._connector = make_connector(self._ctx, self._point)
+        return self._connector
+
+    def close(self) -> None:
+        try:
+            if self._connector is not None:
+                self._connector.close()
+        finally:
+            self._ctx.release(self.cursor)
+
+
+class _Workers:
+    """The partition workers of one load, one `_Worker` per thread. Each partition first passes the run's
+    interrupt gate (`ctx.cursor()` refuses once the run was interrupted), so after Ctrl-C or a fail-fast
+    no worker starts another partition; a partition already reading is interrupted through its worker's
+    cursor."""
 
     def __init__(self, ctx: NodeContext, point: Endpoint):
         self._ctx, self._point = ctx, point
         self._local = threading.local()
-        self._opened: list[Connector] = []
+        self._all: list[_Worker] = []
         self._lock = threading.Lock()
 
-    def get(self) -> Connector:
-        mine: Connector | None = getattr(self._local, "connector", None)
-        if mine is None:
-            mine = self._local.connector = make_connector(self._ctx, self._point)
+    def mine(self) -> _Worker:
+        self._ctx.release(self._ctx.cursor())  # the interrupt gate: PZ0514 once the run was interrupted
+        worker: _Worker | None = getattr(self._local, "worker", None)
+        if worker is None:
+            worker = self._local.worker = _Worker(self._ctx, self._point)
             with self._lock:
-                self._opened.append(mine)
-        return mine
+                self._all.append(worker)
+        return worker
 
     def close(self) -> None:
-        for connector in self._opened:
-            connector.close()
+        for worker in self._all:
+            with contextlib.suppress(Exception):
+                worker.close()
+
+
+COMBINE_CHUNK = 64  # partition tables appended per INSERT when combining
 
 
 def _combine(cur: duckdb.DuckDBPyConnection, target: str, tables: list[str]) -> None:
     """The partition tables become the staging table, in partition order, in one transaction (one commit
-    instead of two per partition): the first is renamed (no copy), the others appended by column name."""
+    instead of two per partition): the first is renamed (no copy), the others appended by column name,
+    COMBINE_CHUNK tables per INSERT (a UNION ALL BY NAME keeps their order)."""
     cur.execute("BEGIN TRANSACTION")
     try:
         cur.execute(f"ALTER TABLE {quote_ident(tables[0])} RENAME TO {target}")
-        for table in tables[1:]:
-            cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {quote_ident(table)}")
-            cur.execute(f"DROP TABLE {quote_ident(table)}")
+        rest = tables[1:]
+        for start in range(0, len(rest), COMBINE_CHUNK):
+            chunk = rest[start : start + COMBINE_CHUNK]
+            union = " UNION ALL BY NAME ".join(f"SELECT * FROM {quote_ident(t)}" for t in chunk)
+            cur.execute(f"INSERT INTO {target} BY NAME {union}")
+            for table in chunk:
+                cur.execute(f"DROP TABLE {quote_ident(table)}")
         cur.execute("COMMIT")
     except BaseException:
         cur.execute("ROLLBACK")

@@ -51,6 +51,7 @@ class LocalFilesConnector(Connector):
         self.store = LocalStore(self.root)
         self._schemas: dict[str, ReadSchema] = {}
         self._lock = threading.Lock()
+        self._helper: duckdb.DuckDBPyConnection | None = None  # see helper()
 
     # -- static ------------------------------------------------------------------------------
     @classmethod
@@ -119,6 +120,23 @@ class LocalFilesConnector(Connector):
         return list(self._schema(ds, dataset).columns)
 
     # -- source ------------------------------------------------------------------------------
+    def helper(self) -> duckdb.DuckDBPyConnection:
+        """A private in-memory DuckDB the connector describes parquet files with, opened once per connector
+        (a partition worker reads all its partitions through one connector: opening a database per
+        partition cost more than reading a small file)."""
+        import duckdb
+
+        with self._lock:
+            if self._helper is None:
+                self._helper = duckdb.connect()
+            return self._helper
+
+    def close(self) -> None:
+        with self._lock:
+            helper, self._helper = self._helper, None
+        if helper is not None:
+            helper.close()
+
     def partitions(self, dataset: DatasetRequest) -> list[Partition]:
         return self._dataset(dataset).partitions()
 
@@ -131,11 +149,7 @@ class LocalFilesConnector(Connector):
         files = ds.partition_files(partition)
         try:
             schema = self._schema(ds, dataset)
-            helper = duckdb.connect()
-            try:
-                select = reading.native_select(helper, ds, schema, files)
-            finally:
-                helper.close()
+            select = reading.native_select(self.helper(), ds, schema, files)
             land(con, target, bounded_select(select, dataset.bounds))
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0505", _part(ds, partition)) from exc

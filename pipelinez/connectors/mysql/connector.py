@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.mysql import target_types
 from pipelinez.connectors.mysql.settings import (
+    CONNECT_SECONDS,
     Settings,
     TableName,
     connector_error,
@@ -90,6 +91,8 @@ if TYPE_CHECKING:
     import pymysql.cursors
 
 BATCH_ROWS = 65_536  # rows per Arrow batch read from ConnectorX
+# a partition the table's statistics say holds at most this many rows is fetched whole (see _small_parts)
+WHOLE_FETCH_ROWS = 200_000
 CHUNK_BYTES = 64 * 1024 * 1024  # bytes of TSV per LOAD DATA
 CHUNK_ROWS = 1_000_000  # rows per LOAD DATA
 _LOAD_FORMAT = "CHARACTER SET binary FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n'"
@@ -100,7 +103,9 @@ class MySQLConnector(Connector):
     def __init__(self, context: ConnectorContext):
         super().__init__(context)
         self._settings: Settings | None = None
-        self._plans: dict[str, list[ColumnPlan]] = {}
+        self._plans: dict[str, list[ColumnPlan]] = {}  # source reads' descriptions, by dataset
+        self._reads_con: pymysql.connections.Connection[Any] | None = None  # see _read_plans
+        self._small: dict[str, bool] = {}  # see _small_parts
 
     @property
     def settings(self) -> Settings:
@@ -265,6 +270,92 @@ class MySQLConnector(Connector):
         finally:
             con.close()
 
+    def _read_plans(self, dataset: DatasetRequest) -> list[ColumnPlan]:
+        """The plans of a source read. A partition worker reads many partitions through one connector: the
+        dataset is described once, through a PyMySQL connection the connector keeps, and every later read
+        only pings that connection first. The ping keeps the fail-fast the describe gave each read (a server
+        that went away is reported at once, not after ConnectorX's pool retried for 30 s); a connection
+        whose ping fails is dropped and a new one opened (which fails fast when the server is down)."""
+        import pymysql
+
+        what = self._what(dataset)
+        con = self._reads_con
+        if con is not None:
+            try:
+                con._read_timeout = con._write_timeout = CONNECT_SECONDS  # type: ignore[attr-defined]
+                con.ping(reconnect=False)
+                con._read_timeout = con._write_timeout = None  # type: ignore[attr-defined]
+            except Exception:
+                self._drop_reads_con()
+                con = None
+        if con is None:
+            con = self._connect(what, "PZ0505")
+            try:
+                con.autocommit(True)  # kept between reads: it must hold no transaction (nor metadata lock)
+            except BaseException:
+                con.close()
+                raise
+            self._reads_con = con
+        key = repr((dataset.name, sorted(dataset.options.items(), key=lambda kv: kv[0]), dataset.columns))
+        if key not in self._plans:
+            try:
+                with con.cursor() as cur:
+                    self._plans[key] = self._describe(cur, dataset)
+            except pymysql.MySQLError as exc:
+                self._drop_reads_con()
+                raise connector_error(
+                    self.settings,
+                    f"{what}: cannot read the source",
+                    exc,
+                    code="PZ0602" if _number(exc) in (1146, 1049) else "PZ0505",
+                ) from None
+            except BaseException:
+                self._drop_reads_con()
+                raise
+        return self._plans[key]
+
+    def _small_parts(self, dataset: DatasetRequest) -> bool:
+        """Whether the dataset's partitions are small: the optimizer's row estimate for the whole dataset
+        (EXPLAIN: the product of its row estimates, an upper bound for joins), over the partition count, is
+        at most WHOLE_FETCH_ROWS. Such a partition is fetched whole, not streamed: ConnectorX's streaming
+        reader holds Python's GIL while it waits for the server's next batch, so streamed partitions would
+        wait for the server one at a time, whatever max_concurrency says; a whole fetch waits with the GIL
+        released. Large partitions, and a dataset EXPLAIN cannot estimate, stream, so memory stays bounded
+        by the batch size. Asked once per connector (per partition worker)."""
+        import pymysql
+
+        spec = dataset.options.get("partitions")
+        if not spec:
+            return False
+        key = repr((dataset.name, sorted(dataset.options.items(), key=lambda kv: kv[0])))
+        if key not in self._small:
+            con = self._reads_con
+            estimate: int | None = None
+            if con is not None:
+                try:
+                    with con.cursor() as cur:
+                        cur.execute(f"EXPLAIN SELECT 1 FROM {self._relation(dataset)}")
+                        names = [d[0].lower() for d in cur.description or ()]
+                        rows = [r[names.index("rows")] for r in cur.fetchall()] if "rows" in names else []
+                    if rows:
+                        estimate = 1
+                        for value in rows:
+                            estimate = min(estimate * max(1, int(value or 1)), 1 << 62)
+                except (pymysql.MySQLError, ValueError, TypeError):  # no estimate: stream
+                    estimate = None
+            count = max(1, int(dict(spec).get("count", 1)))
+            self._small[key] = estimate is not None and estimate <= count * WHOLE_FETCH_ROWS
+        return self._small[key]
+
+    def _drop_reads_con(self) -> None:
+        con, self._reads_con = self._reads_con, None
+        if con is not None:
+            with contextlib.suppress(Exception):
+                con.close()
+
+    def close(self) -> None:
+        self._drop_reads_con()
+
     def partitions(self, dataset: DatasetRequest) -> list[Partition]:
         spec = dataset.options.get("partitions")
         if not spec:
@@ -273,20 +364,20 @@ class MySQLConnector(Connector):
 
         column = str(spec["column"])
         count = int(spec["count"])
-        con = self._connect(self._what(dataset), "PZ0505")
+        bounded = self._bounds_where(dataset, self._read_plans(dataset))
+        con = self._reads_con
+        assert con is not None
         try:
             with con.cursor() as cur:
                 col = quote_ident(column)
-                bounded = self._bounds_where(dataset, self._plans_for(dataset, "PZ0505"))
                 where = f" WHERE {bounded}" if bounded else ""
                 cur.execute(f"SELECT MIN({col}), MAX({col}) FROM {self._relation(dataset)}{where}")
                 row = cur.fetchone()
         except pymysql.MySQLError as exc:
+            self._drop_reads_con()
             raise connector_error(
                 self.settings, f"{self._what(dataset)}: cannot compute partition bounds", exc, code="PZ0505"
             ) from None
-        finally:
-            con.close()
         low, high = (row or (None, None))[:2]
         if low is None or high is None:
             return [Partition(0, f"{column}: all (no bounds)", {"column": column, "all": True})]
@@ -340,13 +431,14 @@ class MySQLConnector(Connector):
         return f" WHERE {' AND '.join(parts)}" if parts else ""
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
-        plans = self._plans_for(dataset, "PZ0505")
+        plans = self._read_plans(dataset)
         select = ", ".join(f"{plan.select_sql} AS {quote_ident(plan.name)}" for plan in plans)
         source = f"{self._relation(dataset)}{self._read_where(dataset, partition, plans)}"
         sql = f"SELECT {select} FROM {source}"
         schema = arrow_schema(plans)
         where = self._what(dataset)
-        return self._stream(sql, plans, schema, where, source)
+        whole = bool(partition.spec) and self._small_parts(dataset)
+        return self._stream(sql, plans, schema, where, source, whole=whole)
 
     def _impossible_dates(self, plans: list[ColumnPlan], source: str, where: str) -> list[str]:
         """The date/datetime/timestamp columns of `source` holding a date no calendar has (a zero date
@@ -373,21 +465,39 @@ class MySQLConnector(Connector):
         return [p.name for p, hits in zip(dated, row, strict=False) if hits]
 
     def _stream(
-        self, sql: str, plans: list[ColumnPlan], schema: pa.Schema, where: str, source: str
+        self,
+        sql: str,
+        plans: list[ColumnPlan],
+        schema: pa.Schema,
+        where: str,
+        source: str,
+        *,
+        whole: bool = False,
     ) -> Iterator[pa.RecordBatch]:
+        """The rows of `sql` as converted batches: streamed (ConnectorX's arrow_stream), or, `whole`, fetched
+        in one call that waits for the server with the GIL released (see _small_parts)."""
         import connectorx as cx
 
         settings = self.settings
         reader: Any = None
         try:
             with native_stderr():  # a Rust panic prints to fd 2: never raw to the user
-                reader = cx.read_sql(
-                    settings.connectorx_url(),
-                    sql,
-                    return_type="arrow_stream",
-                    batch_size=BATCH_ROWS,
-                    pre_execution_query=settings.session_statements(),
-                )
+                if whole:
+                    fetched = cx.read_sql(
+                        settings.connectorx_url(),
+                        sql,
+                        return_type="arrow",
+                        pre_execution_query=settings.session_statements(),
+                    )
+                    reader = fetched.to_reader(max_chunksize=BATCH_ROWS)
+                else:
+                    reader = cx.read_sql(
+                        settings.connectorx_url(),
+                        sql,
+                        return_type="arrow_stream",
+                        batch_size=BATCH_ROWS,
+                        pre_execution_query=settings.session_statements(),
+                    )
             yielded = False
             while (batch := _next_batch(reader)) is not None:
                 if batch.num_rows:

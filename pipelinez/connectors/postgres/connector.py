@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from pipelinez.connectors.postgres import sink, target_types
 from pipelinez.connectors.postgres.settings import Settings, TableRef
 from pipelinez.connectors.postgres.source import (
+    Attachment,
+    ReaderConnection,
     Relation,
     describe,
     extract_batches,
@@ -64,6 +66,9 @@ class PostgresConnector(Connector):
         self._settings: Settings | None = None
         self._control: psycopg.Connection[Any] | None = None
         self._relations: dict[str, Relation] = {}
+        # kept across source reads (a partition worker reads many partitions through one connector)
+        self._attachment: Attachment | None = None
+        self._reader: ReaderConnection | None = None
 
     # -- static ------------------------------------------------------------------------------
     @classmethod
@@ -174,6 +179,8 @@ class PostgresConnector(Connector):
         self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest, partition: Partition, target: str
     ) -> None:
         relation = self.relation(dataset)
+        if self._attachment is None:
+            self._attachment = Attachment(self.settings, read_only=True)
         extract_native(
             con,
             self.control("PZ0505"),
@@ -183,11 +190,16 @@ class PostgresConnector(Connector):
             target,
             self._where(dataset),
             dataset.bounds,
+            self._attachment,
         )
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
         relation = self.relation(dataset)
-        return extract_batches(self.settings, relation, partition, self._where(dataset), dataset.bounds)
+        if self._reader is None:
+            self._reader = ReaderConnection(self.settings)
+        return extract_batches(
+            self.settings, relation, partition, self._where(dataset), dataset.bounds, self._reader
+        )
 
     def staging_columns(self, dataset: DatasetRequest) -> list[tuple[str, str]]:
         """The (name, DuckDB type) columns both tiers stage for `dataset` (before any contract cast)."""
@@ -249,6 +261,10 @@ class PostgresConnector(Connector):
         ).probe()
 
     def close(self) -> None:
+        if self._attachment is not None:
+            self._attachment.drop()
+        if self._reader is not None:
+            self._reader.close()
         if self._control is not None:
             with contextlib.suppress(Exception):
                 self._control.close()

@@ -154,12 +154,12 @@ class Settings:
         except Exception as exc:
             raise self.error(exc, f"cannot connect to PostgreSQL at {self.describe()}", code) from exc
 
-    def adbc(self, code: str = "PZ0601") -> Any:
-        """An ADBC DB-API connection (autocommit off); PzConnectorError when it cannot connect."""
+    def adbc(self, code: str = "PZ0601", *, autocommit: bool = False) -> Any:
+        """An ADBC DB-API connection (autocommit off unless asked); PzConnectorError when it can't connect."""
         import adbc_driver_postgresql.dbapi as pg_dbapi
 
         try:
-            return pg_dbapi.connect(self.libpq(with_password=True))
+            return pg_dbapi.connect(self.libpq(with_password=True), autocommit=autocommit)
         except Exception as exc:
             raise self.error(exc, f"cannot connect to PostgreSQL at {self.describe()}", code) from exc
 

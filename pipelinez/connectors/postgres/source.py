@@ -23,6 +23,7 @@ import contextlib
 import glob
 import os
 import secrets
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -411,34 +412,92 @@ def attached(con: duckdb.DuckDBPyConnection, settings: Settings, *, read_only: b
     ATTACH/DETACH and the secret run on a sibling cursor (they belong to the database instance; a DETACH on
     the caller's connection would fail inside its transaction). The password goes through a temporary
     secret: the ATTACH string, which DuckDB quotes in its errors, never holds it."""
-    token = secrets.token_hex(6)
-    alias, secret = f"__pz_pg_{token}", f"__pz_pg_secret_{token}"
-    aux = con.cursor()
+    attachment = Attachment(settings, read_only=read_only)
     try:
-        aux.execute(f"LOAD {quote_literal(extension_path())}")
-        options = f"TYPE postgres{', READ_ONLY' if read_only else ''}"
-        if settings.password:
-            aux.execute(
-                f"CREATE TEMPORARY SECRET {quote_ident(secret)} "
-                f"(TYPE postgres, PASSWORD {quote_literal(settings.password)})"
-            )
-            options += f", SECRET {quote_ident(secret)}"
+        yield attachment.alias_in(con)
+    finally:
+        attachment.drop()
+
+
+class Attachment:
+    """The database ATTACHed to one staging DuckDB instance under a unique alias, kept across reads.
+
+    A connector keeps one for its source reads (one connector per partition worker): the ATTACH and the
+    extension's catalog load are paid once per worker, not once per partition. After a read through it
+    failed, `drop()` it: the next read ATTACHes afresh, so a connection the failure may have broken is
+    never reused. `alias_in` re-ATTACHes when the alias is gone from `con`'s instance (another staging
+    database, or DETACHed meanwhile)."""
+
+    def __init__(self, settings: Settings, *, read_only: bool):
+        self._settings = settings
+        self._read_only = read_only
+        self._aux: duckdb.DuckDBPyConnection | None = None
+        self._alias: str | None = None
+        self._secret: str | None = None
+        self._home: duckdb.DuckDBPyConnection | None = None  # the connection alias_in last answered
+        self.attaches = 0  # how many ATTACHes this attachment made (tests, benchmarks)
+
+    def alias_in(self, con: duckdb.DuckDBPyConnection) -> str:
+        """The alias of the database in `con`'s instance, ATTACHing it first when needed. Asked again with
+        the connection it last answered (a partition worker's cursor), it answers without a query."""
+        if self._alias is not None and con is self._home:
+            return self._alias
+        if self._alias is not None:
+            found = con.execute(
+                "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [self._alias]
+            ).fetchone()
+            if found and found[0]:
+                self._home = con
+                return self._alias
+            self.drop()
+        self._attach(con)
+        assert self._alias is not None
+        self._home = con
+        return self._alias
+
+    def _attach(self, con: duckdb.DuckDBPyConnection) -> None:
+        settings = self._settings
+        token = secrets.token_hex(6)
+        alias, secret = f"__pz_pg_{token}", f"__pz_pg_secret_{token}"
+        aux = con.cursor()
         try:
+            aux.execute(f"LOAD {quote_literal(extension_path())}")
+            options = f"TYPE postgres{', READ_ONLY' if self._read_only else ''}"
+            if settings.password:
+                aux.execute(
+                    f"CREATE TEMPORARY SECRET {quote_ident(secret)} "
+                    f"(TYPE postgres, PASSWORD {quote_literal(settings.password)})"
+                )
+                self._secret = secret
+                options += f", SECRET {quote_ident(secret)}"
+            self._aux = aux
             aux.execute(
                 f"ATTACH {quote_literal(settings.libpq(with_password=False))} AS {quote_ident(alias)} "
                 f"({options})"
             )
-            try:
-                yield alias
-            finally:
+        except BaseException:
+            self._aux = aux
+            self.drop()
+            raise
+        self._alias = alias
+        self.attaches += 1
+
+    def drop(self) -> None:
+        """DETACH (closing the extension's connections to the server) and forget the secret; quiet."""
+        aux, alias, secret = self._aux, self._alias, self._secret
+        self._aux = self._alias = self._secret = self._home = None
+        if aux is None:
+            return
+        try:
+            if alias is not None:
                 with contextlib.suppress(Exception):
                     aux.execute(f"DETACH {quote_ident(alias)}")
-        finally:
-            if settings.password:
+            if secret is not None:
                 with contextlib.suppress(Exception):
                     aux.execute(f"DROP TEMPORARY SECRET IF EXISTS {quote_ident(secret)}")
-    finally:
-        aux.close()
+        finally:
+            with contextlib.suppress(Exception):
+                aux.close()
 
 
 def extract_native(
@@ -450,21 +509,33 @@ def extract_native(
     target: str,
     where: str,
     bounds: ReadBounds | None = None,
+    attachment: Attachment | None = None,
 ) -> None:
+    """Land the partition's rows in `target` through `attachment` (kept by the caller across reads, and
+    dropped here when the read fails), or through an ATTACH of its own for this read."""
     import duckdb
 
     bounds = bounds or ReadBounds()
+    own = attachment is None
+    through = attachment or Attachment(settings, read_only=True)
     try:
-        with attached(con, settings, read_only=True) as alias:
-            if relation.attach_scan_ok(partition, bounds):
-                assert relation.schema is not None and relation.table is not None
-                source = f"{quote_ident(alias)}.{quote_ident(relation.schema)}.{quote_ident(relation.table)}"
-            else:
-                pg_sql = relation.select_sql(False, read_where(relation, partition, bounds))
-                source = f"postgres_query({quote_literal(alias)}, {quote_literal(pg_sql)})"
-            land(con, target, f"SELECT {relation.duck_projection() or '*'} FROM {source}")
+        alias = through.alias_in(con)
+        if relation.attach_scan_ok(partition, bounds):
+            assert relation.schema is not None and relation.table is not None
+            source = f"{quote_ident(alias)}.{quote_ident(relation.schema)}.{quote_ident(relation.table)}"
+        else:
+            pg_sql = relation.select_sql(False, read_where(relation, partition, bounds))
+            source = f"postgres_query({quote_literal(alias)}, {quote_literal(pg_sql)})"
+        land(con, target, f"SELECT {relation.duck_projection() or '*'} FROM {source}")
     except duckdb.Error as exc:
+        through.drop()
         raise settings.error(exc, where, "PZ0505") from exc
+    except BaseException:
+        through.drop()
+        raise
+    finally:
+        if own:
+            through.drop()
     _range_guard(con, relation, target)
     if relation.attach_scan_ok(partition, bounds):
         _nan_guard(con, conn, settings, relation, target, where)
@@ -652,14 +723,61 @@ def table_exists(con: duckdb.DuckDBPyConnection, quoted: str) -> bool:
 
 
 # -- universal tier ---------------------------------------------------------------------------------
+class ReaderConnection:
+    """The ADBC connection a connector's universal-tier reads share (autocommit: each read is one COPY
+    statement, no transaction left open between reads). Opening one costs a handshake and the driver's type
+    catalog load (about 0.3 s), so a partition worker opens it once for all its partitions.
+
+    A read takes the connection out (`acquire`) and gives it back (`release`) only when it finished cleanly;
+    a read that failed, or was abandoned mid-stream, closes its connection instead, so the next read connects
+    afresh and a connection that may be broken or mid-COPY is never reused."""
+
+    def __init__(self, settings: Settings):
+        self._settings = settings
+        self._idle: Any = None
+        self._lock = threading.Lock()  # an abandoned read may be finalized on another thread
+        self.opened = 0  # connections opened (tests, benchmarks)
+
+    def acquire(self) -> Any:
+        with self._lock:
+            conn, self._idle = self._idle, None
+        if conn is None:
+            conn = self._settings.adbc("PZ0505", autocommit=True)
+            self.opened += 1
+        return conn
+
+    def release(self, conn: Any, *, reusable: bool) -> None:
+        with self._lock:
+            if reusable and self._idle is None:
+                self._idle = conn
+                return
+        with contextlib.suppress(Exception):
+            conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._idle = self._idle, None
+        if conn is not None:
+            self.release(conn, reusable=False)
+
+
 def extract_batches(
-    settings: Settings, relation: Relation, partition: Partition, where: str, bounds: ReadBounds | None = None
+    settings: Settings,
+    relation: Relation,
+    partition: Partition,
+    where: str,
+    bounds: ReadBounds | None = None,
+    reader_connection: ReaderConnection | None = None,
 ) -> Iterator[pa.RecordBatch]:
+    """The partition's rows as Arrow batches, read through `reader_connection` (kept by the caller across
+    reads) or through a connection of its own."""
     import pyarrow as pa
 
     sql = relation.select_sql(True, read_where(relation, partition, bounds or ReadBounds()))
     schema = arrow_schema(relation.plans)
-    conn = settings.adbc("PZ0505")
+    through = reader_connection or ReaderConnection(settings)
+    finished = False
+    conn = through.acquire()
     try:
         cur = conn.cursor()
         try:
@@ -683,11 +801,11 @@ def extract_batches(
                     raise PzConnectorError(
                         f"{lead(where)}{settings.scrub(exc.message)}", code=exc.code or "PZ0505"
                     ) from exc
+            finished = True
             if not produced:
                 yield pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
         finally:
             with contextlib.suppress(Exception):
                 cur.close()
     finally:
-        with contextlib.suppress(Exception):
-            conn.close()
+        through.release(conn, reusable=finished and reader_connection is not None)
