@@ -80,7 +80,7 @@ def table_exists(con: duckdb.DuckDBPyConnection, quoted: str) -> bool:
     """Whether the (quoted, maybe qualified) table exists, looked up without touching it: one name resolved
     by the binder, never an enumeration of the instance's catalogs (which would reach every database other
     nodes have attached, see `pipelinez.core.duck_catalog`)."""
-    return duck_catalog.exists(con, quoted)
+    return duck_catalog.table_exists(con, quoted)
 
 
 def land(con: duckdb.DuckDBPyConnection, target: str, select: str) -> None:

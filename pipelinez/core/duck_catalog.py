@@ -48,6 +48,13 @@ def columns_of(cur: duckdb.DuckDBPyConnection, quoted: str) -> list[tuple[str, s
     return [(str(name), str(typ)) for name, typ in rows]
 
 
-def exists(cur: duckdb.DuckDBPyConnection, quoted: str) -> bool:
-    """Whether the table or view `quoted` (quoted identifiers, maybe qualified) exists."""
-    return columns_of(cur, quoted) is not None
+def table_exists(cur: duckdb.DuckDBPyConnection, quoted: str) -> bool:
+    """Whether `quoted` (quoted identifiers, maybe qualified) names a table (not a view: only a table has
+    a `rowid`; binding it reads no row)."""
+    import duckdb
+
+    try:
+        cur.execute(f"SELECT rowid FROM {quoted} LIMIT 0").fetchall()
+    except (duckdb.CatalogException, duckdb.BinderException):  # no such table; a view
+        return False
+    return True

@@ -92,7 +92,7 @@ def _is_empty(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
 
 def _table_exists(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
     """One lookup in staging: never an enumeration that would reach other nodes' attachments."""
-    return duck_catalog.exists(cur, quote_ident(name))
+    return duck_catalog.table_exists(cur, quote_ident(name))
 
 
 def ingest_batches(

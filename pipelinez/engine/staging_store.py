@@ -217,7 +217,7 @@ def unseed(staging: Path) -> None:
 
 
 def _exists(cur: duckdb.DuckDBPyConnection, table: str) -> bool:
-    return duck_catalog.exists(cur, quote_ident(table))
+    return duck_catalog.table_exists(cur, quote_ident(table))
 
 
 def _count(cur: duckdb.DuckDBPyConnection, table: str) -> int:

@@ -636,7 +636,7 @@ def land(con: duckdb.DuckDBPyConnection, target: str, select: str) -> None:
 def table_exists(con: duckdb.DuckDBPyConnection, quoted: str) -> bool:
     """Whether the staging table `quoted` (quoted, maybe qualified) exists: one lookup, never an enumeration
     of the instance's catalogs (see `pipelinez.core.duck_catalog`)."""
-    return duck_catalog.exists(con, quoted)
+    return duck_catalog.table_exists(con, quoted)
 
 
 # -- universal tier ---------------------------------------------------------------------------------
