@@ -710,3 +710,64 @@ def test_a_stalled_then_lost_postgres_attachment_fails_only_its_own_node(
     nodes = {n["name"]: n for n in results["nodes"]}
     assert nodes["src_pg__orders"]["tier"] == "native" and nodes["src_pg__orders"]["rows"] == ROWS
     assert all(n["status"] == "success" for n in nodes.values()), nodes
+
+
+# --- a server that ends the session mid-read: the error lost its SQLSTATE on the way ----------------------
+@pytest.mark.parametrize("tier", ["native", "universal"])
+def test_a_session_terminated_by_the_server_mid_read_is_transient_on_both_tiers(
+    tmp_path: Path, pg_schema: str, tier: str
+) -> None:
+    """pg_terminate_backend (what an administrator or a failover does: 57P01) ends the read's session
+    mid-result while the test keeps a switch armed. The SQLSTATE does not survive the way back (DuckDB's
+    postgres extension: "Failed to fetch header for COPY: FATAL: terminating connection due to administrator
+    command"; ADBC's Arrow stream: a bare OSError with libpq's text): the server's words classify it, the
+    node is retried (57P01's retry_after, 1s, floors the back-off), lands the data once the switch is off."""
+    with psycopg.connect(PG_DSN, autocommit=True) as con:
+        con.execute(f'CREATE TABLE "{pg_schema}".armed AS SELECT true AS switch')
+        con.execute(
+            f'CREATE FUNCTION "{pg_schema}".cut(i int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN '
+            f'IF i = {ROWS // 2} AND (SELECT switch FROM "{pg_schema}".armed) THEN '
+            "PERFORM pg_terminate_backend(pg_backend_pid()); END IF; RETURN i; END $$"
+        )
+    project = write_project(
+        tmp_path / "shop",
+        {
+            "project.yml": f"""
+                name: shop
+                engine:
+                  force_universal: {str(tier == "universal").lower()}
+                  retry: {{ max_attempts: 8, base_delay: 10ms, max_delay: 10ms }}
+            """,
+            "sources/pg.yml": f"""
+                connector: postgres
+                connection: {{ host: 127.0.0.1, port: 5432, database: test, user: postgres }}
+                datasets:
+                  orders:
+                    query: SELECT "{pg_schema}".cut(id) AS id, amount, note FROM "{pg_schema}".orders
+                    columns: {COLUMNS}
+            """,
+            "sinks/out.yml": "connector: duckdb\nconnection: { path: out.duckdb }\n",
+            "pipelines/copy.sql": COPY % ("out", "pg"),
+        },
+    )
+    proc = _spawn(project)
+    try:
+        _wait_for(project, "node_retry", "src_pg__orders")
+        _pg(f'UPDATE "{pg_schema}".armed SET switch = false RETURNING switch')
+        output, _ = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, output
+    events = [e for e in _events(project) if e.get("name") == "src_pg__orders"]
+    kinds = [e["event"] for e in events]
+    retries = [e for e in events if e["event"] == "node_retry"]
+    # started, (retry, started)*, completed: every failed attempt retried, the last one landed
+    assert kinds == ["node_started"] + ["node_retry", "node_started"] * len(retries) + ["node_completed"]
+    assert retries and [e["attempt"] for e in retries] == list(range(1, len(retries) + 1))
+    for retry in retries:
+        assert retry["error"]["transient"] is True, retry
+        assert "terminating connection due to administrator command" in retry["error"]["message"], retry
+        assert retry["delay_ms"] >= 1000, retry  # 57P01's retry_after floors the back-off
+    results = json.loads(next((project / ".pz" / "runs").iterdir()).joinpath("run_results.json").read_text())
+    node = next(n for n in results["nodes"] if n["name"] == "src_pg__orders")
+    assert node["tier"] == tier and node["attempts"] == len(retries) + 1 and node["rows"] == ROWS, node
