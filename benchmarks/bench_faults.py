@@ -1,14 +1,18 @@
-"""Connection resets: how long one `pz run` takes when 0%, 10% and 20% of connections to PostgreSQL and
+"""Connection resets: how long one `pz run` takes when 0%, 10%, 20% and 30% of connections to PostgreSQL and
 MariaDB are reset (at accept, mid-handshake or mid-result) by the loopback fault proxy of the test suite, and
 proof that every run lands exactly the same data.
 
-The project reads a PostgreSQL table and a MariaDB table of N rows each, in 4 partitions (universal tier: a
-lost connection is transient there; see docs/resilience.md), aggregates each, and writes both results back to
-their server and full copies to a DuckDB file. Each share runs `--seeds` times with different (reproducible)
-fault schedules, the shares interleaved; pz runs as its own process. After each run the written tables are
-fingerprinted (row count and an order-independent hash of every row) and compared with the first 0% run.
+The project reads a PostgreSQL table and a MariaDB table of N rows each, in 4 partitions, aggregates each,
+and writes both results back to their server and full copies to a DuckDB file. `--tier universal` (default)
+forces the universal tier; `--tier native` lets the postgres source and sink run on DuckDB's postgres
+extension (ATTACHed to the run's shared staging instance, beside the MariaDB load: the case where one node's
+lost connection used to fail another node). Each share runs `--seeds` times with different (reproducible)
+fault schedules, the shares interleaved (paired: seed s of every share back to back); pz runs as its own
+process (wall time and peak RSS from os.wait4). After each run the written tables are fingerprinted (row
+count and an order-independent hash of every row) and compared with the first 0% run.
 
-    .venv/bin/python benchmarks/bench_faults.py --rows 200000 --seeds 3
+    .venv/bin/python benchmarks/bench_faults.py --rows 200000 --seeds 3 --shares 0,0.1,0.2,0.3
+    .venv/bin/python benchmarks/bench_faults.py --rows 200000 --seeds 5 --tier native
 
 The schema pz_bench_faults (PostgreSQL) and database pz_bench_faults (MariaDB) are dropped at the end.
 """
@@ -35,7 +39,10 @@ from tests.faults.tcp_proxy import Fault, FaultProxy, fraction  # noqa: E402
 NAME = "pz_bench_faults"
 PG_PORT, MY_PORT = "{{ env('PG_PORT') }}", "{{ env('MY_PORT') }}"
 RESETS = [Fault.reset(0), Fault.reset(300), Fault.reset(3_000), Fault.reset(200_000)]
-SHARES = (0.0, 0.1, 0.2)
+SHARES = (0.0, 0.1, 0.2, 0.3)
+HEADER = (
+    "| resets | run | exit | wall s | peak RSS MiB | connections reset | retries | same data as 0% | load |"
+)
 COPY = "INSERT INTO {{{{ sink('local', '{out}') }}}} SELECT * FROM {{{{ source({src}) }}}}"
 
 
@@ -78,21 +85,21 @@ def teardown() -> None:
     con2.close()
 
 
-def write_project(root: Path) -> None:
+def write_project(root: Path, tier: str) -> None:
     cols = '{ id: int, amount: "decimal(12,2)", note: varchar, placed_at: timestamp }'
     totals = (
         "SELECT amount, count(*) AS n, count(DISTINCT note) AS d, sum(id) AS s FROM {src} GROUP BY amount"
     )
     files = {
-        "project.yml": """
+        "project.yml": f"""
             name: faults
             env:
-              PG_PORT: { required: true }
-              MY_PORT: { required: true }
+              PG_PORT: {{ required: true }}
+              MY_PORT: {{ required: true }}
             engine:
               threads: 2
-              force_universal: true
-              retry: { max_attempts: 15, base_delay: 50ms, max_delay: 500ms }
+              force_universal: {"true" if tier == "universal" else "false"}
+              retry: {{ max_attempts: 15, base_delay: 50ms, max_delay: 500ms }}
         """,
         "sources/pg.yml": f"""
             connector: postgres
@@ -165,8 +172,8 @@ def fingerprint(project: Path) -> dict[str, str]:
     return out
 
 
-def run_once(project: Path, share: float, seed: int) -> tuple[float, int, int, int, dict[str, str]]:
-    """(seconds, exit code, retries, connections reset, fingerprint)."""
+def run_once(project: Path, share: float, seed: int) -> tuple[float, int, int, int, int, dict[str, str]]:
+    """(seconds, peak RSS MiB, exit code, retries, connections reset, fingerprint)."""
     for run in (project / ".pz" / "runs").glob("*"):
         if run.is_dir():
             for f in run.iterdir():
@@ -178,21 +185,27 @@ def run_once(project: Path, share: float, seed: int) -> tuple[float, int, int, i
     ):
         env = {**os.environ, "PG_PORT": str(pg.port), "MY_PORT": str(my.port)}
         started = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        took = time.monotonic() - started
+        with tempfile.TemporaryFile() as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+            _, status, usage = os.wait4(proc.pid, 0)
+            took = time.monotonic() - started
+            code = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            output = out.read().decode("utf-8", "replace")
         resets = len(pg.fired) + len(my.fired)
+    rss = usage.ru_maxrss // 1024
     run_dir = sorted((project / ".pz" / "runs").iterdir())[-1]
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     retries = sum(1 for e in events if e["event"] == "node_retry")
-    if proc.returncode != 0:
-        print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
-        return took, proc.returncode, retries, resets, {}
-    return took, proc.returncode, retries, resets, fingerprint(project)
+    if code != 0:
+        print(output[-3000:], file=sys.stderr)
+        return took, rss, code, retries, resets, {}
+    return took, rss, code, retries, resets, fingerprint(project)
 
 
 def main() -> None:
@@ -201,31 +214,49 @@ def main() -> None:
     )
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--tier", choices=("universal", "native"), default="universal")
+    parser.add_argument("--shares", default=",".join(str(s) for s in SHARES), help="e.g. 0,0.1,0.2,0.3")
     args = parser.parse_args()
+    shares = [float(s) for s in args.shares.split(",")]
     setup(args.rows)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             project = Path(tmp) / "faults"
-            write_project(project)
+            write_project(project, args.tier)
             baseline: dict[str, str] | None = None
-            print(f"{args.rows} rows per source; universal tier; {args.seeds} fault schedules per share\n")
-            print("| resets | run | exit | wall s | connections reset | retries | same data as 0% |")
-            print("| --- | --- | --- | --- | --- | --- | --- |")
-            times: dict[float, list[float]] = {share: [] for share in SHARES}
+            print(f"{args.rows} rows per source; {args.tier} tier; {args.seeds} fault schedules per share\n")
+            print(HEADER)
+            print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+            times: dict[float, list[float]] = {share: [] for share in shares}
+            rsss: dict[float, list[int]] = {share: [] for share in shares}
+            failed: dict[float, int] = {share: 0 for share in shares}
             for seed in range(1, args.seeds + 1):  # interleaved: machine speed drifts
-                for share in SHARES:
-                    took, code, retries, resets, fp = run_once(project, share, seed)
+                for share in shares:
+                    load = os.getloadavg()[0]
+                    took, rss, code, retries, resets, fp = run_once(project, share, seed)
                     if baseline is None and share == 0 and code == 0:
                         baseline = fp
                     same = "yes" if fp and fp == baseline else "NO"
                     times[share].append(took)
-                    print(f"| {share:.0%} | {seed} | {code} | {took:.1f} | {resets} | {retries} | {same} |")
-            summary = [
-                f"| {share:.0%} | {statistics.median(t):.1f} | {min(t):.1f} | {max(t):.1f} |"
-                for share, t in times.items()
-            ]
-            print("\n| resets | median s | min s | max s |\n| --- | --- | --- | --- |")
-            print("\n".join(summary))
+                    rsss[share].append(rss)
+                    failed[share] += code != 0
+                    print(
+                        f"| {share:.0%} | {seed} | {code} | {took:.1f} | {rss} | {resets} | {retries} "
+                        f"| {same} | {load:.1f} |",
+                        flush=True,
+                    )
+            base = statistics.median(times[shares[0]])
+            print(
+                f"\n| resets | median s | vs {shares[0]:.0%} | min s | max s | peak RSS MiB (max) "
+                "| failed runs |"
+            )
+            print("| --- | --- | --- | --- | --- | --- | --- |")
+            for share, t in times.items():
+                med = statistics.median(t)
+                print(
+                    f"| {share:.0%} | {med:.1f} | {med / base:.2f}x | {min(t):.1f} | {max(t):.1f} "
+                    f"| {max(rsss[share])} | {failed[share]} of {len(t)} |"
+                )
             if baseline:
                 print("\nfingerprints (rows:hash):", json.dumps(baseline))
     finally:

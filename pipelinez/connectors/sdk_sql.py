@@ -8,9 +8,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from pipelinez.connectors.sdk import ReadBounds, bounds_predicate
+from pipelinez.core import duck_catalog
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.duck_types import parse_type
-from pipelinez.core.sqlnames import quote_ident, quote_literal, split_qualified
+from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.core.transient import is_transient_native
 
 if TYPE_CHECKING:
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
 _LINE_CONTEXT = re.compile(r"\n[ \t]*LINE |LINE \d+:")
 _DUCKDB_HINTS = re.compile(r"\n\n|\n(?:Possible fixes|Possible solutions|The search space used was)")
 _LOCK_CONFLICT = "Could not set lock on file"
-_EXACT = "lower(database_name) = lower(?) AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)"
 _LOCK_HOLDER = re.compile(r"PID (\d+)")
 
 
@@ -77,25 +77,10 @@ def canonical_contract(columns: Mapping[str, str] | None) -> list[tuple[str, str
 
 
 def table_exists(con: duckdb.DuckDBPyConnection, quoted: str) -> bool:
-    """Whether the (quoted, maybe qualified) table exists, looked up without touching it."""
-    parts = split_qualified(quoted)
-    row = con.execute("SELECT current_database(), current_schema()").fetchone()
-    assert row is not None
-    db, schema = str(row[0]), str(row[1])
-    if len(parts) == 1:
-        where = (
-            "((lower(database_name) = lower(?) AND lower(schema_name) = lower(?)) OR database_name = 'temp') "
-            "AND lower(table_name) = lower(?)"
-        )
-        params = [db, schema, parts[0]]
-    elif len(parts) == 2:
-        where = _EXACT
-        params = [db, parts[0], parts[1]]
-    else:
-        where = _EXACT
-        params = parts[-3:]
-    found = con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE {where}", params).fetchone()
-    return bool(found and found[0])
+    """Whether the (quoted, maybe qualified) table exists, looked up without touching it: one name resolved
+    by the binder, never an enumeration of the instance's catalogs (which would reach every database other
+    nodes have attached, see `pipelinez.core.duck_catalog`)."""
+    return duck_catalog.table_exists(con, quoted)
 
 
 def land(con: duckdb.DuckDBPyConnection, target: str, select: str) -> None:

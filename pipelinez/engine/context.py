@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from pipelinez.compile.dag import CompiledDag
 from pipelinez.config.model import Project
+from pipelinez.core import duck_catalog
 from pipelinez.core.sqlnames import quote_literal
 from pipelinez.engine.events import EventBus, Note
 from pipelinez.engine.failures import NodeFailure
@@ -91,4 +92,6 @@ def open_staging(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
     # 10M staged rows at close cost more than extracting them.
     con.execute("PRAGMA disable_checkpoint_on_shutdown")
     con.execute("SET checkpoint_threshold = '1TB'")
+    # nodes ATTACH their databases to this instance: a missing name's error must not go looking through them
+    duck_catalog.isolate(con)
     return con

@@ -23,7 +23,7 @@ from pipelinez.connectors.sdk import (
     Partition,
 )
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
-from pipelinez.core import failpoints
+from pipelinez.core import duck_catalog, failpoints
 from pipelinez.core.diagnostics import ConnectorHostError
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, Provenance, Severity, Strategy, Tier
@@ -92,12 +92,8 @@ def _is_empty(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
 
 
 def _table_exists(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
-    row = cur.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main' "
-        "AND database_name = current_database()",
-        [name],
-    ).fetchone()
-    return bool(row and row[0])
+    """One lookup in staging: never an enumeration that would reach other nodes' attachments."""
+    return duck_catalog.table_exists(cur, quote_ident(name))
 
 
 def ingest_batches(

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pipelinez.core import duck_catalog
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.engine.runs import STAGING_FILE
 
@@ -216,12 +217,7 @@ def unseed(staging: Path) -> None:
 
 
 def _exists(cur: duckdb.DuckDBPyConnection, table: str) -> bool:
-    row = cur.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-        "AND schema_name = 'main' AND table_name = ?",
-        [table],
-    ).fetchone()
-    return bool(row and row[0])
+    return duck_catalog.table_exists(cur, quote_ident(table))
 
 
 def _count(cur: duckdb.DuckDBPyConnection, table: str) -> int:

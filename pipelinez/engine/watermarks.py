@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pipelinez.compile.graph import descendants
 from pipelinez.compile.nodes import SinkWriteNode, SourceLoadNode
 from pipelinez.connectors.sdk import ReadBounds, bounds_predicate
+from pipelinez.core import duck_catalog
 from pipelinez.core.run_state import RunState, Watermark
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.core.vocabulary import NodeStatus, Provenance
@@ -58,14 +59,10 @@ class Capture:
 
 
 def _column_type(cur: duckdb.DuckDBPyConnection, table: str, column: str) -> str:
-    row = cur.execute(
-        "SELECT data_type FROM duckdb_columns() WHERE database_name = current_database() "
-        "AND schema_name = 'main' AND table_name = ? AND column_name = ?",
-        [table, column],
-    ).fetchone()
-    if row is None:
+    found = dict(duck_catalog.columns_of(cur, quote_ident(table)) or [])
+    if column not in found:
         raise LookupError(f"the cursor column '{column}' is not a column of the staged data")
-    return str(row[0])
+    return found[column]
 
 
 def trim_and_capture(

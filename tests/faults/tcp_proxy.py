@@ -12,6 +12,11 @@ Every accepted connection gets a number (0, 1, 2, ... in accept order) and the p
   connection unexpectedly" mid-handshake or mid-result. `after_bytes=0` resets right after accept.
 - `Fault.stall(seconds)`: accept, forward nothing for `seconds`, then reset (a hung server or network).
 - `Fault.refuse()`: reset at once, before a byte moves (what a client sees of a server refusing).
+- `Fault.hold(after_bytes=n)`: forward until `n` bytes came back from the server, then forward nothing more
+  until the test calls `proxy.release()`, then reset. `proxy.holding` (a threading.Event) is set once a
+  connection is being held: a test orders what happens around a stalled server without timing anything.
+- `Fault.pause(after_bytes=n)`: like hold, but `proxy.release()` lets the connection go on (a server that is
+  slow to answer, then answers).
 
 `proxy.listening = False` closes the listening socket so connecting fails with ECONNREFUSED (a server that
 is down); `True` listens again on the same port. `proxy.policy` may be swapped at any time.
@@ -57,6 +62,14 @@ class Fault:
     @staticmethod
     def refuse() -> Fault:
         return Fault("refuse")
+
+    @staticmethod
+    def hold(after_bytes: int = 0) -> Fault:
+        return Fault("hold", after_bytes=after_bytes)
+
+    @staticmethod
+    def pause(after_bytes: int = 0) -> Fault:
+        return Fault("pause", after_bytes=after_bytes)
 
 
 Policy = Callable[[int], Fault]
@@ -106,6 +119,8 @@ class FaultProxy:
         self._count = 0
         self._lock = threading.Lock()
         self._open: set[asyncio.StreamWriter] = set()
+        self.holding = threading.Event()  # a connection is being held (Fault.hold)
+        self._released: asyncio.Event | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def __enter__(self) -> FaultProxy:
@@ -139,6 +154,25 @@ class FaultProxy:
             self._call(self._listen())
         elif not on and self._server is not None:
             self._call(self._close_listener())
+
+    def release(self) -> None:
+        """End every held connection with a reset and let paused ones go on (a connection that reaches its
+        hold or pause afterwards does so at once)."""
+        self._call(self._release())
+
+    async def _release(self) -> None:
+        self._hold_gate().set()
+
+    async def _held(self) -> None:
+        gate = self._hold_gate()
+        if not gate.is_set():
+            self.holding.set()
+            await gate.wait()
+
+    def _hold_gate(self) -> asyncio.Event:
+        if self._released is None:
+            self._released = asyncio.Event()
+        return self._released
 
     def kinds(self) -> list[str]:
         with self._lock:
@@ -195,19 +229,31 @@ class FaultProxy:
             _rst(writer)
             return
         self._open.add(up_writer)
-        budget = [fault.after_bytes if fault.kind == "reset" else -1]
+        budget = [fault.after_bytes if fault.kind in ("reset", "hold", "pause") else -1]
 
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, counted: bool) -> None:
             try:
                 while data := await src.read(65536):
                     if counted:
                         self.received[index] = self.received.get(index, 0) + len(data)
-                    if counted and budget[0] >= 0:
+                    if counted and budget[0] >= 0 and fault.kind == "pause":
                         if len(data) >= budget[0]:
                             self.fired.add(index)
                             dst.write(data[: budget[0]])
                             with contextlib.suppress(ConnectionError):
                                 await dst.drain()
+                            await self._held()
+                            data, budget[0] = data[budget[0] :], -1
+                        else:
+                            budget[0] -= len(data)
+                    elif counted and budget[0] >= 0:
+                        if len(data) >= budget[0]:
+                            self.fired.add(index)
+                            dst.write(data[: budget[0]])
+                            with contextlib.suppress(ConnectionError):
+                                await dst.drain()
+                            if fault.kind == "hold":
+                                await self._held()
                             _rst(writer)
                             _rst(up_writer)
                             return

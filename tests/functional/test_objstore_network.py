@@ -19,8 +19,17 @@ from pipelinez.connectors.files import objconnector, reading
 from pipelinez.connectors.files.netfail import is_network_failure
 from pipelinez.core.transient import is_transient_native
 from tests.conftest import PzResult, pz, write_project
-from tests.faults.tcp_proxy import FaultProxy
-from tests.objstores import S3_KEY_ID, S3_SECRET, S3Server, moto_server
+from tests.faults.tcp_proxy import Fault, FaultProxy, always
+from tests.objstores import (
+    AZURITE_ACCOUNT,
+    AZURITE_KEY,
+    S3_KEY_ID,
+    S3_SECRET,
+    AzureServer,
+    S3Server,
+    azurite_server,
+    moto_server,
+)
 
 ENV = {"S3_ID": S3_KEY_ID, "S3_SECRET": S3_SECRET}
 NODE = "src_lake__data"
@@ -168,3 +177,73 @@ def test_the_engine_closed_list_is_unchanged() -> None:
 @pytest.mark.parametrize("message", NOT_NETWORK)
 def test_other_store_errors_stay_terminal(message: str) -> None:
     assert not is_network_failure(message)
+
+
+# --- azureblob: the Azure SDK's own retry --------------------------------------------------------------
+AZURE_SDK_TRIES = 4  # the Azure SDK for C++'s default RetryOptions: 1 try + MaxRetries 3 (0.8s, 1.6s, 3.2s)
+
+
+@pytest.fixture(scope="module")
+def azure() -> Iterator[AzureServer]:
+    with azurite_server() as server:
+        yield server
+
+
+@pytest.mark.parametrize("phase", ["listing", "data-read"])
+def test_azureblob_is_attempted_exactly_max_attempts_times_each_with_the_sdk_s_own_tries(
+    tmp_path: Path, azure: AzureServer, monkeypatch: pytest.MonkeyPatch, phase: str
+) -> None:
+    """Azurite behind the fault proxy refuses every connection, either from the start (pyarrow's listing
+    meets it) or once the listing is done (DuckDB's azure extension reads the blob). The failure is
+    transient and the engine attempts the node exactly max_attempts times. Inside each attempt the Azure
+    SDK (under both pyarrow and the azure extension) tries the request 4 times on its own: no setting of
+    DuckDB 1.5.5's azure extension or of pyarrow reaches its retry policy, so this is the documented
+    third-party exception (docs/resilience.md#connectors-never-retry), pinned by count."""
+    container = azure.container(f"pz-{secrets.token_hex(4)}")
+    with azure.filesystem().open_output_stream(f"{container}/in/a.csv") as f:
+        f.write(b"id,name\n1,ann\n2,bob\n")
+    with FaultProxy(azure.port) as proxy:
+        if phase == "listing":
+            proxy.policy = always(Fault.refuse())
+        else:
+            land = objconnector.land
+
+            def refused_read(*args: Any) -> Any:
+                proxy.policy = always(Fault.refuse())
+                try:
+                    return land(*args)
+                finally:
+                    proxy.policy = always(Fault.ok())
+
+            monkeypatch.setattr(objconnector, "land", refused_read)
+        endpoint = f"http://127.0.0.1:{proxy.port}/{AZURITE_ACCOUNT}"
+        project = write_project(
+            tmp_path / "proj",
+            {
+                "project.yml": "name: net\nenv:\n  AZ_KEY: { secret: true }\n"
+                "engine:\n  retry: { max_attempts: 2, base_delay: 10ms, max_delay: 10ms }\n",
+                "sources/lake.yml": f"""
+                    connector: azureblob
+                    connection: {{ container: {container}, account_name: {AZURITE_ACCOUNT},
+                      account_key: "{{{{ env('AZ_KEY') }}}}", endpoint: "{endpoint}" }}
+                    datasets:
+                      data: {{ path: in/a.csv, format: csv, columns: {{ id: bigint, name: varchar }} }}
+                """,
+                "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+                "pipelines/copy.sql": "INSERT INTO {{ sink('wh', 'copy') }}\n"
+                "SELECT * FROM {{ source('lake', 'data') }}\n",
+            },
+        )
+        result = pz(project, "run", env={"AZ_KEY": AZURITE_KEY})
+        refused = proxy.kinds().count("refuse")
+    assert result.exit_code == 1, result.output
+    failed = result.node(NODE)
+    assert failed["status"] == "failed" and failed["attempts"] == 2, result.output
+    assert failed["error"]["transient"] is True, failed
+    assert _retry_events(project) == [
+        ("node_started", 1),
+        ("node_retry", 1),
+        ("node_started", 2),
+        ("node_completed", None),
+    ]
+    assert refused == 2 * AZURE_SDK_TRIES, f"{refused} refused connections for 2 attempts"

@@ -724,6 +724,52 @@ def test_real_errors_classified(pg: psycopg.Connection[Any], conn: PostgresConne
     assert summary("ERROR: x\nLINE 1: select timeout\n ^") == "ERROR: x"
 
 
+SERVER_WORDS = [
+    # (error without its SQLSTATE, expected (transient, retry_after))
+    (
+        duckdb.IOException(
+            "IO Error: Failed to fetch header for COPY: FATAL:  "
+            "terminating connection due to administrator command"
+        ),
+        (True, 1.0),
+    ),
+    (
+        OSError(
+            "[libpq] Execution error [PGRES_FATAL_ERROR]: ERROR:  could not serialize access due to "
+            "read/write dependencies among transactions"
+        ),
+        (True, None),
+    ),
+    (OSError("[libpq] Execution error [PGRES_FATAL_ERROR]: ERROR:  deadlock detected"), (True, None)),
+    (OSError("[libpq] PQgetResult: FATAL:  the database system is shutting down"), (True, 2.0)),
+    (
+        duckdb.IOException(
+            "IO Error: Unable to connect to Postgres: FATAL:  sorry, too many clients already"
+        ),
+        (True, 5.0),
+    ),
+    # pz's own interrupt, a quoted name that happens to hold the words, an ordinary error: terminal
+    (
+        OSError(
+            "[libpq] Execution error [PGRES_FATAL_ERROR]: ERROR:  canceling statement due to user request"
+        ),
+        (False, None),
+    ),
+    (
+        duckdb.CatalogException('Catalog Error: Table with name "deadlock detected" does not exist!'),
+        (False, None),
+    ),
+    (OSError("[libpq] Execution error [PGRES_FATAL_ERROR]: ERROR:  division by zero"), (False, None)),
+]
+
+
+@pytest.mark.parametrize(("error", "expected"), SERVER_WORDS, ids=lambda v: str(v)[:40])
+def test_errors_that_lost_their_sqlstate_are_classified_by_the_server_s_words(
+    error: BaseException, expected: tuple[bool, float | None]
+) -> None:
+    assert classify(error) == expected
+
+
 @pytest.mark.parametrize("tier", ["native", "universal", "control"])
 @pytest.mark.parametrize("form", ["keys", "dsn_uri", "dsn_kv"])
 def test_password_never_in_errors(database: str, tier: str, form: str) -> None:

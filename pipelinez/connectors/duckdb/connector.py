@@ -163,8 +163,9 @@ class DuckDBConnector(Connector):
         try:
             rows, cols = self._prepare(cur, output, source, target)
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            leftovers = self._leftovers(target)
             with attached(con, self.path, read_only=False) as alias:
-                result = strategies.write(cur, alias, target, output, source, cols, rows)
+                result = strategies.write(cur, alias, target, output, source, cols, rows, leftovers=leftovers)
                 self._checkpoint(cur, alias)
                 return result
         except duckdb.Error as exc:
@@ -304,6 +305,16 @@ class DuckDBConnector(Connector):
             raise wrap(exc, "PZ0606", f"cannot write table {target} in {self.path}: ") from exc
 
     # -- helpers -----------------------------------------------------------------------------
+    def _leftovers(self, target: TableName) -> list[str]:
+        """The target's work tables of earlier runs, listed on the file's own instance: listing them once
+        the file is attached to the staging instance would enumerate every database attached there."""
+        if not self.path.is_file():
+            return []
+        with connected(self.path, read_only=True) as con:
+            row = con.execute("SELECT current_database()").fetchone()
+            assert row is not None
+            return strategies.leftover_work_tables(con, str(row[0]), target)
+
     def _checkpoint(self, cur: duckdb.DuckDBPyConnection, catalog: str) -> None:
         """Fold the committed write into the database file, so the file stands alone (a copy without its
         `.wal` holds every table) and space freed by a replaced table is reused instead of growing the

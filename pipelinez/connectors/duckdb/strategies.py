@@ -130,17 +130,20 @@ def write(
     source_cols: Sequence[tuple[str, str]],
     rows: int | None,
     shape: str | None = None,
+    leftovers: Sequence[str] | None = None,
 ) -> WriteResult:
     """Run the output's strategy in one transaction; the previous state stays on any failure.
 
     `rows` is the source's row count, or None when the source is a one-shot stream (replace and append
-    only): then it is counted as it lands, and `shape` names an empty relation with the source's columns."""
+    only): then it is counted as it lands, and `shape` names an empty relation with the source's columns.
+    `leftovers`: the target's work tables of earlier runs, when the caller listed them elsewhere (the file
+    attached to the shared staging instance must not be listed there: see `leftover_work_tables`)."""
     qtarget = target.sql(catalog)
     cur.execute("BEGIN TRANSACTION")
     try:
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(catalog)}.{quote_ident(target.schema)}")
         if output.strategy == "replace":
-            sweep(cur, catalog, target)
+            sweep(cur, catalog, target, leftovers)
             tmp = work_table(target, output.run_id)
             cur.execute(f"DROP TABLE IF EXISTS {tmp.sql(catalog)}")
             cur.execute(f"CREATE TABLE {tmp.sql(catalog)} AS SELECT * FROM {source}")
@@ -185,17 +188,28 @@ def work_table(target: TableName, run_id: str) -> TableName:
     return TableName(target.schema, f"__pz_tmp_{target.table[:40]}_{run}_{_digest(target)}")
 
 
-def sweep(cur: duckdb.DuckDBPyConnection, catalog: str, target: TableName) -> None:
+def sweep(
+    cur: duckdb.DuckDBPyConnection, catalog: str, target: TableName, leftovers: Sequence[str] | None = None
+) -> None:
     """Drop the target's work tables of earlier runs. A replace's work table lives inside its transaction,
     so only a write that failed between its statements without rolling back could leave one; the sweep
-    keeps the target's schema clean whatever happened."""
+    keeps the target's schema clean whatever happened. `leftovers` None: list them on `cur` (a connection
+    of the file's own instance)."""
+    names = leftover_work_tables(cur, catalog, target) if leftovers is None else leftovers
+    for name in names:
+        cur.execute(f"DROP TABLE IF EXISTS {TableName(target.schema, str(name)).sql(catalog)}")
+
+
+def leftover_work_tables(cur: duckdb.DuckDBPyConnection, catalog: str, target: TableName) -> list[str]:
+    """The target's work tables of earlier runs in `catalog`. `duckdb_tables()` lists every database the
+    instance has attached: call this on an instance of the file's own, never on the run's staging
+    instance, where it would reach (and fail with) the databases other nodes have attached."""
     rows = cur.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND lower(schema_name) = lower(?) "
         "AND starts_with(table_name, '__pz_tmp_') AND ends_with(table_name, ?)",
         [catalog, target.schema, f"_{_digest(target)}"],
     ).fetchall()
-    for (name,) in rows:
-        cur.execute(f"DROP TABLE IF EXISTS {TableName(target.schema, str(name)).sql(catalog)}")
+    return [str(name) for (name,) in rows]
 
 
 def _delete_requests(cur: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> int:

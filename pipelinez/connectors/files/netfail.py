@@ -17,6 +17,11 @@ case-insensitively, whole words, besides the closed list itself (`NETWORK_PHRASE
   take: the status followed by its reason phrase (``503 (Service Unavailable)``, ``503 Service
   Unavailable``), or after ``status code`` / ``status`` / ``code`` (``Status Code: 503``).
 
+The azure extension wraps the Azure SDK's own message in quotes (``AzureStorageFileSystem could not open
+file: '<url>', unknown error occurred, ... Original error message: '<the SDK's message>'``): the quoted text
+after ``Original error message:`` is the SDK's words, not a name, and is matched the same way. The listing
+and promotion (pyarrow's file systems) report the same words outside quotes (`objects.io_error`).
+
 Nothing else: a missing object (404), a refused credential (403), a bad file are terminal.
 """
 
@@ -75,13 +80,16 @@ _STATUS = re.compile(
 )
 
 
+_AZURE_ORIGINAL = re.compile(r"Original error message:\s*'([^']*)'", re.IGNORECASE)
+
+
 def is_network_failure(message: str) -> bool:
     """True when a DuckDB error of an object store's own statement is a network failure or a transient HTTP
     status of the store (see the module docstring); the closed list counts too."""
     if is_transient_native(message):
         return True
-    summary = summarize(message)
-    return bool(_NETWORK.search(summary) or _STATUS.search(summary))
+    texts = [summarize(message), *(m.group(1) for m in _AZURE_ORIGINAL.finditer(message))]
+    return any(_NETWORK.search(text) or _STATUS.search(text) for text in texts)
 
 
 def as_transient(err: PzConnectorError, cause: BaseException) -> PzConnectorError:

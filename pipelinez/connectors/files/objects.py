@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelinez.connectors.files.formats import glob_escaped, glob_regex, has_glob, safe_token
+from pipelinez.connectors.files.netfail import is_network_failure
 from pipelinez.connectors.files.store import FileRef
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, quote_literal
-from pipelinez.core.transient import is_transient_native
 
 if TYPE_CHECKING:
     import duckdb
@@ -88,13 +88,15 @@ _TRANSIENT_AWS = (
 
 def io_error(exc: BaseException, code: str, prefix: str = "") -> PzConnectorError:
     """A pyarrow file-system error as a PzConnectorError: transient for the S3 client's network and
-    throttling errors, else by the engine's closed list."""
+    throttling errors and the network words of the Azure SDK's client (`netfail`: "Error while reading
+    from network socket", "Failure when receiving data from the peer", ...), else by the closed list."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    whole = " ".join(str(exc).split())
     said = getattr(exc, "transient", None)  # the store's own REST calls classify themselves
     transient = (
         bool(said)
         if isinstance(said, bool)
-        else any(kind in text for kind in _TRANSIENT_AWS) or is_transient_native(text)
+        else any(kind in text for kind in _TRANSIENT_AWS) or is_network_failure(whole)
     )
     return PzConnectorError(f"{prefix}{text}", is_transient=transient, code=code)
 

@@ -83,7 +83,7 @@ from pipelinez.connectors.sdk import (
 )
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import PzConnectorError
-from pipelinez.core.native_stderr import native_stderr
+from pipelinez.core.native_stderr import Captured, native_stderr
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -95,6 +95,7 @@ BATCH_ROWS = 65_536  # rows per Arrow batch read from ConnectorX
 WHOLE_FETCH_ROWS = 200_000
 CHUNK_BYTES = 64 * 1024 * 1024  # bytes of TSV per LOAD DATA
 CHUNK_ROWS = 1_000_000  # rows per LOAD DATA
+POOL_FAILURE = " ERROR r2d2]"  # how ConnectorX's pool (r2d2) logs a failed connect to stderr
 _LOAD_FORMAT = "CHARACTER SET binary FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n'"
 _CONNECTION_KEYS = ("host", "port", "database", "user", "password")
 
@@ -481,23 +482,29 @@ class MySQLConnector(Connector):
         settings = self.settings
         reader: Any = None
         try:
-            with native_stderr():  # a Rust panic prints to fd 2: never raw to the user
-                if whole:
-                    fetched = cx.read_sql(
-                        settings.connectorx_url(),
-                        sql,
-                        return_type="arrow",
-                        pre_execution_query=settings.session_statements(),
-                    )
-                    reader = fetched.to_reader(max_chunksize=BATCH_ROWS)
-                else:
-                    reader = cx.read_sql(
-                        settings.connectorx_url(),
-                        sql,
-                        return_type="arrow_stream",
-                        batch_size=BATCH_ROWS,
-                        pre_execution_query=settings.session_statements(),
-                    )
+            captured: Captured | None = None
+            try:
+                # a Rust panic prints to fd 2: never raw to the user; so does the pool's connection retry
+                with native_stderr() as captured:
+                    if whole:
+                        fetched = cx.read_sql(
+                            settings.connectorx_url(),
+                            sql,
+                            return_type="arrow",
+                            pre_execution_query=settings.session_statements(),
+                        )
+                        reader = fetched.to_reader(max_chunksize=BATCH_ROWS)
+                    else:
+                        reader = cx.read_sql(
+                            settings.connectorx_url(),
+                            sql,
+                            return_type="arrow_stream",
+                            batch_size=BATCH_ROWS,
+                            pre_execution_query=settings.session_statements(),
+                        )
+            finally:
+                if captured is not None:
+                    self._report_pool_retries(captured.text, where)
             yielded = False
             while (batch := _next_batch(reader)) is not None:
                 if batch.num_rows:
@@ -539,6 +546,22 @@ class MySQLConnector(Connector):
             if reader is not None and hasattr(reader, "close"):
                 with contextlib.suppress(Exception):
                     reader.close()
+
+    def _report_pool_retries(self, stderr: str, where: str) -> None:
+        """ConnectorX builds an r2d2 connection pool, which retries a failed connect on its own (after 0.4s,
+        then doubling, for up to 30s) and logs each failure to stderr. pz cannot switch that off (no setting
+        reaches the pool), so it makes every such hidden retry visible as a note of the attempt."""
+        failures = [line for line in stderr.splitlines() if POOL_FAILURE in line]
+        if not failures:
+            return
+        cause = failures[-1].split(POOL_FAILURE, 1)[1].strip()
+        self.context.note(
+            self.settings.redact(
+                f"{where}: ConnectorX's connection pool retried connecting on its own {len(failures)} "
+                f"time(s) within this attempt (last failure: {cause[:200]}); a third-party retry pz cannot "
+                "switch off, see Resilience > Connectors never retry"
+            )
+        )
 
     # -- sink --------------------------------------------------------------------------------------------
     def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:

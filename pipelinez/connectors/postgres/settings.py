@@ -71,6 +71,31 @@ _LIBPQ_CONNECTION_LOST = re.compile(
     r"could not (?:receive|send) data (?:from|to) server|SSL SYSCALL error|SSL connection has been closed",
     re.IGNORECASE,
 )
+# The server's own words for the transient SQLSTATEs, for the errors that lost their SQLSTATE on the way: the
+# ADBC Arrow stream's bare OSError ("[libpq] Execution error [PGRES_FATAL_ERROR]: ERROR: could not serialize
+# access ...") and the DuckDB postgres extension's messages ("Failed to fetch header for COPY: FATAL:
+# terminating connection due to administrator command"). Matched on the summary (quoted names removed).
+# "canceling statement due to user request" (57014 too) is left out: that is pz's own interrupt.
+_SERVER_TRANSIENT: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), state)
+    for pattern, state in (
+        (r"could not serialize access due to", "40001"),
+        (r"\bdeadlock detected\b", "40P01"),
+        (r"could not obtain lock on|canceling statement due to lock timeout", "55P03"),
+        (r"canceling statement due to statement timeout", "57014"),
+        (r"terminating connection due to administrator command", "57P01"),
+        (
+            r"terminating connection due to (?:crash of another server process|unexpected postmaster exit)",
+            "57P02",
+        ),
+        (
+            r"the database system is "
+            r"(?:starting up|shutting down|in recovery mode|not yet accepting connections)",
+            "57P03",
+        ),
+        (r"sorry, too many clients already|too many connections for (?:role|database)", "53300"),
+    )
+)
 _LINE_CONTEXT = re.compile(r"\n[ \t]*LINE |\bLINE \d+:")
 _QUERY_WAS = re.compile(r"\n*\s*Query was:.*", re.DOTALL)
 _PASSWORD_PAIR = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
@@ -229,6 +254,13 @@ def sqlstate_of(exc: BaseException) -> str | None:
     return match.group(1) if match else None
 
 
+def server_state(message: str) -> str | None:
+    """The transient SQLSTATE a PostgreSQL error message names in the server's words, when the error lost
+    its SQLSTATE (`_SERVER_TRANSIENT`)."""
+    summary = summarize(message)
+    return next((state for pattern, state in _SERVER_TRANSIENT if pattern.search(summary)), None)
+
+
 def classify(exc: BaseException) -> tuple[bool, float | None]:
     """(is_transient, retry_after) of an exception from psycopg, ADBC or DuckDB.
 
@@ -236,7 +268,9 @@ def classify(exc: BaseException) -> tuple[bool, float | None]:
     lost connection is transient unless the cause is configuration (credentials, missing database, ...).
     Syntax, permission, undefined object, data errors are terminal. DuckDB errors (native tier): the closed
     list of `pipelinez.core.transient`, matched on the summary; and, since these are the connector's own
-    statements, libpq's words for a lost connection (`_LIBPQ_CONNECTION_LOST`) on that same summary."""
+    statements, libpq's words for a lost connection (`_LIBPQ_CONNECTION_LOST`) on that same summary. An error
+    without its SQLSTATE (DuckDB's, the ADBC stream's) is transient when the server's words name a transient
+    one (`server_state`: a serialization failure, a deadlock, an administrator's or crash shutdown, ...)."""
     import duckdb
 
     if isinstance(exc, PzConnectorError):
@@ -245,10 +279,13 @@ def classify(exc: BaseException) -> tuple[bool, float | None]:
         message = str(exc)
         if is_transient_native(message):
             return True, None
+        named = server_state(message)
+        if named:
+            return True, TRANSIENT_SQLSTATES[named]
         # a statement of this connector's own (ATTACH, the scan, the sink's writes) that lost its PostgreSQL
         # connection: libpq's own words, outside any quoted SQL or connection string
         return bool(_LIBPQ_CONNECTION_LOST.search(summarize(message))), None
-    state = sqlstate_of(exc)
+    state = sqlstate_of(exc) or server_state(str(exc))
     if state:
         if state in TRANSIENT_SQLSTATES:
             return True, TRANSIENT_SQLSTATES[state]

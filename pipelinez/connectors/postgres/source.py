@@ -52,9 +52,10 @@ from pipelinez.connectors.postgres.types import (
     plan_column,
 )
 from pipelinez.connectors.sdk import DatasetRequest, Partition, ReadBounds, bounds_predicate
+from pipelinez.core import duck_catalog
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.duck_types import parse_type
-from pipelinez.core.sqlnames import quote_ident, quote_literal, split_qualified
+from pipelinez.core.sqlnames import quote_ident, quote_literal
 
 if TYPE_CHECKING:
     import duckdb
@@ -704,22 +705,9 @@ def land(con: duckdb.DuckDBPyConnection, target: str, select: str) -> None:
 
 
 def table_exists(con: duckdb.DuckDBPyConnection, quoted: str) -> bool:
-    """Whether the staging table `quoted` (quoted, maybe qualified) exists."""
-    parts = split_qualified(quoted)
-    row = con.execute("SELECT current_database(), current_schema()").fetchone()
-    assert row is not None
-    if len(parts) == 1:
-        full = [str(row[0]), str(row[1]), parts[0]]
-    elif len(parts) == 2:
-        full = [str(row[0]), *parts]
-    else:
-        full = parts[-3:]
-    found = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE lower(database_name) = lower(?) "
-        "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
-        full,
-    ).fetchone()
-    return bool(found and found[0])
+    """Whether the staging table `quoted` (quoted, maybe qualified) exists: one lookup, never an enumeration
+    of the instance's catalogs (see `pipelinez.core.duck_catalog`)."""
+    return duck_catalog.table_exists(con, quoted)
 
 
 # -- universal tier ---------------------------------------------------------------------------------
