@@ -26,16 +26,15 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from jinja2.runtime import Context
 from jinja2.sandbox import SandboxedEnvironment, SandboxedFormatter
-from jinja2.visitor import NodeTransformer
 
 MAX_OUTPUT_CHARS = 10 * 1024 * 1024  # a project file is at most 10 MiB; a rendering no larger
 MAX_LOOP_ITERATIONS = 1_000_000
 MAX_SECONDS = 10.0
 MAX_POWER_BITS = 4096
 LOOP_GUARD = "__pz_loop_guard__"
-CONCAT_GUARD = "__pz_concat_guard__"
 MAX_VALUE_SIZE = 1_000_000  # characters or items one `*` or padding call may build
 _LIPSUM_WORDS = 100_000
 _WRAP_CHARS = 50_000  # |wordwrap's text (textwrap is quadratic in a long word's length)
@@ -95,26 +94,32 @@ def _sized(value: Any) -> int | None:
     return len(value) if isinstance(value, str | bytes | list | tuple) else None
 
 
+_SCALARS = frozenset({str, bytes, bool, int, float, type(None)})
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+
+
 def _weight(value: Any, limit: int, memo: dict[int, int] | None = None) -> int:
     """About how many characters `value` prints as (its str/repr), counting shared parts each time they
     appear; stops counting past `limit`. Scalars weigh their digits, strings their length."""
-    if isinstance(value, str | bytes):
-        return max(1, len(value))
-    if isinstance(value, bool) or value is None:
-        return 1
-    if isinstance(value, int):
-        return max(1, value.bit_length() * 3 // 10)
-    if not isinstance(value, list | tuple | dict | set | frozenset):
-        return 1
+    if isinstance(value, int) and not isinstance(value, bool):
+        return max(1, int(value.bit_length()) * 3 // 10)
+    if not isinstance(value, _CONTAINERS):
+        return max(1, len(value)) if isinstance(value, str | bytes) else 1
     memo = {} if memo is None else memo
     key = id(value)
     if key in memo:
         return memo[key]
     memo[key] = 1  # a list that holds itself prints as [...]
-    items = value.items() if isinstance(value, dict) else value
+    items: Iterable[Any] = value.items() if isinstance(value, dict) else value
     total = 0
     for item in items:
-        total += _weight(item, limit, memo)
+        kind = type(item)
+        if kind is int:
+            total += max(1, item.bit_length() * 3 // 10)
+        elif kind in _SCALARS:
+            total += max(1, len(item)) if kind is str or kind is bytes else 1
+        else:
+            total += _weight(item, limit, memo)
         if total > limit:
             break
     memo[key] = max(1, total)
@@ -129,7 +134,7 @@ def _refuse_heavy(what: str, weight: int, limit: int) -> None:
 def _printable(value: Any, what: str = "printing this value") -> Any:
     """`value`, refused when its text (str/repr, C-level, not interruptible) would be larger than the
     sandbox's output: a list nested in itself many times prints as far more than it holds."""
-    if isinstance(value, list | tuple | dict | set | frozenset | int) and not isinstance(value, bool):
+    if type(value) not in _SCALARS and isinstance(value, _CONTAINERS):  # text and numbers print as they are
         _refuse_heavy(what, _weight(value, MAX_OUTPUT_CHARS), MAX_OUTPUT_CHARS)
     return value
 
@@ -214,10 +219,34 @@ class _BoundedFormatter(SandboxedFormatter):
         return super().format_field(value, format_spec)
 
 
+def _concat(values: tuple[Any, ...]) -> str:
+    """`a ~ b ~ …` (Jinja's Concat), sized before the result is built."""
+    texts = [str(_printable(v)) for v in values]
+    _refuse_big_result("joining with ~", sum(map(len, texts)))
+    return "".join(texts)
+
+
+class _CodeGenerator(CodeGenerator):
+    """Jinja's code generator, with every `a ~ b ~ …` (Concat) built by `_concat`, sized first."""
+
+    @optimizeconst
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:  # pz renders without autoescape
+            super().visit_Concat(node, frame)
+            return
+        self.write("environment.pz_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
 class BoundedSandbox(SandboxedEnvironment):
     """A SandboxedEnvironment whose renders go through `render_bounded`."""
 
     intercepted_binops = frozenset({"*", "**", "%", "+"})
+    code_generator_class = _CodeGenerator
+    pz_concat = staticmethod(_concat)
 
     def __init__(self, **options: Any):
         options.setdefault("finalize", _printable)  # every {{ … }} is sized before it is printed
@@ -336,9 +365,7 @@ class BoundedSandbox(SandboxedEnvironment):
         for loop in tree.find_all(nodes.For):  # every loop's iterable goes through the guard
             guard = nodes.Call(nodes.Name(LOOP_GUARD, "load"), [loop.iter], [], None, None)
             loop.iter = guard.set_lineno(loop.iter.lineno)
-        result = _ConcatGuard().visit(tree)  # every `a ~ b` is sized before it is built
-        assert isinstance(result, nodes.Template)
-        return result
+        return tree
 
     def call_binop(self, context: Context, op: str, left: Any, right: Any) -> Any:
         if op == "%":
@@ -347,12 +374,19 @@ class BoundedSandbox(SandboxedEnvironment):
                 _printable(right)
             return operator.mod(left, right)
         if op == "+":
-            size_left, size_right = _sized(left), _sized(right)
-            if size_left is not None and size_right is not None:  # O(1): lengths, not weights
+            if isinstance(left, str | bytes | list | tuple) and isinstance(right, str | bytes | list | tuple):
                 limit = MAX_OUTPUT_CHARS if isinstance(left, str | bytes) else MAX_VALUE_SIZE
-                _refuse_heavy("adding these values", size_left + size_right, limit)
+                _refuse_heavy("adding these values", len(left) + len(right), limit)  # O(1): lengths
             return operator.add(left, right)
         if op == "*":
+            if (
+                type(left) is int
+                and type(right) is int
+                and left.bit_length() + right.bit_length() > MAX_POWER_BITS
+            ):
+                raise SandboxLimit(
+                    f"a product of more than {MAX_POWER_BITS} bits is larger than the sandbox computes"
+                )
             for seq, times in ((left, right), (right, left)):
                 size = _sized(seq)
                 if size is not None and isinstance(times, int) and not isinstance(times, bool):
@@ -391,9 +425,7 @@ class BoundedSandbox(SandboxedEnvironment):
         """Render with a fresh budget; SandboxLimit when the template goes past a bound."""
         self.budget = budget = Budget()
         parts: list[str] = []
-        chunks = template.generate(
-            {**context, LOOP_GUARD: lambda items: _Counted(items, budget), CONCAT_GUARD: _concat}
-        )
+        chunks = template.generate({**context, LOOP_GUARD: lambda items: _Counted(items, budget)})
         try:
             while batch := list(itertools.islice(chunks, _OUTPUT_BATCH)):
                 budget.wrote(sum(map(len, batch)))
@@ -401,19 +433,3 @@ class BoundedSandbox(SandboxedEnvironment):
         except MemoryError:
             raise SandboxLimit("the template needs more memory than the sandbox allows") from None
         return "".join(parts)
-
-
-def _concat(*values: Any) -> str:
-    """`a ~ b ~ …` (Jinja's Concat), sized before the result is built."""
-    texts = [str(_printable(v)) for v in values]
-    _refuse_big_result("joining with ~", sum(map(len, texts)))
-    return "".join(texts)
-
-
-class _ConcatGuard(NodeTransformer):
-    """Replaces every Concat (`~`) by a call of the concat guard."""
-
-    def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
-        self.generic_visit(node)
-        call = nodes.Call(nodes.Name(CONCAT_GUARD, "load"), list(node.nodes), [], None, None)
-        return call.set_lineno(node.lineno)

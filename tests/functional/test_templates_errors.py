@@ -169,6 +169,10 @@ def test_a_var_default_that_is_not_of_the_var_type_is_refused(project_dir: Path)
         ("{{ lipsum(2000000000) }}", "lipsum() of more than 100,000 words is more than the sandbox allows"),
         ('{{ [1] | batch(2000000000, "x") | list }}', "batch() with a count above 1,000,000"),
         ('{{ ("x" * 1000000) | wordwrap(1) }}', "wordwrap() of more than 50,000 characters"),
+        (
+            "{% set ns = namespace(x=3) %}{% for i in range(40) %}{% set ns.x = ns.x * ns.x %}{% endfor %}",
+            "a product of more than 4096 bits is larger than the sandbox computes",
+        ),
         ('{{ [1, 2] | slice(2000000000, "x") | list }}', "slice() with a count above 1,000,000"),
         (
             '{% set ns = namespace(s="x") %}{% for i in range(36) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}',
