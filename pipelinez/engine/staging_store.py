@@ -18,11 +18,13 @@ row counts) implements the same protocol (its `seed` returns False).
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
+import os
 import shutil
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -64,6 +66,9 @@ class StagingStore(Protocol):
         the recorded one), or None when it may be. Asked while the retry is planned, so that what is carried
         forward and what `--dry-run` prints rest on the same check the copy repeats."""
 
+    def close(self) -> None:
+        """Release what `unusable` opened; called once the retry is planned."""
+
     def seed(self, run_id: str, staging: Path) -> bool:
         """Start this run's staging database (`staging`, not created yet) as a copy of run `run_id`'s, when
         the store can do that cheaply (a file copy); False when it cannot, and then nothing was created."""
@@ -100,6 +105,9 @@ class LocalStagingStore:
     """Staging databases of earlier runs under `.pz/runs/<run_id>/staging.duckdb` on this machine."""
 
     runs_dir: Path
+    _readers: dict[str, duckdb.DuckDBPyConnection | str] = field(
+        default_factory=dict, compare=False, repr=False
+    )  # run id -> its staging attached for the planning's checks, or why it cannot be opened
 
     def path(self, run_id: str) -> Path:
         return self.runs_dir / run_id / STAGING_FILE
@@ -110,35 +118,55 @@ class LocalStagingStore:
         path = self.path(staged.run_id)
         if not path.is_file():
             return f"its staging database {path.name} is gone (deleted by pz clean or the retention sweep)"
-        con = duckdb.connect()
+        con = self._reader(staged.run_id, path)
+        if isinstance(con, str):
+            return f"its staging database cannot be opened ({con})"
         try:
+            row = con.execute(f"SELECT count(*) FROM old.main.{quote_ident(staged.table)}").fetchone()
+        except duckdb.Error as exc:
+            return f"its staged table {staged.table} cannot be read ({_first_line(exc)})"
+        rows = int(row[0]) if row else 0
+        if rows != staged.rows:
+            return f"its staged table has {rows} rows, the run recorded {staged.rows}"
+        return None
+
+    def _reader(self, run_id: str, path: Path) -> duckdb.DuckDBPyConnection | str:
+        """The earlier run's staging attached read-only, opened once for every check of the retry's planning
+        (opening it replays its WAL, the dearest part of a check), or why it cannot be opened."""
+        import duckdb
+
+        found = self._readers.get(run_id)
+        if found is None:
+            con = duckdb.connect()
             try:
                 con.execute(f"ATTACH {quote_literal(str(path))} AS old (READ_ONLY)")
+                found = con
             except duckdb.Error as exc:
-                return f"its staging database cannot be opened ({_first_line(exc)})"
-            try:
-                row = con.execute(f"SELECT count(*) FROM old.main.{quote_ident(staged.table)}").fetchone()
-            except duckdb.Error as exc:
-                return f"its staged table {staged.table} cannot be read ({_first_line(exc)})"
-            rows = int(row[0]) if row else 0
-            if rows != staged.rows:
-                return f"its staged table has {rows} rows, the run recorded {staged.rows}"
-            return None
-        finally:
-            con.close()
+                con.close()
+                found = _first_line(exc)
+            self._readers[run_id] = found
+        return found
+
+    def close(self) -> None:
+        """Detach what the planning's checks opened (the staging files are only read, never written)."""
+        readers = list(self._readers.values())
+        self._readers.clear()
+        for con in readers:
+            if not isinstance(con, str):
+                con.close()
 
     def seed(self, run_id: str, staging: Path) -> bool:
         """Copy the earlier run's staging files (database and WAL) as this run's: a file copy is much
-        cheaper than re-encoding every reused table, and the earlier run's files are never opened for
-        writing."""
+        cheaper than re-encoding every reused table (and a clone where the filesystem has reflinks, see
+        `copy_file`), and the earlier run's files are never opened for writing."""
         source = self.path(run_id)
         wal = source.with_name(source.name + ".wal")
         if not source.is_file() or staging.exists():
             return False
         try:
-            shutil.copyfile(source, staging)
+            copy_file(source, staging)
             if wal.is_file():
-                shutil.copyfile(wal, staging.with_name(staging.name + ".wal"))
+                copy_file(wal, staging.with_name(staging.name + ".wal"))
         except OSError:
             unseed(staging)
             return False
@@ -175,6 +203,34 @@ class LocalStagingStore:
         finally:
             with contextlib.suppress(duckdb.Error):  # else detached with the connection at the latest
                 cur.execute(f"DETACH {quote_ident(alias)}")
+
+
+def copy_file(source: Path, target: Path) -> None:
+    """Copy `source` to a new file `target` inside the kernel: `copy_file_range`, which filesystems with
+    reflinks (btrfs, XFS, bcachefs…) turn into a copy-on-write clone that copies no data at all; where the
+    call is refused (another filesystem underneath, an old kernel, not Linux) `shutil.copyfile`."""
+    if hasattr(os, "copy_file_range"):
+        try:
+            with source.open("rb") as src, target.open("wb") as dst:
+                left = os.fstat(src.fileno()).st_size
+                while left > 0:
+                    done = os.copy_file_range(src.fileno(), dst.fileno(), left)
+                    if done == 0:  # the source shrank meanwhile: copy what is there
+                        break
+                    left -= done
+            return
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                target.unlink()
+            if exc.errno not in _NO_RANGE_COPY:
+                raise
+    shutil.copyfile(source, target)
+
+
+# copy_file_range refused for this pair of files (not the disk failing): fall back to a plain copy
+_NO_RANGE_COPY = frozenset(
+    {errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM, errno.EBADF}
+)
 
 
 def seed_source(reuse: Mapping[str, Reuse]) -> tuple[StagingStore, str] | None:

@@ -142,7 +142,11 @@ def retry(
             return RetryOutcome(last.run_id, message=NOTHING)
         the_plan, warnings = plan(root, (), (), last.args.vars, environ, last.args.full_refresh)
         dag = the_plan.dag
-        selection = select_retry(last, dag, LocalStagingStore(runs_dir(state_dir)), full_refresh)
+        store = LocalStagingStore(runs_dir(state_dir))
+        try:
+            selection = select_retry(last, dag, store, full_refresh)
+        finally:
+            store.close()
         notes = tuple(selection.notes())
         if selection.nothing:
             message = NOTHING_CHANGED if selection.changed or selection.removed else NOTHING
