@@ -135,18 +135,18 @@ def retry(
     root = find_project_root(project_dir or Path.cwd())
     state_dir = root / ".pz"
     lock = ProjectLock(state_dir).__enter__()
+    store = LocalStagingStore(runs_dir(state_dir))
     handed = False
     try:
         last = last_run(state_dir)
         if last.status == RunStatus.SUCCESS:
             return RetryOutcome(last.run_id, message=NOTHING)
+        if not full_refresh:  # open and copy the failed run's staging while the project is validated
+            store.prepare(last.run_id, copy=not dry_run)
         the_plan, warnings = plan(root, (), (), last.args.vars, environ, last.args.full_refresh)
         dag = the_plan.dag
-        store = LocalStagingStore(runs_dir(state_dir))
-        try:
-            selection = select_retry(last, dag, store, full_refresh)
-        finally:
-            store.close()
+        selection = select_retry(last, dag, store, full_refresh)
+        store.close_readers()
         notes = tuple(selection.notes())
         if selection.nothing:
             message = NOTHING_CHANGED if selection.changed or selection.removed else NOTHING
@@ -182,6 +182,7 @@ def retry(
         )
         return RetryOutcome(last.run_id, notes, None, selection, outcome)
     finally:
+        store.close()  # a staging copy the run did not take is deleted, under the lock
         if not handed:
             lock.__exit__(None, None, None)
 

@@ -1,6 +1,7 @@
 """The local staging store a retry reuses from: the planning's checks open the failed run's staging once (the
 open replays its WAL, the dearest part of a check) and answer every load and partition from it; the seed is
-a byte-identical copy of the failed run's files, whichever way the kernel copies them."""
+a byte-identical copy of the failed run's files, whichever way the kernel copies them; `prepare` starts the
+open and the copy while the project is validated, and a copy no run takes is deleted."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ import duckdb
 import pytest
 
 from pipelinez.engine import staging_store
-from pipelinez.engine.runs import STAGING_FILE
+from pipelinez.engine.runs import SEED_PREFIX, STAGING_FILE, sweep
 from pipelinez.engine.staging_store import LocalStagingStore, StagedLoad, copy_file
 
 RUN = "20261130T200000000Z-abcd"
 
 
 def _staging(runs: Path) -> Path:
-    """A failed run's staging as a run leaves it: closed without a checkpoint, so its tables are in the WAL."""
+    """A failed run's staging as a run leaves it: closed without a checkpoint (its tables are in the WAL)."""
     path = runs / RUN / STAGING_FILE
     path.parent.mkdir(parents=True)
     con = duckdb.connect(str(path))
@@ -118,7 +119,9 @@ def test_a_refused_range_copy_falls_back_to_a_plain_copy(
     assert calls and (tmp_path / "b.bin").read_bytes() == source.read_bytes()
 
 
-def test_a_failing_disk_during_the_seed_leaves_no_seed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_disk_during_the_seed_leaves_no_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _staging(tmp_path / "runs")
     target = tmp_path / "new" / STAGING_FILE
     target.parent.mkdir()
@@ -130,3 +133,86 @@ def test_a_failing_disk_during_the_seed_leaves_no_seed(tmp_path: Path, monkeypat
     monkeypatch.setattr(staging_store.shutil, "copyfile", full)
     assert not LocalStagingStore(tmp_path / "runs").seed(RUN, target)
     assert list(target.parent.iterdir()) == []
+
+
+def _listing(runs: Path) -> list[str]:
+    return sorted(str(p.relative_to(runs)) for p in runs.rglob("*"))
+
+
+def test_prepare_opens_and_copies_ahead_and_the_seed_takes_the_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = tmp_path / "runs"
+    source = _staging(runs)
+    before = {p.name: p.read_bytes() for p in source.parent.iterdir()}
+    opened = _count_connects(monkeypatch)
+    store = LocalStagingStore(runs)
+    store.prepare(RUN)
+    assert store.unusable(StagedLoad(RUN, "src_a", 3)) is None
+    assert store.unusable(StagedLoad(RUN, "src_b__part0", 1)) is None
+    assert len(opened) == 1
+    store.close_readers()
+    target = tmp_path / "new" / STAGING_FILE
+    target.parent.mkdir()
+    assert store.seed(RUN, target)
+    assert [p.name for p in runs.iterdir() if not p.is_dir()] == []  # moved into place, not copied twice
+    for name, data in before.items():
+        assert (target.parent / name).read_bytes() == data
+        assert (source.parent / name).read_bytes() == data  # the failed run's files: read, never written
+    store.close()
+    assert _listing(target.parent) == [STAGING_FILE, STAGING_FILE + ".wal"]
+
+
+def test_a_copy_no_run_takes_is_deleted_and_a_killed_retrys_copy_is_swept(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _staging(runs)
+    listing = _listing(runs)
+    store = LocalStagingStore(runs)
+    store.prepare(RUN)
+    store.close()  # nothing to retry, or the project did not validate
+    assert _listing(runs) == listing
+    stray = runs / f"{SEED_PREFIX}{RUN}.duckdb"
+    stray.write_bytes(b"half a copy")  # a retry killed while it was planned
+    store = LocalStagingStore(runs)
+    store.prepare(RUN, copy=False)  # a dry run copies nothing (and leaves what it finds)
+    store.close()
+    assert stray.exists()
+    sweep(tmp_path, keep_last=10)
+    assert _listing(runs) == listing
+
+
+def test_a_failed_copy_ahead_falls_back_to_copying_at_the_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = tmp_path / "runs"
+    source = _staging(runs)
+    real = staging_store.copy_file
+    failures: list[Path] = []
+
+    def flaky(src: Path, dst: Path) -> None:
+        if not failures:
+            failures.append(dst)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real(src, dst)
+
+    monkeypatch.setattr(staging_store, "copy_file", flaky)
+    store = LocalStagingStore(runs)
+    store.prepare(RUN)
+    target = tmp_path / "new" / STAGING_FILE
+    target.parent.mkdir()
+    assert store.seed(RUN, target)
+    assert failures and failures[0].name.startswith(SEED_PREFIX)
+    assert target.read_bytes() == source.read_bytes()
+    store.close()
+    assert [p.name for p in runs.iterdir() if not p.is_dir()] == []
+
+
+def test_prepare_without_a_staging_does_nothing(tmp_path: Path) -> None:
+    (tmp_path / "runs" / RUN).mkdir(parents=True)
+    store = LocalStagingStore(tmp_path / "runs")
+    store.prepare(RUN)
+    assert store.unusable(StagedLoad(RUN, "src_a", 1)) == (
+        f"its staging database {STAGING_FILE} is gone (deleted by pz clean or the retention sweep)"
+    )
+    store.close()
+    assert _listing(tmp_path / "runs") == [RUN]
