@@ -139,6 +139,11 @@ class LocalStagingStore:
     # run id -> the copy of its staging files being made for `seed`, under a scratch name in the runs folder
     _copies: dict[str, _Background[Path]] = field(default_factory=dict, compare=False, repr=False)
 
+    def __reduce__(self) -> tuple[type[LocalStagingStore], tuple[Path]]:
+        """Pickled (a `Reuse` rides on a work item to a remote worker) as its folder only: the open checks
+        and the copy being made belong to the process that planned the retry."""
+        return (LocalStagingStore, (self.runs_dir,))
+
     def path(self, run_id: str) -> Path:
         return self.runs_dir / run_id / STAGING_FILE
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import errno
 import os
+import pickle
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import pytest
 
 from pipelinez.engine import staging_store
 from pipelinez.engine.runs import SEED_PREFIX, STAGING_FILE, sweep
-from pipelinez.engine.staging_store import LocalStagingStore, StagedLoad, copy_file
+from pipelinez.engine.staging_store import LocalStagingStore, Reuse, StagedLoad, copy_file
 
 RUN = "20261130T200000000Z-abcd"
 
@@ -130,7 +132,7 @@ def test_a_failing_disk_during_the_seed_leaves_no_seed(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "copy_file_range", full, raising=False)
-    monkeypatch.setattr(staging_store.shutil, "copyfile", full)
+    monkeypatch.setattr(shutil, "copyfile", full)
     assert not LocalStagingStore(tmp_path / "runs").seed(RUN, target)
     assert list(target.parent.iterdir()) == []
 
@@ -216,3 +218,14 @@ def test_prepare_without_a_staging_does_nothing(tmp_path: Path) -> None:
     )
     store.close()
     assert _listing(tmp_path / "runs") == [RUN]
+
+
+def test_a_store_pickles_as_its_folder_while_its_checks_are_open(tmp_path: Path) -> None:
+    _staging(tmp_path / "runs")
+    store = LocalStagingStore(tmp_path / "runs")
+    store.prepare(RUN)
+    assert store.unusable(StagedLoad(RUN, "src_a", 3)) is None
+    copied = pickle.loads(pickle.dumps(Reuse(store, StagedLoad(RUN, "src_a", 3))))
+    assert copied.store == store and copied.store.unusable(StagedLoad(RUN, "src_a", 3)) is None
+    copied.store.close()
+    store.close()
