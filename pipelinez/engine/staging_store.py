@@ -66,9 +66,6 @@ class StagingStore(Protocol):
         the recorded one), or None when it may be. Asked while the retry is planned, so that what is carried
         forward and what `--dry-run` prints rest on the same check the copy repeats."""
 
-    def close(self) -> None:
-        """Release what `unusable` opened; called once the retry is planned."""
-
     def seed(self, run_id: str, staging: Path) -> bool:
         """Start this run's staging database (`staging`, not created yet) as a copy of run `run_id`'s, when
         the store can do that cheaply (a file copy); False when it cannot, and then nothing was created."""
