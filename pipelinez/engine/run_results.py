@@ -267,7 +267,11 @@ class RunResults:
 
 
 class ResultsWriter:
-    """Rewrites run_results.json atomically (temp file + rename) so a reader never sees half a file."""
+    """Rewrites run_results.json atomically (temp file + rename) so a reader never sees half a file, and
+    durably: the temp file is fsynced before the rename, so whatever a power loss leaves under the name is a
+    whole record (this write or an earlier one); the folders are fsynced after the first write (the run and
+    its record exist) and after the final one (`final`: the run's status survives a power loss once pz has
+    exited)."""
 
     def __init__(self, path: Path, results: RunResults, redactor: Redactor):
         self.path = path
@@ -276,14 +280,35 @@ class ResultsWriter:
         self._lock = threading.Lock()
         self._writes = 0
 
-    def write(self) -> None:
+    def write(self, final: bool = False) -> None:
         with self._lock:
             self._writes += 1
             data = self._redact.deep(self.results.to_dict())
             tmp = self.path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+            with tmp.open("w", encoding="utf-8") as handle:
+                handle.write(json.dumps(data, indent=2, default=str) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
             failpoints.hit("results.before_rename", str(self._writes))
             os.replace(tmp, self.path)
+            if self._writes == 1:  # the run's folder and its record exist after a power loss
+                fsync_folder(self.path.parent.parent)
+                fsync_folder(self.path.parent)
+            elif final:
+                fsync_folder(self.path.parent)
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make the names in `folder` durable (a rename into it, a new file); a no-op where folders cannot be
+    opened (Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_results(path: Path) -> RunResults | None:

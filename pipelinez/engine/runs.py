@@ -17,6 +17,7 @@ from pipelinez.engine.run_results import RunResults, UnreadableResults
 from pipelinez.engine.statedir import state_error
 
 STAGING_FILE = "staging.duckdb"
+SEED_PREFIX = ".retry-seed-"  # files in the runs folder: a retry's copy of the staging it reuses, being made
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -123,6 +124,8 @@ def sweep(state_dir: Path, keep_last: int, current: str | None = None) -> list[s
     """Delete staging databases of all but the newest `keep_last` runs, and the Parquet a Ray run staged on
     its shared staging folder (`<staging>/<run-id>`); run history stays."""
     removed = []
+    for stray in runs_dir(state_dir).glob(f"{SEED_PREFIX}*"):  # a killed retry's copy (see staging_store)
+        stray.unlink(missing_ok=True)
     ids = run_ids(state_dir)
     for run_id in ids[: max(0, len(ids) - keep_last)]:
         if run_id == current:

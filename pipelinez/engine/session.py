@@ -162,7 +162,7 @@ class RunSession:
 
     def _final_write(self) -> None:
         try:
-            self.writer.write()
+            self.writer.write(final=True)
         except OSError as exc:
             self.bus.publish(
                 WarningEvent(

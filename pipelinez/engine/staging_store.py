@@ -18,17 +18,19 @@ row counts) implements the same protocol (its `seed` returns False).
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
+import os
 import shutil
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pipelinez.core import duck_catalog
 from pipelinez.core.sqlnames import quote_ident, quote_literal
-from pipelinez.engine.runs import STAGING_FILE
+from pipelinez.engine.runs import SEED_PREFIX, STAGING_FILE
 
 if TYPE_CHECKING:
     import duckdb
@@ -87,6 +89,33 @@ class Reuse:
     watermark: Mapping[str, Any] | None = None  # the failed run's record for the load; a copy carries it over
 
 
+T = TypeVar("T")
+
+
+class _Background(Generic[T]):
+    """A call running on its own thread from now on; `result()` waits for it, then returns what it returned
+    or raises what it raised."""
+
+    def __init__(self, call: Callable[[], T]):
+        self._call = call
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="pz-retry-prepare", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # handed to whoever asks for the result
+            self._error = exc
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
 _aliases = itertools.count()
 _alias_lock = threading.Lock()
 
@@ -101,9 +130,35 @@ class LocalStagingStore:
     """Staging databases of earlier runs under `.pz/runs/<run_id>/staging.duckdb` on this machine."""
 
     runs_dir: Path
+    # run id -> its staging attached for the planning's checks (or why it cannot be opened), maybe opening
+    _readers: dict[str, _Background[duckdb.DuckDBPyConnection | str] | duckdb.DuckDBPyConnection | str] = (
+        field(default_factory=dict, compare=False, repr=False)
+    )
+    # run id -> the copy of its staging files being made for `seed`, under a scratch name in the runs folder
+    _copies: dict[str, _Background[Path]] = field(default_factory=dict, compare=False, repr=False)
+
+    def __reduce__(self) -> tuple[type[LocalStagingStore], tuple[Path]]:
+        """Pickled (a `Reuse` rides on a work item to a remote worker) as its folder only: the open checks
+        and the copy being made belong to the process that planned the retry."""
+        return (LocalStagingStore, (self.runs_dir,))
 
     def path(self, run_id: str) -> Path:
         return self.runs_dir / run_id / STAGING_FILE
+
+    def prepare(self, run_id: str, copy: bool = True) -> None:
+        """Start, on threads, the two slow reads a retry of `run_id` will need, so that they run while the
+        project is validated: opening its staging for the planning's checks (the open replays its WAL) and,
+        with `copy`, copying its files for `seed`. Nothing is decided here: `unusable` and `seed` wait for
+        them and answer as they would have; `close` discards a copy that `seed` did not take."""
+        path = self.path(run_id)
+        if not path.is_file():
+            return
+        if run_id not in self._readers:
+            self._readers[run_id] = _Background(lambda: _attach(path))
+        if copy and run_id not in self._copies:
+            discard_seeds(self.runs_dir)  # a killed retry's leftovers (the project lock is held)
+            scratch = self.runs_dir / f"{SEED_PREFIX}{run_id}.duckdb"
+            self._copies[run_id] = _Background(lambda: _copy_staging(path, scratch))
 
     def unusable(self, staged: StagedLoad) -> str | None:
         import duckdb
@@ -111,35 +166,74 @@ class LocalStagingStore:
         path = self.path(staged.run_id)
         if not path.is_file():
             return f"its staging database {path.name} is gone (deleted by pz clean or the retention sweep)"
-        con = duckdb.connect()
+        con = self._reader(staged.run_id, path)
+        if isinstance(con, str):
+            return f"its staging database cannot be opened ({con})"
         try:
-            try:
-                con.execute(f"ATTACH {quote_literal(str(path))} AS old (READ_ONLY)")
-            except duckdb.Error as exc:
-                return f"its staging database cannot be opened ({_first_line(exc)})"
-            try:
-                row = con.execute(f"SELECT count(*) FROM old.main.{quote_ident(staged.table)}").fetchone()
-            except duckdb.Error as exc:
-                return f"its staged table {staged.table} cannot be read ({_first_line(exc)})"
-            rows = int(row[0]) if row else 0
-            if rows != staged.rows:
-                return f"its staged table has {rows} rows, the run recorded {staged.rows}"
-            return None
-        finally:
-            con.close()
+            row = con.execute(f"SELECT count(*) FROM old.main.{quote_ident(staged.table)}").fetchone()
+        except duckdb.Error as exc:
+            return f"its staged table {staged.table} cannot be read ({_first_line(exc)})"
+        rows = int(row[0]) if row else 0
+        if rows != staged.rows:
+            return f"its staged table has {rows} rows, the run recorded {staged.rows}"
+        return None
+
+    def _reader(self, run_id: str, path: Path) -> duckdb.DuckDBPyConnection | str:
+        """The earlier run's staging attached read-only, opened once for every check of the retry's planning
+        (opening it replays its WAL, the dearest part of a check), or why it cannot be opened."""
+        found = self._readers.get(run_id)
+        if isinstance(found, _Background):
+            found = found.result()
+        elif found is None:
+            found = _attach(path)
+        self._readers[run_id] = found
+        return found
+
+    def close(self) -> None:
+        """Detach what the planning's checks opened and delete a copy made for `seed` that the run did not
+        take."""
+        self.close_readers()
+        copies = list(self._copies.values())
+        self._copies.clear()
+        for pending in copies:
+            with contextlib.suppress(Exception):  # a copy that failed left nothing behind
+                unseed(pending.result())
+
+    def close_readers(self) -> None:
+        """Detach what the planning's checks opened (the staging files are only read, never written)."""
+        readers = list(self._readers.values())
+        self._readers.clear()
+        for reader in readers:
+            with contextlib.suppress(Exception):  # an open that failed holds nothing to close
+                con = reader.result() if isinstance(reader, _Background) else reader
+                if not isinstance(con, str):
+                    con.close()
 
     def seed(self, run_id: str, staging: Path) -> bool:
         """Copy the earlier run's staging files (database and WAL) as this run's: a file copy is much
-        cheaper than re-encoding every reused table, and the earlier run's files are never opened for
-        writing."""
+        cheaper than re-encoding every reused table (and a clone where the filesystem has reflinks, see
+        `copy_file`), and the earlier run's files are never opened for writing."""
         source = self.path(run_id)
         wal = source.with_name(source.name + ".wal")
         if not source.is_file() or staging.exists():
             return False
+        pending = self._copies.pop(run_id, None)
+        if pending is not None:  # made while the retry was planned: moved into place
+            try:
+                scratch = pending.result()
+                scratch_wal = scratch.with_name(scratch.name + ".wal")
+                if scratch_wal.exists():
+                    os.replace(scratch_wal, staging.with_name(staging.name + ".wal"))
+                os.replace(scratch, staging)
+                return True
+            except OSError:
+                unseed(staging)
+                with contextlib.suppress(OSError):
+                    unseed(self.runs_dir / f"{SEED_PREFIX}{run_id}.duckdb")
         try:
-            shutil.copyfile(source, staging)
+            copy_file(source, staging)
             if wal.is_file():
-                shutil.copyfile(wal, staging.with_name(staging.name + ".wal"))
+                copy_file(wal, staging.with_name(staging.name + ".wal"))
         except OSError:
             unseed(staging)
             return False
@@ -176,6 +270,68 @@ class LocalStagingStore:
         finally:
             with contextlib.suppress(duckdb.Error):  # else detached with the connection at the latest
                 cur.execute(f"DETACH {quote_ident(alias)}")
+
+
+def _attach(path: Path) -> duckdb.DuckDBPyConnection | str:
+    """A connection with `path` attached read-only as `old`, or why it cannot be opened."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH {quote_literal(str(path))} AS old (READ_ONLY)")
+    except duckdb.Error as exc:
+        con.close()
+        return _first_line(exc)
+    return con
+
+
+def _copy_staging(source: Path, target: Path) -> Path:
+    """Copy a staging database and its WAL (when there is one) to `target`; nothing is left on failure."""
+    wal = source.with_name(source.name + ".wal")
+    try:
+        copy_file(source, target)
+        if wal.is_file():
+            copy_file(wal, target.with_name(target.name + ".wal"))
+    except OSError:
+        unseed(target)
+        raise
+    return target
+
+
+def discard_seeds(runs_dir: Path) -> None:
+    """Delete copies made for a retry's seed that no run took (a retry killed while it was planned)."""
+    with contextlib.suppress(OSError):
+        for stray in runs_dir.glob(f"{SEED_PREFIX}*"):
+            with contextlib.suppress(OSError):
+                stray.unlink()
+
+
+def copy_file(source: Path, target: Path) -> None:
+    """Copy `source` to a new file `target` inside the kernel: `copy_file_range`, which filesystems with
+    reflinks (btrfs, XFS, bcachefs…) turn into a copy-on-write clone that copies no data at all; where the
+    call is refused (another filesystem underneath, an old kernel, not Linux) `shutil.copyfile`."""
+    if hasattr(os, "copy_file_range"):
+        try:
+            with source.open("rb") as src, target.open("wb") as dst:
+                left = os.fstat(src.fileno()).st_size
+                while left > 0:
+                    done = os.copy_file_range(src.fileno(), dst.fileno(), left)
+                    if done == 0:  # the source shrank meanwhile: copy what is there
+                        break
+                    left -= done
+            return
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                target.unlink()
+            if exc.errno not in _NO_RANGE_COPY:
+                raise
+    shutil.copyfile(source, target)
+
+
+# copy_file_range refused for this pair of files (not the disk failing): fall back to a plain copy
+_NO_RANGE_COPY = frozenset(
+    {errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM, errno.EBADF}
+)
 
 
 def seed_source(reuse: Mapping[str, Reuse]) -> tuple[StagingStore, str] | None:

@@ -176,21 +176,26 @@ def retry(
     root = find_project_root(project_dir or Path.cwd())
     state_dir = root / ".pz"
     lock = ProjectLock(state_dir).__enter__()
+    local = LocalStagingStore(runs_dir(state_dir))
     handed = False
     try:
         last = last_run(state_dir)
         if last.status == RunStatus.SUCCESS:
             return RetryOutcome(last.run_id, message=NOTHING)
-        the_plan, warnings = plan(root, (), (), last.args.vars, environ, last.args.full_refresh)
-        dag = the_plan.dag
         ran_on = ExecutorChoice(
             last.args.executor, Path(last.args.staging) if last.args.staging else None
         )  # a retry runs where the run it finishes ran, unless told otherwise
-        choice = choose_executor(executor, staging, environ, state_dir, default=ran_on)
-        store: StagingStore = LocalStagingStore(runs_dir(state_dir))
+        store: StagingStore = local
         if ran_on.is_ray and ran_on.staging is not None:
             store = SharedStagingStore(StagingRoot(ran_on.staging))
+        if store is local and not full_refresh:
+            # open and copy the failed run's staging while the project is validated
+            local.prepare(last.run_id, copy=not dry_run)
+        the_plan, warnings = plan(root, (), (), last.args.vars, environ, last.args.full_refresh)
+        dag = the_plan.dag
+        choice = choose_executor(executor, staging, environ, state_dir, default=ran_on)
         selection = select_retry(last, dag, store, full_refresh)
+        local.close_readers()
         notes = tuple(selection.notes())
         if selection.nothing:
             message = NOTHING_CHANGED if selection.changed or selection.removed else NOTHING
@@ -234,6 +239,7 @@ def retry(
             )
         return RetryOutcome(last.run_id, notes, None, selection, outcome)
     finally:
+        local.close()  # a staging copy the run did not take is deleted, under the lock
         if not handed:
             lock.__exit__(None, None, None)
 

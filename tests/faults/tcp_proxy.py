@@ -18,6 +18,12 @@ Every accepted connection gets a number (0, 1, 2, ... in accept order) and the p
 - `Fault.pause(after_bytes=n)`: like hold, but `proxy.release()` lets the connection go on (a server that is
   slow to answer, then answers).
 
+`FaultProxy(port, rate=bytes_per_second)` also paces the link: every byte that crosses the proxy, in either
+direction, waits its turn on one shared link of that rate (one bucket per direction, shared by all of the
+connections, as a WAN link is), so a benchmark can model a remote source on this machine's loopback.
+`proxy.rate` may be changed (or set to None) at any time. `proxy.sent` counts the bytes forwarded each way
+(`"down"`: server to client, `"up"`: client to server).
+
 `proxy.listening = False` closes the listening socket so connecting fails with ECONNREFUSED (a server that
 is down); `True` listens again on the same port. `proxy.policy` may be swapped at any time.
 `proxy.log` has the fault each connection was given, `proxy.fired` the connections where it happened (a
@@ -74,6 +80,30 @@ class Fault:
 
 Policy = Callable[[int], Fault]
 
+CHUNK = 65536
+
+
+class Link:
+    """One direction of a rate-limited link: a virtual clock of when the link is free again. Each chunk
+    waits until the bytes before it have gone, then holds the link for len(chunk) / rate seconds. Used from
+    the proxy's one event loop only."""
+
+    def __init__(self, rate: float):
+        if rate <= 0:
+            raise ValueError("rate must be positive (bytes per second)")
+        self.rate = rate
+        self._free_at = 0.0
+
+    def delay(self, size: int, now: float) -> float:
+        """Seconds the chunk of `size` bytes, ready at `now`, waits before it has crossed the link."""
+        self._free_at = max(self._free_at, now) + size / self.rate
+        return self._free_at - now
+
+    async def cross(self, size: int) -> None:
+        wait = self.delay(size, asyncio.get_running_loop().time())
+        if wait > 0:
+            await asyncio.sleep(wait)
+
 
 def always(fault: Fault) -> Policy:
     return lambda _index: fault
@@ -106,8 +136,18 @@ def _rst(writer: asyncio.StreamWriter) -> None:
 
 
 class FaultProxy:
-    def __init__(self, target_port: int, policy: Policy | None = None, target_host: str = "127.0.0.1"):
+    def __init__(
+        self,
+        target_port: int,
+        policy: Policy | None = None,
+        target_host: str = "127.0.0.1",
+        rate: float | None = None,
+    ):
+        """`rate`: bytes per second of the modelled link in each direction (None: as fast as loopback)."""
         self.target = (target_host, target_port)
+        self.links: dict[str, Link] = {}
+        self.rate = rate
+        self.sent = {"down": 0, "up": 0}
         self.policy: Policy = policy or always(Fault.ok())
         self.log: list[tuple[int, str]] = []
         self.received: dict[int, int] = {}  # bytes the server sent back, per connection
@@ -174,6 +214,16 @@ class FaultProxy:
             self._released = asyncio.Event()
         return self._released
 
+    @property
+    def rate(self) -> float | None:
+        """The modelled link's bytes per second each way, None when unlimited; settable at any time (applies
+        from the next chunk forwarded)."""
+        return self.links["down"].rate if self.links else None
+
+    @rate.setter
+    def rate(self, value: float | None) -> None:
+        self.links = {"down": Link(value), "up": Link(value)} if value is not None else {}
+
     def kinds(self) -> list[str]:
         with self._lock:
             return [kind for _i, kind in self.log]
@@ -232,8 +282,11 @@ class FaultProxy:
         budget = [fault.after_bytes if fault.kind in ("reset", "hold", "pause") else -1]
 
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, counted: bool) -> None:
+            direction = "down" if counted else "up"
             try:
-                while data := await src.read(65536):
+                while data := await src.read(CHUNK):
+                    if (link := self.links.get(direction)) is not None:
+                        await link.cross(len(data))
                     if counted:
                         self.received[index] = self.received.get(index, 0) + len(data)
                     if counted and budget[0] >= 0 and fault.kind == "pause":
@@ -259,6 +312,7 @@ class FaultProxy:
                             return
                         budget[0] -= len(data)
                     dst.write(data)
+                    self.sent[direction] += len(data)
                     await dst.drain()
             except (ConnectionError, OSError):
                 pass

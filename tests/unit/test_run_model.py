@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import pickle
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pipelinez.core.redact import Redactor
 from pipelinez.core.vocabulary import (
     OK_STATUSES,
     NodeError,
@@ -26,6 +28,7 @@ from pipelinez.engine.failures import NodeFailure
 from pipelinez.engine.run_results import (
     NodeResult,
     PartitionResult,
+    ResultsWriter,
     RunArgs,
     RunResults,
     UnreadableResults,
@@ -185,3 +188,47 @@ def test_a_pickled_node_failure_keeps_every_field_and_still_raises() -> None:
     assert again.error == NodeError("PZ0505", "reset", True)
     with pytest.raises(NodeFailure):
         raise again
+
+
+def test_run_results_is_written_durably_before_its_name_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each write fsyncs the whole temp file before renaming it over the record (a power loss leaves a whole
+    record under the name, never half of one); the folders are fsynced after the first write (the run and its
+    record exist) and the final one (the run's status survives)."""
+    run_dir = tmp_path / "runs" / "20261130T022122499Z-ec7b"
+    run_dir.mkdir(parents=True)
+    path = run_dir / "run_results.json"
+    steps: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        steps.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        assert json.loads(Path(src).read_text())["run_id"] == results.run_id  # whole before it moves
+        steps.append(("rename", str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    results = RunResults("20261130T022122499Z-ec7b", "run", "2026-11-30T02:21:22Z", [], RunArgs())
+    writer = ResultsWriter(path, results, Redactor())
+    tmp = str(path.with_suffix(".json.tmp"))
+    writer.write()
+    assert steps == [
+        ("fsync", tmp),
+        ("rename", str(path)),
+        ("fsync", str(run_dir.parent)),
+        ("fsync", str(run_dir)),
+    ]
+    steps.clear()
+    writer.write()  # a node finished: the record durable, its name left to the file system's journal
+    assert steps == [("fsync", tmp), ("rename", str(path))]
+    steps.clear()
+    results.status = RunStatus.FAILED
+    writer.write(final=True)
+    assert steps == [("fsync", tmp), ("rename", str(path)), ("fsync", str(run_dir))]
+    final = read_results(path)
+    assert final is not None and final.status is RunStatus.FAILED
