@@ -136,7 +136,7 @@ class LocalFilesConnector(Connector):
                 select = reading.native_select(helper, ds, schema, files)
             finally:
                 helper.close()
-            land(con, target, bounded_select(select, dataset.bounds))
+            land(con, target, bounded_select(select, dataset.bounds), dataset.staging_compression)
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0505", _part(ds, partition)) from exc
 

@@ -183,6 +183,7 @@ class PostgresConnector(Connector):
             target,
             self._where(dataset),
             dataset.bounds,
+            dataset.staging_compression,
         )
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
