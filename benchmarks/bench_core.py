@@ -3,6 +3,10 @@ the same CSV → Parquet COPY. Runs alternate (A B A B …) because machine spee
 is the median of per-pair ratios, with each tool's peak RSS.
 
     .venv/bin/python benchmarks/bench_core.py --rows 10000000 --pairs 3
+    .venv/bin/python benchmarks/bench_core.py --rows 10000000 --pairs 3 --staging-compression fast,auto
+
+With several `--staging-compression` modes each round runs the reference, then pz once per mode; a mode's
+ratio is its time over that round's reference run. The staging file's size is printed per mode.
 """
 
 from __future__ import annotations
@@ -35,11 +39,12 @@ def generate_csv(path: Path, rows: int) -> None:
     """)
 
 
-def write_project(root: Path, csv: Path) -> None:
+def write_project(root: Path, csv: Path, compression: str | None = None) -> None:
     if root.exists():
         shutil.rmtree(root)
+    engine = f"engine: {{ staging_compression: {compression} }}\n" if compression else ""
     files = {
-        "project.yml": "name: bench\nretention: { keep_last: 1 }\n",
+        "project.yml": "name: bench\nretention: { keep_last: 1 }\n" + engine,
         "sources/files.yml": f"""
             connector: localfiles
             connection: {{ root: "{csv.parent}" }}
@@ -78,15 +83,27 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, int]:
     return elapsed, usage.ru_maxrss // 1024
 
 
+def staging_mib(project: Path) -> float:
+    runs = sorted(p for p in (project / ".pz" / "runs").iterdir() if p.is_dir())
+    files = [runs[-1] / "staging.duckdb", runs[-1] / "staging.duckdb.wal"]
+    return sum(f.stat().st_size for f in files if f.exists()) / 2**20
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument(
+        "--staging-compression", default="", help="comma-separated engine.staging_compression modes"
+    )
     args = parser.parse_args()
     csv = DATA / f"orders_{args.rows}.csv"
     generate_csv(csv, args.rows)
-    project = DATA / "bench_project"
-    write_project(project, csv)
+    modes = [m for m in args.staging_compression.split(",") if m] or [""]
+    projects = {}
+    for mode in modes:
+        projects[mode] = DATA / (f"bench_project_{mode}" if mode else "bench_project")
+        write_project(projects[mode], csv, mode or None)
     ref_out = DATA / "reference.parquet"
     reference = [
         sys.executable,
@@ -95,21 +112,27 @@ def main() -> None:
         "columns={'id': 'BIGINT', 'customer': 'VARCHAR', 'amount': 'DECIMAL(10,1)', "
         "'ordered_at': 'DATE', 'status': 'VARCHAR'})) TO '" + str(ref_out) + "' (FORMAT parquet)\")",
     ]
-    pz = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"]
-    rows: dict[str, list[tuple[float, int]]] = {"plain duckdb COPY": [], "pz run": []}
-    ratios = []
+    names = {mode: f"pz run {mode}".strip() for mode in modes}
+    rows: dict[str, list[tuple[float, int]]] = {"plain duckdb COPY": [], **{n: [] for n in names.values()}}
+    ratios: dict[str, list[float]] = {n: [] for n in names.values()}
+    sizes: dict[str, float] = {}
     for _ in range(args.pairs):
         ref = timed(reference, DATA)
-        mine = timed(pz, DATA)
         rows["plain duckdb COPY"].append(ref)
-        rows["pz run"].append(mine)
-        ratios.append(mine[0] / ref[0])
-    print(f"{args.rows:,} rows CSV → Parquet, {args.pairs} alternating pairs")
-    print(f"{'tool':<20} {'median s':>9} {'ratio':>7} {'peak RSS MiB':>13}")
+        for mode in modes:
+            pz = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(projects[mode]), "run"]
+            mine = timed(pz, DATA)
+            rows[names[mode]].append(mine)
+            ratios[names[mode]].append(mine[0] / ref[0])
+            sizes[names[mode]] = staging_mib(projects[mode])
+            print(f"  {names[mode]}: {mine[0]:.2f}s ratio {ratios[names[mode]][-1]:.2f} (COPY {ref[0]:.2f}s)")
+    print(f"{args.rows:,} rows CSV → Parquet, {args.pairs} alternating rounds")
+    print(f"{'tool':<24} {'median s':>9} {'ratio':>7} {'peak RSS MiB':>13} {'staging MiB':>12}")
     for tool, runs in rows.items():
         median = statistics.median(t for t, _ in runs)
-        ratio = statistics.median(ratios) if tool == "pz run" else 1.0
-        print(f"{tool:<20} {median:>9.2f} {ratio:>7.2f} {max(r for _, r in runs):>13}")
+        ratio = statistics.median(ratios[tool]) if tool in ratios else 1.0
+        size = f"{sizes[tool]:>12.0f}" if tool in sizes else f"{'-':>12}"
+        print(f"{tool:<24} {median:>9.2f} {ratio:>7.2f} {max(r for _, r in runs):>13} {size}")
 
 
 if __name__ == "__main__":

@@ -145,6 +145,7 @@ def dataset_request(
         spec.columns,
         force_universal(project, inst.spec),
         bounds or ReadBounds(),
+        project.engine.staging_compression,
     )
 
 

@@ -14,6 +14,7 @@ from pipelinez.config.checks import build_check
 from pipelinez.config.model import (
     DATASET_ENGINE_KEYS,
     DEFAULT_MEMORY_LIMIT,
+    DEFAULT_STAGING_COMPRESSION,
     OUTPUT_ENGINE_KEYS,
     BreakerSpec,
     CheckSpec,
@@ -94,6 +95,7 @@ def build_engine(engine: dict[str, Any]) -> EngineSpec:
         fail_fast=bool(engine.get("fail_fast", False)),
         force_universal=bool(engine.get("force_universal", False)),
         memory_limit=str(engine.get("memory_limit", DEFAULT_MEMORY_LIMIT)).strip(),
+        staging_compression=str(engine.get("staging_compression", DEFAULT_STAGING_COMPRESSION)),
         retry=build_retry(engine.get("retry")),
         breaker=None if breaker is None else build_breaker(breaker),
     )

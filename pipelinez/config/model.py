@@ -14,6 +14,8 @@ STRATEGIES = ("replace", "merge", "append")
 # staging buffer pool: bounded, whatever the table size; bigger work spills. 512MB keeps a whole `pz run` of
 # 10M+ rows under 700 MiB peak RSS (docs/benchmarks.md) at no measurable cost in time
 DEFAULT_MEMORY_LIMIT = "512MB"
+STAGING_COMPRESSIONS = ("fast", "auto", "uncompressed")
+DEFAULT_STAGING_COMPRESSION = "fast"
 DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks"})
 OUTPUT_ENGINE_KEYS = frozenset({"strategy", "keys", "on_delete", "duplicates", "allow_empty", "retry"})
 
@@ -42,6 +44,7 @@ class EngineSpec:
     retry: RetrySpec = field(default_factory=RetrySpec)
     breaker: BreakerSpec | None = None
     memory_limit: str = DEFAULT_MEMORY_LIMIT
+    staging_compression: str = DEFAULT_STAGING_COMPRESSION
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from pipelinez.config.checks import check_defs
-from pipelinez.config.model import STRATEGIES, VAR_TYPES
+from pipelinez.config.model import STAGING_COMPRESSIONS, STRATEGIES, VAR_TYPES
 from pipelinez.core.durations import DURATION_PATTERN
 from pipelinez.core.sqlnames import NAME_PATTERN
 
@@ -133,6 +133,11 @@ def project_schema() -> dict[str, Any]:
                 "type": "string",
                 "pattern": r"^\s*\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",
                 "description": "staging DuckDB memory cap (e.g. 1GB); larger work spills to disk",
+            },
+            "staging_compression": {
+                "enum": list(STAGING_COMPRESSIONS),
+                "description": "how staged source loads are compressed: fast (text zstd, numbers DuckDB's "
+                "light codecs), auto (DuckDB picks per segment: smallest, slowest) or uncompressed",
             },
             "retry": _ref("retry"),
             "breaker": _ref("breaker"),

@@ -22,6 +22,7 @@ _LINE_CONTEXT = re.compile(r"\n[ \t]*LINE |LINE \d+:")
 _DUCKDB_HINTS = re.compile(r"\n\n|\n(?:Possible fixes|Possible solutions|The search space used was)")
 _LOCK_CONFLICT = "Could not set lock on file"
 _LOCK_HOLDER = re.compile(r"PID (\d+)")
+_FLAT = re.compile(r"[A-Z_ ]+(\(\d+,\s*\d+\))?")  # a type without nesting: INTEGER, DECIMAL(12,2), …
 
 
 def summary(message: str) -> str:
@@ -83,12 +84,39 @@ def table_exists(con: duckdb.DuckDBPyConnection, quoted: str) -> bool:
     return duck_catalog.table_exists(con, quoted)
 
 
-def land(con: duckdb.DuckDBPyConnection, target: str, select: str) -> None:
-    """Create `target` from `select`, or insert into it by column name when it exists already."""
+def land(con: duckdb.DuckDBPyConnection, target: str, select: str, compression: str = "auto") -> None:
+    """Create `target` from `select`, or insert into it by column name when it exists already.
+    `compression` is the dataset's `staging_compression` (see `create_staging_table`)."""
     if table_exists(con, target):
         con.execute(f"INSERT INTO {target} BY NAME {select}")
+    elif create_staging_table(con, target, select, compression):
+        con.execute(f"INSERT INTO {target} {select}")
     else:
         con.execute(f"CREATE TABLE {target} AS {select}")
+
+
+def create_staging_table(con: duckdb.DuckDBPyConnection, target: str, select: str, compression: str) -> bool:
+    """Create the empty staging table `target` with `select`'s columns and the compression asked for; False
+    when it is left to `CREATE TABLE … AS` (auto: DuckDB analyses every column segment and picks the
+    smallest codec, which costs more CPU than reading a CSV file).
+
+    - fast: text columns zstd, every other column DuckDB's own choice (its light codecs: bitpacking, RLE,
+      dictionary… are cheap to pick). Text is where auto is slow (FSST analysis).
+    - uncompressed: no column compressed (the fastest write; the largest file).
+    Columns of types DuckDB cannot compress that way (nested types) keep DuckDB's choice."""
+    if compression not in ("fast", "uncompressed"):
+        return False
+    columns = [(str(r[0]), str(r[1])) for r in con.execute(f"DESCRIBE {select}").fetchall()]
+    spec = []
+    for name, kind in columns:
+        codec = None
+        if kind == "VARCHAR":
+            codec = "zstd" if compression == "fast" else "uncompressed"
+        elif compression == "uncompressed" and _FLAT.fullmatch(kind):
+            codec = "uncompressed"
+        spec.append(f"{quote_ident(name)} {kind}" + (f" USING COMPRESSION {codec}" if codec else ""))
+    con.execute(f"CREATE TABLE {target} ({', '.join(spec)})")
+    return True
 
 
 def with_schema(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:

@@ -79,10 +79,16 @@ class RunContext:
         self.bus.publish(Note(self.run_id, message=message))
 
 
+STAGING_STORAGE = "v1.2.0"
+
+
 def open_staging(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
     import duckdb
 
-    con = duckdb.connect(str(path))
+    # A new staging file is created in DuckDB's v1.2 storage format, which compresses text with zstd
+    # (engine.staging_compression: fast); files the run attaches (DuckDB sinks) keep DuckDB's default format.
+    con = duckdb.connect(str(path), config={"storage_compatibility_version": STAGING_STORAGE})
+    con.execute("RESET storage_compatibility_version")
     con.execute(f"SET memory_limit = {quote_literal(memory_limit)}")
     con.execute("SET TimeZone = 'UTC'")
     con.execute(f"SET temp_directory = {quote_literal((path.parent / 'tmp').as_posix())}")

@@ -23,6 +23,7 @@ from pipelinez.connectors.sdk import (
     Partition,
 )
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
+from pipelinez.connectors.sdk_sql import create_staging_table
 from pipelinez.core import duck_catalog, failpoints
 from pipelinez.core.diagnostics import ConnectorHostError
 from pipelinez.core.sqlnames import quote_ident
@@ -103,6 +104,7 @@ def ingest_batches(
     exists: bool,
     columns: dict[str, str] | None,
     view_name: str,
+    compression: str = "auto",
 ) -> None:
     """Stream Arrow record batches into the staging table `table` (unquoted), casting to the contract."""
     import pyarrow as pa
@@ -148,6 +150,8 @@ def ingest_batches(
         source = f"SELECT {select} FROM {quote_ident(view_name)}"
         if exists:
             cur.execute(f"INSERT INTO {target} BY NAME {source}")
+        elif create_staging_table(cur, target, source, compression):
+            cur.execute(f"INSERT INTO {target} {source}")
         else:
             cur.execute(f"CREATE TABLE {target} AS {source}")
     except Exception:
@@ -461,6 +465,7 @@ def _land_partition(
             _table_exists(cur, table),
             request.columns,
             f"__pz_ingest_{table}",
+            request.staging_compression,
         )
 
 

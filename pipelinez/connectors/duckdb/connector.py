@@ -129,14 +129,14 @@ class DuckDBConnector(Connector):
         try:
             with attached(con, self.path, read_only=True) as alias:
                 if "query" not in dataset.options:
-                    land(con, target, self._select(dataset, alias))
+                    land(con, target, self._select(dataset, alias), dataset.staging_compression)
                     return
                 row = con.execute("SELECT current_database(), current_schema()").fetchone()
                 assert row is not None
                 qualified = _qualify(target, str(row[0]), str(row[1]))
                 con.execute(f"USE {quote_ident(alias)}")
                 try:
-                    land(con, qualified, self._select(dataset, None))
+                    land(con, qualified, self._select(dataset, None), dataset.staging_compression)
                 finally:
                     con.execute(f"USE {quote_ident(str(row[0]))}.{quote_ident(str(row[1]))}")
         except duckdb.Error as exc:

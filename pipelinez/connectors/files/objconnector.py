@@ -156,7 +156,7 @@ class ObjectStoreConnector(Connector):
                 with self.store.session(con) as cur:
                     schema = self._schema(ds, dataset, cur, files)
                     select = reading.native_select(cur, ds, schema, files)
-                    land(cur, target, bounded_select(select, dataset.bounds))
+                    land(cur, target, bounded_select(select, dataset.bounds), dataset.staging_compression)
             except duckdb.Error as exc:
                 raise as_transient(wrap(exc, "PZ0505"), exc) from exc
             except OSError as exc:

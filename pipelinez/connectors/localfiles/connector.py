@@ -150,7 +150,7 @@ class LocalFilesConnector(Connector):
         try:
             schema = self._schema(ds, dataset)
             select = reading.native_select(self.helper(), ds, schema, files)
-            land(con, target, bounded_select(select, dataset.bounds))
+            land(con, target, bounded_select(select, dataset.bounds), dataset.staging_compression)
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0505", _part(ds, partition)) from exc
 

@@ -191,6 +191,7 @@ class PostgresConnector(Connector):
             self._where(dataset),
             dataset.bounds,
             self._attachment,
+            dataset.staging_compression,
         )
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:

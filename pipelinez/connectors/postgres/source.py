@@ -52,6 +52,7 @@ from pipelinez.connectors.postgres.types import (
     plan_column,
 )
 from pipelinez.connectors.sdk import DatasetRequest, Partition, ReadBounds, bounds_predicate
+from pipelinez.connectors.sdk_sql import create_staging_table
 from pipelinez.core import duck_catalog
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.duck_types import parse_type
@@ -511,6 +512,7 @@ def extract_native(
     where: str,
     bounds: ReadBounds | None = None,
     attachment: Attachment | None = None,
+    compression: str = "auto",
 ) -> None:
     """Land the partition's rows in `target` through `attachment` (kept by the caller across reads, and
     dropped here when the read fails), or through an ATTACH of its own for this read."""
@@ -527,7 +529,7 @@ def extract_native(
         else:
             pg_sql = relation.select_sql(False, read_where(relation, partition, bounds))
             source = f"postgres_query({quote_literal(alias)}, {quote_literal(pg_sql)})"
-        land(con, target, f"SELECT {relation.duck_projection() or '*'} FROM {source}")
+        land(con, target, f"SELECT {relation.duck_projection() or '*'} FROM {source}", compression)
     except duckdb.Error as exc:
         through.drop()
         raise settings.error(exc, where, "PZ0505") from exc
@@ -696,10 +698,13 @@ def _guard_key(conn: psycopg.Connection[Any], relation: Relation) -> list[tuple[
     return None
 
 
-def land(con: duckdb.DuckDBPyConnection, target: str, select: str) -> None:
-    """Create `target` from `select`, or insert into it by column name when it exists already."""
+def land(con: duckdb.DuckDBPyConnection, target: str, select: str, compression: str = "auto") -> None:
+    """Create `target` from `select` (compressed as `create_staging_table` says), or insert into it by
+    column name when it exists already."""
     if table_exists(con, target):
         con.execute(f"INSERT INTO {target} BY NAME {select}")
+    elif create_staging_table(con, target, select, compression):
+        con.execute(f"INSERT INTO {target} {select}")
     else:
         con.execute(f"CREATE TABLE {target} AS {select}")
 
