@@ -11,9 +11,10 @@ from pipelinez.core.diagnostics import Place
 
 VAR_TYPES = ("string", "int", "bigint", "decimal", "bool", "date", "timestamp")
 STRATEGIES = ("replace", "merge", "append")
-# staging buffer pool: bounded, whatever the table size; bigger work spills. 512MB keeps a whole `pz run` of
-# 10M+ rows under 700 MiB peak RSS (docs/benchmarks.md) at no measurable cost in time
-DEFAULT_MEMORY_LIMIT = "512MB"
+# staging buffer pool: bounded, whatever the table size; bigger work spills. Peak RSS of a run that stages
+# more than the cap is about the cap + 230 MiB: 384MB keeps a native 10M-row `pz run` with `fast` staging
+# (larger staged tables than `auto`) under 700 MiB (583 MiB; 742 with 512MB; docs/benchmarks.md)
+DEFAULT_MEMORY_LIMIT = "384MB"
 STAGING_COMPRESSIONS = ("fast", "auto", "uncompressed")
 DEFAULT_STAGING_COMPRESSION = "fast"
 DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks"})
