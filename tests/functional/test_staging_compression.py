@@ -95,7 +95,8 @@ def test_each_mode_compresses_the_staged_table_as_it_says(
     if text is not None:
         assert text <= codecs["note"], codecs
     else:  # auto: DuckDB's own pick for text (FSST or a dictionary), never zstd nor nothing at all
-        assert not codecs["note"] & {"ZSTD", "Uncompressed"}, codecs
+        # (a segment whose sample does not compress may be left Uncompressed by DuckDB's analysis)
+        assert "ZSTD" not in codecs["note"] and codecs["note"] - {"Uncompressed"}, codecs
     if other is not None:
         assert codecs["id"] <= other | {"Constant"} and codecs["amount"] <= other | {"Constant"}, codecs
     else:  # numbers keep DuckDB's light codecs in fast and auto
