@@ -481,10 +481,14 @@ class MySQLConnector(Connector):
 
         settings = self.settings
         reader: Any = None
+        # ConnectorX's producer thread may panic at any moment while the stream is alive (between two
+        # batches too), printing to fd 2: fd 2 stays captured until the reader is gone
+        alive = contextlib.ExitStack()
+        alive.enter_context(native_stderr())
         try:
             captured: Captured | None = None
             try:
-                # a Rust panic prints to fd 2: never raw to the user; so does the pool's connection retry
+                # the pool's connection retries print to fd 2 as well: captured on their own to be reported
                 with native_stderr() as captured:
                     if whole:
                         fetched = cx.read_sql(
@@ -546,6 +550,8 @@ class MySQLConnector(Connector):
             if reader is not None and hasattr(reader, "close"):
                 with contextlib.suppress(Exception):
                     reader.close()
+            reader = None  # the stream and its producer thread go here, then fd 2 is given back
+            alive.close()
 
     def _report_pool_retries(self, stderr: str, where: str) -> None:
         """ConnectorX builds an r2d2 connection pool, which retries a failed connect on its own (after 0.4s,
