@@ -8,6 +8,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import duckdb
@@ -580,3 +581,41 @@ def test_summary_keeps_the_cause_only() -> None:
         summary("Conversion Error: bad\n\nColumn n is being converted\n  file = a.csv")
         == "Conversion Error: bad"
     )
+
+
+def _stream(con: duckdb.DuckDBPyConnection, sql: str, fail_after: int | None = None) -> pa.RecordBatchReader:
+    """`sql`'s rows in batches of 7 (many INSERT groups); the stream breaks after `fail_after` batches."""
+    reader = con.execute(sql).to_arrow_reader(7)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for i, batch in enumerate(reader):
+            if fail_after is not None and i == fail_after:
+                raise OSError("the stream broke")
+            yield batch
+
+    return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
+@pytest.mark.parametrize("strategy", ["replace", "append", "merge"])
+def test_a_long_stream_lands_whole_in_order_and_a_broken_one_not_at_all(tmp_path: Path, strategy: str) -> None:
+    """The universal tier writes a stream in several INSERT statements (bounded memory): the target gets
+    every row once, in order, and a stream that breaks after some statements leaves the target as it was."""
+    conn = connector(tmp_path)
+    con = duckdb.connect()
+    first = "SELECT range AS id, 'row ' || range AS v FROM range(1000)"
+    keys = ("id",) if strategy == "merge" else ()
+    out = OutputRequest("o", {}, strategy, keys=keys, run_id="r1")
+    assert conn.write_batches(out, _stream(con, first)).rows == 1000
+    before = read_target(tmp_path / "warehouse.duckdb", "o")
+    assert before == [(i, f"row {i}") for i in range(1000)]
+    if strategy != "merge":  # the rows keep the stream's order
+        with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as check:
+            assert [r[0] for r in check.execute("SELECT id FROM o").fetchall()] == list(range(1000))
+    again = "SELECT range + 500 AS id, 'new ' || range AS v FROM range(1000)"
+    with pytest.raises(PzConnectorError) as err:
+        conn.write_batches(
+            OutputRequest("o", {}, strategy, keys=keys, run_id="r2"), _stream(con, again, fail_after=60)
+        )
+    assert "the stream broke" in err.value.message
+    assert read_target(tmp_path / "warehouse.duckdb", "o") == before
+    assert tables_of(tmp_path / "warehouse.duckdb") == [("main", "o")]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.duckdb import strategies
+from pipelinez.connectors.duckdb.feed import ArrowFeed
 from pipelinez.connectors.duckdb.files import attached, connected, resolve_path
 from pipelinez.connectors.duckdb.names import TableName
 from pipelinez.connectors.sdk import (
@@ -186,24 +187,28 @@ class DuckDBConnector(Connector):
         if first is None and output.strategy == "replace" and not output.allow_empty:
             raise strategies.refuse_empty(target)
         batches = itertools.chain([first] if first is not None else [], rest)
-        stream = pa.RecordBatchReader.from_batches(reader.schema, batches)
+        feed = ArrowFeed(pa.RecordBatchReader.from_batches(reader.schema, batches), _STREAM)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with connected(self.path, read_only=False) as con:
                 row = con.execute("SELECT current_database()").fetchone()
                 assert row is not None
                 catalog = str(row[0])
-                con.register(_STREAM, stream)
+                con.register(_SHAPE, reader.schema.empty_table())
                 if output.strategy == "merge":
-                    con.execute(f"CREATE TEMP TABLE {quote_ident(_INCOMING)} AS SELECT * FROM {_STREAM}")
+                    con.execute(
+                        f"CREATE TEMP TABLE {quote_ident(_INCOMING)} AS SELECT * FROM {_SHAPE} WITH NO DATA"
+                    )
+                    feed.insert_into(con, _STAGED)
                     rows, cols = self._prepare(con, output, _STAGED, target)
                     result = strategies.write(con, catalog, target, output, _STAGED, cols, rows)
                 else:
                     if output.strategy not in ("replace", "append"):
                         raise PzConnectorError(f"unknown strategy '{output.strategy}'", code="PZ0305")
-                    con.register(_SHAPE, reader.schema.empty_table())
                     cols = strategies.columns_of(con, _SHAPE)
-                    result = strategies.write(con, catalog, target, output, _STREAM, cols, None, shape=_SHAPE)
+                    result = strategies.write(
+                        con, catalog, target, output, _SHAPE, cols, None, shape=_SHAPE, feed=feed
+                    )
                 self._checkpoint(con, catalog)
                 return result
         except duckdb.Error as exc:

@@ -27,6 +27,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pipelinez.connectors.duckdb.feed import ArrowFeed
 from pipelinez.connectors.duckdb.names import TableName
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
 from pipelinez.core import failpoints
@@ -131,11 +132,13 @@ def write(
     rows: int | None,
     shape: str | None = None,
     leftovers: Sequence[str] | None = None,
+    feed: ArrowFeed | None = None,
 ) -> WriteResult:
     """Run the output's strategy in one transaction; the previous state stays on any failure.
 
     `rows` is the source's row count, or None when the source is a one-shot stream (replace and append
-    only): then it is counted as it lands, and `shape` names an empty relation with the source's columns.
+    only): then `feed` writes it in bounded statements and counts it as it lands, and `shape` (also `source`)
+    names an empty relation with the stream's columns.
     `leftovers`: the target's work tables of earlier runs, when the caller listed them elsewhere (the file
     attached to the shared staging instance must not be listed there: see `leftover_work_tables`)."""
     qtarget = target.sql(catalog)
@@ -146,7 +149,13 @@ def write(
             sweep(cur, catalog, target, leftovers)
             tmp = work_table(target, output.run_id)
             cur.execute(f"DROP TABLE IF EXISTS {tmp.sql(catalog)}")
-            cur.execute(f"CREATE TABLE {tmp.sql(catalog)} AS SELECT * FROM {source}")
+            if feed is None:
+                cur.execute(f"CREATE TABLE {tmp.sql(catalog)} AS SELECT * FROM {source}")
+            else:
+                cur.execute(
+                    f"CREATE TABLE {tmp.sql(catalog)} AS SELECT * FROM {shape or source} WITH NO DATA"
+                )
+                rows = feed.insert_into(cur, tmp.sql(catalog))
             if rows is None:
                 rows = count_rows(cur, tmp.sql(catalog))
             failpoints.hit("sink.before_swap")
@@ -160,7 +169,9 @@ def write(
                 f"CREATE TABLE IF NOT EXISTS {qtarget} AS SELECT {select} FROM {shape or source} WITH NO DATA"
             )
             _add_missing_columns(cur, qtarget, data)
-            if output.strategy == "append":
+            if output.strategy == "append" and feed is not None:
+                result = WriteResult(feed.insert_into(cur, qtarget, by_name=True), 1)
+            elif output.strategy == "append":
                 inserted = cur.execute(f"INSERT INTO {qtarget} BY NAME SELECT * FROM {source}").fetchone()
                 result = WriteResult(rows if rows is not None else int(inserted[0] if inserted else 0), 1)
             else:
