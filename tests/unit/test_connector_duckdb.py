@@ -7,8 +7,8 @@ import subprocess
 import sys
 import textwrap
 import threading
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -597,7 +597,7 @@ def _stream(con: duckdb.DuckDBPyConnection, sql: str, fail_after: int | None = N
 
 
 @pytest.mark.parametrize("strategy", ["replace", "append", "merge"])
-def test_a_long_stream_lands_whole_in_order_and_a_broken_one_not_at_all(tmp_path: Path, strategy: str) -> None:
+def test_a_long_stream_lands_whole_and_a_broken_one_not_at_all(tmp_path: Path, strategy: str) -> None:
     """The universal tier writes a stream in several INSERT statements (bounded memory): the target gets
     every row once, in order, and a stream that breaks after some statements leaves the target as it was."""
     conn = connector(tmp_path)
