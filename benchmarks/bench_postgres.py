@@ -1,10 +1,12 @@
 """PostgreSQL source benchmark: loading a whole N-row table into a DuckDB file, `pz run` (native and universal
-tier) against plain DuckDB's postgres_scan, ConnectorX and dlt. Every tool runs as its own child process (peak
-RSS from os.wait4); each tool's run sits between two reference runs (R A R B R C R …) because machine speed
-drifts, and its ratio is its time over the mean of the two reference runs around it, median over rounds.
+tier) against plain DuckDB's postgres_scan, ConnectorX, dlt and Sling. Every tool runs as its own child
+process (peak RSS from os.wait4); each tool's run sits between two reference runs (R A R B R C R …) because
+machine speed drifts, and its ratio is its time over the mean of the two reference runs around it, median over
+rounds.
 
 For pz the time compared is the source-load node's duration_ms (run_results.json); the whole `pz run` wall
-time is shown beside it. The reference, ConnectorX and dlt time their load inside the child.
+time is shown beside it. The reference, ConnectorX and dlt time their load inside the child; Sling is timed
+around its CLI. A second table compares the whole processes (wall time over the references' wall time).
 
     .venv/bin/python benchmarks/bench_postgres.py --rows 10000000 --rounds 3
     .venv/bin/python benchmarks/bench_postgres.py --rows-sweep 1000000,5000000,10000000 --rounds 1
@@ -33,13 +35,14 @@ HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
 SCHEMA = "pz_bench"
 NODE = "src_pg__orders"
-TOOLS = ("reference", "pz-native", "pz-universal", "connectorx", "dlt")
+TOOLS = ("reference", "pz-native", "pz-universal", "connectorx", "dlt", "sling")
 LABELS = {
     "reference": "plain duckdb postgres_scan",
     "pz-native": "pz run native (source load)",
     "pz-universal": "pz run universal (source load)",
     "connectorx": "connectorx arrow_stream p=2",
     "dlt": "dlt sql_table pyarrow",
+    "sling": "sling run (CLI)",
 }
 
 
@@ -169,20 +172,82 @@ def child_dlt(conn: Conn, table: str, out: Path) -> dict[str, float]:
     return {"load_s": elapsed, "rows": rows[0] if rows else 0}
 
 
-CHILDREN = {"reference": child_reference, "connectorx": child_connectorx, "dlt": child_dlt}
+def sling_home() -> Path | None:
+    """A private HOME for Sling: its DuckDB target runs the DuckDB CLI from ~/.sling/bin/duckdb/<version>/,
+    which would download it and its json/httpfs extensions; the bench extra ships all of them as PyPI
+    packages (sling-linux-amd64, duckdb-cli, duckdb-extension-json/-httpfs), laid out here. None: missing."""
+    try:
+        import duckdb
+        import duckdb_cli
+        import duckdb_extension_httpfs
+        import duckdb_extension_json
+        import sling_linux_amd64  # noqa: F401
+    except ImportError:
+        return None
+    version = duckdb.__version__
+    home = DATA / "sling_home"
+    cli = home / ".sling" / "bin" / "duckdb" / version / "duckdb"
+    extensions = home / ".duckdb" / "extensions" / f"v{version}" / "linux_amd64"
+    cli.parent.mkdir(parents=True, exist_ok=True)
+    extensions.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(Path(duckdb_cli.__file__).parent / "duckdb", cli)
+    for package, name in ((duckdb_extension_httpfs, "httpfs"), (duckdb_extension_json, "json")):
+        shipped = Path(package.__file__).parent / "extensions" / f"v{version}" / f"{name}.duckdb_extension"
+        shutil.copy2(shipped, extensions / shipped.name)
+    return home
+
+
+def sling_binary() -> str:
+    import sling_linux_amd64
+
+    return str(Path(sling_linux_amd64.__file__).parent / "bin" / "sling-linux-amd64")
+
+
+def child_sling(conn: Conn, table: str, out: Path) -> dict[str, float]:
+    import duckdb
+
+    home = sling_home()
+    assert home is not None
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "SLING_HOME_DIR": str(home / ".sling"),
+        "PZ_BENCH_PG": f"{conn.uri()}?sslmode=disable",
+        "PZ_BENCH_DDB": f"duckdb://{out}?duckdb_version={duckdb.__version__}",
+    }
+    cmd = [sling_binary(), "run", "--src-conn", "PZ_BENCH_PG", "--src-stream", f"{SCHEMA}.{table}"]
+    cmd += ["--tgt-conn", "PZ_BENCH_DDB", "--tgt-object", "main.t", "--mode", "full-refresh"]
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"sling failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    con = duckdb.connect(str(out), read_only=True)
+    rows = con.execute("SELECT count(*) FROM t").fetchone()
+    con.close()
+    return {"load_s": elapsed, "rows": rows[0] if rows else 0}
+
+
+CHILDREN = {
+    "reference": child_reference,
+    "connectorx": child_connectorx,
+    "dlt": child_dlt,
+    "sling": child_sling,
+}
 
 
 # -- pz projects ---------------------------------------------------------------------------------------
 def write_project(
-    root: Path, conn: Conn, table: str, force_universal: bool, memory_limit: str = "1GB"
+    root: Path, conn: Conn, table: str, force_universal: bool, memory_limit: str | None = None
 ) -> None:
+    limit = f", memory_limit: {memory_limit}" if memory_limit else ""
     if root.exists():
         shutil.rmtree(root)
     files = {
         "project.yml": f"""
             name: bench_pg
             retention: {{ keep_last: 1 }}
-            engine: {{ force_universal: {str(force_universal).lower()}, memory_limit: {memory_limit} }}
+            engine: {{ force_universal: {str(force_universal).lower()}{limit} }}
         """,
         "sources/pg.yml": f"""
             connector: postgres
@@ -223,6 +288,7 @@ class Run:
 class Series:
     runs: list[Run] = field(default_factory=list)
     ratios: list[float] = field(default_factory=list)
+    wall_ratios: list[float] = field(default_factory=list)  # whole process over the references' whole process
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, int, str]:
@@ -275,7 +341,7 @@ def conn_args(conn: Conn) -> list[str]:
 
 
 def measure(
-    conn: Conn, rows: int, rounds: int, tools: list[str], memory_limit: str = "1GB"
+    conn: Conn, rows: int, rounds: int, tools: list[str], memory_limit: str | None = None
 ) -> dict[str, Series]:
     """R T1 R T2 R … Tk R per round; each tool's ratio is over the mean of the two references around it."""
     table = ensure_table(conn, rows)
@@ -293,6 +359,7 @@ def measure(
             after = run_tool("reference", conn, table, rows, projects)
             series[tool].runs.append(mine)
             series[tool].ratios.append(mine.load_s / ((ref.load_s + after.load_s) / 2))
+            series[tool].wall_ratios.append(mine.wall_s / ((ref.wall_s + after.wall_s) / 2))
             series["reference"].runs.append(after)
             ref = after
             print(
@@ -315,6 +382,17 @@ def print_table(rows: int, rounds: int, series: dict[str, Series]) -> None:
         rss = max(r.rss_mib for r in data.runs)
         print(
             f"{LABELS[tool]:<31} {median:>9.2f} {ratio:>6.2f} {rows / median:>11,.0f} {rss:>13} {wall:>7.2f}"
+        )
+    print(f"\nwhole processes (start-up to exit, what the user waits for), {rounds} alternating rounds")
+    head = f"{'tool':<31} {'median wall s':>13} {'ratio':>6} {'rows/s':>11} {'peak RSS MiB':>13}"
+    print(head)
+    print("-" * len(head))
+    for tool, data in series.items():
+        wall = statistics.median(r.wall_s for r in data.runs)
+        ratio = statistics.median(data.wall_ratios) if data.wall_ratios else 1.0
+        rss = max(r.rss_mib for r in data.runs)
+        print(
+            f"{LABELS[tool].split(' (')[0]:<31} {wall:>13.2f} {ratio:>6.2f} {rows / wall:>11,.0f} {rss:>13}"
         )
 
 
@@ -339,7 +417,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
-        "--memory-limit", default="1GB", help="pz's engine.memory_limit for its staging database"
+        "--memory-limit",
+        default=None,
+        help="engine.memory_limit (default: pz's)",
     )
     parser.add_argument(
         "--rows-sweep",
@@ -373,6 +453,9 @@ def main() -> None:
         except ImportError:
             print("note: dlt is not installed (pip install -e '.[bench]'); skipping it")
             tools.remove("dlt")
+    if "sling" in tools and sling_home() is None:
+        print("note: Sling is not installed (pip install -e '.[bench]'); skipping it")
+        tools.remove("sling")
     if args.rows_sweep:
         counts = [int(c.replace("_", "")) for c in args.rows_sweep.split(",") if c]
         sweep_tools = [t for t in tools if t.startswith("pz-")] or ["pz-native", "pz-universal"]

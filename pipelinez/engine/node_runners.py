@@ -23,6 +23,7 @@ from pipelinez.connectors.sdk import (
     Partition,
 )
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
+from pipelinez.connectors.sdk_feed import ArrowFeed
 from pipelinez.connectors.sdk_sql import create_staging_table
 from pipelinez.core import duck_catalog, failpoints
 from pipelinez.core.diagnostics import ConnectorHostError
@@ -106,7 +107,8 @@ def ingest_batches(
     view_name: str,
     compression: str = "auto",
 ) -> None:
-    """Stream Arrow record batches into the staging table `table` (unquoted), casting to the contract."""
+    """Stream Arrow record batches into the staging table `table` (unquoted), casting to the contract, in
+    one transaction of bounded statements (see ArrowFeed)."""
     import pyarrow as pa
 
     iterator = iter(batches)
@@ -145,21 +147,25 @@ def ingest_batches(
                 f"(found: {', '.join(first.schema.names)})",
             )
         select = ", ".join(f"CAST({quote_ident(c)} AS {t}) AS {quote_ident(c)}" for c, t in columns.items())
-    cur.register(view_name, reader)
+    feed = ArrowFeed(reader, view_name)
+    cur.execute("BEGIN TRANSACTION")
     try:
-        source = f"SELECT {select} FROM {quote_ident(view_name)}"
-        if exists:
-            cur.execute(f"INSERT INTO {target} BY NAME {source}")
-        elif create_staging_table(cur, target, source, compression):
-            cur.execute(f"INSERT INTO {target} {source}")
-        else:
-            cur.execute(f"CREATE TABLE {target} AS {source}")
+        if not exists:
+            cur.register(view_name, first.schema.empty_table())
+            try:
+                shape = f"SELECT {select} FROM {quote_ident(view_name)}"
+                if not create_staging_table(cur, target, shape, compression):
+                    cur.execute(f"CREATE TABLE {target} AS {shape} WITH NO DATA")
+            finally:
+                cur.unregister(view_name)
+        feed.insert_into(cur, target, by_name=exists, select=select)
+        cur.execute("COMMIT")
     except Exception:
+        with contextlib.suppress(Exception):
+            cur.execute("ROLLBACK")
         if raised:
             raise raised[0] from None
         raise
-    finally:
-        cur.unregister(view_name)
 
 
 def run_source_load(

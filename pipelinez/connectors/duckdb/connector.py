@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.duckdb import strategies
-from pipelinez.connectors.duckdb.feed import ArrowFeed
 from pipelinez.connectors.duckdb.files import attached, connected, resolve_path
 from pipelinez.connectors.duckdb.names import TableName
 from pipelinez.connectors.sdk import (
@@ -36,6 +35,7 @@ from pipelinez.connectors.sdk import (
     TargetColumn,
     WriteResult,
 )
+from pipelinez.connectors.sdk_feed import ArrowFeed
 from pipelinez.connectors.sdk_sql import (
     bounded_select,
     canonical_contract,

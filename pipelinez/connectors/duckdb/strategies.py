@@ -27,9 +27,9 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pipelinez.connectors.duckdb.feed import ArrowFeed
 from pipelinez.connectors.duckdb.names import TableName
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
+from pipelinez.connectors.sdk_feed import ArrowFeed
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident

@@ -14,6 +14,8 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
 
+from pipelinez.core.sqlnames import quote_ident
+
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
@@ -34,8 +36,11 @@ class ArrowFeed:
     def schema(self) -> pa.Schema:
         return self._reader.schema
 
-    def insert_into(self, cur: duckdb.DuckDBPyConnection, table: str, *, by_name: bool = False) -> int:
-        """INSERT the whole stream into `table` (quoted, qualified as the cursor needs); the rows inserted."""
+    def insert_into(
+        self, cur: duckdb.DuckDBPyConnection, table: str, *, by_name: bool = False, select: str = "*"
+    ) -> int:
+        """INSERT the whole stream into `table` (quoted, qualified as the cursor needs), each group through
+        `SELECT <select> FROM <name>`; the rows inserted."""
         import pyarrow as pa
 
         if self._used:
@@ -43,11 +48,12 @@ class ArrowFeed:
         self._used = True
         batches = iter(self._reader)
         order = "BY NAME " if by_name else ""
+        statement = f"INSERT INTO {table} {order}SELECT {select} FROM {quote_ident(self._name)}"
         total = 0
         while group := list(itertools.islice(batches, self._batches)):
             cur.register(self._name, pa.RecordBatchReader.from_batches(self.schema, group))
             try:
-                row = cur.execute(f"INSERT INTO {table} {order}SELECT * FROM {self._name}").fetchone()
+                row = cur.execute(statement).fetchone()
             finally:
                 cur.unregister(self._name)
             total += int(row[0]) if row else 0
