@@ -294,7 +294,11 @@ def snapshots(azure: AzureServer, container: str) -> list[str]:
     query = {"restype": "container", "comp": "list", "include": "snapshots"}
     conn = http.client.HTTPConnection(f"127.0.0.1:{azure.port}", timeout=30)
     try:
-        conn.request("GET", f"{path}?restype=container&comp=list&include=snapshots", headers=rest._signed("GET", path, query, {}))
+        conn.request(
+            "GET",
+            f"{path}?restype=container&comp=list&include=snapshots",
+            headers=rest._signed("GET", path, query, {}),
+        )
         response = conn.getresponse()
         body = response.read()
     finally:
@@ -310,7 +314,9 @@ def rows(azure: AzureServer, container: str) -> list[dict[str, Any]]:
     return read_parquet(azure, f"{container}/out/orders/part-00000.parquet")
 
 
-def test_promotes_use_azures_asynchronous_copy_blob(tmp_path: Path, azure: AzureServer, container: str) -> None:
+def test_promotes_use_azures_asynchronous_copy_blob(
+    tmp_path: Path, azure: AzureServer, container: str
+) -> None:
     """Copy Blob From URL (what pyarrow's copy_file sends) is capped at 256 MiB of source on Azure; the
     asynchronous Copy Blob is not. Azurite names the operation of each request in its debug log."""
     assert run(azure, sink_project(tmp_path / "p", container, 3), "run").exit_code == 0

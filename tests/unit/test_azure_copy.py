@@ -198,7 +198,10 @@ def test_a_failed_copy_leaves_the_destination_as_it_was(service: tuple[Service, 
     svc.blobs["tmp/part.parquet"] = b"new"
     if existed:
         svc.blobs["out/part.parquet"] = b"old"
-    svc.plan, svc.description = ["pending", "failed"], "500 InternalError Copy failed when reading the source."
+    svc.plan, svc.description = (
+        ["pending", "failed"],
+        "500 InternalError Copy failed when reading the source.",
+    )
     with pytest.raises(PzConnectorError) as caught:
         copy_blob(keyed(url), "tmp/part.parquet", "out/part.parquet", uri)
     err = caught.value

@@ -94,7 +94,9 @@ class AzureStore(ObjectStore):
         return f"TYPE azure, CONNECTION_STRING {quote_literal(self.account.connection_string())}"
 
     def rest(self) -> BlobRest:
-        return BlobRest(self.account.name, self.account.key, self.account.sas, self.account.blob_url, self.root)
+        return BlobRest(
+            self.account.name, self.account.key, self.account.sas, self.account.blob_url, self.root
+        )
 
     def copy(self, source: str, dest: str) -> None:
         """Azure's asynchronous Copy Blob (no size cap within the account), followed to its end; a copy that

@@ -118,7 +118,9 @@ def _outcome(source: str, dest: str, state: CopyState) -> tuple[str, str, bool]:
     return f"promoting {dest}: Azure's copy from {source} {what}", step, transient
 
 
-def _put_back(rest: BlobRest, dest: str, snapshot: str | None, failure: str, uri: Callable[[str], str]) -> None:
+def _put_back(
+    rest: BlobRest, dest: str, snapshot: str | None, failure: str, uri: Callable[[str], str]
+) -> None:
     """Put `dest` back as it was before a copy over it began (its snapshot copied back over it, or, without
     one, as it did not exist, deleted); when that fails too, raise an error saying so (`failure`: what went
     wrong first)."""
@@ -131,7 +133,9 @@ def _put_back(rest: BlobRest, dest: str, snapshot: str | None, failure: str, uri
             return
         restored = wait_for_copy(rest, dest, rest.start_copy(rest.url(dest, snapshot), dest))
         if restored.status != "success":
-            raise AzureRestError(f"the copy back from its snapshot ended '{restored.status}'", transient=False)
+            raise AzureRestError(
+                f"the copy back from its snapshot ended '{restored.status}'", transient=False
+            )
     except (OSError, PzConnectorError) as exc:
         kept = f": its old content is kept in its snapshot {snapshot}" if snapshot else ""
         raise PzConnectorError(

@@ -93,13 +93,17 @@ class BlobRest:
         """The blob's URL as a copy source: with the SAS token when that authorizes requests (a Shared Key
         request may read any blob of its account)."""
         sas = self._sas if self._key is None else None
-        query = "&".join(part for part in (f"snapshot={quote(snapshot, safe='')}" if snapshot else "", sas) if part)
+        query = "&".join(
+            part for part in (f"snapshot={quote(snapshot, safe='')}" if snapshot else "", sas) if part
+        )
         scheme = "https" if self.use_ssl else "http"
         return f"{scheme}://{self.host}{self.path(blob)}" + (f"?{query}" if query else "")
 
     def start_copy(self, source_url: str, dest: str) -> CopyState:
         """Copy Blob (asynchronous: no x-ms-requires-sync) of `source_url` over the blob `dest`."""
-        reply = self._call("PUT", dest, {}, {"x-ms-copy-source": source_url}, what=f"starting a copy to {self.name(dest)}")
+        reply = self._call(
+            "PUT", dest, {}, {"x-ms-copy-source": source_url}, what=f"starting a copy to {self.name(dest)}"
+        )
         return _copy_state(reply, dest)
 
     def copy_state(self, blob: str) -> CopyState | None:
@@ -136,13 +140,19 @@ class BlobRest:
             raise
         stamp = reply.headers.get("x-ms-snapshot")
         if not stamp:
-            raise AzureRestError(f"the blob service returned no snapshot time for {self.name(blob)}", transient=False)
+            raise AzureRestError(
+                f"the blob service returned no snapshot time for {self.name(blob)}", transient=False
+            )
         return stamp
 
     def delete(self, blob: str, snapshot: str | None = None) -> None:
         """Delete Blob (only the snapshot when `snapshot` is given); gone already is fine."""
         query = {"snapshot": snapshot} if snapshot else {}
-        what = f"deleting snapshot {snapshot} of {self.name(blob)}" if snapshot else f"deleting {self.name(blob)}"
+        what = (
+            f"deleting snapshot {snapshot} of {self.name(blob)}"
+            if snapshot
+            else f"deleting {self.name(blob)}"
+        )
         try:
             self._call("DELETE", blob, query, what=what)
         except AzureRestError as exc:
@@ -151,7 +161,12 @@ class BlobRest:
 
     # -- transport -------------------------------------------------------------------------------
     def _call(
-        self, method: str, blob: str, query: dict[str, str], headers: dict[str, str] | None = None, what: str = ""
+        self,
+        method: str,
+        blob: str,
+        query: dict[str, str],
+        headers: dict[str, str] | None = None,
+        what: str = "",
     ) -> _Reply:
         path = self.path(blob)
         encoded = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in sorted(query.items()))
@@ -161,7 +176,9 @@ class BlobRest:
         target = path + (f"?{encoded}" if encoded else "")
         conn: http.client.HTTPConnection
         if self.use_ssl:
-            conn = http.client.HTTPSConnection(self.host, timeout=TIMEOUT, context=ssl.create_default_context())
+            conn = http.client.HTTPSConnection(
+                self.host, timeout=TIMEOUT, context=ssl.create_default_context()
+            )
         else:
             conn = http.client.HTTPConnection(self.host, timeout=TIMEOUT)
         try:
@@ -184,7 +201,9 @@ class BlobRest:
             raise AzureRestError(self._scrub(message), status in _TRANSIENT_STATUS, status, code or None)
         return _Reply(status, reply_headers)
 
-    def _signed(self, method: str, path: str, query: dict[str, str], headers: dict[str, str]) -> dict[str, str]:
+    def _signed(
+        self, method: str, path: str, query: dict[str, str], headers: dict[str, str]
+    ) -> dict[str, str]:
         """The request's headers with its Shared Key `Authorization` (none when a SAS token authorizes)."""
         headers = {k.lower(): v for k, v in headers.items()}
         headers.setdefault("x-ms-date", formatdate(usegmt=True))
@@ -206,7 +225,9 @@ class BlobRest:
         return text
 
 
-def string_to_sign(method: str, account: str, path: str, query: dict[str, str], headers: dict[str, str]) -> str:
+def string_to_sign(
+    method: str, account: str, path: str, query: dict[str, str], headers: dict[str, str]
+) -> str:
     """Shared Key's string-to-sign for the Blob service (version 2015-02-21 and later): the verb, eleven
     standard headers (Content-Length empty when 0), the x-ms-* headers (lower-case, sorted) and the
     canonicalized resource `/<account><encoded path>` with each query parameter as `\\n<name>:<value>`."""
@@ -215,7 +236,8 @@ def string_to_sign(method: str, account: str, path: str, query: dict[str, str], 
     if standard[2] == "0":
         standard[2] = ""
     canonical_headers = "".join(
-        f"{name}:{' '.join(lowered[name].split())}\n" for name in sorted(n for n in lowered if n.startswith("x-ms-"))
+        f"{name}:{' '.join(lowered[name].split())}\n"
+        for name in sorted(n for n in lowered if n.startswith("x-ms-"))
     )
     resource = f"/{account}{path}" + "".join(f"\n{k.lower()}:{v}" for k, v in sorted(query.items()))
     return "\n".join([method, *standard]) + "\n" + canonical_headers + resource
