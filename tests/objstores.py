@@ -114,9 +114,7 @@ class AzureServer:
     def operations(self, since: int = 0) -> list[tuple[str, str]]:
         """(operation, request URL) of each request Azurite dispatched, from byte `since` of its debug log."""
         assert self.log is not None, "start Azurite with azurite_server(debug=True)"
-        with self.log.open("rb") as f:
-            f.seek(since)
-            lines = f.read().decode(errors="replace").splitlines()
+        lines = self._logged_until_now(since)
         urls: dict[str, str] = {}
         found = []
         for line in lines:
@@ -129,6 +127,26 @@ class AzureServer:
             elif "DispatchMiddleware: Operation=" in text:
                 found.append((text.split("Operation=", 1)[1].strip(), urls.get(request_id, "")))
         return found
+
+    def _logged_until_now(self, since: int) -> list[str]:
+        """The log's lines from byte `since`, up to a marker request sent now (Azurite writes its log
+        asynchronously, in order: once the marker is there, so is every earlier request)."""
+        import urllib.error
+        import urllib.request
+        import uuid
+
+        assert self.log is not None
+        marker = f"pz-log-marker-{uuid.uuid4().hex}"
+        with contextlib.suppress(urllib.error.URLError):
+            urllib.request.urlopen(f"http://127.0.0.1:{self.port}/{AZURITE_ACCOUNT}/{marker}", timeout=10)
+        deadline = time.monotonic() + 10
+        while True:
+            with self.log.open("rb") as f:
+                f.seek(since)
+                text = f.read().decode(errors="replace")
+            if marker in text or time.monotonic() > deadline:
+                return [line for line in text.splitlines() if marker not in line]
+            time.sleep(0.05)
 
     def log_size(self) -> int:
         return self.log.stat().st_size if self.log is not None else 0

@@ -103,6 +103,11 @@ class AzureStore(ObjectStore):
         does not succeed leaves `dest` as it was (`copying`)."""
         copy_blob(self.rest(), source, dest, self.uri)
 
+    def delete(self, key: str) -> None:
+        """Delete Blob with its snapshots: Azure refuses to delete a blob that has any, and a write killed
+        while a copy was pending leaves the snapshot taken before it (`copying`)."""
+        self.rest().delete(key)
+
     def make_filesystem(self) -> pafs.FileSystem:
         import pyarrow.fs as pafs
 
@@ -112,7 +117,7 @@ class AzureStore(ObjectStore):
         if self.account.key:
             kwargs["account_key"] = self.account.key
         elif self.account.sas:
-            kwargs["sas_token"] = self.account.sas
+            kwargs["sas_token"] = "?" + self.account.sas.lstrip("?")  # without '?' Arrow puts it in the path
         if url.netloc != f"{self.account.name}.blob.{DEFAULT_SUFFIX}":
             kwargs.update(
                 blob_storage_authority=url.netloc,

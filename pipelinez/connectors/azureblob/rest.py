@@ -146,15 +146,16 @@ class BlobRest:
         return stamp
 
     def delete(self, blob: str, snapshot: str | None = None) -> None:
-        """Delete Blob (only the snapshot when `snapshot` is given); gone already is fine."""
+        """Delete Blob: the blob with its snapshots, or only the snapshot `snapshot`; gone already is fine."""
         query = {"snapshot": snapshot} if snapshot else {}
+        headers = {} if snapshot else {"x-ms-delete-snapshots": "include"}
         what = (
             f"deleting snapshot {snapshot} of {self.name(blob)}"
             if snapshot
             else f"deleting {self.name(blob)}"
         )
         try:
-            self._call("DELETE", blob, query, what=what)
+            self._call("DELETE", blob, query, headers, what=what)
         except AzureRestError as exc:
             if exc.status != 404:
                 raise

@@ -194,6 +194,10 @@ class ObjectStore(ABC):
         reader sees the old object or the new one, never part of it)."""
         self.fs.copy_file(self._fs_path(source), self._fs_path(dest))
 
+    def delete(self, key: str) -> None:
+        """Delete the object `key`."""
+        self.fs.delete_file(self._fs_path(key))
+
     def abort_uploads(self, prefix: str) -> None:
         """Abort the incomplete multipart uploads whose keys start with `prefix` (a killed or failed write
         leaves them behind, invisible but stored). Nothing to do where the store has none to abort."""
@@ -387,7 +391,6 @@ class ObjectFolder:
     def _promote(self, tmp: str) -> None:
         """Copy every object of the temp prefix over the output's (same relative keys), then delete the
         output's other objects."""
-        fs, path = self.store.fs, self.store._fs_path
         new = [key[len(tmp) + 1 :] for key, _ in self.store.objects(tmp)]
         keep = {f"{self.prefix}/{rel}" for rel in new}
         old = [key for key, _ in self.store.objects(self.prefix) if key not in keep]
@@ -395,7 +398,7 @@ class ObjectFolder:
             self.store.copy(f"{tmp}/{rel}", f"{self.prefix}/{rel}")
         failpoints.hit("sink.during_promote")
         for key in old:
-            fs.delete_file(path(key))
+            self.store.delete(key)
 
     def append_tree(self, run_id: str, fill: Callable[[str], None]) -> int:
         import pyarrow.fs as pafs
