@@ -71,28 +71,22 @@ def copy_blob(rest: BlobRest, source: str, dest: str, uri: Callable[[str], str])
     _drop_snapshot(rest, dest, snapshot)
 
 
-def wait_for_copy(
-    rest: BlobRest,
-    dest: str,
-    state: CopyState,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-) -> CopyState:
+def wait_for_copy(rest: BlobRest, dest: str, state: CopyState) -> CopyState:
     """Poll `dest` until its copy `state.copy_id` is no longer pending; a copy still pending after
     `wait_limit()` seconds is aborted and returned as pending."""
-    deadline = clock() + wait_limit()
+    deadline = time.monotonic() + wait_limit()
     delay = FIRST_DELAY
     while state.status == "pending":
-        left = deadline - clock()
+        left = deadline - time.monotonic()
         if left <= 0:
             rest.abort_copy(dest, state.copy_id)
             return state
-        sleep(min(delay, left))
+        time.sleep(min(delay, left))
         delay = min(delay * 2, MAX_DELAY)
         seen = rest.copy_state(dest)
         if seen is None or seen.copy_id != state.copy_id:
             raise PzConnectorError(
-                f"blob {dest} was deleted or overwritten by another writer while pz copied to it; "
+                f"blob {rest.name(dest)} was deleted or overwritten by another writer while pz copied to it; "
                 "make sure one writer writes this output, then run again",
                 code="PZ0501",
             )

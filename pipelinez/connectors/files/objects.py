@@ -16,8 +16,8 @@ then promotes it: the new data file is copied server-side over `part-00000.<ext>
 object replaced in one step, so a reader sees the old file or the new one, whatever its size: the s3 store
 copies an object over CopyObject's cap in parts of one multipart upload; the azure store uses Azure's
 asynchronous Copy Blob, which is undone from a snapshot when it does not succeed, see `azureblob.copying`),
-the output's other objects are deleted (`ObjectStore.delete`), then the temp prefix. Every write starts by sweeping what killed writes left: temp prefixes, and
-incomplete multipart uploads under the temp prefixes and the output (`ObjectStore.abort_uploads`). A failure
+the output's other objects are deleted (`ObjectStore.delete`), then the temp prefix. Every write starts by
+sweeping what killed writes left: temp prefixes, and incomplete multipart uploads under the temp prefixes and the output (`ObjectStore.abort_uploads`). A failure
 before the promote leaves the output exactly as it was; a failure during the promote's
 deletes leaves the new file plus old files an earlier append added, and the next write of that output
 starts by sweeping temp prefixes. Append writes its one new object under a temp prefix too and copies it in
