@@ -11,18 +11,18 @@ The engine owns retries: for S3, httpfs's `http_retries` is set to 0 and pyarrow
 attempt. DuckDB's azure extension (1.5.5) has no setting for the Azure SDK's own retry policy, so Azure
 requests keep the SDK's default retries underneath the engine's.
 
-Replace writes the result under a hidden temp prefix next to the output (`.orders.pz-tmp-<run>-<hex>/`),
-then promotes it: the new data file is copied server-side over `part-00000.<ext>` (`ObjectStore.copy`: one
-object replaced in one step, so a reader sees the old file or the new one, whatever its size: the s3 store
-copies an object over CopyObject's cap in parts of one multipart upload; the azure store uses Azure's
-asynchronous Copy Blob, which is undone from a snapshot when it does not succeed, see `azureblob.copying`),
-the output's other objects are deleted (`ObjectStore.delete`), then the temp prefix. Every write starts by
-sweeping what killed writes left: temp prefixes, and incomplete multipart uploads under the temp prefixes and the output (`ObjectStore.abort_uploads`). A failure
-before the promote leaves the output exactly as it was; a failure during the promote's
-deletes leaves the new file plus old files an earlier append added, and the next write of that output
-starts by sweeping temp prefixes. Append writes its one new object under a temp prefix too and copies it in
-as `part-<run>-<n>.<ext>` once complete: DuckDB completes an object's upload even when its COPY fails
-midway, so writing in place could leave half a file; this way a failed append adds nothing.
+Replace writes the result under a hidden temp prefix next to the output (`.orders.pz-tmp-<run>-<hex>/`), then
+promotes it: the new data file is copied server-side over `part-00000.<ext>` (`ObjectStore.copy`: one object
+replaced in one step, so a reader sees the old file or the new one, whatever its size: the s3 store copies an
+object over CopyObject's cap in parts of one multipart upload; the azure store uses Azure's asynchronous Copy
+Blob, which is undone from a snapshot when it does not succeed, see `azureblob.copying`), the output's other
+objects are deleted (`ObjectStore.delete`), then the temp prefix. Every write starts by sweeping what killed
+writes left: temp prefixes, and incomplete multipart uploads under the temp prefixes and the output
+(`ObjectStore.abort_uploads`). A failure before the promote leaves the output exactly as it was; a failure
+during the promote's deletes leaves the new file plus old files an earlier append added, and the next write of
+that output starts by sweeping temp prefixes. Append writes its one new object under a temp prefix too and
+copies it in as `part-<run>-<n>.<ext>` once complete: DuckDB completes an object's upload even when its COPY
+fails midway, so writing in place could leave half a file; this way a failed append adds nothing.
 """
 
 from __future__ import annotations
