@@ -44,6 +44,7 @@ class Service:
     plan: list[str] = field(default_factory=lambda: ["success"])
     description: str = ""
     refuse_copy: tuple[int, str] | None = None  # (status, message) answered to a Copy Blob
+    drop_copy_answer: bool = False  # do the (first) Copy Blob, then close the connection unanswered
     seen: list[tuple[str, str, dict[str, list[str]], dict[str, str]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -136,6 +137,10 @@ class _Handler(BaseHTTPRequestHandler):
         svc.started.append(copy.copy_id)
         status = plan.pop(0) if len(plan) > 1 else plan[0]
         svc.blobs[blob] = data if status == "success" else b""  # a pending copy's destination is unusable
+        if svc.drop_copy_answer:
+            svc.drop_copy_answer = False
+            self.close_connection = True  # the copy happened; its answer is lost
+            return None
         return self._answer(202, {"x-ms-copy-id": copy.copy_id, "x-ms-copy-status": status})
 
     def _abort(self, blob: str, copy_id: str) -> None:
@@ -253,3 +258,16 @@ def test_a_refused_copy_changes_nothing_and_a_sas_never_reaches_the_message(
     assert "authorization" not in start  # a SAS authorizes: in the URL, and on the copy source
     assert start["x-ms-copy-source"].endswith(f"?{SAS}")
     assert all(q.get("sig") == ["S3cr3tS1gnatur3+x="] for _, _, q, _ in svc.seen)
+
+
+def test_a_copy_whose_answer_is_lost_is_undone_and_transient(service: tuple[Service, str]) -> None:
+    """No answer: pz cannot know whether the copy began, so it puts the blob back from the snapshot."""
+    svc, url = service
+    svc.blobs.update({"tmp/part.parquet": b"new", "out/part.parquet": b"old"})
+    svc.drop_copy_answer = True
+    with pytest.raises(OSError) as caught:
+        copy_blob(keyed(url), "tmp/part.parquet", "out/part.parquet", uri)
+    assert "Azure starting a copy to az://c/out/part.parquet: connection error" in str(caught.value)
+    assert getattr(caught.value, "transient", False) is True
+    assert svc.blobs["out/part.parquet"] == b"old" and svc.snapshots == {}
+    assert len(svc.started) == 2  # the lost one, then the snapshot copied back

@@ -15,12 +15,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import http.client
-import ssl
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from email.utils import formatdate
 from urllib.parse import parse_qsl, quote, urlsplit
+
+from pipelinez.connectors.files.rest import NoReply, Reply, send
 
 API_VERSION = "2021-08-06"
 TIMEOUT = 60.0  # seconds per request: every call here answers without moving data
@@ -60,12 +60,6 @@ class CopyState:
     status: str  # pending | success | aborted | failed
     description: str = ""  # x-ms-copy-status-description (failed or pending only)
     progress: str = ""  # x-ms-copy-progress: "<bytes copied>/<total>"
-
-
-@dataclass(frozen=True)
-class _Reply:
-    status: int
-    headers: dict[str, str]  # lower-case names
 
 
 class BlobRest:
@@ -168,39 +162,25 @@ class BlobRest:
         query: dict[str, str],
         headers: dict[str, str] | None = None,
         what: str = "",
-    ) -> _Reply:
+    ) -> Reply:
         path = self.path(blob)
         encoded = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in sorted(query.items()))
         if self._sas and not self._key:
             encoded = f"{encoded}&{self._sas}" if encoded else self._sas
         all_headers = self._signed(method, path, query, dict(headers or {}))
         target = path + (f"?{encoded}" if encoded else "")
-        conn: http.client.HTTPConnection
-        if self.use_ssl:
-            conn = http.client.HTTPSConnection(
-                self.host, timeout=TIMEOUT, context=ssl.create_default_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(self.host, timeout=TIMEOUT)
         try:
-            conn.request(method, target, headers=all_headers)
-            response = conn.getresponse()
-            data = response.read()
-            status, reply_headers = response.status, {k.lower(): v for k, v in response.getheaders()}
-        except TimeoutError as exc:
-            raise AzureRestError(self._scrub(f"Azure {what}: timed out ({exc})"), transient=True) from None
-        except (ConnectionError, http.client.HTTPException, OSError) as exc:
-            message = f"Azure {what}: connection error ({type(exc).__name__}: {exc})"
-            raise AzureRestError(self._scrub(message), transient=True) from None
-        finally:
-            conn.close()
+            reply = send(self.host, self.use_ssl, method, target, all_headers, b"", TIMEOUT)
+        except NoReply as exc:
+            raise AzureRestError(self._scrub(f"Azure {what}: {exc}"), transient=True) from None
+        status, data = reply.status, reply.body
         if status >= 300:
-            code = reply_headers.get("x-ms-error-code") or _error_field(data, "Code") or ""
+            code = reply.headers.get("x-ms-error-code") or _error_field(data, "Code") or ""
             said = (_error_field(data, "Message") or "").strip().splitlines()
             detail = f"{code}: {said[0]}" if code and said else code or (said[0] if said else "")
             message = f"Azure {what}: HTTP {status}" + (f" {detail}" if detail else "")
             raise AzureRestError(self._scrub(message), status in _TRANSIENT_STATUS, status, code or None)
-        return _Reply(status, reply_headers)
+        return reply
 
     def _signed(
         self, method: str, path: str, query: dict[str, str], headers: dict[str, str]
@@ -244,7 +224,7 @@ def string_to_sign(
     return "\n".join([method, *standard]) + "\n" + canonical_headers + resource
 
 
-def _copy_state(reply: _Reply, blob: str) -> CopyState:
+def _copy_state(reply: Reply, blob: str) -> CopyState:
     copy_id, status = reply.headers.get("x-ms-copy-id"), reply.headers.get("x-ms-copy-status")
     if not copy_id or not status:
         raise AzureRestError(f"the blob service reported no copy status for {blob}", transient=False)
