@@ -101,14 +101,15 @@ class BlobRest:
         return _copy_state(reply, dest)
 
     def copy_state(self, blob: str) -> CopyState | None:
-        """Get Blob Properties' view of the blob's last copy; None when the blob does not exist."""
+        """Get Blob Properties' view of the blob's last copy; None when the blob does not exist or was not
+        the destination of a copy since it was last written."""
         try:
             reply = self._call("HEAD", blob, {}, what=f"reading the copy status of {self.name(blob)}")
         except AzureRestError as exc:
             if exc.status == 404:
                 return None
             raise
-        return _copy_state(reply, blob)
+        return _copy_state(reply, blob) if "x-ms-copy-id" in reply.headers else None
 
     def abort_copy(self, blob: str, copy_id: str) -> None:
         """Abort Copy Blob (the service then leaves the blob empty: `copying` restores it)."""
