@@ -109,6 +109,47 @@ def azurite_command() -> list[str] | None:
 class AzureServer:
     endpoint: str  # http://127.0.0.1:<port>/devstoreaccount1
     port: int
+    log: Path | None = None  # Azurite's debug log (every request, its headers and its operation's name)
+
+    def operations(self, since: int = 0) -> list[tuple[str, str]]:
+        """(operation, request URL) of each request Azurite dispatched, from byte `since` of its debug log."""
+        assert self.log is not None, "start Azurite with azurite_server(debug=True)"
+        lines = self._logged_until_now(since)
+        urls: dict[str, str] = {}
+        found = []
+        for line in lines:
+            parts = line.split(" ", 3)
+            if len(parts) < 4:
+                continue
+            request_id, text = parts[1], parts[3]
+            if "RequestURL=" in text:
+                urls[request_id] = text.split("RequestURL=", 1)[1].split(" ", 1)[0]
+            elif "DispatchMiddleware: Operation=" in text:
+                found.append((text.split("Operation=", 1)[1].strip(), urls.get(request_id, "")))
+        return found
+
+    def _logged_until_now(self, since: int) -> list[str]:
+        """The log's lines from byte `since`, up to a marker request sent now (Azurite writes its log
+        asynchronously, in order: once the marker is there, so is every earlier request)."""
+        import urllib.error
+        import urllib.request
+        import uuid
+
+        assert self.log is not None
+        marker = f"pz-log-marker-{uuid.uuid4().hex}"
+        with contextlib.suppress(urllib.error.URLError):
+            urllib.request.urlopen(f"http://127.0.0.1:{self.port}/{AZURITE_ACCOUNT}/{marker}", timeout=10)
+        deadline = time.monotonic() + 10
+        while True:
+            with self.log.open("rb") as f:
+                f.seek(since)
+                text = f.read().decode(errors="replace")
+            if marker in text or time.monotonic() > deadline:
+                return [line for line in text.splitlines() if marker not in line]
+            time.sleep(0.05)
+
+    def log_size(self) -> int:
+        return self.log.stat().st_size if self.log is not None else 0
 
     @property
     def connection_string(self) -> str:
@@ -136,7 +177,8 @@ class AzureServer:
 
 
 @contextlib.contextmanager
-def azurite_server() -> Iterator[AzureServer]:
+def azurite_server(debug: bool = False) -> Iterator[AzureServer]:
+    """Azurite on a free port; `debug`: with its debug log (`AzureServer.operations`)."""
     exe = azurite_command()
     if exe is None:
         pytest.skip(
@@ -156,5 +198,8 @@ def azurite_server() -> Iterator[AzureServer]:
             "--loose",
             "--silent",
         ]
+        log = Path(data) / "debug.log" if debug else None
+        if log is not None:
+            cmd += ["--debug", str(log)]
         with _process(cmd, port, "azurite"):
-            yield AzureServer(f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}", port)
+            yield AzureServer(f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}", port, log)

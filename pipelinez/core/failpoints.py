@@ -15,6 +15,8 @@ Known names:
   delete the output's other objects.
 - `s3.part_copied`: an s3 promote of an object too large for one CopyObject has copied one part of its
   multipart copy (the upload is incomplete: the destination is unchanged).
+- `azure.copy_started`: an azureblob promote has started its Copy Blob (Azurite finishes it at once) and is
+  about to follow it; a failure here is undone from the snapshot taken before the copy.
 - `sink.before_merge`: a merge has loaded its work table and is about to upsert it (postgres, mysql), or has
   run its MERGE and is about to commit (duckdb).
 - `sink.after_batch`: an append has committed one batch (postgres, mysql).

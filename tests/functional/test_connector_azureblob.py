@@ -4,11 +4,15 @@ under injected failures, PZ0312 at plan time and secrets kept out of every artif
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import io
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 import duckdb
 import pyarrow as pa
@@ -16,6 +20,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
+from pipelinez.connectors.azureblob.connector import AzureStore
+from pipelinez.connectors.azureblob.rest import BlobRest
 from tests.conftest import PzResult, pz, pz_subprocess, write_project
 from tests.objstores import AZURITE_ACCOUNT, AZURITE_KEY, AzureServer, azurite_server
 
@@ -24,7 +30,7 @@ PROJECT_YML = "name: azt\nenv:\n  AZ_CONN: { secret: true }\n  AZ_KEY: { secret:
 
 @pytest.fixture(scope="module")
 def azure() -> Iterator[AzureServer]:
-    with azurite_server() as server:
+    with azurite_server(debug=True) as server:
         yield server
 
 
@@ -280,3 +286,178 @@ def test_a_missing_container_is_pz0531_naming_it(tmp_path: Path, azure: AzureSer
         )
     # pz neither created the missing container nor wrote anything into it
     assert azure.filesystem().get_file_info("no-such-container-pz").type == pafs.FileType.NotFound
+
+
+def snapshots(azure: AzureServer, container: str) -> list[str]:
+    """Names of the container's blob snapshots (List Blobs with include=snapshots)."""
+    import http.client
+    import xml.etree.ElementTree as ET
+
+    rest = BlobRest(AZURITE_ACCOUNT, AZURITE_KEY, None, azure.endpoint, container)
+    path = f"/{AZURITE_ACCOUNT}/{container}"
+    query = {"restype": "container", "comp": "list", "include": "snapshots"}
+    conn = http.client.HTTPConnection(f"127.0.0.1:{azure.port}", timeout=30)
+    try:
+        conn.request(
+            "GET",
+            f"{path}?restype=container&comp=list&include=snapshots",
+            headers=rest._signed("GET", path, query, {}),
+        )
+        response = conn.getresponse()
+        body = response.read()
+    finally:
+        conn.close()
+    assert response.status == 200, body
+    root = ET.fromstring(body)
+    return sorted(
+        f"{b.findtext('Name')}@{b.findtext('Snapshot')}" for b in root.iter("Blob") if b.findtext("Snapshot")
+    )
+
+
+def rows(azure: AzureServer, container: str) -> list[dict[str, Any]]:
+    return read_parquet(azure, f"{container}/out/orders/part-00000.parquet")
+
+
+def test_promotes_use_azures_asynchronous_copy_blob(
+    tmp_path: Path, azure: AzureServer, container: str
+) -> None:
+    """Copy Blob From URL (what pyarrow's copy_file sends) is capped at 256 MiB of source on Azure; the
+    asynchronous Copy Blob is not. Azurite names the operation of each request in its debug log."""
+    assert run(azure, sink_project(tmp_path / "p", container, 3), "run").exit_code == 0
+    mark = azure.log_size()
+    second = run(azure, sink_project(tmp_path / "p", container, 2), "run")
+    assert second.exit_code == 0, second.output
+    ops = azure.operations(mark)
+    copies = [(op, url) for op, url in ops if "Copy" in op]
+    assert {op for op, _ in copies} == {"Blob_StartCopyFromURL"}, copies
+    target = f"/{AZURITE_ACCOUNT}/{container}/out/orders/part-00000.parquet"
+    assert [url for _, url in copies if url.endswith(target)], copies  # the replace's promote
+    assert [url for _, url in copies if f"/{container}/out/log/part-" in url], copies  # the append's
+    # the blob a copy replaces is snapshotted first (to undo a failed copy); the snapshot is gone after
+    assert ("Blob_CreateSnapshot", f"http://127.0.0.1{target}?comp=snapshot") in ops
+    assert snapshots(azure, container) == []
+    assert rows(azure, container) == [{"id": i, "name": f"n{i}"} for i in range(2)]
+    assert blobs(azure, container, "out/orders") == ["out/orders/part-00000.parquet"]
+
+
+def test_a_promote_failing_after_its_copy_began_puts_the_old_blob_back(
+    tmp_path: Path, azure: AzureServer, container: str
+) -> None:
+    assert run(azure, sink_project(tmp_path / "p", container, 3), "run").exit_code == 0
+    project = sink_project(tmp_path / "p", container, 7)
+    mark = azure.log_size()
+    failed = pz_subprocess(
+        project, "run", "--select", "blob.orders", env={**env(azure), "PZ_FAILPOINTS": "azure.copy_started"}
+    )
+    assert failed.exit_code == 1, failed.output
+    # Azurite had finished the copy: pz copied the snapshot taken before it back over the blob
+    assert rows(azure, container) == [{"id": i, "name": f"n{i}"} for i in range(3)]
+    restores = [url for op, url in azure.operations(mark) if op == "Blob_StartCopyFromURL"]
+    assert len(restores) == 2, restores  # the promote, then the snapshot copied back
+    assert snapshots(azure, container) == []
+    assert not any(".orders.pz-tmp-" in k for k in blobs(azure, container))
+
+
+def test_a_copy_azure_refuses_is_pz0501_naming_the_blob_and_changes_nothing(
+    tmp_path: Path, azure: AzureServer, container: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run(azure, sink_project(tmp_path / "p", container, 3), "run").exit_code == 0
+    promote = AzureStore.copy
+
+    def source_vanishes(self: AzureStore, source: str, dest: str) -> None:
+        self.fs.delete_file(self._fs_path(source))
+        promote(self, source, dest)
+
+    monkeypatch.setattr(AzureStore, "copy", source_vanishes)
+    project = sink_project(tmp_path / "p", container, 7)
+    result = run(azure, project, "run", "--select", "blob.orders")
+    assert result.exit_code == 1, result.output
+    error = result.node("blob.orders")["error"]
+    assert error["code"] == "PZ0501", error
+    assert f"starting a copy to az://{container}/out/orders/part-00000.parquet: HTTP 404" in error["message"]
+    assert rows(azure, container) == [{"id": i, "name": f"n{i}"} for i in range(3)]
+    assert snapshots(azure, container) == []
+    # the account key signs every request and appears nowhere
+    assert AZURITE_KEY not in result.output
+    for path in (project / ".pz").rglob("*"):
+        if path.is_file():
+            assert AZURITE_KEY.encode() not in path.read_bytes(), path
+
+
+def account_sas(permissions: str = "rwdlac") -> str:
+    """An account SAS token for Azurite's dev account (blob service, every resource type; version
+    2020-12-06+ string-to-sign)."""
+    version, expiry = "2021-08-06", "2099-01-01T00:00:00Z"
+    fields = [AZURITE_ACCOUNT, permissions, "b", "sco", "", expiry, "", "", version, "", ""]
+    key = base64.b64decode(AZURITE_KEY)
+    sig = base64.b64encode(hmac.new(key, "\n".join(fields).encode(), hashlib.sha256).digest()).decode()
+    return f"sv={version}&ss=b&srt=sco&sp={permissions}&se={quote(expiry)}&sig={quote(sig, safe='')}"
+
+
+def sas_connection(azure: AzureServer, sas: str) -> str:
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};SharedAccessSignature={sas};"
+        f"BlobEndpoint={azure.endpoint};"
+    )
+
+
+def test_a_promote_authorized_by_a_sas_copies_and_snapshots_on_azurite(
+    azure: AzureServer, container: str
+) -> None:
+    """With a SAS (no account key) the token authorizes each call and the copy source; Azurite checks both
+    (it reads a copy source that carries a signature through it). A whole `pz run` cannot show this on
+    Azurite: it refuses the blob batch pyarrow deletes a prefix with under an account SAS (HTTP 500, no
+    permission mapped for Container_SubmitBatch), which Azure allows."""
+    put(azure, f"{container}/tmp/part.parquet", b"new")
+    put(azure, f"{container}/out/part.parquet", b"old")
+    store = AzureStore({"container": container, "connection_string": sas_connection(azure, account_sas())})
+    mark = azure.log_size()
+    store.copy("tmp/part.parquet", "out/part.parquet")
+    ops = [op for op, _ in azure.operations(mark)]
+    # Blob_GetProperties: Azurite reading the copy source through the SAS in x-ms-copy-source
+    assert ops == ["Blob_CreateSnapshot", "Blob_StartCopyFromURL", "Blob_GetProperties", "Blob_Delete"], ops
+    with azure.filesystem().open_input_stream(f"{container}/out/part.parquet") as f:
+        assert f.read() == b"new"
+    assert snapshots(azure, container) == []
+
+
+def test_a_sas_never_reaches_output_events_or_artifacts(
+    tmp_path: Path, azure: AzureServer, container: str
+) -> None:
+    """A SAS without delete permission: the first write leaves its temp prefix (removing it is refused,
+    quietly), the second write's sweep fails on it, and Arrow's error prints the SAS's URL (its fields
+    reordered, so neither the SAS nor the connection string as declared): its signature is masked."""
+    sas = account_sas("rwl")
+    sig = sas.rsplit("sig=", 1)[1]
+    project = sink_project(tmp_path / "p", container, 3)
+    (project / "project.yml").write_text(PROJECT_YML + "engine:\n  retry: { max_attempts: 1 }\n")
+    first = pz(project, "run", env={"AZ_CONN": sas_connection(azure, sas)})
+    assert first.exit_code == 0, first.output
+    results = [
+        pz(project, "run", env={"AZ_CONN": sas_connection(azure, sas)}),
+        pz(project, "--log-format", "json", "run", env={"AZ_CONN": sas_connection(azure, sas)}),
+    ]
+    for result in results:
+        assert result.exit_code == 1, result.output
+        assert "sig=***" in result.output, result.output  # Arrow's message, masked
+        assert sig not in result.output and unquote(sig) not in result.output, result.output
+    for path in (project / ".pz").rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert sig.encode() not in data and unquote(sig).encode() not in data, path
+
+
+def test_a_replace_deletes_an_old_blob_a_killed_copy_left_a_snapshot_of(
+    tmp_path: Path, azure: AzureServer, container: str
+) -> None:
+    """Azure refuses to delete a blob that has snapshots (pyarrow's delete: 409 SnapshotsPresent); a write
+    killed while its copy was pending leaves the snapshot taken before it. A replace deletes the blobs it
+    drops together with their snapshots."""
+    assert run(azure, sink_project(tmp_path / "p", container, 3), "run").exit_code == 0
+    put(azure, f"{container}/out/orders/part-appended-00000.parquet", b"appended")
+    rest = BlobRest(AZURITE_ACCOUNT, AZURITE_KEY, None, azure.endpoint, container)
+    assert rest.snapshot("out/orders/part-appended-00000.parquet")
+    again = run(azure, sink_project(tmp_path / "p", container, 2), "run", "--select", "blob.orders")
+    assert again.exit_code == 0, again.output
+    assert blobs(azure, container, "out/orders") == ["out/orders/part-00000.parquet"]
+    assert snapshots(azure, container) == []

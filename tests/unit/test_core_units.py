@@ -180,6 +180,19 @@ def test_redactor_masks_every_secret() -> None:
     assert redact.deep({"a": ["s3cr3t"], "b": 1}) == {"a": ["***"], "b": 1}
 
 
+def test_redactor_masks_the_credentials_a_connection_string_holds() -> None:
+    """Arrow's Azure errors print a SAS's URL (fields reordered, so never the whole SAS or connection
+    string); a connection string's key or password can be printed alone too."""
+    sas = "sv=2021-08-06&ss=b&srt=sco&sp=rwdlac&se=2099-01-01T00%3A00%3A00Z&sig=96c2EygB3P%2FPybbU%3D"
+    conn = f"AccountName=acct;AccountKey=a2V5LWJ5dGVz==;SharedAccessSignature={sas};"
+    redact = Redactor((conn, "Server=db;Uid=u;Pwd=hunter2-long;"))
+    arrow = "http://h/c?se=2099-01-01T00%3A00%3A00Z&sig=96c2EygB3P%2FPybbU%3D&sp=rwdlac&srt=sco&ss=b&sv=2021"
+    assert "96c2EygB3P" not in redact(arrow) and "sig=***" in redact(arrow)
+    assert redact("decoded: 96c2EygB3P/PybbU=") == "decoded: ***"
+    assert redact("key a2V5LWJ5dGVz== and hunter2-long") == "key *** and ***"
+    assert redact("sv=2021-08-06 AccountName=acct sp=rwdlac") == "sv=2021-08-06 AccountName=acct sp=rwdlac"
+
+
 @given(st.text())
 def test_identifier_quoting_round_trips(name: str) -> None:
     if "\x00" in name:

@@ -5,6 +5,8 @@ Connection: `container`; and either `connection_string` (from a secret env var) 
 `account_key` (the key from a secret env var), optionally `endpoint` (the blob service URL, e.g. Azurite's
 `http://127.0.0.1:10000/devstoreaccount1`; default `https://<account>.blob.core.windows.net`).
 DuckDB's azure extension 1.5.5 writes blobs too (`COPY … TO 'az://…'`), so the connector is a sink as well.
+A finished blob is promoted (replace, append) with Azure's asynchronous Copy Blob, signed by pz itself
+(`rest`, `copying`): pyarrow's copy is the synchronous Copy Blob From URL, capped at 256 MiB per blob.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from pipelinez.connectors.azureblob.copying import copy_blob
+from pipelinez.connectors.azureblob.rest import BlobRest
 from pipelinez.connectors.files.objconnector import ObjectStoreConnector
 from pipelinez.connectors.files.objects import ObjectStore
 from pipelinez.connectors.sdk import ConnectorIssue
@@ -89,6 +93,21 @@ class AzureStore(ObjectStore):
     def secret_options(self) -> str:
         return f"TYPE azure, CONNECTION_STRING {quote_literal(self.account.connection_string())}"
 
+    def rest(self) -> BlobRest:
+        return BlobRest(
+            self.account.name, self.account.key, self.account.sas, self.account.blob_url, self.root
+        )
+
+    def copy(self, source: str, dest: str) -> None:
+        """Azure's asynchronous Copy Blob (no size cap within the account), followed to its end; a copy that
+        does not succeed leaves `dest` as it was (`copying`)."""
+        copy_blob(self.rest(), source, dest, self.uri)
+
+    def delete(self, key: str) -> None:
+        """Delete Blob with its snapshots: Azure refuses to delete a blob that has any, and a write killed
+        while a copy was pending leaves the snapshot taken before it (`copying`)."""
+        self.rest().delete(key)
+
     def make_filesystem(self) -> pafs.FileSystem:
         import pyarrow.fs as pafs
 
@@ -98,7 +117,7 @@ class AzureStore(ObjectStore):
         if self.account.key:
             kwargs["account_key"] = self.account.key
         elif self.account.sas:
-            kwargs["sas_token"] = self.account.sas
+            kwargs["sas_token"] = "?" + self.account.sas.lstrip("?")  # without '?' Arrow puts it in the path
         if url.netloc != f"{self.account.name}.blob.{DEFAULT_SUFFIX}":
             kwargs.update(
                 blob_storage_authority=url.netloc,

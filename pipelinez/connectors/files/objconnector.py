@@ -12,10 +12,12 @@ Sink: an output is a prefix of data files; replace promotes a temp prefix, appen
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import threading
 from abc import abstractmethod
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -147,44 +149,20 @@ class ObjectStoreConnector(Connector):
     def extract_native(
         self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest, partition: Partition, target: str
     ) -> None:
-        import duckdb
-
         ds = self._dataset(dataset)
-        try:
-            try:
-                files = ds.partition_files(partition)
-                with self.store.session(con) as cur:
-                    schema = self._schema(ds, dataset, cur, files)
-                    select = reading.native_select(cur, ds, schema, files)
-                    land(cur, target, bounded_select(select, dataset.bounds), dataset.staging_compression)
-            except duckdb.Error as exc:
-                raise as_transient(wrap(exc, "PZ0505"), exc) from exc
-            except OSError as exc:
-                raise io_error(exc, "PZ0505") from exc
-        except PzConnectorError as exc:
-            gone = self._gone_bucket(exc)
-            if gone is None:
-                raise
-            raise gone from exc
+        with self._store_errors("PZ0505"):
+            files = ds.partition_files(partition)
+            with self.store.session(con) as cur:
+                schema = self._schema(ds, dataset, cur, files)
+                select = reading.native_select(cur, ds, schema, files)
+                land(cur, target, bounded_select(select, dataset.bounds), dataset.staging_compression)
 
     # -- sink ----------------------------------------------------------------------------------
     def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
-        import duckdb
-
         out, folder = self._output(output)
-        try:
-            try:
-                with self.store.session(con) as cur:
-                    return writing.write_native(cur, out, folder, source)
-            except duckdb.Error as exc:
-                raise as_transient(wrap(exc, "PZ0501"), exc) from exc
-            except OSError as exc:
-                raise io_error(exc, "PZ0501") from exc
-        except PzConnectorError as exc:
-            gone = self._gone_bucket(exc)
-            if gone is None:
-                raise
-            raise gone from exc
+        with self._store_errors("PZ0501"), self.store.session(con) as cur:
+            result = writing.write_native(cur, out, folder, source)
+        return result
 
     def target_columns(self, output: OutputRequest) -> list[TargetColumn] | None:
         """An append to a parquet prefix that already holds files keeps their schema (the newest file's)."""
@@ -218,30 +196,19 @@ class ObjectStoreConnector(Connector):
             raise PzConnectorError(f"{self.store.describe()} does not exist", code="PZ0601")
 
     def fetch_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]]:
-        import duckdb
-
         ds = self._dataset(dataset)
-        try:
+        with self._store_errors("PZ0602"):
+            files = ds.files()
+            if not files:
+                raise PzConnectorError(
+                    f"no object matches '{ds.path}' in {self.store.describe()}", code="PZ0602"
+                )
+            con = self.store.connect()
             try:
-                files = ds.files()
-                if not files:
-                    raise PzConnectorError(
-                        f"no object matches '{ds.path}' in {self.store.describe()}", code="PZ0602"
-                    )
-                con = self.store.connect()
-                try:
-                    return list(self._schema(ds, dataset, con, ds.absolute(files)).columns)
-                finally:
-                    con.close()
-            except duckdb.Error as exc:
-                raise as_transient(wrap(exc, "PZ0602"), exc) from exc
-            except OSError as exc:
-                raise io_error(exc, "PZ0602") from exc
-        except PzConnectorError as exc:
-            gone = self._gone_bucket(exc)
-            if gone is None:
-                raise
-            raise gone from exc
+                columns = list(self._schema(ds, dataset, con, ds.absolute(files)).columns)
+            finally:
+                con.close()
+        return columns
 
     def probe_output(self, output: OutputRequest) -> None:
         _, folder = self._output(output)
@@ -255,6 +222,26 @@ class ObjectStoreConnector(Connector):
             raise io_error(exc, "PZ0606", f"cannot write objects under {folder.describe()}: ") from exc
 
     # -- helpers -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _store_errors(self, code: str) -> Iterator[None]:
+        """Around a read or write of the store: a DuckDB error or an OSError becomes PzConnectorError `code`
+        (transient when it is a network failure), and any PzConnectorError of a bucket/container that does
+        not exist becomes PZ0531 naming it (`_gone_bucket`)."""
+        import duckdb
+
+        try:
+            try:
+                yield
+            except duckdb.Error as exc:
+                raise as_transient(wrap(exc, code), exc) from exc
+            except OSError as exc:
+                raise io_error(exc, code) from exc
+        except PzConnectorError as exc:
+            gone = self._gone_bucket(exc)
+            if gone is None:
+                raise
+            raise gone from exc
+
     def _gone_bucket(self, exc: PzConnectorError) -> PzConnectorError | None:
         """A failed read or write (or one that found nothing) of a bucket/container that does not exist is
         PZ0531 naming it; None when that is not why (the error stands). Asked only after a failure: a

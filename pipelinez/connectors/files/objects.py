@@ -11,17 +11,18 @@ The engine owns retries: for S3, httpfs's `http_retries` is set to 0 and pyarrow
 attempt. DuckDB's azure extension (1.5.5) has no setting for the Azure SDK's own retry policy, so Azure
 requests keep the SDK's default retries underneath the engine's.
 
-Replace writes the result under a hidden temp prefix next to the output (`.orders.pz-tmp-<run>-<hex>/`),
-then promotes it: the new data file is copied server-side over `part-00000.<ext>` (`ObjectStore.copy`: one
-object replaced in one step, so a reader sees the old file or the new one, whatever its size: the s3 store
-copies an object over CopyObject's cap in parts of one multipart upload), the output's other objects are
-deleted, then the temp prefix. Every write starts by sweeping what killed writes left: temp prefixes, and
-incomplete multipart uploads under the temp prefixes and the output (`ObjectStore.abort_uploads`). A failure
-before the promote leaves the output exactly as it was; a failure during the promote's
-deletes leaves the new file plus old files an earlier append added, and the next write of that output
-starts by sweeping temp prefixes. Append writes its one new object under a temp prefix too and copies it in
-as `part-<run>-<n>.<ext>` once complete: DuckDB completes an object's upload even when its COPY fails
-midway, so writing in place could leave half a file; this way a failed append adds nothing.
+Replace writes the result under a hidden temp prefix next to the output (`.orders.pz-tmp-<run>-<hex>/`), then
+promotes it: the new data file is copied server-side over `part-00000.<ext>` (`ObjectStore.copy`: one object
+replaced in one step, so a reader sees the old file or the new one, whatever its size: the s3 store copies an
+object over CopyObject's cap in parts of one multipart upload; the azure store uses Azure's asynchronous Copy
+Blob, which is undone from a snapshot when it does not succeed, see `azureblob.copying`), the output's other
+objects are deleted (`ObjectStore.delete`), then the temp prefix. Every write starts by sweeping what killed
+writes left: temp prefixes, and incomplete multipart uploads under the temp prefixes and the output
+(`ObjectStore.abort_uploads`). A failure before the promote leaves the output exactly as it was; a failure
+during the promote's deletes leaves the new file plus old files an earlier append added, and the next write of
+that output starts by sweeping temp prefixes. Append writes its one new object under a temp prefix too and
+copies it in as `part-<run>-<n>.<ext>` once complete: DuckDB completes an object's upload even when its COPY
+fails midway, so writing in place could leave half a file; this way a failed append adds nothing.
 """
 
 from __future__ import annotations
@@ -193,6 +194,10 @@ class ObjectStore(ABC):
         """Copy the object `source` to `dest` (keys) inside the store: `dest` is replaced in one step (a
         reader sees the old object or the new one, never part of it)."""
         self.fs.copy_file(self._fs_path(source), self._fs_path(dest))
+
+    def delete(self, key: str) -> None:
+        """Delete the object `key`."""
+        self.fs.delete_file(self._fs_path(key))
 
     def abort_uploads(self, prefix: str) -> None:
         """Abort the incomplete multipart uploads whose keys start with `prefix` (a killed or failed write
@@ -387,7 +392,6 @@ class ObjectFolder:
     def _promote(self, tmp: str) -> None:
         """Copy every object of the temp prefix over the output's (same relative keys), then delete the
         output's other objects."""
-        fs, path = self.store.fs, self.store._fs_path
         new = [key[len(tmp) + 1 :] for key, _ in self.store.objects(tmp)]
         keep = {f"{self.prefix}/{rel}" for rel in new}
         old = [key for key, _ in self.store.objects(self.prefix) if key not in keep]
@@ -395,7 +399,7 @@ class ObjectFolder:
             self.store.copy(f"{tmp}/{rel}", f"{self.prefix}/{rel}")
         failpoints.hit("sink.during_promote")
         for key in old:
-            fs.delete_file(path(key))
+            self.store.delete(key)
 
     def append_tree(self, run_id: str, fill: Callable[[str], None]) -> int:
         import pyarrow.fs as pafs

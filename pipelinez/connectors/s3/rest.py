@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.client
-import ssl
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import quote
+
+from pipelinez.connectors.files.rest import NoReply, send
 
 _TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
 _TRANSIENT_CODES = (
@@ -159,25 +159,12 @@ class S3Rest:
         )
         all_headers = self._signed(method, path, canonical_query, dict(headers or {}), body)
         target = path + (f"?{canonical_query}" if canonical_query else "")
-        conn: http.client.HTTPConnection
-        if self.use_ssl:
-            conn = http.client.HTTPSConnection(
-                self.host, timeout=TIMEOUT, context=ssl.create_default_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(self.host, timeout=TIMEOUT)
         try:
-            conn.request(method, target, body=body or None, headers=all_headers)
-            response = conn.getresponse()
-            data = response.read()
-            status = response.status
-        except TimeoutError as exc:
-            raise S3RestError(f"S3 {what}: timed out ({exc})", transient=True) from None
-        except (ConnectionError, http.client.HTTPException, OSError) as exc:
-            raise S3RestError(f"S3 {what}: connection error ({type(exc).__name__}: {exc})", True) from None
-        finally:
-            conn.close()
-        root = _parse(data)
+            reply = send(self.host, self.use_ssl, method, target, all_headers, body, TIMEOUT)
+        except NoReply as exc:
+            raise S3RestError(f"S3 {what}: {exc}", transient=True) from None
+        status = reply.status
+        root = _parse(reply.body)
         if root is not None and _strip_ns(root.tag) == "Error":
             code = _find(root, "Code") or "Error"
             message = _find(root, "Message") or ""

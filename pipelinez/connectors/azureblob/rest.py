@@ -1,0 +1,250 @@
+"""The few Blob service calls pyarrow's Azure file system does not offer, over the standard library's HTTP
+client, signed with the account key (Shared Key, HMAC-SHA256) or authorized by the connection's SAS token:
+the asynchronous Copy Blob a promote uses (pyarrow's `copy_file` is the synchronous Copy Blob From URL,
+which Azure caps at 256 MiB of source blob), Get Blob Properties to follow it, Abort Copy Blob, and the blob
+snapshot that lets a failed copy be rolled back (`copying`).
+
+One attempt per call, like the rest of the connector (the engine owns retries): a refused, reset or timed-out
+connection and HTTP 408/429/500/502/503/504 are transient. The account key only ever goes into the
+signature and a SAS token only into request URLs and the copy source header: neither is put into a message
+(`_scrub` removes a SAS from whatever text the service sends back, which may echo a request's headers).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from email.utils import formatdate
+from urllib.parse import parse_qsl, quote, urlsplit
+
+from pipelinez.connectors.files.rest import NoReply, Reply, send
+
+API_VERSION = "2021-08-06"
+TIMEOUT = 60.0  # seconds per request: every call here answers without moving data
+_TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
+_SIGNED_STANDARD_HEADERS = (
+    "content-encoding",
+    "content-language",
+    "content-length",
+    "content-md5",
+    "content-type",
+    "date",
+    "if-modified-since",
+    "if-match",
+    "if-none-match",
+    "if-unmodified-since",
+    "range",
+)
+
+
+class AzureRestError(OSError):
+    """A Blob service call failed. `transient`: another attempt may succeed; `status`: the HTTP status the
+    service answered (None when no answer came, so the call may or may not have taken effect); `code`: its
+    x-ms-error-code."""
+
+    def __init__(self, message: str, transient: bool, status: int | None = None, code: str | None = None):
+        super().__init__(message)
+        self.transient = transient
+        self.status = status
+        self.code = code
+
+
+@dataclass(frozen=True)
+class CopyState:
+    """A blob's last Copy Blob as the service reports it (`x-ms-copy-*`)."""
+
+    copy_id: str
+    status: str  # pending | success | aborted | failed
+    description: str = ""  # x-ms-copy-status-description (failed or pending only)
+    progress: str = ""  # x-ms-copy-progress: "<bytes copied>/<total>"
+
+
+class BlobRest:
+    """Signed requests to one container of one account's blob service."""
+
+    def __init__(self, account: str, key: str | None, sas: str | None, blob_url: str, container: str):
+        url = urlsplit(blob_url)
+        self.account, self.container = account, container
+        self.use_ssl = url.scheme != "http"
+        self.host = url.netloc
+        self.base = url.path.rstrip("/")  # Azurite: /<account>
+        self._key = base64.b64decode(key) if key else None
+        self._sas = (sas or "").lstrip("?") or None
+        self._sig = dict(parse_qsl(self._sas)).get("sig") if self._sas else None
+
+    # -- operations ------------------------------------------------------------------------------
+    def name(self, blob: str) -> str:
+        """How messages name a blob: `az://<container>/<blob>`."""
+        return f"az://{self.container}/{blob}"
+
+    def path(self, blob: str) -> str:
+        return f"{self.base}/{quote(self.container, safe='')}/{quote(blob, safe='/~')}"
+
+    def url(self, blob: str, snapshot: str | None = None) -> str:
+        """The blob's URL as a copy source: with the SAS token when that authorizes requests (a Shared Key
+        request may read any blob of its account)."""
+        sas = self._sas if self._key is None else None
+        query = "&".join(
+            part for part in (f"snapshot={quote(snapshot, safe='')}" if snapshot else "", sas) if part
+        )
+        scheme = "https" if self.use_ssl else "http"
+        return f"{scheme}://{self.host}{self.path(blob)}" + (f"?{query}" if query else "")
+
+    def start_copy(self, source_url: str, dest: str) -> CopyState:
+        """Copy Blob (asynchronous: no x-ms-requires-sync) of `source_url` over the blob `dest`."""
+        reply = self._call(
+            "PUT", dest, {}, {"x-ms-copy-source": source_url}, what=f"starting a copy to {self.name(dest)}"
+        )
+        return _copy_state(reply, dest)
+
+    def copy_state(self, blob: str) -> CopyState | None:
+        """Get Blob Properties' view of the blob's last copy; None when the blob does not exist or was not
+        the destination of a copy since it was last written."""
+        try:
+            reply = self._call("HEAD", blob, {}, what=f"reading the copy status of {self.name(blob)}")
+        except AzureRestError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return _copy_state(reply, blob) if "x-ms-copy-id" in reply.headers else None
+
+    def abort_copy(self, blob: str, copy_id: str) -> None:
+        """Abort Copy Blob (the service then leaves the blob empty: `copying` restores it)."""
+        try:
+            self._call(
+                "PUT",
+                blob,
+                {"comp": "copy", "copyid": copy_id},
+                {"x-ms-copy-action": "abort"},
+                what=f"aborting the copy to {self.name(blob)}",
+            )
+        except AzureRestError as exc:
+            if exc.code != "NoPendingCopyOperation":  # it ended meanwhile: nothing left to abort
+                raise
+
+    def snapshot(self, blob: str) -> str | None:
+        """Snapshot Blob: the new snapshot's time stamp, or None when the blob does not exist."""
+        try:
+            reply = self._call("PUT", blob, {"comp": "snapshot"}, what=f"snapshotting {self.name(blob)}")
+        except AzureRestError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        stamp = reply.headers.get("x-ms-snapshot")
+        if not stamp:
+            raise AzureRestError(
+                f"the blob service returned no snapshot time for {self.name(blob)}", transient=False
+            )
+        return stamp
+
+    def delete(self, blob: str, snapshot: str | None = None) -> None:
+        """Delete Blob: the blob with its snapshots, or only the snapshot `snapshot`; gone already is fine."""
+        query = {"snapshot": snapshot} if snapshot else {}
+        headers = {} if snapshot else {"x-ms-delete-snapshots": "include"}
+        what = (
+            f"deleting snapshot {snapshot} of {self.name(blob)}"
+            if snapshot
+            else f"deleting {self.name(blob)}"
+        )
+        try:
+            self._call("DELETE", blob, query, headers, what=what)
+        except AzureRestError as exc:
+            if exc.status != 404:
+                raise
+
+    # -- transport -------------------------------------------------------------------------------
+    def _call(
+        self,
+        method: str,
+        blob: str,
+        query: dict[str, str],
+        headers: dict[str, str] | None = None,
+        what: str = "",
+    ) -> Reply:
+        path = self.path(blob)
+        encoded = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in sorted(query.items()))
+        if self._sas and not self._key:
+            encoded = f"{encoded}&{self._sas}" if encoded else self._sas
+        all_headers = self._signed(method, path, query, dict(headers or {}))
+        target = path + (f"?{encoded}" if encoded else "")
+        try:
+            reply = send(self.host, self.use_ssl, method, target, all_headers, b"", TIMEOUT)
+        except NoReply as exc:
+            raise AzureRestError(self._scrub(f"Azure {what}: {exc}"), transient=True) from None
+        status, data = reply.status, reply.body
+        if status >= 300:
+            code = reply.headers.get("x-ms-error-code") or _error_field(data, "Code") or ""
+            said = (_error_field(data, "Message") or "").strip().splitlines()
+            detail = f"{code}: {said[0]}" if code and said else code or (said[0] if said else "")
+            message = f"Azure {what}: HTTP {status}" + (f" {detail}" if detail else "")
+            raise AzureRestError(self._scrub(message), status in _TRANSIENT_STATUS, status, code or None)
+        return reply
+
+    def _signed(
+        self, method: str, path: str, query: dict[str, str], headers: dict[str, str]
+    ) -> dict[str, str]:
+        """The request's headers with its Shared Key `Authorization` (none when a SAS token authorizes)."""
+        headers = {k.lower(): v for k, v in headers.items()}
+        headers.setdefault("x-ms-date", formatdate(usegmt=True))
+        headers["x-ms-version"] = API_VERSION
+        if method in ("PUT", "POST"):
+            headers.setdefault("content-length", "0")
+        if self._key is None:
+            return headers
+        to_sign = string_to_sign(method, self.account, path, query, headers)
+        digest = hmac.new(self._key, to_sign.encode(), hashlib.sha256).digest()
+        headers["authorization"] = f"SharedKey {self.account}:{base64.b64encode(digest).decode()}"
+        return headers
+
+    def _scrub(self, text: str) -> str:
+        """`text` without the SAS token or its signature (a service message may echo a request)."""
+        for secret in (self._sas, self._sig, quote(self._sig or "", safe="") or None):
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+
+def string_to_sign(
+    method: str, account: str, path: str, query: dict[str, str], headers: dict[str, str]
+) -> str:
+    """Shared Key's string-to-sign for the Blob service (version 2015-02-21 and later): the verb, eleven
+    standard headers (Content-Length empty when 0), the x-ms-* headers (lower-case, sorted) and the
+    canonicalized resource `/<account><encoded path>` with each query parameter as `\\n<name>:<value>`."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    standard = [lowered.get(name, "") for name in _SIGNED_STANDARD_HEADERS]
+    if standard[2] == "0":
+        standard[2] = ""
+    canonical_headers = "".join(
+        f"{name}:{' '.join(lowered[name].split())}\n"
+        for name in sorted(n for n in lowered if n.startswith("x-ms-"))
+    )
+    resource = f"/{account}{path}" + "".join(f"\n{k.lower()}:{v}" for k, v in sorted(query.items()))
+    return "\n".join([method, *standard]) + "\n" + canonical_headers + resource
+
+
+def _copy_state(reply: Reply, blob: str) -> CopyState:
+    copy_id, status = reply.headers.get("x-ms-copy-id"), reply.headers.get("x-ms-copy-status")
+    if not copy_id or not status:
+        raise AzureRestError(f"the blob service reported no copy status for {blob}", transient=False)
+    return CopyState(
+        copy_id,
+        status.lower(),
+        reply.headers.get("x-ms-copy-status-description", ""),
+        reply.headers.get("x-ms-copy-progress", ""),
+    )
+
+
+def _error_field(data: bytes, name: str) -> str | None:
+    if not data.strip():
+        return None
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError:
+        return None
+    for child in root:
+        if child.tag.rsplit("}", 1)[-1] == name:
+            return child.text
+    return None
