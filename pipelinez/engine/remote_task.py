@@ -35,7 +35,7 @@ from pipelinez.engine.failures import NodeFailure, classify
 from pipelinez.engine.node_runners import NodeOutput, drop_quietly, make_connector, partition_fingerprint
 from pipelinez.engine.node_runners import _land_partition as land_partition
 from pipelinez.engine.run_results import PartitionResult
-from pipelinez.engine.shared_staging import StagingRoot, TableManifest
+from pipelinez.engine.shared_staging import StagingRoot, TableManifest, transient_io
 from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:
@@ -162,6 +162,7 @@ def run_task(task: RemoteTask) -> RemoteResult:
         with _failpoints(task.failpoints):
             con = open_staging(folder / "task.duckdb", task.memory_limit)
             con.execute(f"SET threads = {int(task.threads)}")
+            task.root.attach(con)  # an object-store staging: httpfs and its secret, for inputs and publish
             ctx = _WorkerContext(task.item.run_id, con)
             try:
                 result, published = _attempt(ctx, task)
@@ -209,8 +210,9 @@ def _attempt(ctx: _WorkerContext, task: RemoteTask) -> tuple[AttemptResult, tupl
     except Exception as exc:
         failure = NodeFailure(
             "PZ0712",
-            f"{item.name}: its staged data could not be published under {task.root.path}: "
+            f"{item.name}: its staged data could not be published under {task.root.location}: "
             f"{type(exc).__name__}: {exc}",
+            transient=isinstance(exc, OSError) and transient_io(exc),
         )
         return AttemptResult(item.name, item.attempt, failure=failure), ()
     return result, (manifest,)
