@@ -48,6 +48,7 @@ from pipelinez.engine.executor_choice import ExecutorChoice
 from pipelinez.engine.failures import DEBUG_LOG, NodeFailure, classify
 from pipelinez.engine.node_runners import NodeOutput, make_connector, partition_fingerprint
 from pipelinez.engine.remote_task import (
+    STAGING_PROBLEM,
     RemoteResult,
     RemoteTask,
     StagedInput,
@@ -182,7 +183,9 @@ def _check_resources(cluster: RayCluster) -> None:
 
 
 def _probe_versions(cluster: RayCluster) -> None:
-    """One probe task pinned to each alive node: the versions its workers import."""
+    """One probe task pinned to each alive node: the versions its workers import, and whether they can
+    write and read the staging (a node that cannot reach the bucket, or lacks the shared mount's rights,
+    is PZ0711 before anything runs, not a PZ0712 on every node it runs)."""
     ray = cluster.ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -194,7 +197,7 @@ def _probe_versions(cluster: RayCluster) -> None:
             max_retries=0,
             name="pz:version-probe",
             scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
-        ).remote()
+        ).remote(cluster.root)
         for n in nodes
     ]
     try:
@@ -206,9 +209,16 @@ def _probe_versions(cluster: RayCluster) -> None:
     mine = versions()
     for node, theirs in zip(nodes, found, strict=True):
         differ = [f"{k} {theirs.get(k)} (driver: {v})" for k, v in mine.items() if theirs.get(k) != v]
+        host = node.get("NodeManagerAddress", node.get("NodeID", "?"))
         if differ:
-            host = node.get("NodeManagerAddress", node.get("NodeID", "?"))
             raise _refuse("PZ0709", f"Ray node {host} runs {', '.join(differ)}")
+        if theirs.get(STAGING_PROBLEM):
+            raise _refuse(
+                "PZ0711",
+                cluster.redactor(f"Ray node {host}: {theirs[STAGING_PROBLEM]}"),
+                "every node needs the staging: a shared folder each one mounts, or an s3:// endpoint each "
+                "one reaches with engine.staging's credentials",
+            )
 
 
 def _check_staging(root: StagingRoot, redactor: Redactor) -> None:

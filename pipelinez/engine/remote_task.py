@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pipelinez.compile.nodes import PipelineNode, SourceLoadNode
 from pipelinez.connectors.sdk import Partition
 from pipelinez.core import failpoints
+from pipelinez.core.diagnostics import PzConfigError
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeStatus, Tier
@@ -311,6 +312,19 @@ def _redacted(result: AttemptResult, redactor: Redactor) -> AttemptResult:
     return result
 
 
-def probe() -> dict[str, str]:
-    """The version probe's task body."""
-    return versions()
+STAGING_PROBLEM = "staging_problem"  # the probe's key: why this node cannot use the staging
+
+
+def probe(root: StagingRoot | None = None) -> dict[str, str]:
+    """The version probe's task body: the versions, and (given the staging) why this node cannot write and
+    read it back, if it cannot."""
+    found = versions()
+    if root is not None:
+        try:
+            root.check()
+        except PzConfigError as exc:
+            found[STAGING_PROBLEM] = "; ".join(d.message for d in exc.diagnostics)
+        except Exception as exc:
+            name = type(exc).__name__
+            found[STAGING_PROBLEM] = f"the staging {root.location} cannot be checked: {name}: {exc}"
+    return found

@@ -193,3 +193,51 @@ def test_a_missing_bucket_an_unreachable_endpoint_and_a_literal_secret_are_refus
         assert S3_SECRET not in result.output
     for folder in (project, cut, literal):
         assert not (folder / ".pz" / "runs").exists()  # refused before any run started
+
+
+def test_an_s3_publish_writes_its_manifest_after_its_parquet_and_a_failed_attempt_changes_nothing_read(
+    s3: S3Server, bucket: str
+) -> None:
+    import duckdb
+
+    from pipelinez.engine.shared_staging import SharedStagingStore
+    from pipelinez.engine.staging_store import ReuseUnavailable
+
+    settings = {"endpoint": s3.endpoint, "access_key_id": S3_KEY_ID, "secret_access_key": S3_SECRET}
+    root = staging_root(f"s3://{bucket}/st", settings)
+    con = duckdb.connect()
+    root.attach(con)
+    con.execute("CREATE TABLE t AS SELECT range AS id, range::HUGEINT AS big FROM range(5)")
+    real_write = root.write_text
+    present_at_manifest: list[dict[str, int | None]] = []
+
+    def spy(uri: str, text: str) -> None:
+        listed = json.loads(text)["files"]
+        present_at_manifest.append({f: root.size(root.file_uri("r1", "t", f)) for f in listed})
+        real_write(uri, text)
+
+    def refuse(uri: str, text: str) -> None:
+        raise OSError("AWS Error ACCESS_DENIED during PutObject operation")
+
+    object.__setattr__(root, "write_text", spy)
+    first = root.publish(con, "r1", "t", node="t", node_id="n1")
+    assert present_at_manifest and all(size for size in present_at_manifest[0].values())  # objects first
+
+    con.execute("INSERT INTO t SELECT * FROM t")  # the next attempt would stage 10 rows
+    object.__setattr__(root, "write_text", refuse)
+    with pytest.raises(OSError):
+        root.publish(con, "r1", "t", node="t", node_id="n1")
+    # the failed attempt's Parquet may exist, but no manifest lists it: readers see the first attempt's rows
+    store = SharedStagingStore(root)
+    assert root.read_manifest("r1", "t").files == first.files
+    reader = duckdb.connect()
+    assert store.copy(reader, "r1", "t", "copy") == 5
+    assert reader.execute("SELECT typeof(big) FROM copy LIMIT 1").fetchone() == ("HUGEINT",)
+
+    object.__setattr__(root, "write_text", real_write)
+    third = root.publish(con, "r1", "t", node="t", node_id="n1")
+    assert store.copy(reader, "r1", "t", "copy") == 10
+    assert root.names("r1", "t") == sorted(["_manifest.json", *third.files])  # earlier attempts swept
+    root.unpublish("r1", "t")
+    with pytest.raises(ReuseUnavailable, match=r"has no _manifest\.json"):
+        root.read_manifest("r1", "t")

@@ -10,7 +10,7 @@ import pytest
 from pipelinez.core.diagnostics import PzConfigError
 from pipelinez.core.redact import Redactor
 from pipelinez.engine.executor_choice import ExecutorChoice, choose_executor, staging_location
-from pipelinez.engine.ray_backend import RayCluster, _check_resources, memory_bytes
+from pipelinez.engine.ray_backend import RayCluster, _check_resources, _probe_versions, memory_bytes
 from pipelinez.engine.shared_staging import LocalStagingRoot, staging_root
 
 
@@ -88,3 +88,41 @@ def test_a_cluster_where_no_node_fits_one_task_is_refused_instead_of_waiting_for
     cluster = RayCluster(choice, "512MB", Redactor(), root, ray=_FakeRay([small, fits]))
     _check_resources(cluster)
     assert cluster.slots == 6  # every alive node's CPUs: nodes at once unless --threads says
+
+
+class _ProbingRay(_FakeRay):
+    """Runs each probe task in this process, as a worker on every node would."""
+
+    def remote(self, fn: Any) -> Any:
+        class _Task:
+            def options(self, **_: Any) -> Any:
+                return self
+
+            def remote(self, *args: Any) -> Any:
+                return fn(*args)
+
+        return _Task()
+
+    def get(self, refs: list[Any], timeout: float | None = None) -> list[Any]:
+        return refs
+
+
+def test_a_node_that_cannot_reach_the_s3_staging_is_refused_by_the_probe_before_anything_runs() -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    secret = "probe-secret-value-9f8e7d"
+    settings = {"endpoint": f"http://127.0.0.1:{port}", "access_key_id": "k", "secret_access_key": secret}
+    root = staging_root("s3://pz-stage/p", settings)
+    node = {"Alive": True, "NodeID": "a" * 56, "NodeManagerAddress": "10.0.0.7", "Resources": {"CPU": 2.0}}
+    cluster = RayCluster(
+        ExecutorChoice("ray", root.location), "512MB", Redactor((secret,)), root, ray=_ProbingRay([node])
+    )
+    with pytest.raises(PzConfigError) as raised:
+        _probe_versions(cluster)
+    found = raised.value.diagnostics[0]
+    assert found.code == "PZ0711"
+    assert found.message.startswith("Ray node 10.0.0.7: the staging s3://pz-stage/p at endpoint 127.0.0.1:")
+    assert "cannot be reached" in found.message and secret not in found.message
