@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,8 @@ def bucket(s3: S3Server) -> str:
     return s3.bucket(f"pz-stage-{secrets.token_hex(4)}")
 
 
-def _project_yml(endpoint: str, extra: str = "") -> str:
-    return f"""
+def _project_yml(endpoint: str) -> str:
+    return textwrap.dedent(f"""
         name: shop
         env:
           S3_ID: {{}}
@@ -46,8 +47,8 @@ def _project_yml(endpoint: str, extra: str = "") -> str:
           staging:
             endpoint: "{endpoint}"
             access_key_id: "{{{{ env('S3_ID') }}}}"
-            secret_access_key: "{{{{ env('S3_SECRET') }}}}"{extra}
-    """
+            secret_access_key: "{{{{ env('S3_SECRET') }}}}"
+    """).lstrip()
 
 
 def _files(s3: S3Server) -> dict[str, str]:
@@ -126,10 +127,12 @@ def test_a_ray_run_staged_on_s3_gives_what_the_local_executor_gives_and_no_secre
                 assert S3_SECRET.encode() not in path.read_bytes(), path
 
 
-def test_pz_retry_after_a_sink_failure_reuses_the_s3_staged_loads_and_pz_clean_deletes_them(
+def test_pz_retry_after_a_sink_failure_reuses_the_s3_staged_loads_and_retention_and_clean_delete_them(
     tmp_path: Path, ray_instance: Any, s3: S3Server, bucket: str
 ) -> None:
-    project = write_project(tmp_path / "p", _files(s3))
+    # keep_last 1: the failed run's staging is the newest when the retry reads it, then swept by the retry
+    files = {**FILES, "project.yml": _project_yml(s3.endpoint) + "retention: { keep_last: 1 }\n"}
+    project = write_project(tmp_path / "p", files)
     staging = f"s3://{bucket}/runs"
     failed = pz(
         project,
@@ -156,9 +159,8 @@ def test_pz_retry_after_a_sink_failure_reuses_the_s3_staged_loads_and_pz_clean_d
     assert next(n for n in results["nodes"] if n["name"] == "wh.totals")["status"] == "success"
     manifest = json.loads(_objects(s3, bucket)[f"runs/{results['run_id']}/src_files__orders/_manifest.json"])
     assert manifest["rows"] == 4  # the reused load is staged again under the retry's own run
-    runs = {key.split("/")[1] for key in _objects(s3, bucket)}
-    assert runs == {first["run_id"], results["run_id"]}
-    # pz clean (as the retention sweep) deletes what the Ray runs staged on S3, with engine.staging's keys
+    # the retention sweep deleted what the failed run staged on S3 (engine.staging's keys); pz clean the rest
+    assert {key.split("/")[1] for key in _objects(s3, bucket)} == {results["run_id"]}
     assert pz(project, "clean", env=ENV).exit_code == 0
     assert _objects(s3, bucket) == {}
 
