@@ -277,7 +277,7 @@ class Project:
 
     def clean(self) -> list[str]:
         """Delete every run's staging database (history stays); the ids of the runs cleaned."""
-        return workflow.clean(self.root)
+        return workflow.clean(self.root, self.environ)
 
 
 def init_project(directory: PathLike, *, force: bool = False) -> list[Path]:

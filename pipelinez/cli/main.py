@@ -313,7 +313,8 @@ def _reporter(settings: Settings) -> Callable[[dict[str, Any]], None]:
     "staging",
     default=None,
     metavar="URL",
-    help="ray executor: staging folder every node can reach (default .pz/staging). Env: PZ_STAGING_URL.",
+    help="ray executor: staging every node can reach: a shared folder or s3://bucket/prefix (endpoint and "
+    "credentials: engine.staging in project.yml); default .pz/staging. Env: PZ_STAGING_URL.",
 )
 @click.pass_obj
 @guarded
@@ -394,7 +395,8 @@ def _report_run_error(settings: Settings, run_id: str, err: NodeError, log_file:
     "staging",
     default=None,
     metavar="URL",
-    help="ray executor: staging folder (default: the one of the run it finishes). Env: PZ_STAGING_URL.",
+    help="ray executor: staging folder or s3://bucket/prefix (default: the one of the run it finishes). "
+    "Env: PZ_STAGING_URL.",
 )
 @click.pass_obj
 @guarded

@@ -24,6 +24,7 @@ from pipelinez.compile.instances import resolve_instances
 from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.pins import check_pins
 from pipelinez.compile.semantic import analyse_pipelines
+from pipelinez.compile.staging import resolve_staging
 from pipelinez.compile.targets import shared_targets
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.values import resolve_values
@@ -90,6 +91,8 @@ def compile_project(
     redactor = Redactor(values.secrets)
     sources, sinks, found = resolve_instances(project, templater)
     errors += found
+    staging, found = resolve_staging(project, templater)
+    errors += found
     infos, found, warned = analyse_pipelines(project, templater)
     errors += found
     warnings += warned
@@ -145,7 +148,7 @@ def compile_project(
     errors += found
     warnings += warned
 
-    dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor)
+    dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor, staging)
     return CompileResult(dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs)
 
 

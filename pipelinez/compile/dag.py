@@ -6,6 +6,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pipelinez.compile.checks import check_sql
 from pipelinez.compile.graph import topological_order
@@ -48,6 +49,8 @@ class CompiledDag:
     nodes: dict[str, Node]  # name -> node, in topological order
     warnings: list[Diagnostic] = field(default_factory=list)
     redactor: Redactor = field(default_factory=Redactor)
+    # the ray executor's object-store staging settings (engine.staging), real values: may hold secrets
+    staging: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def edges(self) -> dict[str, tuple[str, ...]]:

@@ -98,6 +98,7 @@ def build_engine(engine: dict[str, Any]) -> EngineSpec:
         staging_compression=str(engine.get("staging_compression", DEFAULT_STAGING_COMPRESSION)),
         retry=build_retry(engine.get("retry")),
         breaker=None if breaker is None else build_breaker(breaker),
+        staging=dict(_mapping(engine.get("staging"))),
     )
 
 

@@ -81,6 +81,45 @@ INSTANCE_ENGINE: dict[str, Any] = {
 }
 
 
+STAGING: dict[str, Any] = {
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "description": "the ray executor's s3:// staging (--staging s3://bucket/prefix): where the bucket is and "
+    "how to sign in; the keys of the s3 connector's connection block, without bucket (from the URL)",
+    "properties": {
+        "endpoint": {
+            "type": "string",
+            "minLength": 1,
+            "description": "host:port or http(s)://host:port of an S3-compatible server (default: AWS S3)",
+        },
+        "region": {
+            "type": "string",
+            "minLength": 1,
+            "description": "the bucket's region (default us-east-1)",
+        },
+        "url_style": {
+            "enum": ["path", "vhost"],
+            "description": "path or vhost (default path with an endpoint, else vhost)",
+        },
+        "use_ssl": {
+            "type": "boolean",
+            "description": "use https (default: the endpoint's scheme, else true)",
+        },
+        "access_key_id": {"type": "string", "minLength": 1, "description": "access key id"},
+        "secret_access_key": {
+            "type": "string",
+            "minLength": 1,
+            "description": "secret access key, from a secret env var: \"{{ env('NAME') }}\"",
+        },
+        "session_token": {
+            "type": "string",
+            "minLength": 1,
+            "description": "session token of temporary credentials, from a secret env var",
+        },
+    },
+}
+
+
 def _ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/$defs/{name}"}
 
@@ -141,6 +180,7 @@ def project_schema() -> dict[str, Any]:
             },
             "retry": _ref("retry"),
             "breaker": _ref("breaker"),
+            "staging": STAGING,
         },
     }
     properties = {

@@ -628,9 +628,11 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0531",
         "BucketNotFound",
         "an object-store source or sink names a bucket (s3) or container (azureblob) that does not exist at "
-        "the store it connects to",
+        "the store it connects to, or the ray executor's s3:// staging URL names a bucket that does not "
+        "exist (refused before the run)",
         "create the bucket or container named in the message, or fix connection.bucket/container "
-        "(and endpoint/region); pz never creates one",
+        "(the --staging URL's bucket) and endpoint/region (engine.staging for the staging); pz never "
+        "creates one",
     ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(
@@ -745,18 +747,22 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0711",
         "ExecutorSettingInvalid",
         "an executor setting cannot be used: an unknown --executor or PZ_EXECUTOR value, --staging without "
-        "the ray executor, a staging URL whose scheme is not available (s3:// and other object stores are "
-        "not available yet), or a staging folder that cannot be created or written",
-        "use --executor local|ray, and a local or shared folder (a path, or file://) for --staging / "
-        "PZ_STAGING_URL that every Ray node can read and write",
+        "the ray executor, a malformed s3:// staging URL or one whose scheme is not available (gs://, "
+        "az://, ...), a staging folder that cannot be created or written, an s3:// staging that cannot be "
+        "reached or written with project.yml's engine.staging settings (endpoint, credentials), or an "
+        "engine.staging block the s3 connector's rules refuse",
+        "use --executor local|ray, and for --staging / PZ_STAGING_URL a folder every Ray node can read and "
+        "write (a path, or file://) or s3://bucket/prefix with its endpoint and credentials in "
+        "engine.staging (docs/scale-out.md)",
     ),
     Code(
         "PZ0712",
         "StagingPublishFailed",
         "a node's staged data could not be published on the shared staging (its Parquet files or its "
         "_manifest.json could not be written or read back): the node is not done",
-        "check the staging folder's free space and permissions on every node; the attempt's partial files "
-        "are ignored (a node is done only when its manifest exists)",
+        "check the staging folder's free space and permissions (an s3:// staging: the bucket's reachability "
+        "and the credentials' rights) on every node; the attempt's partial files are ignored (a node is "
+        "done only when its manifest exists)",
     ),
 )
 

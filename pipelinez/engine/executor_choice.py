@@ -6,13 +6,18 @@ cluster). Nothing here touches the project files: the same project runs on eithe
 - `ray`: the pz process stays the driver (validation, plan, ids, lock, scheduling, retries, breakers, events,
   watermarks) and each node runs as one Ray task, staging its result as Parquet under the staging URL.
 
+A staging location is a folder (a path or a `file://` URL, local or a shared mount) or an `s3://bucket/prefix`
+URL (its endpoint and credentials: the `engine.staging` block of project.yml, see `shared_staging`).
+
 A setting that cannot be honoured is refused before anything runs (PZ0711), never ignored: an unknown
-executor, `--staging` with the local executor, or a staging URL whose scheme is not available yet.
+executor, `--staging` with the local executor, a malformed s3:// URL, or a staging URL whose scheme is not
+available (gs://, az://, ...).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +29,16 @@ LOCAL = "local"
 RAY = "ray"
 EXECUTORS = (LOCAL, RAY)
 STAGING_DIR = "staging"  # the default staging folder of a ray run: <project>/.pz/staging
-OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https", "hdfs")
+S3 = "s3"
+OBJECT_STORE_SCHEMES = ("s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https", "hdfs")  # not available
+# an S3 bucket name: 3-63 lowercase letters, digits, dots and hyphens, starting and ending alnum
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
 @dataclass(frozen=True)
 class ExecutorChoice:
     kind: str = LOCAL
-    staging: Path | None = None  # the ray executor's staging folder (absolute); None for local
+    staging: str | None = None  # the ray executor's staging: an absolute folder or s3://bucket/prefix
     address: str | None = None  # the Ray cluster (RAY_ADDRESS); None: start a local Ray instance
 
     @property
@@ -42,9 +50,15 @@ def _refuse(message: str, where: str, next_step: str = "") -> PzConfigError:
     return PzConfigError([error("PZ0711", message, file=where, next_step=next_step)])
 
 
-def staging_folder(url: str, where: str) -> Path:
-    """A staging URL as a local (or shared-mount) folder: a path, or a file:// URL. Object stores are refused
-    with PZ0711 (not available yet), never silently staged somewhere else."""
+def is_object_store(location: str) -> bool:
+    """Whether a staging location (as `staging_location` returns it) is an object store URL."""
+    return location.startswith(f"{S3}://")
+
+
+def staging_location(url: str, where: str) -> str:
+    """A staging URL as a location: an absolute folder (a path, or a file:// URL; local or a shared mount),
+    or `s3://bucket/prefix` (normalized: no trailing slash). Other object stores are refused with PZ0711
+    (not available), never silently staged somewhere else."""
     text = url.strip()
     if not text:
         raise _refuse("the staging URL is empty", where)
@@ -53,18 +67,60 @@ def staging_folder(url: str, where: str) -> Path:
     if scheme == "file":
         if parsed.netloc not in ("", "localhost"):
             raise _refuse(f"staging URL {text!r}: a file:// URL names a folder of this machine", where)
-        return Path(unquote(parsed.path)).resolve()
+        return str(Path(unquote(parsed.path)).resolve())
+    if scheme == S3:
+        return _s3_location(text, where)
     if scheme in OBJECT_STORE_SCHEMES:
         raise _refuse(
-            f"staging URL {text!r}: {scheme}:// staging is not available yet; the ray executor stages on "
-            "a local or shared folder",
+            f"staging URL {_shown(text)!r}: {scheme}:// staging is not available; the ray executor stages "
+            "on a local or shared folder, or on S3 (s3://bucket/prefix)",
             where,
-            "use a folder every Ray node mounts (a path or file://...), "
-            "e.g. --staging /mnt/shared/pz-staging",
+            "use s3://bucket/prefix (any S3-compatible store), or a folder every Ray node mounts "
+            "(a path or file://...), e.g. --staging /mnt/shared/pz-staging",
         )
     if scheme and len(scheme) > 1:  # a Windows drive letter parses as a one-letter scheme
-        raise _refuse(f"staging URL {text!r}: unknown scheme {scheme}://", where)
-    return Path(text).expanduser().resolve()
+        raise _refuse(f"staging URL {_shown(text)!r}: unknown scheme {scheme}://", where)
+    return str(Path(text).expanduser().resolve())
+
+
+def _shown(text: str) -> str:
+    """A URL as messages may show it: without user info (which could hold a credential)."""
+    parsed = urlparse(text)
+    if "@" not in parsed.netloc:
+        return text
+    return parsed._replace(netloc="***@" + parsed.netloc.rsplit("@", 1)[1]).geturl()
+
+
+def _s3_location(text: str, where: str) -> str:
+    """`s3://bucket/prefix`, checked: a valid bucket name, a clean prefix, nothing else in the URL."""
+    parsed = urlparse(text)
+    shown = _shown(text)
+    settings = "endpoint, region and credentials go in project.yml's engine.staging block"
+    if "@" in parsed.netloc or parsed.query or parsed.params or parsed.fragment:
+        raise _refuse(
+            f"staging URL {shown!r}: an s3:// staging URL is s3://bucket/prefix, with no user, query or "
+            "fragment",
+            where,
+            f"write --staging s3://bucket/prefix; {settings} (secrets from secret env vars)",
+        )
+    bucket = parsed.netloc
+    if not _BUCKET.match(bucket) or ".." in bucket:
+        raise _refuse(
+            f"staging URL {shown!r}: {bucket!r} is not an S3 bucket name (3-63 lowercase letters, digits, "
+            "dots and hyphens)",
+            where,
+            "write --staging s3://bucket/prefix with the bucket's name",
+        )
+    segments = [seg for seg in unquote(parsed.path).split("/") if seg]
+    bad = [seg for seg in segments if seg in (".", "..") or seg.startswith(".") or "\x00" in seg]
+    if bad:
+        raise _refuse(
+            f"staging URL {shown!r}: the prefix segment {bad[0]!r} cannot be used (object keys have no "
+            "parent folders, and pz hides its own temporary objects under names starting with '.')",
+            where,
+            "write --staging s3://bucket/prefix with plain prefix segments",
+        )
+    return "/".join([f"{S3}://{bucket}", *segments])
 
 
 def choose_executor(
@@ -99,10 +155,10 @@ def choose_executor(
             )
         return ExecutorChoice(LOCAL)
     if url is not None:
-        folder = staging_folder(url, url_where)
+        location = staging_location(url, url_where)
     elif default is not None and default.staging is not None:
-        folder = default.staging
+        location = default.staging
     else:
-        folder = state_dir.resolve() / STAGING_DIR
+        location = str(state_dir.resolve() / STAGING_DIR)
     address = env.get("RAY_ADDRESS", "").strip() or None
-    return ExecutorChoice(RAY, folder, address)
+    return ExecutorChoice(RAY, location, address)

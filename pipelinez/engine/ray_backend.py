@@ -48,6 +48,7 @@ from pipelinez.engine.executor_choice import ExecutorChoice
 from pipelinez.engine.failures import DEBUG_LOG, NodeFailure, classify
 from pipelinez.engine.node_runners import NodeOutput, make_connector, partition_fingerprint
 from pipelinez.engine.remote_task import (
+    STAGING_PROBLEM,
     RemoteResult,
     RemoteTask,
     StagedInput,
@@ -115,14 +116,10 @@ class RayCluster:
     choice: ExecutorChoice
     memory_limit: str
     redactor: Redactor
+    root: StagingRoot
     started: bool = False  # pz started a local Ray instance (and shuts it down at the end)
     slots: int = 1  # the cluster's CPUs: nodes at once unless --threads or engine.threads says
     ray: Any = field(default=None, repr=False)
-
-    @property
-    def root(self) -> StagingRoot:
-        assert self.choice.staging is not None
-        return StagingRoot(self.choice.staging)
 
     def backend(self, ctx: RunContext, slots: int) -> RayBackend:
         return RayBackend(self, ctx, slots)
@@ -133,12 +130,14 @@ class RayCluster:
         self.started = False
 
 
-def connect(choice: ExecutorChoice, memory_limit: str, redactor: Redactor) -> RayCluster:
-    """Join the cluster (RAY_ADDRESS) or start a local Ray instance, then check it before any node runs:
-    a node can host one task (PZ0708), every node runs the driver's pipelinez/DuckDB/Python (PZ0709), the
-    staging folder can be written (PZ0711). Raises PzConfigError; the run has not started."""
+def connect(choice: ExecutorChoice, memory_limit: str, redactor: Redactor, root: StagingRoot) -> RayCluster:
+    """Check the staging (it can be written: PZ0711; its bucket exists: PZ0531), then join the cluster
+    (RAY_ADDRESS) or start a local Ray instance and check it before any node runs: a node can host one task
+    (PZ0708), every node runs the driver's pipelinez/DuckDB/Python (PZ0709). Raises PzConfigError (every
+    message redacted); the run has not started."""
     ray = import_ray()
-    cluster = RayCluster(choice, memory_limit, redactor, ray=ray)
+    _check_staging(root, redactor)
+    cluster = RayCluster(choice, memory_limit, redactor, root, ray=ray)
     if not ray.is_initialized():
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         options: dict[str, Any] = {
@@ -158,7 +157,6 @@ def connect(choice: ExecutorChoice, memory_limit: str, redactor: Redactor) -> Ra
     try:
         _check_resources(cluster)
         _probe_versions(cluster)
-        _check_staging(cluster)
     except BaseException:
         cluster.close()
         raise
@@ -185,7 +183,9 @@ def _check_resources(cluster: RayCluster) -> None:
 
 
 def _probe_versions(cluster: RayCluster) -> None:
-    """One probe task pinned to each alive node: the versions its workers import."""
+    """One probe task pinned to each alive node: the versions its workers import, and whether they can
+    write and read the staging (a node that cannot reach the bucket, or lacks the shared mount's rights,
+    is PZ0711 before anything runs, not a PZ0712 on every node it runs)."""
     ray = cluster.ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -197,7 +197,7 @@ def _probe_versions(cluster: RayCluster) -> None:
             max_retries=0,
             name="pz:version-probe",
             scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
-        ).remote()
+        ).remote(cluster.root)
         for n in nodes
     ]
     try:
@@ -209,22 +209,27 @@ def _probe_versions(cluster: RayCluster) -> None:
     mine = versions()
     for node, theirs in zip(nodes, found, strict=True):
         differ = [f"{k} {theirs.get(k)} (driver: {v})" for k, v in mine.items() if theirs.get(k) != v]
+        host = node.get("NodeManagerAddress", node.get("NodeID", "?"))
         if differ:
-            host = node.get("NodeManagerAddress", node.get("NodeID", "?"))
             raise _refuse("PZ0709", f"Ray node {host} runs {', '.join(differ)}")
+        if theirs.get(STAGING_PROBLEM):
+            raise _refuse(
+                "PZ0711",
+                cluster.redactor(f"Ray node {host}: {theirs[STAGING_PROBLEM]}"),
+                "every node needs the staging: a shared folder each one mounts, or an s3:// endpoint each "
+                "one reaches with engine.staging's credentials",
+            )
 
 
-def _check_staging(cluster: RayCluster) -> None:
-    folder = cluster.root.path
-    probe_file = folder / f".pz-write-probe-{os.getpid()}"
+def _check_staging(root: StagingRoot, redactor: Redactor) -> None:
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe_file.write_text("ok", encoding="utf-8")
-        probe_file.unlink()
-    except OSError as exc:
-        raise _refuse(
-            "PZ0711",
-            f"the staging folder {folder} cannot be written: {exc.strerror or exc}",
+        root.check()
+    except PzConfigError as exc:
+        raise PzConfigError(
+            [
+                dataclasses.replace(d, message=redactor(d.message), next_step=redactor(d.next_step))
+                for d in exc.diagnostics
+            ]
         ) from None
 
 
@@ -251,6 +256,7 @@ class RayBackend:
             p.stream_into: p for p in ctx.plan.nodes if p.stream_into
         }  # sink write -> the pipeline it reads as it is computed
         self._views = ctx.staging.cursor()
+        self.root.attach(self._views)  # the run's views (and streamed pipelines) read the staged Parquet
         self._slots = slots
         self._driver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pz-ray-driver")  # partitions()
         self._landed: dict[tuple[str, int], TableManifest] = {}  # (node, partition) landed in this run
@@ -352,7 +358,11 @@ class RayBackend:
                 self._register(manifest)
         except (ReuseUnavailable, OSError, RuntimeError) as exc:
             failure = NodeFailure(
-                "PZ0712", f"{item.name}: the driver cannot read its published staged data: {exc}"
+                "PZ0712",
+                self.cluster.redactor(
+                    f"{item.name}: the driver cannot read its published staged data: {exc}"
+                ),
+                transient=bool(getattr(exc, "transient", False)),
             )
             result = AttemptResult(item.name, item.attempt, failure=failure)
         done(result)
@@ -387,7 +397,7 @@ class RayBackend:
         manifest = self.root.read_manifest(published.run_id, published.table)
         if manifest.files != published.files or manifest.rows != published.rows:
             raise RuntimeError(
-                f"{published.table}: its {self.root.path} manifest is not the one the task wrote"
+                f"{published.table}: its manifest in {self.root.location} is not the one the task wrote"
             )
         sql = self.root.select_sql(manifest.run_id, manifest)
         with self._lock:
@@ -539,7 +549,11 @@ class _FanOut:
             )
             backend._register(manifest)
         except (ReuseUnavailable, OSError, RuntimeError) as exc:
-            failure = NodeFailure("PZ0712", f"{item.name}: its partitions could not be combined: {exc}")
+            failure = NodeFailure(
+                "PZ0712",
+                backend.cluster.redactor(f"{item.name}: its partitions could not be combined: {exc}"),
+                transient=bool(getattr(exc, "transient", False)),
+            )
             self.done(AttemptResult(item.name, item.attempt, failure=failure))
             return
         output = NodeOutput(rows=manifest.rows, tier=self.tier, partitions=results)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pipelinez.compile.nodes import PipelineNode, SourceLoadNode
 from pipelinez.connectors.sdk import Partition
 from pipelinez.core import failpoints
+from pipelinez.core.diagnostics import PzConfigError
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeStatus, Tier
@@ -35,7 +36,7 @@ from pipelinez.engine.failures import NodeFailure, classify
 from pipelinez.engine.node_runners import NodeOutput, drop_quietly, make_connector, partition_fingerprint
 from pipelinez.engine.node_runners import _land_partition as land_partition
 from pipelinez.engine.run_results import PartitionResult
-from pipelinez.engine.shared_staging import StagingRoot, TableManifest
+from pipelinez.engine.shared_staging import StagingRoot, TableManifest, transient_io
 from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:
@@ -162,6 +163,7 @@ def run_task(task: RemoteTask) -> RemoteResult:
         with _failpoints(task.failpoints):
             con = open_staging(folder / "task.duckdb", task.memory_limit)
             con.execute(f"SET threads = {int(task.threads)}")
+            task.root.attach(con)  # an object-store staging: httpfs and its secret, for inputs and publish
             ctx = _WorkerContext(task.item.run_id, con)
             try:
                 result, published = _attempt(ctx, task)
@@ -209,8 +211,9 @@ def _attempt(ctx: _WorkerContext, task: RemoteTask) -> tuple[AttemptResult, tupl
     except Exception as exc:
         failure = NodeFailure(
             "PZ0712",
-            f"{item.name}: its staged data could not be published under {task.root.path}: "
+            f"{item.name}: its staged data could not be published under {task.root.location}: "
             f"{type(exc).__name__}: {exc}",
+            transient=isinstance(exc, OSError) and transient_io(exc),
         )
         return AttemptResult(item.name, item.attempt, failure=failure), ()
     return result, (manifest,)
@@ -309,6 +312,19 @@ def _redacted(result: AttemptResult, redactor: Redactor) -> AttemptResult:
     return result
 
 
-def probe() -> dict[str, str]:
-    """The version probe's task body."""
-    return versions()
+STAGING_PROBLEM = "staging_problem"  # the probe's key: why this node cannot use the staging
+
+
+def probe(root: StagingRoot | None = None) -> dict[str, str]:
+    """The version probe's task body: the versions, and (given the staging) why this node cannot write and
+    read it back, if it cannot."""
+    found = versions()
+    if root is not None:
+        try:
+            root.check()
+        except PzConfigError as exc:
+            found[STAGING_PROBLEM] = "; ".join(d.message for d in exc.diagnostics)
+        except Exception as exc:
+            name = type(exc).__name__
+            found[STAGING_PROBLEM] = f"the staging {root.location} cannot be checked: {name}: {exc}"
+    return found

@@ -8,11 +8,13 @@ import os
 import re
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipelinez.core.oserrors import os_reason
 from pipelinez.core.vocabulary import Provenance, RunStatus
+from pipelinez.engine.failures import DEBUG_LOG
 from pipelinez.engine.run_results import RunResults, UnreadableResults
 from pipelinez.engine.statedir import state_error
 
@@ -120,9 +122,16 @@ def unreadable_reason(exc: OSError | ValueError) -> str:
     return "not a run record this pz can read (a field is missing or has the wrong shape)"
 
 
-def sweep(state_dir: Path, keep_last: int, current: str | None = None) -> list[str]:
-    """Delete staging databases of all but the newest `keep_last` runs, and the Parquet a Ray run staged on
-    its shared staging folder (`<staging>/<run-id>`); run history stays."""
+def sweep(
+    state_dir: Path,
+    keep_last: int,
+    current: str | None = None,
+    remove_staged: Callable[[str, str], None] | None = None,
+) -> list[str]:
+    """Delete staging databases of all but the newest `keep_last` runs, and what a Ray run staged on its
+    shared staging (`<staging>/<run-id>`); run history stays. `remove_staged(location, run_id)` deletes a
+    run's staged tables wherever they are (an s3:// staging needs the project's engine.staging credentials);
+    without it only a folder's are deleted."""
     removed = []
     for stray in runs_dir(state_dir).glob(f"{SEED_PREFIX}*"):  # a killed retry's copy (see staging_store)
         stray.unlink(missing_ok=True)
@@ -136,27 +145,36 @@ def sweep(state_dir: Path, keep_last: int, current: str | None = None) -> list[s
                 path.unlink()
                 if name == STAGING_FILE:
                     removed.append(run_id)
-        shared = _shared_staging(state_dir, run_id)
-        if shared is not None and shared.is_dir():
-            shutil.rmtree(shared, ignore_errors=True)
-            if run_id not in removed:
-                removed.append(run_id)
+        location = _shared_staging(state_dir, run_id)
+        folder = "://" not in location if location else False
+        if location is None or (folder and not (Path(location) / run_id).is_dir()):
+            continue
+        try:
+            if remove_staged is not None:
+                remove_staged(location, run_id)
+            elif folder:
+                shutil.rmtree(Path(location) / run_id, ignore_errors=True)
+        except Exception as exc:  # an object store unreachable now: the next sweep tries again
+            DEBUG_LOG.info("the staging of run %s at %s was not removed: %s", run_id, location, exc)
+            continue
+        if folder and run_id not in removed:
+            removed.append(run_id)
     return removed
 
 
-def _shared_staging(state_dir: Path, run_id: str) -> Path | None:
-    """Where a Ray run staged its tables (its run_results.json args), or None."""
+def _shared_staging(state_dir: Path, run_id: str) -> str | None:
+    """Where a Ray run staged its tables (its run_results.json args: a folder or s3://...), or None."""
     try:
         data = json.loads((runs_dir(state_dir) / run_id / "run_results.json").read_text(encoding="utf-8"))
         staging = (data.get("args") or {}).get("staging")
     except (OSError, ValueError, AttributeError):
         return None
-    return Path(str(staging)) / run_id if staging else None
+    return str(staging) if staging else None
 
 
-def clean(state_dir: Path) -> list[str]:
-    """Delete every staging database (pz clean). Run history stays."""
-    return sweep(state_dir, 0)
+def clean(state_dir: Path, remove_staged: Callable[[str, str], None] | None = None) -> list[str]:
+    """Delete every staging database (pz clean) and what Ray runs staged. Run history stays."""
+    return sweep(state_dir, 0, remove_staged=remove_staged)
 
 
 def remove_tree(path: Path) -> None:

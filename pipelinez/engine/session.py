@@ -8,7 +8,7 @@ import contextlib
 import os
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -41,6 +41,7 @@ from pipelinez.engine.executor import OK_STATUSES, Executor, NodeGate, node_comp
 from pipelinez.engine.lock import ProjectLock
 from pipelinez.engine.run_results import NodeResult, ResultsWriter, RunArgs, RunResults
 from pipelinez.engine.runs import STAGING_FILE, new_run_id, runs_dir, sweep
+from pipelinez.engine.shared_staging import remove_staged
 from pipelinez.engine.staging_store import Reuse, kept_tables, prune, seed_source, unseed
 from pipelinez.engine.statedir import state_error
 from pipelinez.engine.watermarks import Capture, commit_run
@@ -78,9 +79,12 @@ class RunSession:
         keep_last: int,
         subscribers: Sequence[Subscriber] = (),
         lock: ProjectLock | None = None,
+        remove_staged: Callable[[str, str], None] | None = None,
     ):
         """`lock`: the project lock, when the caller already holds it (a retry decides under it); the session
-        releases it at the end like its own."""
+        releases it at the end like its own. `remove_staged`: how the retention sweep deletes what a Ray run
+        staged (see `runs.sweep`)."""
+        self.remove_staged = remove_staged
         self.state_dir = state_dir
         self.redactor = redactor
         self.keep_last = keep_last
@@ -156,7 +160,7 @@ class RunSession:
                 )
             self._events.close()
             with contextlib.suppress(OSError):  # retention retries on the next run
-                sweep(self.state_dir, self.keep_last, current=self.run_id)
+                sweep(self.state_dir, self.keep_last, current=self.run_id, remove_staged=self.remove_staged)
         finally:
             self._lock.__exit__(exc_type, exc, tb)
 
@@ -197,7 +201,10 @@ def execute(
     where attempts run when not on local threads (a Ray cluster)."""
     project = plan.dag.project
     resume = resume or Resumption()
-    with RunSession(project.state_dir, plan.dag.redactor, project.keep_last, subscribers, lock) as session:
+    remover = remove_staged(plan.dag.staging)
+    with RunSession(
+        project.state_dir, plan.dag.redactor, project.keep_last, subscribers, lock, remover
+    ) as session:
         results = RunResults(session.run_id, command, utc_now(), plan.selection, args, retry_of=retry_of)
         planned = [
             NodeResult(p.node.id, p.node.name, p.node.kind, tier=p.tier, id_parts=id_parts(p.node))

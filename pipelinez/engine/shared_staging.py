@@ -3,9 +3,12 @@
 table's files (in order), its rows (per partition for a partitioned load), its exact DuckDB column types and
 a fingerprint, so nothing else in the folder counts (a crashed attempt's leftovers are ignored, then swept).
 
-Publishing is atomic on a local or shared folder: every file is written under a temporary name in the
-table's folder and renamed into place, the manifest last. Readers build their view from the manifest's file
-list, so they see the whole table or nothing, never a half-written attempt and never two attempts' rows.
+The root is a folder (`LocalStagingRoot`: local, or a shared mount every node sees) or an S3 prefix
+(`object_staging.ObjectStagingRoot`: `s3://bucket/prefix`, for a cluster with no shared file system).
+Publishing is all-or-nothing either way: a Parquet file gets a name no attempt used (renamed into place on
+a folder; an S3 object appears only once its upload completed), and the manifest is written in one step
+after it (a rename, or one PUT). Readers build their view from the manifest's file list, so they see the
+whole table or nothing, never a half-written attempt and never two attempts' rows.
 
 Parquet does not hold every DuckDB type exactly (HUGEINT becomes DOUBLE); such columns are written as text
 and cast back when read, and the manifest records both types, so a table reads back with the types it had.
@@ -22,11 +25,17 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelinez.connectors.files.objects import io_error
+from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.sqlnames import quote_ident, quote_literal
+from pipelinez.engine.executor_choice import is_object_store
 from pipelinez.engine.staging_store import ReuseUnavailable
 
 if TYPE_CHECKING:
@@ -97,39 +106,100 @@ class TableManifest:
         )
 
 
-@dataclass(frozen=True)
-class StagingRoot:
-    """The staging folder of distributed runs (local or a shared mount every node sees)."""
+class StagingRoot(ABC):
+    """Where distributed runs stage their tables: `<location>/<run-id>/<table>/<file>`. The manifest logic is
+    here; a subclass provides the storage: `LocalStagingRoot` (a folder, local or a shared mount) or
+    `ObjectStagingRoot` (s3://bucket/prefix, in `object_staging`). Names in a manifest are relative to the
+    table's folder (a combined load's files are `../<table>__part<i>/<file>`)."""
 
-    path: Path
+    # -- storage, per kind -----------------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """The staging as a run records it (run_results.json `args.staging`): a folder or s3://bucket/prefix."""
 
-    def folder(self, run_id: str, table: str) -> Path:
-        return self.path / run_id / table
+    @abstractmethod
+    def folder_uri(self, run_id: str, table: str) -> str:
+        """The table's folder, as messages show it."""
 
-    def manifest_path(self, run_id: str, table: str) -> Path:
-        return self.folder(run_id, table) / MANIFEST
+    @abstractmethod
+    def file_uri(self, run_id: str, table: str, name: str) -> str:
+        """A file of the table's folder as DuckDB reads it (a path, or an s3:// URL)."""
+
+    @abstractmethod
+    def read_text(self, uri: str) -> str:
+        """The file's text; FileNotFoundError when it does not exist, OSError when it cannot be read."""
+
+    @abstractmethod
+    def write_text(self, uri: str, text: str) -> None:
+        """Write the whole file in one step: a reader sees the old file (or none) or all of the new one."""
+
+    @abstractmethod
+    def size(self, uri: str) -> int | None:
+        """The file's size in bytes; None when it does not exist."""
+
+    @abstractmethod
+    def names(self, run_id: str, table: str) -> list[str]:
+        """Every file in the table's folder (none when it does not exist)."""
+
+    @abstractmethod
+    def delete(self, uri: str) -> None:
+        """Delete a file; gone already is fine."""
+
+    @abstractmethod
+    def parquet_target(self, run_id: str, table: str, name: str) -> str:
+        """Where DuckDB's COPY writes the file that becomes `name` (its folder created)."""
+
+    @abstractmethod
+    def place(self, target: str, run_id: str, table: str, name: str) -> None:
+        """Move a written `parquet_target` into place as `name` (a rename, or nothing: written in place)."""
+
+    @abstractmethod
+    def check(self) -> None:
+        """Before a run: the staging can be written. PzConfigError (PZ0711, PZ0531) naming what to fix."""
+
+    @abstractmethod
+    def remove_run(self, run_id: str) -> None:
+        """Delete everything run `run_id` staged (retention, pz clean); what is gone already is fine."""
+
+    def attach(self, cur: duckdb.DuckDBPyConnection) -> None:
+        """Make `cur`'s database able to read and write this staging (nothing to do for a folder)."""
+        return None
+
+    # -- manifests ---------------------------------------------------------------------------------------
+    def manifest_uri(self, run_id: str, table: str) -> str:
+        return self.file_uri(run_id, table, MANIFEST)
 
     def read_manifest(self, run_id: str, table: str) -> TableManifest:
-        """The table's manifest; ReuseUnavailable (the reason in words) when it is missing or unreadable."""
-        path = self.manifest_path(run_id, table)
+        """The table's manifest, its files checked to exist; ReuseUnavailable (the reason in words,
+        `transient` for a store that could not be reached) when it is missing or unreadable."""
+        folder = self.folder_uri(run_id, table)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(self.read_text(self.manifest_uri(run_id, table)))
         except FileNotFoundError:
-            raise ReuseUnavailable(f"its staged data has no {MANIFEST} in {path.parent}") from None
+            raise ReuseUnavailable(f"its staged data has no {MANIFEST} in {folder}") from None
         except (OSError, ValueError) as exc:
-            raise ReuseUnavailable(f"its {MANIFEST} cannot be read ({exc})") from None
+            raise ReuseUnavailable(
+                f"its {MANIFEST} cannot be read ({_first_line(exc)})", transient_io(exc)
+            ) from None
         try:
             manifest = TableManifest.from_dict(data)
         except (KeyError, TypeError, ValueError) as exc:
             raise ReuseUnavailable(f"its {MANIFEST} is malformed ({exc})") from None
-        missing = [f for f in manifest.files if not (path.parent / f).is_file()]
-        if missing:
-            raise ReuseUnavailable(f"its staged file {missing[0]} is gone from {path.parent}")
+        for name in manifest.files:
+            try:
+                gone = self.size(self.file_uri(run_id, table, name)) is None
+            except OSError as exc:
+                raise ReuseUnavailable(
+                    f"its staged file {name} cannot be checked ({_first_line(exc)})", transient_io(exc)
+                ) from None
+            if gone:
+                raise ReuseUnavailable(f"its staged file {name} is gone from {folder}")
         return manifest
 
     def select_sql(self, run_id: str, manifest: TableManifest) -> str:
         """A query reading the staged table back with its own column types."""
-        files = ", ".join(quote_literal(str(self.folder(run_id, manifest.table) / f)) for f in manifest.files)
+        files = ", ".join(quote_literal(self.file_uri(run_id, manifest.table, f)) for f in manifest.files)
         cols = ", ".join(
             quote_ident(c.name)
             if c.stored == c.type and not manifest.union_by_name
@@ -143,17 +213,15 @@ class StagingRoot:
         self, run_id: str, table: str, parts: list[TableManifest], *, node: str, node_id: str
     ) -> TableManifest:
         """The staged table of a load whose partitions were published one by one (each its own table,
-        `<table>__part<i>`): a manifest listing their files in partition order, written atomically. No row is
-        copied. The types are the first partition's (as the local executor combines them): when partitions
-        differ, the files are unified by name and cast."""
-        folder = self.folder(run_id, table)
-        folder.mkdir(parents=True, exist_ok=True)
+        `<table>__part<i>`): a manifest listing their files in partition order, written in one step. No row
+        is copied. The types are the first partition's (as the local executor combines them): when
+        partitions differ, the files are unified by name and cast."""
         files = tuple(f"../{p.table}/{f}" for p in parts for f in p.files)
         first = parts[0].columns
         same = all([(c.name, c.type) for c in p.columns] == [(c.name, c.type) for c in first] for p in parts)
         rows = sum(p.rows for p in parts)
         partitions = tuple(q for p in parts for q in p.partitions)
-        sizes = tuple((f, (folder / f).stat().st_size) for f in files)
+        sizes = tuple((f, self._existing_size(run_id, table, f)) for f in files)
         manifest = TableManifest(
             run_id,
             table,
@@ -165,11 +233,17 @@ class StagingRoot:
             partitions,
             _fingerprint(node_id, rows, first, sizes),
             dict(parts[0].versions),
-            dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            _now(),
             union_by_name=not same,
         )
-        write_atomically(folder / MANIFEST, json.dumps(manifest.to_dict(), indent=1))
+        self.write_text(self.manifest_uri(run_id, table), json.dumps(manifest.to_dict(), indent=1))
         return manifest
+
+    def _existing_size(self, run_id: str, table: str, name: str) -> int:
+        size = self.size(self.file_uri(run_id, table, name))
+        if size is None:
+            raise FileNotFoundError(f"staged file {name} of {table} is gone")
+        return size
 
     def publish(
         self,
@@ -182,11 +256,9 @@ class StagingRoot:
         partitions: tuple[dict[str, Any], ...] = (),
         versions: dict[str, str] | None = None,
     ) -> TableManifest:
-        """Write `table` of `cur`'s database as this run's staged table: Parquet renamed into place, then the
-        manifest, then the folder swept of anything the manifest does not list. OSError when the folder
-        cannot be written."""
-        folder = self.folder(run_id, table)
-        folder.mkdir(parents=True, exist_ok=True)
+        """Write `table` of `cur`'s database as this run's staged table: its Parquet in place under a name no
+        attempt used, then the manifest (the table counts from then on), then the folder swept of anything
+        the manifest does not list. OSError (or a DuckDB error) when the staging cannot be written."""
         token = secrets.token_hex(6)
         columns = [(str(r[0]), str(r[1])) for r in cur.execute(f"DESCRIBE {quote_ident(table)}").fetchall()]
         select = ", ".join(
@@ -194,26 +266,23 @@ class StagingRoot:
             for n, t in columns
         )
         name = f"part-{token}.parquet"
-        temp = folder / f".{name}.tmp"
+        target = self.parquet_target(run_id, table, name)
         try:
             cur.execute(
-                f"COPY (SELECT {select or '*'} FROM {quote_ident(table)}) TO {quote_literal(str(temp))} "
+                f"COPY (SELECT {select or '*'} FROM {quote_ident(table)}) TO {quote_literal(target)} "
                 "(FORMAT parquet, COMPRESSION zstd)"
             )
-            stored = [
-                str(r[1])
-                for r in cur.execute(
-                    f"DESCRIBE SELECT * FROM read_parquet({quote_literal(str(temp))})"
-                ).fetchall()
-            ]
-            row = cur.execute(f"SELECT count(*) FROM read_parquet({quote_literal(str(temp))})").fetchone()
+            described = cur.execute(f"DESCRIBE SELECT * FROM read_parquet({quote_literal(target)})")
+            stored = [str(r[1]) for r in described.fetchall()]
+            row = cur.execute(f"SELECT count(*) FROM read_parquet({quote_literal(target)})").fetchone()
             rows = int(row[0]) if row else 0
-            os.replace(temp, folder / name)
-        finally:
-            with contextlib.suppress(OSError):
-                temp.unlink()
+            self.place(target, run_id, table, name)
+        except BaseException:
+            with contextlib.suppress(Exception):  # never listed, so never read: removed when it can be
+                self.delete(target)
+            raise
         cols = tuple(StagedColumn(n, t, s) for (n, t), s in zip(columns, stored, strict=True))
-        size = (folder / name).stat().st_size
+        size = self._existing_size(run_id, table, name)
         manifest = TableManifest(
             run_id,
             table,
@@ -225,20 +294,122 @@ class StagingRoot:
             partitions,
             _fingerprint(node_id, rows, cols, ((name, size),)),
             dict(versions or {}),
-            dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            _now(),
         )
-        write_atomically(folder / MANIFEST, json.dumps(manifest.to_dict(), indent=1))
-        for stale in folder.iterdir():  # an earlier attempt's files: never listed, so never read; removed
-            if stale.name not in (MANIFEST, name):
+        self.write_text(self.manifest_uri(run_id, table), json.dumps(manifest.to_dict(), indent=1))
+        for stale in self.names(run_id, table):  # an earlier attempt's files: never listed, never read
+            if stale not in (MANIFEST, name):
                 with contextlib.suppress(OSError):
-                    stale.unlink()
+                    self.delete(self.file_uri(run_id, table, stale))
         return manifest
 
     def unpublish(self, run_id: str, table: str) -> None:
         """Withdraw a staged table (its manifest first, so it stops counting at once)."""
-        folder = self.folder(run_id, table)
         with contextlib.suppress(OSError):
-            (folder / MANIFEST).unlink()
+            self.delete(self.manifest_uri(run_id, table))
+
+
+@dataclass(frozen=True)
+class LocalStagingRoot(StagingRoot):
+    """A staging folder: local, or a shared mount (NFS, a shared volume) every Ray node sees at `path`.
+    Files are written under a temporary name and renamed into place (atomic on a POSIX folder)."""
+
+    path: Path
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    def folder(self, run_id: str, table: str) -> Path:
+        return self.path / run_id / table
+
+    def folder_uri(self, run_id: str, table: str) -> str:
+        return str(self.folder(run_id, table))
+
+    def file_uri(self, run_id: str, table: str, name: str) -> str:
+        return os.path.normpath(self.folder(run_id, table) / name)  # `../<part>/<file>` of a combined load
+
+    def read_text(self, uri: str) -> str:
+        return Path(uri).read_text(encoding="utf-8")
+
+    def write_text(self, uri: str, text: str) -> None:
+        Path(uri).parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(Path(uri), text)
+
+    def size(self, uri: str) -> int | None:
+        path = Path(uri)
+        return path.stat().st_size if path.is_file() else None
+
+    def names(self, run_id: str, table: str) -> list[str]:
+        folder = self.folder(run_id, table)
+        return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+    def delete(self, uri: str) -> None:
+        Path(uri).unlink(missing_ok=True)
+
+    def parquet_target(self, run_id: str, table: str, name: str) -> str:
+        folder = self.folder(run_id, table)
+        folder.mkdir(parents=True, exist_ok=True)
+        return str(folder / f".{name}.tmp")
+
+    def place(self, target: str, run_id: str, table: str, name: str) -> None:
+        os.replace(target, self.folder(run_id, table) / name)
+
+    def check(self) -> None:
+        probe_file = self.path / f".pz-write-probe-{os.getpid()}"
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            probe_file.write_text("ok", encoding="utf-8")
+            probe_file.unlink()
+        except OSError as exc:
+            raise PzConfigError(
+                [
+                    error(
+                        "PZ0711",
+                        f"the staging folder {self.path} cannot be written: {exc.strerror or exc}",
+                        file="executor ray",
+                        next_step="use a folder this user can create and write (and every Ray node mounts)",
+                    )
+                ]
+            ) from None
+
+    def remove_run(self, run_id: str) -> None:
+        shutil.rmtree(self.path / run_id, ignore_errors=True)
+
+
+def staging_root(location: str, settings: Mapping[str, Any] | None = None) -> StagingRoot:
+    """The staging at `location` (as `executor_choice.staging_location` returns it); `settings`: the
+    engine.staging block (endpoint, region, credentials) of an s3:// location."""
+    if is_object_store(location):
+        from pipelinez.engine.object_staging import ObjectStagingRoot
+
+        return ObjectStagingRoot.of(location, settings or {})
+    return LocalStagingRoot(Path(location))
+
+
+def remove_staged(settings: Mapping[str, Any] | None) -> Callable[[str, str], None]:
+    """What the retention sweep and pz clean call to delete a run's staged tables, wherever they are."""
+
+    def remove(location: str, run_id: str) -> None:
+        staging_root(location, settings).remove_run(run_id)
+
+    return remove
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def transient_io(exc: BaseException) -> bool:
+    """Whether another attempt may read what this error could not (an object store's network error)."""
+    if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError | PermissionError):
+        return bool(getattr(exc, "transient", False)) or io_error(exc, "PZ0712").is_transient
+    return False
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -290,6 +461,7 @@ class SharedStagingStore:
 
         manifest = self.root.read_manifest(run_id, table)
         try:
+            self.root.attach(cur)
             cur.execute(f"DROP TABLE IF EXISTS {quote_ident(target)}")
             cur.execute(f"CREATE TABLE {quote_ident(target)} AS {self.root.select_sql(run_id, manifest)}")
             row = cur.execute(f"SELECT count(*) FROM {quote_ident(target)}").fetchone()

@@ -37,7 +37,15 @@ if TYPE_CHECKING:
 
 
 class ReuseUnavailable(Exception):
-    """The staged table cannot be reused; the message says why, in words."""
+    """The staged table cannot be reused; the message says why, in words. `transient`: the staging could not
+    be reached this time (a network error of an object store), another attempt may read it."""
+
+    def __init__(self, message: str = "", transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.transient))
 
 
 @dataclass(frozen=True)

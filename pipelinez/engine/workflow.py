@@ -11,9 +11,13 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipelinez.compile.compiler import CompileResult, compile_project
 from pipelinez.compile.nodes import SourceLoadNode
+from pipelinez.compile.staging import resolve_staging
+from pipelinez.compile.templating import Templater
+from pipelinez.compile.values import resolve_values
 from pipelinez.config.loader import find_project_root, load_project
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
@@ -32,7 +36,7 @@ from pipelinez.engine.runs import RunSummary, runs_dir
 from pipelinez.engine.runs import clean as clean_runs
 from pipelinez.engine.runs import history as run_history
 from pipelinez.engine.session import Resumption, RunOutcome, execute
-from pipelinez.engine.shared_staging import SharedStagingStore, StagingRoot
+from pipelinez.engine.shared_staging import SharedStagingStore, remove_staged, staging_root
 from pipelinez.engine.staging_store import LocalStagingStore, StagingStore
 from pipelinez.plan.planner import Plan, build_plan, plan_named
 
@@ -123,7 +127,7 @@ def run(
         fail_fast,
         full_refresh,
         choice.kind,
-        str(choice.staging) if choice.staging else None,
+        choice.staging,
     )
     incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
     notes = [_full_refresh_note(incremental)] if full_refresh and incremental else []
@@ -152,7 +156,9 @@ def executing(
         return
     from pipelinez.engine.ray_backend import adapt_plan, connect
 
-    cluster = connect(choice, the_plan.dag.project.engine.memory_limit, the_plan.dag.redactor)
+    assert choice.staging is not None
+    root = staging_root(choice.staging, the_plan.dag.staging)
+    cluster = connect(choice, the_plan.dag.project.engine.memory_limit, the_plan.dag.redactor, root)
     try:
         adapted, notes = adapt_plan(the_plan)
         yield adapted, cluster, notes
@@ -182,17 +188,18 @@ def retry(
         last = last_run(state_dir)
         if last.status == RunStatus.SUCCESS:
             return RetryOutcome(last.run_id, message=NOTHING)
-        ran_on = ExecutorChoice(
-            last.args.executor, Path(last.args.staging) if last.args.staging else None
-        )  # a retry runs where the run it finishes ran, unless told otherwise
-        store: StagingStore = local
-        if ran_on.is_ray and ran_on.staging is not None:
-            store = SharedStagingStore(StagingRoot(ran_on.staging))
-        if store is local and not full_refresh:
+        # a retry runs where the run it finishes ran, unless told otherwise
+        ran_on = ExecutorChoice(last.args.executor, last.args.staging)
+        shared = ran_on.staging if ran_on.is_ray else None
+        if shared is None and not full_refresh:
             # open and copy the failed run's staging while the project is validated
             local.prepare(last.run_id, copy=not dry_run)
         the_plan, warnings = plan(root, (), (), last.args.vars, environ, last.args.full_refresh)
         dag = the_plan.dag
+        # a Ray run's staged tables: its manifests, on its folder or bucket (engine.staging signs in)
+        store: StagingStore = (
+            local if shared is None else SharedStagingStore(staging_root(shared, dag.staging))
+        )
         choice = choose_executor(executor, staging, environ, state_dir, default=ran_on)
         selection = select_retry(last, dag, store, full_refresh)
         local.close_readers()
@@ -215,7 +222,7 @@ def retry(
             last.args,
             full_refresh=last.args.full_refresh or full_refresh,
             executor=choice.kind,
-            staging=str(choice.staging) if choice.staging else None,
+            staging=choice.staging,
         )
         incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(retry_plan))
         if args.full_refresh and incremental:
@@ -263,8 +270,21 @@ def history(project_dir: Path | None, limit: int | None = None) -> list[RunSumma
     return run_history(find_project_root(project_dir or Path.cwd()) / ".pz", limit)
 
 
-def clean(project_dir: Path | None) -> list[str]:
-    """Delete every staging database; refused (PZ0511) while a run holds the project lock."""
-    state_dir = find_project_root(project_dir or Path.cwd()) / ".pz"
+def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Delete every staging database, and what Ray runs staged (an s3:// staging with the project's
+    engine.staging credentials); refused (PZ0511) while a run holds the project lock."""
+    root = find_project_root(project_dir or Path.cwd())
+    state_dir = root / ".pz"
     with ProjectLock(state_dir):
-        return clean_runs(state_dir)
+        return clean_runs(state_dir, remove_staged(_staging_settings(root, environ)))
+
+
+def _staging_settings(root: Path, environ: Mapping[str, str] | None) -> dict[str, Any]:
+    """engine.staging as this invocation renders it; empty when the project cannot say (a broken file, an
+    unset variable): then only what runs staged on folders is deleted."""
+    project, _ = load_project(root, partial=True)
+    if project is None or not project.engine.staging:
+        return {}
+    values, found = resolve_values(project, {}, environ)
+    settings, problems = resolve_staging(project, Templater(values))
+    return {} if any(d.is_error for d in [*found, *problems]) else settings

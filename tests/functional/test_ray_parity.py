@@ -7,7 +7,7 @@ folder: once per executor. Ray starts once for the session (`ray_instance`, 2 CP
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,9 +172,10 @@ def _last_run(project: Path) -> Path:
     return sorted((project / ".pz" / "runs").iterdir())[-1]
 
 
-def _outcome(project: Path) -> dict[str, Any]:
+def _outcome(project: Path, attach: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """What must be the same on both executors: per node (status, rows, error code, partitions), every
-    staged table's column types and rows, and each sink's contents."""
+    staged table's column types and rows, and each sink's contents. `attach` makes the staging database's
+    connection able to read its views' Parquet (an s3:// staging)."""
     run = _last_run(project)
     results = json.loads((run / "run_results.json").read_text())
     nodes = {
@@ -189,6 +190,8 @@ def _outcome(project: Path) -> dict[str, Any]:
     staged: dict[str, Any] = {}
     con = duckdb.connect(str(run / "staging.duckdb"), read_only=True)
     try:
+        if attach is not None:
+            attach(con)
         names = [
             r[0]
             for r in con.execute(
@@ -325,16 +328,16 @@ def test_executor_settings_that_cannot_be_honoured_are_refused_before_anything_r
     project = write_project(tmp_path / "p", FILES)
     cases = [
         (
-            ("run", "--executor", "ray", "--staging", "s3://bucket/pz"),
+            ("run", "--executor", "ray", "--staging", "s3://Bad_Bucket/pz"),
             {},
-            "s3:// staging is not available yet",
+            "'Bad_Bucket' is not an S3 bucket name",
         ),
         (("run", "--staging", str(tmp_path / "s")), {}, "--staging is a setting of the ray executor"),
         (("run",), {"PZ_EXECUTOR": "spark"}, "unknown executor 'spark'"),
         (
             ("run",),
             {"PZ_EXECUTOR": "ray", "PZ_STAGING_URL": "gs://b/x"},
-            "gs:// staging is not available yet",
+            "gs:// staging is not available",
         ),
     ]
     for args, env, message in cases:

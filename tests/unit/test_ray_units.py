@@ -9,27 +9,51 @@ import pytest
 
 from pipelinez.core.diagnostics import PzConfigError
 from pipelinez.core.redact import Redactor
-from pipelinez.engine.executor_choice import ExecutorChoice, choose_executor, staging_folder
-from pipelinez.engine.ray_backend import RayCluster, _check_resources, memory_bytes
+from pipelinez.engine.executor_choice import ExecutorChoice, choose_executor, staging_location
+from pipelinez.engine.ray_backend import RayCluster, _check_resources, _probe_versions, memory_bytes
+from pipelinez.engine.shared_staging import LocalStagingRoot, staging_root
 
 
-def test_staging_urls_are_folders_and_object_stores_are_refused(tmp_path: Path) -> None:
-    assert staging_folder((tmp_path / "s").as_uri(), "cli") == (tmp_path / "s").resolve()
-    assert staging_folder(str(tmp_path / "s"), "cli") == (tmp_path / "s").resolve()
-    for url in ("s3://b/p", "gs://b/p", "az://c/p", "https://h/p", "ftp://h/p", "file://otherhost/x", " "):
+def test_staging_urls_are_folders_or_s3_prefixes_and_other_object_stores_are_refused(tmp_path: Path) -> None:
+    assert staging_location((tmp_path / "s").as_uri(), "cli") == str((tmp_path / "s").resolve())
+    assert staging_location(str(tmp_path / "s"), "cli") == str((tmp_path / "s").resolve())
+    assert staging_location("s3://pz-stage/a//b/", "cli") == "s3://pz-stage/a/b"
+    assert staging_location("s3://pz-stage", "cli") == "s3://pz-stage"
+    refused = ("gs://b/p", "az://c/p", "https://h/p", "ftp://h/p", "file://otherhost/x", " ", "s3a://b/p")
+    malformed = ("s3://B_ad/p", "s3://b/p", "s3://bkt/../x", "s3://bkt/.hidden/x", "s3://bkt/p?endpoint=x")
+    for url in (*refused, *malformed):
         with pytest.raises(PzConfigError) as raised:
-            staging_folder(url, "cli")
+            staging_location(url, "cli")
         assert raised.value.diagnostics[0].code == "PZ0711", url
+    # a credential written into the URL is never echoed
+    with pytest.raises(PzConfigError) as raised:
+        staging_location("s3://AKIA:very-secret-key@bucket-x/p", "cli")
+    assert "very-secret-key" not in raised.value.diagnostics[0].message
+
+
+def test_an_s3_staging_root_pickles_without_its_client_and_never_shows_its_secret() -> None:
+    import pickle
+
+    root = staging_root(
+        "s3://pz-stage/runs", {"secret_access_key": "sEcReT-value-123", "region": "eu-west-1"}
+    )
+    assert root.location == "s3://pz-stage/runs"
+    assert root.file_uri("r1", "t__part0", "../t/x.parquet") == "s3://pz-stage/runs/r1/t/x.parquet"
+    assert "sEcReT" not in repr(root)
+    assert root.store.region == "eu-west-1"  # type: ignore[attr-defined]
+    copy = pickle.loads(pickle.dumps(root))
+    assert "_store" not in copy.__dict__ and copy == root
+    assert isinstance(staging_root("/tmp/x"), LocalStagingRoot)
 
 
 def test_the_executor_comes_from_flags_then_environment_then_the_run_a_retry_finishes(tmp_path: Path) -> None:
     state = tmp_path / ".pz"
     assert choose_executor(None, None, {}, state) == ExecutorChoice("local")
     ray = choose_executor(None, None, {"PZ_EXECUTOR": "RAY", "RAY_ADDRESS": "ray://h:1"}, state)
-    assert ray == ExecutorChoice("ray", (state / "staging").resolve(), "ray://h:1")
+    assert ray == ExecutorChoice("ray", str((state / "staging").resolve()), "ray://h:1")
     assert choose_executor("local", None, {"PZ_EXECUTOR": "ray"}, state).kind == "local"  # the flag wins
-    earlier = ExecutorChoice("ray", tmp_path / "shared")
-    assert choose_executor(None, None, {}, state, default=earlier).staging == tmp_path / "shared"
+    earlier = ExecutorChoice("ray", "s3://pz-stage/p")
+    assert choose_executor(None, None, {}, state, default=earlier).staging == "s3://pz-stage/p"
     assert choose_executor("local", None, {}, state, default=earlier).kind == "local"
 
 
@@ -53,13 +77,52 @@ def test_a_cluster_where_no_node_fits_one_task_is_refused_instead_of_waiting_for
     small = {"Alive": True, "Resources": {"CPU": 4.0, "memory": 100_000_000.0}}
     no_cpu = {"Alive": True, "Resources": {"memory": 8e9}}
     dead = {"Alive": False, "Resources": {"CPU": 8.0, "memory": 8e9}}
-    choice = ExecutorChoice("ray", Path("/s"))
-    cluster = RayCluster(choice, "512MB", Redactor(), ray=_FakeRay([small, no_cpu, dead]))
+    choice = ExecutorChoice("ray", "/s")
+    root = LocalStagingRoot(Path("/s"))
+    cluster = RayCluster(choice, "512MB", Redactor(), root, ray=_FakeRay([small, no_cpu, dead]))
     with pytest.raises(PzConfigError) as raised:
         _check_resources(cluster)
     assert raised.value.diagnostics[0].code == "PZ0708"
     assert "512MB" in raised.value.diagnostics[0].message
     fits = {"Alive": True, "Resources": {"CPU": 2.0, "memory": 4e9}}
-    cluster = RayCluster(choice, "512MB", Redactor(), ray=_FakeRay([small, fits]))
+    cluster = RayCluster(choice, "512MB", Redactor(), root, ray=_FakeRay([small, fits]))
     _check_resources(cluster)
     assert cluster.slots == 6  # every alive node's CPUs: nodes at once unless --threads says
+
+
+class _ProbingRay(_FakeRay):
+    """Runs each probe task in this process, as a worker on every node would."""
+
+    def remote(self, fn: Any) -> Any:
+        class _Task:
+            def options(self, **_: Any) -> Any:
+                return self
+
+            def remote(self, *args: Any) -> Any:
+                return fn(*args)
+
+        return _Task()
+
+    def get(self, refs: list[Any], timeout: float | None = None) -> list[Any]:
+        return refs
+
+
+def test_a_node_that_cannot_reach_the_s3_staging_is_refused_by_the_probe_before_anything_runs() -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    secret = "probe-secret-value-9f8e7d"
+    settings = {"endpoint": f"http://127.0.0.1:{port}", "access_key_id": "k", "secret_access_key": secret}
+    root = staging_root("s3://pz-stage/p", settings)
+    node = {"Alive": True, "NodeID": "a" * 56, "NodeManagerAddress": "10.0.0.7", "Resources": {"CPU": 2.0}}
+    cluster = RayCluster(
+        ExecutorChoice("ray", root.location), "512MB", Redactor((secret,)), root, ray=_ProbingRay([node])
+    )
+    with pytest.raises(PzConfigError) as raised:
+        _probe_versions(cluster)
+    found = raised.value.diagnostics[0]
+    assert found.code == "PZ0711"
+    assert found.message.startswith("Ray node 10.0.0.7: the staging s3://pz-stage/p at endpoint 127.0.0.1:")
+    assert "cannot be reached" in found.message and secret not in found.message

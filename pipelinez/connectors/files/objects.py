@@ -232,32 +232,43 @@ class ObjectStore(ABC):
     def session(self, con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
         """A cursor of `con`'s database that reads and writes this store: the extension loaded, a
         temporary secret scoped to the bucket (dropped after the block), no retries inside DuckDB."""
-        import duckdb
-
         options = self.secret_options()
         with _claimed(self.describe(), hashlib.sha256(options.encode()).hexdigest()):
             cur = con.cursor()
             name = f"__pz_{self.scheme}_{secrets.token_hex(6)}"
             try:
-                cur.execute(f"LOAD {quote_literal(extension_path(*self.extension))}")
-                for statement in self.settings:
-                    cur.execute(statement)
-                try:
-                    cur.execute(
-                        f"CREATE TEMPORARY SECRET {quote_ident(name)} "
-                        f"({options}, SCOPE {quote_literal(self.describe())})"
-                    )
-                except duckdb.Error as exc:  # the statement holds the credentials: never echo it
-                    raise PzConnectorError(
-                        f"DuckDB refused the credentials' settings for {self.describe()} "
-                        f"({type(exc).__name__}); check the connection keys",
-                        code="PZ0505",
-                    ) from None
+                self.install(cur, name)
                 yield cur
             finally:
                 with contextlib.suppress(Exception):
                     cur.execute(f"DROP TEMPORARY SECRET IF EXISTS {quote_ident(name)}")
                 cur.close()
+
+    def install(
+        self, cur: duckdb.DuckDBPyConnection, name: str, scope: str | None = None, *, replace: bool = False
+    ) -> None:
+        """Make `cur`'s database read and write this store: the extension LOADed from its PyPI package, the
+        session settings (no retries inside DuckDB), and a temporary secret `name` (kept in memory, never
+        in a database file) scoped to `scope` (default: the bucket; DuckDB picks the secret with the longest
+        matching scope). PzConnectorError when DuckDB refuses the secret: the statement holds the
+        credentials, so it is never echoed."""
+        import duckdb
+
+        cur.execute(f"LOAD {quote_literal(extension_path(*self.extension))}")
+        for statement in self.settings:
+            cur.execute(statement)
+        verb = "CREATE OR REPLACE TEMPORARY SECRET" if replace else "CREATE TEMPORARY SECRET"
+        try:
+            cur.execute(
+                f"{verb} {quote_ident(name)} "
+                f"({self.secret_options()}, SCOPE {quote_literal(scope or self.describe())})"
+            )
+        except duckdb.Error as exc:
+            raise PzConnectorError(
+                f"DuckDB refused the credentials' settings for {self.describe()} ({type(exc).__name__}); "
+                "check the connection keys",
+                code="PZ0505",
+            ) from None
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A private in-memory DuckDB able to read the store (secret kept for the connection's life)."""
@@ -265,18 +276,14 @@ class ObjectStore(ABC):
 
         con = duckdb.connect()
         try:
-            con.execute(f"LOAD {quote_literal(extension_path(*self.extension))}")
-            for statement in self.settings:
-                con.execute(statement)
-            con.execute(
-                f"CREATE TEMPORARY SECRET __pz_store ({self.secret_options()}, "
-                f"SCOPE {quote_literal(self.describe())})"
-            )
-        except duckdb.Error as exc:
+            self.install(con, "__pz_store")
+        except (duckdb.Error, PzConnectorError) as exc:
             con.close()
+            if isinstance(exc, PzConnectorError):
+                raise
             raise PzConnectorError(
-                f"DuckDB refused the credentials' settings for {self.describe()} ({type(exc).__name__}); "
-                "check the connection keys",
+                f"DuckDB cannot load the {self.scheme} extension for {self.describe()} "
+                f"({type(exc).__name__})",
                 code="PZ0505",
             ) from None
         return con

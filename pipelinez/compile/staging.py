@@ -1,0 +1,47 @@
+"""The ray executor's object-store staging settings: project.yml's `engine.staging` block.
+
+`--staging s3://bucket/prefix` names the bucket; the block says where it is and how to sign in, with the keys
+of the `s3` connector's connection block (`endpoint`, `region`, `url_style`, `use_ssl`, `access_key_id`,
+`secret_access_key`, `session_token`; no `bucket`). Its templates are rendered like a connection block (the
+secret ones from secret env vars, so every printed rendering masks them) and it is checked with the s3
+connector's own rules (keys that go together, a secret written literally, an endpoint's scheme): PZ0711 at
+the key, before anything runs, whichever executor the run uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelinez.compile.connector_static import coerce
+from pipelinez.compile.templating import TemplateFailure, Templater
+from pipelinez.config.model import Project
+from pipelinez.config.schema_defs import STAGING
+from pipelinez.connectors.s3.connector import S3Connector
+from pipelinez.core.diagnostics import Diagnostic, error
+
+PROJECT_FILE = "project.yml"
+
+
+def resolve_staging(project: Project, templater: Templater) -> tuple[dict[str, Any], list[Diagnostic]]:
+    """(the block's real values, its errors). Empty without a block: an s3:// staging is then read and
+    written anonymously (a public bucket; the write probe before the run says when that is refused)."""
+    block = project.engine.staging
+    if not block:
+        return {}, []
+    base = ("engine", "staging")
+    try:
+        real, display = templater.render_tree(block, PROJECT_FILE, project.locate(PROJECT_FILE, base))
+    except TemplateFailure as exc:
+        return {}, list(exc.diagnostics)
+    real, display = coerce(STAGING, real), coerce(STAGING, display)
+    diags = [
+        error(
+            "PZ0711",
+            f"engine.staging: {issue.message}",
+            place=project.locate(PROJECT_FILE, (*base, *issue.path)),
+            next_step="fix engine.staging in project.yml (the keys of the s3 connector's connection block, "
+            "without bucket: the bucket is the --staging URL's)",
+        )
+        for issue in S3Connector.validate(display, {}, {})
+    ]
+    return real, diags
