@@ -149,7 +149,18 @@ class AzureServer:
             time.sleep(0.05)
 
     def log_size(self) -> int:
-        return self.log.stat().st_size if self.log is not None else 0
+        """The debug log's size once Azurite has stopped appending to it (it logs a request's lines after
+        answering it: on a busy machine the previous request's last line can land after a bare stat)."""
+        if self.log is None:
+            return 0
+        size, deadline = self.log.stat().st_size, time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            time.sleep(0.15)
+            now = self.log.stat().st_size
+            if now == size:
+                break
+            size = now
+        return size
 
     @property
     def connection_string(self) -> str:

@@ -151,7 +151,7 @@ def ingest_batches(
     cur.execute("BEGIN TRANSACTION")
     try:
         if not exists:
-            cur.register(view_name, first.schema.empty_table())
+            cur.register(view_name, first.slice(0, 0))  # (empty_table() fails on extension types)
             try:
                 shape = f"SELECT {select} FROM {quote_ident(view_name)}"
                 if not create_staging_table(cur, target, shape, compression):

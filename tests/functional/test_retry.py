@@ -917,3 +917,16 @@ def test_a_rotated_secret_is_named_as_the_only_change(project_dir: Path) -> None
         "setting or a secret's value); run 'pz run' for a full pass if needed"
     ) in retry.lines
     assert "-a" not in retry.output and "-b" not in retry.output.replace("--", "")
+
+
+def test_a_failed_run_leaves_its_staging_checkpointed_and_a_successful_one_does_not(project_dir: Path) -> None:
+    """`pz retry` opens the failed staging twice; a failed run folds its WAL into the file before it closes
+    so neither open replays it. A successful run closes without the checkpoint (nothing reopens it soon)."""
+    failed = project_dir / ".pz" / "runs" / _failed_run(project_dir)
+    wal = failed / "staging.duckdb.wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    with duckdb.connect(str(failed / "staging.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM src_files__orders").fetchone() == (3,)
+    assert pz(project_dir, "retry").exit_code == 0
+    done = _runs(project_dir)[-1]
+    assert (done / "staging.duckdb.wal").stat().st_size > 0
