@@ -75,7 +75,8 @@ class CheckSpec:
     severity: str
     name: str
     place: Place
-    options_path: JsonPath = ()  # where `options` is in its file (each templated value's place); () unknown
+    # where `options` is in its file (each templated value's own place); () unknown
+    options_path: JsonPath = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
