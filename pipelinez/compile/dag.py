@@ -216,7 +216,13 @@ class _NodeBuilder:
         if self.templater is None or not check.place.file:
             return check
         try:
-            options = self.templater.render_tree(check.options, check.place.file, check.place)[0]
+            file, block = check.place.file, check.options_path
+            options = self.templater.render_tree(
+                check.options,
+                file,
+                check.place,
+                (lambda path: self.project.locate(file, (*block, *path), at="value")) if block else None,
+            )[0]
         except TemplateFailure as exc:
             self.diags.extend(exc.diagnostics)
             return None

@@ -97,7 +97,8 @@ def yaml_specs(
             start = sync.get("start")
             if isinstance(start, str):
                 try:
-                    start = templater.render_value(start, source.file, place("start"))[0]
+                    at_value = project.locate(source.file, (*path, "start"), at="value")
+                    start = templater.render_value(start, source.file, at_value)[0]
                 except TemplateFailure as exc:
                     diags += exc.diagnostics
                     continue

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipelinez.compile.templating import TemplateFailure, Templater
+from pipelinez.compile.templating import PlaceOf, TemplateFailure, Templater
 from pipelinez.config.model import InstanceSpec, Project, SinkSpec, SourceSpec
+from pipelinez.config.positions import JsonPath
 from pipelinez.core.diagnostics import Diagnostic
 
 
@@ -35,14 +36,23 @@ def resolve_instances(
         connection: dict[str, Any] = {}
         display: dict[str, Any] = {}
         blocks: dict[str, dict[str, Any]] = {}
+
+        def values_under(block: JsonPath) -> PlaceOf:  # each value's own place in the file
+            return lambda path: project.locate(spec.file, (*block, *path), at="value")
+
         try:
-            connection, display = templater.render_tree(spec.connection, spec.file, spec.place)
+            connection, display = templater.render_tree(
+                spec.connection, spec.file, spec.place, values_under(("connection",))
+            )
         except TemplateFailure as exc:
             diags.extend(exc.diagnostics)
         entries = spec.datasets if isinstance(spec, SourceSpec) else spec.outputs
+        kind = "datasets" if isinstance(spec, SourceSpec) else "outputs"
         for name, entry in entries.items():
             try:
-                blocks[name] = templater.render_tree(entry.options, spec.file, entry.place)[0]
+                blocks[name] = templater.render_tree(
+                    entry.options, spec.file, entry.place, values_under((kind, name))
+                )[0]
             except TemplateFailure as exc:
                 diags.extend(exc.diagnostics)
                 blocks[name] = dict(entry.options)

@@ -30,7 +30,12 @@ def resolve_staging(project: Project, templater: Templater) -> tuple[dict[str, A
         return {}, []
     base = ("engine", "staging")
     try:
-        real, display = templater.render_tree(block, PROJECT_FILE, project.locate(PROJECT_FILE, base))
+        real, display = templater.render_tree(
+            block,
+            PROJECT_FILE,
+            project.locate(PROJECT_FILE, base),
+            lambda path: project.locate(PROJECT_FILE, (*base, *path), at="value"),  # each value's own place
+        )
     except TemplateFailure as exc:
         return {}, list(exc.diagnostics)
     real, display = coerce(STAGING, real), coerce(STAGING, display)

@@ -20,6 +20,7 @@ import jinja2
 from pipelinez.compile.sandbox import BoundedSandbox, SandboxLimit
 from pipelinez.compile.template_cache import TemplateCache
 from pipelinez.compile.values import ResolvedValues, TypedValue, parse_typed, sql_literal, yaml_text
+from pipelinez.config.positions import JsonPath
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 
@@ -29,6 +30,9 @@ WATERMARK_TOKEN = "__pz_wm_{}__"  # the i-th watermark() call; replaced by its t
 REF_TOKEN_RE = re.compile(r"__pz_ref_([A-Za-z_][A-Za-z0-9_]*)__")
 SINK_TOKEN_RE = re.compile(r"__pz_sink_(\d+)__")
 WATERMARK_TOKEN_RE = re.compile(r"__pz_wm_(\d+)__")
+
+
+PlaceOf = Callable[[JsonPath], Place]  # the place of the value at a path (keys, indices) inside a YAML value
 
 
 def staging_table(source: str, dataset: str) -> str:
@@ -190,17 +194,24 @@ class Templater:
             raise TemplateFailure(failures)
         return text, display
 
-    def render_tree(self, value: Any, file: str, place: Place | None = None) -> tuple[Any, Any]:
-        """Render every string inside nested dicts/lists; returns (value, display value)."""
+    def render_tree(
+        self, value: Any, file: str, place: Place | None = None, place_of: PlaceOf | None = None
+    ) -> tuple[Any, Any]:
+        """Render every string inside nested dicts/lists; returns (value, display value). `place_of` gives
+        the place of the value at a path inside `value` (keys and indices), so each failing string is
+        reported at its own line and column; without it every error is at `place`."""
+        return self._render_node(value, file, place_of or (lambda _path: place or Place(file)), ())
+
+    def _render_node(self, value: Any, file: str, place_of: PlaceOf, path: JsonPath) -> tuple[Any, Any]:
         if isinstance(value, str):
-            return self.render_value(value, file, place)
+            return self.render_value(value, file, place_of(path))
         if isinstance(value, dict | list):
             keys = list(value) if isinstance(value, dict) else list(range(len(value)))
             pairs: dict[Any, tuple[Any, Any]] = {}
             failures: list[Diagnostic] = []
             for key in keys:  # every string of the tree, even after one failed: all errors at once
                 try:
-                    pairs[key] = self.render_tree(value[key], file, place)
+                    pairs[key] = self._render_node(value[key], file, place_of, (*path, key))
                 except TemplateFailure as exc:
                     failures += exc.diagnostics
             if failures:
@@ -233,7 +244,9 @@ class Templater:
             hint: str = "",
             exc: BaseException | None = None,
         ) -> Diagnostic:
-            loc = _locate(raw, function, args) if function else None
+            # a call's own place in SQL; a YAML value's errors are at the value (its text's own line 1 is
+            # not the file's)
+            loc = _locate(raw, function, args) if function and sql else None
             line, col = loc if loc else (base.line, base.col)
             if not loc and sql and exc is not None:
                 line = _template_line(exc) or line

@@ -204,7 +204,8 @@ def build_checks(doc: YamlDoc, path: JsonPath) -> tuple[CheckSpec, ...]:
     if not isinstance(items, list):
         return ()
     return tuple(
-        build_check(item, index + 1, doc.positions.place((*path, index))) for index, item in enumerate(items)
+        build_check(item, index + 1, doc.positions.place((*path, index)), (*path, index))
+        for index, item in enumerate(items)
     )
 
 

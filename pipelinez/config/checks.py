@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from pipelinez.config.model import CheckSpec
+from pipelinez.config.positions import JsonPath
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.durations import DURATION_PATTERN
 from pipelinez.core.sqlnames import NAME_PATTERN
@@ -158,12 +159,14 @@ def default_check_name(check_type: str, options: dict[str, Any], index: int) -> 
     return _NOT_NAME.sub("_", name).strip("_") or check_type
 
 
-def build_check(item: dict[str, Any], index: int, place: Place) -> CheckSpec:
-    """A CheckSpec from a shape-valid check item; `index` is its 1-based position in the list."""
+def build_check(item: dict[str, Any], index: int, place: Place, item_path: JsonPath = ()) -> CheckSpec:
+    """A CheckSpec from a shape-valid check item; `index` is its 1-based position in the list, `item_path`
+    the item's path in its file (when known)."""
     check_type = check_type_of(item)
     options = dict(item[check_type] or {})
     name = item.get("name") or default_check_name(check_type, options, index)
-    return CheckSpec(check_type, options, str(item.get("severity", "error")), str(name), place)
+    options_path = (*item_path, check_type) if item_path else ()
+    return CheckSpec(check_type, options, str(item.get("severity", "error")), str(name), place, options_path)
 
 
 EXAMPLES: dict[str, str] = {

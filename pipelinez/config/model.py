@@ -75,6 +75,8 @@ class CheckSpec:
     severity: str
     name: str
     place: Place
+    # where `options` is in its file (each templated value's own place); () unknown
+    options_path: JsonPath = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,8 @@ class Project:
     def state_dir(self) -> Path:
         return self.root / ".pz"
 
-    def locate(self, file: str, path: JsonPath = ()) -> Place:
-        """Place of the key at `path` in `file` (nearest existing ancestor); Place(file) if unknown."""
+    def locate(self, file: str, path: JsonPath = (), *, at: str = "key") -> Place:
+        """Place of the key (`at="value"`: the value) at `path` in `file` (the nearest existing ancestor's
+        key when missing); Place(file) if unknown."""
         positions = self.positions.get(file)
-        return positions.place(path) if positions is not None else Place(file)
+        return positions.place(path, at=at) if positions is not None else Place(file)

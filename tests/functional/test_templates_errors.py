@@ -235,3 +235,60 @@ def test_loops_within_bounds_still_render(project_dir: Path) -> None:
         },
     )
     assert pz(project_dir, "validate").exit_code == 0
+
+
+def test_a_failing_env_or_var_in_a_yaml_value_is_reported_at_that_value(project_dir: Path) -> None:
+    """Issue 6: a YAML value's failed env()/var() names the value's own line:col (not 1:1 of the file), each
+    failing value at its own place and all of them at once: connection, output option, check option and
+    project.yml."""
+    write_project(
+        project_dir,
+        {
+            **BASE,
+            "project.yml": """
+                name: shop
+                vars:
+                  used_late: { type: int, default: 1 }
+                env:
+                  DECLARED_UNSET: {}
+                engine:
+                  staging:
+                    region: "{{ env('STAGE_REGION') }}"
+            """,
+            "sources/files.yml": """
+                connector: localfiles
+                connection:
+                  root: data
+                  note: "{{ env('UNDECLARED_A') }}"
+                  other: "x {{ var('nope_v') }}"
+                datasets:
+                  orders:
+                    format: csv
+                    path: orders.csv
+                    columns: { id: bigint }
+                    checks:
+                      - expression: { sql: "id > {{ env('UNDECLARED_C') }}" }
+            """,
+            "sinks/lake.yml": """
+                connector: localfiles
+                connection: { root: out }
+                outputs:
+                  a:
+                    format: csv
+                    path: "{{ env('DECLARED_UNSET') }}"
+            """,
+            "pipelines/a.sql": """
+                INSERT INTO {{ sink('lake', 'a') }}
+                SELECT id, {{ var('used_late') }} AS x FROM {{ source('files', 'orders') }}
+            """,
+        },
+    )
+    result = pz(project_dir, "validate", env={"DECLARED_UNSET": None, "STAGE_REGION": None})
+    assert result.exit_code == 2
+    assert sorted(_codes(result.output)) == [
+        "PZ0209 sources/files.yml:5:10:",  # two failing values in one file, each at its own place
+        "PZ0211 project.yml:8:13:",
+        "PZ0211 sources/files.yml:12:28:",  # a check's option
+        "PZ0211 sources/files.yml:4:9:",
+        "PZ0212 sinks/lake.yml:6:11:",
+    ], result.output
