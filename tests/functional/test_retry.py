@@ -919,7 +919,7 @@ def test_a_rotated_secret_is_named_as_the_only_change(project_dir: Path) -> None
     assert "-a" not in retry.output and "-b" not in retry.output.replace("--", "")
 
 
-def test_a_failed_run_leaves_its_staging_checkpointed_and_a_successful_one_does_not(project_dir: Path) -> None:
+def test_a_failed_run_leaves_its_staging_checkpointed_a_successful_one_not(project_dir: Path) -> None:
     """`pz retry` opens the failed staging twice; a failed run folds its WAL into the file before it closes
     so neither open replays it. A successful run closes without the checkpoint (nothing reopens it soon)."""
     failed = project_dir / ".pz" / "runs" / _failed_run(project_dir)
