@@ -194,7 +194,8 @@ class DuckDBConnector(Connector):
                 row = con.execute("SELECT current_database()").fetchone()
                 assert row is not None
                 catalog = str(row[0])
-                con.register(_SHAPE, reader.schema.empty_table())
+                # the stream's columns, no rows (Schema.empty_table() fails on some Arrow extension types)
+                con.register(_SHAPE, pa.Table.from_batches([], schema=reader.schema))
                 if output.strategy == "merge":
                     con.execute(
                         f"CREATE TEMP TABLE {quote_ident(_INCOMING)} AS SELECT * FROM {_SHAPE} WITH NO DATA"
