@@ -11,8 +11,10 @@ node (`scoped(node.name)`), so `sink.before_swap@pg.orders:kill` kills only that
 
 Known names:
 - `sink.before_swap`: a sink's replace has written its temp table/folder/prefix and is about to swap it in.
-- `sink.during_promote`: an object-store replace has copied its new file over the output's and is about to
-  delete the output's other objects.
+- `sink.during_promote`: an object-store replace has copied its new objects over the output's and is about to
+  delete the output's other objects (a promote of several objects or with objects to delete has backed up
+  the output and written its journal first: a failure here is undone from the backup, a kill by the next
+  write).
 - `s3.part_copied`: an s3 promote of an object too large for one CopyObject has copied one part of its
   multipart copy (the upload is incomplete: the destination is unchanged).
 - `azure.copy_started`: an azureblob promote has started its Copy Blob (Azurite finishes it at once) and is

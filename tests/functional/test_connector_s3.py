@@ -440,26 +440,123 @@ def test_an_unreachable_endpoint_is_transient_and_retried_by_the_engine(tmp_path
     assert node["attempts"] == 2 and node["error"]["transient"] is True, node
 
 
-def test_a_replace_failing_inside_its_promote_is_completed_by_the_next_write(
+def contents(s3: S3Server, bucket: str, prefix: str) -> dict[str, bytes]:
+    """Every object under `prefix` with its bytes."""
+    fs = s3.filesystem()
+    found = {}
+    for key in keys(s3, bucket, prefix):
+        with fs.open_input_stream(f"{bucket}/{key}") as f:
+            found[key] = f.read()
+    return found
+
+
+def promote_leftovers(s3: S3Server, bucket: str) -> list[str]:
+    """Keys of promote backups and journals anywhere in the bucket."""
+    return [k for k in keys(s3, bucket) if ".pz-bak-" in k or ".pz-promote.json" in k]
+
+
+def test_a_replace_failing_inside_its_promote_leaves_the_old_objects(
     tmp_path: Path, s3: S3Server, bucket: str
 ) -> None:
-    """The documented window: the new file is in place, an older appended object not yet deleted. The
-    prefix never holds a half-written object, and the next replace (a `pz retry`) leaves exactly the
-    result."""
+    """A promote with an older object to delete is done object by object: a failure after the new file was
+    copied in puts back exactly the old objects with their old bytes; the next replace leaves the result."""
+    project = sink_project(tmp_path / "p", s3, bucket, rows=3)
+    assert run(project, "run", "--select", "lake.orders").exit_code == 0
     put_parquet(s3, f"{bucket}/out/orders/part-old-00000.parquet", pa.table({"id": [100], "name": ["x"]}))
+    before = contents(s3, bucket, "out/orders")
+    assert len(before) == 2
+
     project = sink_project(tmp_path / "p", s3, bucket, rows=4)
     failed = pz_subprocess(
         project, "run", "--select", "lake.orders", env={**ENV, "PZ_FAILPOINTS": "sink.during_promote"}
     )
     assert failed.exit_code == 1, failed.output
-    assert keys(s3, bucket, "out/orders") == [
-        "out/orders/part-00000.parquet",
-        "out/orders/part-old-00000.parquet",
-    ]
-    assert len(read_parquet(s3, f"{bucket}/out/orders/part-00000.parquet")) == 4
+    assert "failpoint sink.during_promote" in failed.output, failed.output
+    assert contents(s3, bucket, "out/orders") == before
+    assert promote_leftovers(s3, bucket) == [] and not any(".pz-tmp-" in k for k in keys(s3, bucket))
+
     again = run(project, "run", "--select", "lake.orders")
     assert again.exit_code == 0, again.output
     assert keys(s3, bucket, "out/orders") == ["out/orders/part-00000.parquet"]
+    assert len(read_parquet(s3, f"{bucket}/out/orders/part-00000.parquet")) == 4
+    assert promote_leftovers(s3, bucket) == []
+
+
+def days_project(root: Path, s3: S3Server, bucket: str, rows: int, days: int) -> Path:
+    return write_project(
+        root,
+        {
+            "project.yml": PROJECT_YML,
+            "sinks/lake.yml": f"""
+                connector: s3
+                connection: {connection(s3, bucket)}
+                outputs:
+                  by_day: {{ path: out/by_day, partition_by: [day] }}
+            """,
+            "pipelines/days.sql": "INSERT INTO {{ sink('lake', 'by_day') }}\n"
+            f"SELECT range AS id, range % {days} AS day FROM range({rows})\n",
+        },
+    )
+
+
+def test_a_promote_killed_midway_is_rolled_back_by_the_next_write_before_it_writes(
+    tmp_path: Path, s3: S3Server, bucket: str
+) -> None:
+    """A partitioned replace promotes several objects. Killed between its copies and its deletes, it leaves a
+    mix of old and new partitions plus its journal; the next write puts the old objects back before anything
+    else (here that write fails after writing its temp prefix: the output is exactly the old one), and a
+    write after that replaces it cleanly."""
+    root = tmp_path / "p"
+    assert run(days_project(root, s3, bucket, rows=6, days=3), "run").exit_code == 0
+    before = contents(s3, bucket, "out/by_day")
+    assert sorted(before) == [f"out/by_day/day={d}/part-0.parquet" for d in range(3)]
+
+    killed = pz_subprocess(
+        days_project(root, s3, bucket, rows=10, days=5),
+        "run",
+        env={**ENV, "PZ_FAILPOINTS": "sink.during_promote:kill"},
+    )
+    assert killed.exit_code == 137, killed.output
+    mixed = contents(s3, bucket, "out/by_day")
+    assert len(mixed) == 5 and mixed != before  # new partitions copied in, old ones overwritten
+    assert "out/.by_day.pz-promote.json" in keys(s3, bucket, "out")
+    assert any(k.startswith("out/.by_day.pz-bak-") for k in keys(s3, bucket, "out"))
+
+    (root / ".pz" / "lock").unlink(missing_ok=True)
+    failed = pz_subprocess(root, "run", env={**ENV, "PZ_FAILPOINTS": "sink.before_swap"})
+    assert failed.exit_code == 1 and "failpoint sink.before_swap" in failed.output, failed.output
+    assert contents(s3, bucket, "out/by_day") == before
+    assert promote_leftovers(s3, bucket) == [] and not any(".pz-tmp-" in k for k in keys(s3, bucket))
+
+    again = run(root, "run")
+    assert again.exit_code == 0, again.output
+    assert keys(s3, bucket, "out/by_day") == [f"out/by_day/day={d}/part-0.parquet" for d in range(5)]
+    assert promote_leftovers(s3, bucket) == []
+
+
+def test_a_single_object_replace_makes_no_backup(tmp_path: Path, s3: S3Server, bucket: str) -> None:
+    """One object over one object is one atomic copy: no backup, no journal (killed right after that copy,
+    nothing of the kind is left); an output with an older object to delete gets both."""
+    project = sink_project(tmp_path / "p", s3, bucket, rows=3)
+    assert run(project, "run", "--select", "lake.orders").exit_code == 0
+    killed = pz_subprocess(
+        sink_project(tmp_path / "p", s3, bucket, rows=5),
+        "run",
+        "--select",
+        "lake.orders",
+        env={**ENV, "PZ_FAILPOINTS": "sink.during_promote:kill"},
+    )
+    assert killed.exit_code == 137, killed.output
+    assert promote_leftovers(s3, bucket) == []
+    assert len(read_parquet(s3, f"{bucket}/out/orders/part-00000.parquet")) == 5
+
+    put_parquet(s3, f"{bucket}/out/orders/part-old-00000.parquet", pa.table({"id": [100], "name": ["x"]}))
+    (tmp_path / "p" / ".pz" / "lock").unlink(missing_ok=True)
+    killed = pz_subprocess(
+        project, "run", "--select", "lake.orders", env={**ENV, "PZ_FAILPOINTS": "sink.during_promote:kill"}
+    )
+    assert killed.exit_code == 137, killed.output
+    assert "out/.orders.pz-promote.json" in promote_leftovers(s3, bucket)
 
 
 def test_hive_partitions_become_columns(tmp_path: Path, s3: S3Server, bucket: str) -> None:

@@ -12,17 +12,20 @@ attempt. DuckDB's azure extension (1.5.5) has no setting for the Azure SDK's own
 requests keep the SDK's default retries underneath the engine's.
 
 Replace writes the result under a hidden temp prefix next to the output (`.orders.pz-tmp-<run>-<hex>/`), then
-promotes it: the new data file is copied server-side over `part-00000.<ext>` (`ObjectStore.copy`: one object
-replaced in one step, so a reader sees the old file or the new one, whatever its size: the s3 store copies an
-object over CopyObject's cap in parts of one multipart upload; the azure store uses Azure's asynchronous Copy
-Blob, which is undone from a snapshot when it does not succeed, see `azureblob.copying`), the output's other
-objects are deleted (`ObjectStore.delete`), then the temp prefix. Every write starts by sweeping what killed
-writes left: temp prefixes, and incomplete multipart uploads under the temp prefixes and the output
-(`ObjectStore.abort_uploads`). A failure before the promote leaves the output exactly as it was; a failure
-during the promote's deletes leaves the new file plus old files an earlier append added, and the next write of
-that output starts by sweeping temp prefixes. Append writes its one new object under a temp prefix too and
-copies it in as `part-<run>-<n>.<ext>` once complete: DuckDB completes an object's upload even when its COPY
-fails midway, so writing in place could leave half a file; this way a failed append adds nothing.
+promotes it. A result of one object over an output holding at most that object is promoted with one
+server-side copy over `part-00000.<ext>` (`ObjectStore.copy`: one object replaced in one step, so a reader sees
+the old file or the new one, whatever its size: the s3 store copies an object over CopyObject's cap in parts
+of one multipart upload; the azure store uses Azure's asynchronous Copy Blob, which is undone from a snapshot
+when it does not succeed, see `azureblob.copying`). Any other promote (several objects, as a partitioned
+output writes, or older objects to delete) backs up the output's objects into a hidden sibling prefix and
+writes a journal before it touches the output, so a failure puts the output back as it was, and a promote
+killed midway is rolled back by the next write of the output before anything else (`promoting`). Every
+write starts with that roll-back, then sweeps what killed writes left: temp and backup prefixes, and
+incomplete multipart uploads under them and the output (`ObjectStore.abort_uploads`). So a failed replace
+leaves the output exactly as it was (a killed one: once the next write of that output runs). Append writes its
+one new object under a temp prefix too and copies it in as `part-<run>-<n>.<ext>` once complete: DuckDB
+completes an object's upload even when its COPY fails midway, so writing in place could leave half a file;
+this way a failed append adds nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipelinez.connectors.files import promoting
 from pipelinez.connectors.files.formats import glob_escaped, glob_regex, has_glob, safe_token
 from pipelinez.connectors.files.netfail import is_network_failure
 from pipelinez.connectors.files.store import FileRef
@@ -199,6 +203,26 @@ class ObjectStore(ABC):
         """Delete the object `key`."""
         self.fs.delete_file(self._fs_path(key))
 
+    def discard(self, key: str) -> None:
+        """Delete the object `key`; gone already is fine."""
+        with contextlib.suppress(FileNotFoundError):
+            self.delete(key)
+
+    def put(self, key: str, data: bytes) -> None:
+        """Write the small object `key` (one request: readers see all of it or none)."""
+        with self.fs.open_output_stream(self._fs_path(key)) as stream:
+            stream.write(data)
+
+    def get(self, key: str) -> bytes | None:
+        """The bytes of the small object `key`, None when there is none."""
+        import pyarrow.fs as pafs
+
+        path = self._fs_path(key)
+        if self.fs.get_file_info(path).type != pafs.FileType.File:
+            return None
+        with self.fs.open_input_stream(path) as stream:
+            return bytes(stream.read())
+
     def abort_uploads(self, prefix: str) -> None:
         """Abort the incomplete multipart uploads whose keys start with `prefix` (a killed or failed write
         leaves them behind, invisible but stored). Nothing to do where the store has none to abort."""
@@ -334,9 +358,19 @@ class ObjectFolder:
         parent, _, name = self.prefix.rpartition("/")
         return parent, name
 
-    def _tmp_base(self) -> str:
+    def _hidden_base(self, kind: str) -> str:
+        """The start of this output's hidden sibling keys of `kind` (pz-tmp, pz-bak, pz-promote)."""
         parent, name = self._parent_and_name()
-        return f"{parent}/.{name}.pz-tmp-" if parent else f".{name}.pz-tmp-"
+        return f"{parent}/.{name}.{kind}" if parent else f".{name}.{kind}"
+
+    def _tmp_base(self) -> str:
+        return self._hidden_base("pz-tmp-")
+
+    def _bak_base(self) -> str:
+        return self._hidden_base("pz-bak-")
+
+    def _journal(self) -> str:
+        return self._hidden_base("pz-promote.json")
 
     def parts(self, ext: str) -> list[tuple[FileRef, int]]:
         found = []
@@ -347,18 +381,21 @@ class ObjectFolder:
         return found
 
     def sweep(self) -> None:
-        """Delete temp prefixes an earlier failed or killed replace of this output left behind."""
+        """Clear what an earlier failed or killed write of this output left behind: first, a promote killed
+        midway is rolled back from its journal (`promoting`); then temp and backup prefixes are deleted."""
         import pyarrow.fs as pafs
 
+        promoting.roll_back_interrupted(self.store, self._journal())
         parent, _ = self._parent_and_name()
-        base = self.store._fs_path(self._tmp_base())
+        bases = tuple(self.store._fs_path(base) for base in (self._tmp_base(), self._bak_base()))
         selector = pafs.FileSelector(self.store._fs_path(parent), recursive=False, allow_not_found=True)
         for info in self.store.fs.get_file_info(selector):
-            if info.path.startswith(base):
+            if info.path.startswith(bases):
                 self._remove(info.path)
-        # uploads a killed write left: to a temp prefix (DuckDB's COPY) or to an output key (a part copy).
-        # A store or policy that refuses to list them (not transient) is no reason to refuse the write.
-        for prefix in (self._tmp_base(), f"{self.prefix}/"):
+        # uploads a killed write left: to a temp or backup prefix (DuckDB's COPY, a part copy) or to an output
+        # key (a part copy). A store or policy that refuses to list them (not transient) is no reason to refuse
+        # the write.
+        for prefix in (self._tmp_base(), self._bak_base(), f"{self.prefix}/"):
             try:
                 self.store.abort_uploads(prefix)
             except OSError as exc:
@@ -398,15 +435,21 @@ class ObjectFolder:
 
     def _promote(self, tmp: str) -> None:
         """Copy every object of the temp prefix over the output's (same relative keys), then delete the
-        output's other objects."""
+        output's other objects. One object and nothing to delete: one copy, atomic. Anything more is backed
+        up and journaled first, so a failure leaves the output as it was (`promoting`)."""
         new = [key[len(tmp) + 1 :] for key, _ in self.store.objects(tmp)]
-        keep = {f"{self.prefix}/{rel}" for rel in new}
-        old = [key for key, _ in self.store.objects(self.prefix) if key not in keep]
+        existing = [key for key, _ in self.store.objects(self.prefix)]
+        written = [f"{self.prefix}/{rel}" for rel in new]
+        kept = set(written)
+        old = [key for key in existing if key not in kept]
+        if promoting.needs_journal(new, old):
+            backup = f"{self._bak_base()}{tmp[len(self._tmp_base()) :]}"
+            journal = promoting.Journal(self.prefix, backup, tuple(written), tuple(existing))
+            promoting.promote_journaled(self.store, self._journal(), tmp, journal)
+            return
         for rel in new:
             self.store.copy(f"{tmp}/{rel}", f"{self.prefix}/{rel}")
         failpoints.hit("sink.during_promote")
-        for key in old:
-            self.store.delete(key)
 
     def append_tree(self, run_id: str, fill: Callable[[str], None]) -> int:
         import pyarrow.fs as pafs
