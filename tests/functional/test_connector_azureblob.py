@@ -184,6 +184,53 @@ def test_a_failed_replace_leaves_the_prefix_as_it_was(
     assert len(read_parquet(azure, f"{container}/out/orders/part-00000.parquet")) == 7
 
 
+def blob_contents(azure: AzureServer, container: str, prefix: str) -> dict[str, bytes]:
+    fs = azure.filesystem()
+    found = {}
+    for key in blobs(azure, container, prefix):
+        with fs.open_input_stream(f"{container}/{key}") as f:
+            found[key] = f.read()
+    return found
+
+
+def test_a_multi_blob_promote_failing_or_killed_midway_leaves_the_old_blobs(
+    tmp_path: Path, azure: AzureServer, container: str
+) -> None:
+    """A replace with an older blob to delete is promoted blob by blob, backed up first: a failure after the
+    new blob was copied in puts back exactly the old blobs; a kill there is rolled back by the next write
+    before it writes (that write fails after writing its temp prefix: the output is still the old one)."""
+    assert run(azure, sink_project(tmp_path / "p", container, 3), "run", "--select", "blob.orders").exit_code == 0
+    put(azure, f"{container}/out/orders/part-old-00000.parquet", b"old bytes")
+    before = blob_contents(azure, container, "out/orders")
+    assert len(before) == 2
+    project = sink_project(tmp_path / "p", container, 7)
+
+    def attempt(failpoint: str) -> PzResult:
+        (project / ".pz" / "lock").unlink(missing_ok=True)
+        return pz_subprocess(
+            project, "run", "--select", "blob.orders", env={**env(azure), "PZ_FAILPOINTS": failpoint}
+        )
+
+    failed = attempt("sink.during_promote")
+    assert failed.exit_code == 1 and "failpoint sink.during_promote" in failed.output, failed.output
+    assert blob_contents(azure, container, "out/orders") == before
+    assert not any(".pz-" in k for k in blobs(azure, container))
+
+    killed = attempt("sink.during_promote:kill")
+    assert killed.exit_code == 137, killed.output
+    assert blob_contents(azure, container, "out/orders") != before  # the new blob is in, the old one not gone
+    assert "out/.orders.pz-promote.json" in blobs(azure, container, "out")
+    failed = attempt("sink.before_swap")
+    assert failed.exit_code == 1 and "failpoint sink.before_swap" in failed.output, failed.output
+    assert blob_contents(azure, container, "out/orders") == before
+    assert not any(".pz-" in k for k in blobs(azure, container))
+
+    again = run(azure, project, "run", "--select", "blob.orders")
+    assert again.exit_code == 0, again.output
+    assert blobs(azure, container, "out/orders") == ["out/orders/part-00000.parquet"]
+    assert len(read_parquet(azure, f"{container}/out/orders/part-00000.parquet")) == 7
+
+
 def test_force_universal_is_pz0312_and_a_literal_key_is_refused(
     tmp_path: Path, azure: AzureServer, container: str
 ) -> None:
