@@ -199,7 +199,8 @@ def test_a_multi_blob_promote_failing_or_killed_midway_leaves_the_old_blobs(
     """A replace with an older blob to delete is promoted blob by blob, backed up first: a failure after the
     new blob was copied in puts back exactly the old blobs; a kill there is rolled back by the next write
     before it writes (that write fails after writing its temp prefix: the output is still the old one)."""
-    assert run(azure, sink_project(tmp_path / "p", container, 3), "run", "--select", "blob.orders").exit_code == 0
+    first = run(azure, sink_project(tmp_path / "p", container, 3), "run", "--select", "blob.orders")
+    assert first.exit_code == 0, first.output
     put(azure, f"{container}/out/orders/part-old-00000.parquet", b"old bytes")
     before = blob_contents(azure, container, "out/orders")
     assert len(before) == 2

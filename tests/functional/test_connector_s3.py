@@ -482,6 +482,34 @@ def test_a_replace_failing_inside_its_promote_leaves_the_old_objects(
     assert promote_leftovers(s3, bucket) == []
 
 
+def test_a_failing_restore_keeps_the_promote_error_and_leaves_the_roll_back_to_the_next_write(
+    tmp_path: Path, s3: S3Server, bucket: str
+) -> None:
+    """When putting the output back fails too, the promote's own error is the one reported (the restore's
+    failure goes to the run's debug log) and the journal stays: the next write rolls back before it writes."""
+    project = sink_project(tmp_path / "p", s3, bucket, rows=3)
+    assert run(project, "run", "--select", "lake.orders").exit_code == 0
+    put_parquet(s3, f"{bucket}/out/orders/part-old-00000.parquet", pa.table({"id": [100], "name": ["x"]}))
+    before = contents(s3, bucket, "out/orders")
+
+    project = sink_project(tmp_path / "p", s3, bucket, rows=4)
+    failpoint = "sink.during_promote,sink.promote_restore"
+    failed = pz_subprocess(project, "run", "--select", "lake.orders", env={**ENV, "PZ_FAILPOINTS": failpoint})
+    assert failed.exit_code == 1, failed.output
+    assert failed.node("lake.orders")["error"]["message"].endswith("failpoint sink.during_promote")
+    assert contents(s3, bucket, "out/orders") != before  # the new file is in, the old one not deleted
+    assert "out/.orders.pz-promote.json" in promote_leftovers(s3, bucket)
+    logs = "".join(p.read_text() for p in (project / ".pz" / "runs").rglob("pz.log"))
+    assert "failed too (RuntimeError: failpoint sink.promote_restore)" in logs, logs
+
+    failed = pz_subprocess(
+        project, "run", "--select", "lake.orders", env={**ENV, "PZ_FAILPOINTS": "sink.before_swap"}
+    )
+    assert failed.exit_code == 1 and "failpoint sink.before_swap" in failed.output, failed.output
+    assert contents(s3, bucket, "out/orders") == before
+    assert promote_leftovers(s3, bucket) == []
+
+
 def days_project(root: Path, s3: S3Server, bucket: str, rows: int, days: int) -> Path:
     return write_project(
         root,

@@ -13,13 +13,13 @@ requests keep the SDK's default retries underneath the engine's.
 
 Replace writes the result under a hidden temp prefix next to the output (`.orders.pz-tmp-<run>-<hex>/`), then
 promotes it. A result of one object over an output holding at most that object is promoted with one
-server-side copy over `part-00000.<ext>` (`ObjectStore.copy`: one object replaced in one step, so a reader sees
-the old file or the new one, whatever its size: the s3 store copies an object over CopyObject's cap in parts
-of one multipart upload; the azure store uses Azure's asynchronous Copy Blob, which is undone from a snapshot
-when it does not succeed, see `azureblob.copying`). Any other promote (several objects, as a partitioned
-output writes, or older objects to delete) backs up the output's objects into a hidden sibling prefix and
-writes a journal before it touches the output, so a failure puts the output back as it was, and a promote
-killed midway is rolled back by the next write of the output before anything else (`promoting`). Every
+server-side copy over `part-00000.<ext>` (`ObjectStore.copy`: one object replaced in one step, so a reader
+sees the old file or the new one, whatever its size: the s3 store copies an object over CopyObject's cap in
+parts of one multipart upload; the azure store uses Azure's asynchronous Copy Blob, which is undone from a
+snapshot when it does not succeed, see `azureblob.copying`). Any other promote (several objects, as a
+partitioned output writes, or older objects to delete) backs up the output's objects into a hidden sibling
+prefix and writes a journal before it touches the output, so a failure puts the output back as it was, and a
+promote killed midway is rolled back by the next write of the output before anything else (`promoting`). Every
 write starts with that roll-back, then sweeps what killed writes left: temp and backup prefixes, and
 incomplete multipart uploads under them and the output (`ObjectStore.abort_uploads`). So a failed replace
 leaves the output exactly as it was (a killed one: once the next write of that output runs). Append writes its
@@ -392,9 +392,9 @@ class ObjectFolder:
         for info in self.store.fs.get_file_info(selector):
             if info.path.startswith(bases):
                 self._remove(info.path)
-        # uploads a killed write left: to a temp or backup prefix (DuckDB's COPY, a part copy) or to an output
-        # key (a part copy). A store or policy that refuses to list them (not transient) is no reason to refuse
-        # the write.
+        # uploads a killed write left: to a temp or backup prefix (DuckDB's COPY, a part copy) or to an
+        # output key (a part copy). A store or policy that refuses to list them (not transient) is no reason
+        # to refuse the write.
         for prefix in (self._tmp_base(), self._bak_base(), f"{self.prefix}/"):
             try:
                 self.store.abort_uploads(prefix)

@@ -30,7 +30,8 @@ from pipelinez.core.diagnostics import PzConnectorError
 if TYPE_CHECKING:
     from pipelinez.connectors.files.objects import ObjectStore
 
-LOG = logging.getLogger(__name__)
+# the run's debug log (.pz/runs/<id>/pz.log, secrets masked) while a run lasts; stderr outside one
+LOG = logging.getLogger("pipelinez.node_errors")
 JOURNAL_VERSION = 1
 
 
@@ -71,8 +72,8 @@ class Journal:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise PzConnectorError(
                 f"the promote journal {where} cannot be read ({exc}); an earlier replace of this output was "
-                "interrupted. Next: restore the output from the .pz-bak- prefix the journal names (or accept the "
-                "output as it is), delete the journal, then run again",
+                "interrupted. Next: restore the output from the .pz-bak- prefix the journal names (or accept "
+                "the output as it is), delete the journal, then run again",
                 code="PZ0501",
             ) from None
 
@@ -120,8 +121,9 @@ def _undo(store: ObjectStore, journal_key: str, journal: Journal, failure: BaseE
         restore(store, journal_key, journal)
     except Exception as exc:  # the promote's own error stands; the journal is kept for the next write
         note = (
-            f"putting {store.uri(journal.output)} back from its backup {store.uri(journal.backup)} failed too "
-            f"({type(exc).__name__}: {exc}); the next write of this output (or pz retry) puts it back first"
+            f"putting {store.uri(journal.output)} back from its backup {store.uri(journal.backup)} failed "
+            f"too ({type(exc).__name__}: {exc}); the next write of this output (or pz retry) puts it back "
+            "first"
         )
         failure.add_note(note)
         LOG.warning("%s", note)
@@ -129,7 +131,9 @@ def _undo(store: ObjectStore, journal_key: str, journal: Journal, failure: BaseE
 
 def restore(store: ObjectStore, journal_key: str, journal: Journal) -> None:
     """Put the output back as the journal says it was (every backed-up object copied back, every object the
-    promote added deleted), then delete the journal and the backup. Safe to run again after an interruption."""
+    promote added deleted), then delete the journal and the backup. Safe to run again after an
+    interruption."""
+    failpoints.hit("sink.promote_restore")
     for key in journal.existed:
         store.copy(journal.backup_key(key), key)
     existed = set(journal.existed)
