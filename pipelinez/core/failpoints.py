@@ -15,8 +15,8 @@ Known names:
   delete the output's other objects (a promote of several objects or with objects to delete has backed up
   the output and written its journal first: a failure here is undone from the backup, a kill by the next
   write).
-- `sink.promote_restore`: a promote of several objects is about to put the output back from its backup (after a
-  failure inside it, or at the start of the next write after a kill).
+- `sink.promote_restore`: a promote of several objects is about to put the output back from its backup
+  (after a failure inside it, or at the start of the next write after a kill).
 - `s3.part_copied`: an s3 promote of an object too large for one CopyObject has copied one part of its
   multipart copy (the upload is incomplete: the destination is unchanged).
 - `azure.copy_started`: an azureblob promote has started its Copy Blob (Azurite finishes it at once) and is

@@ -451,8 +451,10 @@ def contents(s3: S3Server, bucket: str, prefix: str) -> dict[str, bytes]:
 
 
 def promote_leftovers(s3: S3Server, bucket: str) -> list[str]:
-    """Keys of promote backups and journals anywhere in the bucket."""
-    return [k for k in keys(s3, bucket) if ".pz-bak-" in k or ".pz-promote.json" in k]
+    """Promote backups and journals anywhere in the bucket: objects, and prefixes (directory markers too)."""
+    infos = s3.filesystem().get_file_info(pafs.FileSelector(bucket, recursive=True, allow_not_found=True))
+    found = sorted(i.path[len(bucket) + 1 :] for i in infos)
+    return [k for k in found if ".pz-bak-" in k or ".pz-promote.json" in k]
 
 
 def test_a_replace_failing_inside_its_promote_leaves_the_old_objects(

@@ -203,6 +203,18 @@ class ObjectStore(ABC):
         """Delete the object `key`."""
         self.fs.delete_file(self._fs_path(key))
 
+    def remove(self, prefix: str) -> None:
+        """Delete a prefix (or object) and every object under it, directory markers included; gone already
+        is fine."""
+        import pyarrow.fs as pafs
+
+        path = self._fs_path(prefix.strip("/"))
+        info = self.fs.get_file_info(path)
+        if info.type == pafs.FileType.File:
+            self.fs.delete_file(path)
+        elif info.type == pafs.FileType.Directory:
+            self.fs.delete_dir(path)
+
     def discard(self, key: str) -> None:
         """Delete the object `key`; gone already is fine."""
         with contextlib.suppress(FileNotFoundError):
@@ -391,7 +403,7 @@ class ObjectFolder:
         selector = pafs.FileSelector(self.store._fs_path(parent), recursive=False, allow_not_found=True)
         for info in self.store.fs.get_file_info(selector):
             if info.path.startswith(bases):
-                self._remove(info.path)
+                self.store.remove(info.path[len(self.store.root) + 1 :])
         # uploads a killed write left: to a temp or backup prefix (DuckDB's COPY, a part copy) or to an
         # output key (a part copy). A store or policy that refuses to list them (not transient) is no reason
         # to refuse the write.
@@ -401,17 +413,6 @@ class ObjectFolder:
             except OSError as exc:
                 if getattr(exc, "transient", True):
                     raise
-
-    def _remove(self, fs_path: str) -> None:
-        """Delete a prefix (or object) and every object under it; gone already is fine."""
-        import pyarrow.fs as pafs
-
-        fs = self.store.fs
-        info = fs.get_file_info(fs_path)
-        if info.type == pafs.FileType.File:
-            fs.delete_file(fs_path)
-        elif info.type == pafs.FileType.Directory:
-            fs.delete_dir(fs_path)
 
     def _new_tmp(self, run_id: str) -> str:
         return f"{self._tmp_base()}{safe_token(run_id)}-{secrets.token_hex(4)}"
@@ -429,7 +430,7 @@ class ObjectFolder:
     def _discard(self, tmp: str) -> None:
         """Remove a write's temp prefix and abort any upload to it (a failed COPY may leave one)."""
         with contextlib.suppress(OSError):
-            self._remove(self.store._fs_path(tmp))
+            self.store.remove(tmp)
         with contextlib.suppress(OSError):
             self.store.abort_uploads(f"{tmp}/")
 

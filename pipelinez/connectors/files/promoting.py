@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -100,7 +99,7 @@ def promote_journaled(store: ObjectStore, journal_key: str, tmp: str, journal: J
         _undo(store, journal_key, journal, exc)
         raise
     with contextlib.suppress(OSError):  # a backup left here is swept by the next write
-        remove_prefix(store, journal.backup)
+        store.remove(journal.backup)
 
 
 def back_up(store: ObjectStore, journal_key: str, journal: Journal) -> None:
@@ -112,7 +111,7 @@ def back_up(store: ObjectStore, journal_key: str, journal: Journal) -> None:
         store.put(journal_key, journal.to_json())
     except BaseException:
         with contextlib.suppress(OSError):
-            remove_prefix(store, journal.backup)
+            store.remove(journal.backup)
         raise
 
 
@@ -143,7 +142,7 @@ def restore(store: ObjectStore, journal_key: str, journal: Journal) -> None:
             store.delete(key)
     store.discard(journal_key)
     with contextlib.suppress(OSError):
-        remove_prefix(store, journal.backup)
+        store.remove(journal.backup)
 
 
 def roll_back_interrupted(store: ObjectStore, journal_key: str) -> None:
@@ -152,13 +151,3 @@ def roll_back_interrupted(store: ObjectStore, journal_key: str) -> None:
     if data is None:
         return
     restore(store, journal_key, Journal.from_json(data, store.uri(journal_key)))
-
-
-def remove_prefix(store: ObjectStore, prefix: str) -> None:
-    """Delete every object under `prefix`."""
-    delete_all(store, (key for key, _ in store.objects(prefix)))
-
-
-def delete_all(store: ObjectStore, keys: Iterable[str]) -> None:
-    for key in list(keys):
-        store.discard(key)
