@@ -371,29 +371,30 @@ def measure(
 
 
 def print_table(rows: int, rounds: int, series: dict[str, Series]) -> None:
+    """Two tables: the compared time (pz: its source-load node), then the whole processes."""
+    stats = {
+        tool: (
+            statistics.median(r.load_s for r in data.runs),
+            statistics.median(data.ratios) if data.ratios else 1.0,
+            statistics.median(r.wall_s for r in data.runs),
+            statistics.median(data.wall_ratios) if data.wall_ratios else 1.0,
+            max(r.rss_mib for r in data.runs),
+        )
+        for tool, data in series.items()
+    }
     print(f"\n{rows:,} rows PostgreSQL → DuckDB file, {rounds} alternating rounds")
     head = f"{'tool':<31} {'median s':>9} {'ratio':>6} {'rows/s':>11} {'peak RSS MiB':>13} {'wall s':>7}"
-    print(head)
-    print("-" * len(head))
-    for tool, data in series.items():
-        median = statistics.median(r.load_s for r in data.runs)
-        ratio = statistics.median(data.ratios) if data.ratios else 1.0
-        wall = statistics.median(r.wall_s for r in data.runs)
-        rss = max(r.rss_mib for r in data.runs)
+    print(f"{head}\n{'-' * len(head)}")
+    for tool, (median, ratio, wall, _, rss) in stats.items():
         print(
             f"{LABELS[tool]:<31} {median:>9.2f} {ratio:>6.2f} {rows / median:>11,.0f} {rss:>13} {wall:>7.2f}"
         )
     print(f"\nwhole processes (start-up to exit, what the user waits for), {rounds} alternating rounds")
     head = f"{'tool':<31} {'median wall s':>13} {'ratio':>6} {'rows/s':>11} {'peak RSS MiB':>13}"
-    print(head)
-    print("-" * len(head))
-    for tool, data in series.items():
-        wall = statistics.median(r.wall_s for r in data.runs)
-        ratio = statistics.median(data.wall_ratios) if data.wall_ratios else 1.0
-        rss = max(r.rss_mib for r in data.runs)
-        print(
-            f"{LABELS[tool].split(' (')[0]:<31} {wall:>13.2f} {ratio:>6.2f} {rows / wall:>11,.0f} {rss:>13}"
-        )
+    print(f"{head}\n{'-' * len(head)}")
+    for tool, (_, _, wall, wall_ratio, rss) in stats.items():
+        label = LABELS[tool].split(" (")[0]
+        print(f"{label:<31} {wall:>13.2f} {wall_ratio:>6.2f} {rows / wall:>11,.0f} {rss:>13}")
 
 
 def print_sweep(results: dict[int, dict[str, Series]]) -> None:

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from pipelinez.connectors.files.rest import NoReply, Reply, send
+from pipelinez.connectors.files.rest import TRANSIENT_STATUS, NoReply, Reply, send
 
 API_VERSION = "2021-08-06"
 TIMEOUT = 60.0  # seconds per request: every call here answers without moving data
-_TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
 _SIGNED_STANDARD_HEADERS = (
     "content-encoding",
     "content-language",
@@ -180,7 +179,7 @@ class BlobRest:
             said = (_error_field(data, "Message") or "").strip().splitlines()
             detail = f"{code}: {said[0]}" if code and said else code or (said[0] if said else "")
             message = f"Azure {what}: HTTP {status}" + (f" {detail}" if detail else "")
-            raise AzureRestError(self._scrub(message), status in _TRANSIENT_STATUS, status, code or None)
+            raise AzureRestError(self._scrub(message), status in TRANSIENT_STATUS, status, code or None)
         return reply
 
     def _signed(

@@ -7,6 +7,8 @@ import http.client
 import ssl
 from dataclasses import dataclass
 
+TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)  # an answer another attempt may not get
+
 
 @dataclass(frozen=True)
 class Reply:

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import quote
 
-from pipelinez.connectors.files.rest import NoReply, send
+from pipelinez.connectors.files.rest import TRANSIENT_STATUS, NoReply, send
 
-_TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
 _TRANSIENT_CODES = (
     "SlowDown",
     "RequestTimeout",
@@ -168,10 +167,10 @@ class S3Rest:
         if root is not None and _strip_ns(root.tag) == "Error":
             code = _find(root, "Code") or "Error"
             message = _find(root, "Message") or ""
-            transient = code in _TRANSIENT_CODES or status in _TRANSIENT_STATUS
+            transient = code in _TRANSIENT_CODES or status in TRANSIENT_STATUS
             raise S3RestError(f"S3 {what}: HTTP {status} {code}: {message}".rstrip(": "), transient, code)
         if status >= 300:
-            raise S3RestError(f"S3 {what}: HTTP {status}", status in _TRANSIENT_STATUS)
+            raise S3RestError(f"S3 {what}: HTTP {status}", status in TRANSIENT_STATUS)
         return root
 
     def _signed(
