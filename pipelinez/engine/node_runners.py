@@ -193,61 +193,8 @@ def run_source_load(
             failpoints.hit("source.landed", node.name)
             capture = capture_watermark(ctx, cur, node.table, request)
             return NodeOutput(rows=_count(cur, target), tier=tier, watermark=capture)
-        # Partitions are read in parallel, each landing in its own table, then combined into the staging
-        # table: the first is renamed (no copy), the others appended by column name. A partition that
-        # landed stays in staging when another fails, so a retry can resume past it.
         part_tables = [f"{node.table}__part{p.index}" for p in partitions]
-        landed = _landed_parts(partitions, reuse)
-        if reuse is not None and len(landed) < len(reuse.staged.parts):
-            ctx.note(
-                f"{len(reuse.staged.parts) - len(landed)} partition(s) of {node.name} that landed in run "
-                f"{reuse.staged.run_id} no longer match this run's partitions; reading them again"
-            )
-        workers = min(len(partitions), max(1, work.endpoint.max_concurrency or PARTITION_WORKERS))
-        pool = _Workers(ctx, work.endpoint)
-        kept = _EARLIER_ATTEMPTS.take(ctx.run_id, node.name)
-        if kept:
-            ctx.note(
-                f"attempt {attempt} of {node.name} keeps the {len(kept)} partition(s) that landed in its "
-                "earlier attempt(s) and reads the others"
-            )
-
-        def land(job: tuple[Partition, str]) -> PartitionResult:
-            partition, table = job
-            fingerprint = partition_fingerprint(partition)
-            worker = pool.mine()
-            part_cur = worker.cursor
-            try:
-                earlier = kept.get(partition.index)
-                if earlier is not None and earlier.fingerprint == fingerprint:
-                    rows = _kept_rows(part_cur, table)
-                    if rows == earlier.rows:
-                        return PartitionResult(partition.index, rows, fingerprint=fingerprint)
-                if reuse is not None and partition.index in landed:
-                    rows = _copy_part(ctx, part_cur, reuse, landed[partition.index], table)
-                    if rows is not None:
-                        return PartitionResult(
-                            partition.index, rows, fingerprint=fingerprint, provenance=Provenance.REUSED
-                        )
-                part_cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
-                _land_partition(ctx, worker.connector(), part_cur, request, partition, table, tier)
-                failpoints.hit("source.landed", f"{node.name}#{partition.index}")
-                return PartitionResult(
-                    partition.index, _count(part_cur, quote_ident(table)), fingerprint=fingerprint
-                )
-            except Exception:
-                drop_quietly(part_cur, quote_ident(table))
-                raise
-
-        try:
-            results = _land_all(land, list(zip(partitions, part_tables, strict=True)), workers)
-        finally:
-            pool.close()
-        _combine(cur, target, part_tables)
-        failpoints.hit("source.landed", node.name)
-        capture = capture_watermark(ctx, cur, node.table, request)
-        rows = _count(cur, target) if capture is not None else sum(r.rows for r in results)
-        return NodeOutput(rows=rows, tier=tier, partitions=results, watermark=capture)
+        return _load_partitions(ctx, node, attempt, reuse, cur, partitions, part_tables, tier)
     except _PartitionsFailed as failed:
         drop_quietly(cur, target)
         _EARLIER_ATTEMPTS.keep(ctx.run_id, node.name, failed.results)
@@ -262,6 +209,92 @@ def run_source_load(
         if connector:
             connector.close()
         ctx.release(cur)
+
+
+def _load_partitions(
+    ctx: NodeContext,
+    node: SourceLoadNode,
+    attempt: int,
+    reuse: Reuse | None,
+    cur: duckdb.DuckDBPyConnection,
+    partitions: list[Partition],
+    part_tables: list[str],
+    tier: Tier,
+) -> NodeOutput:
+    """Land a partitioned load. Partitions are read in parallel, each landing in its own table (`part_tables`,
+    in the order of `partitions`), then combined into the staging table: the first is renamed (no copy), the
+    others appended by column name. A partition that landed stays in staging when another fails, so a retry
+    can resume past it."""
+    work = node.work
+    landed = _landed_parts(partitions, reuse)
+    if reuse is not None and len(landed) < len(reuse.staged.parts):
+        ctx.note(
+            f"{len(reuse.staged.parts) - len(landed)} partition(s) of {node.name} that landed in run "
+            f"{reuse.staged.run_id} no longer match this run's partitions; reading them again"
+        )
+    workers = min(len(partitions), max(1, work.endpoint.max_concurrency or PARTITION_WORKERS))
+    pool = _Workers(ctx, work.endpoint)
+    kept = _EARLIER_ATTEMPTS.take(ctx.run_id, node.name)
+    if kept:
+        ctx.note(
+            f"attempt {attempt} of {node.name} keeps the {len(kept)} partition(s) that landed in its "
+            "earlier attempt(s) and reads the others"
+        )
+    land = _partition_lander(ctx, node, pool, tier, kept, reuse, landed)
+    try:
+        results = _land_all(land, list(zip(partitions, part_tables, strict=True)), workers)
+    finally:
+        pool.close()
+    target = quote_ident(node.table)
+    _combine(cur, target, part_tables)
+    failpoints.hit("source.landed", node.name)
+    capture = capture_watermark(ctx, cur, node.table, work.request)
+    rows = _count(cur, target) if capture is not None else sum(r.rows for r in results)
+    return NodeOutput(rows=rows, tier=tier, partitions=results, watermark=capture)
+
+
+def _partition_lander(
+    ctx: NodeContext,
+    node: SourceLoadNode,
+    pool: _Workers,
+    tier: Tier,
+    kept: dict[int, PartitionResult],
+    reuse: Reuse | None,
+    landed: dict[int, StagedPart],
+) -> Callable[[tuple[Partition, str]], PartitionResult]:
+    """The job that lands one partition into its table, on a worker of `pool`: the table an earlier attempt
+    of this run landed (`kept`) when it still holds the same slice and rows, else a copy of the failed run's
+    landed partition (`landed`, on a retry), else a fresh extraction."""
+    request = node.work.request
+
+    def land(job: tuple[Partition, str]) -> PartitionResult:
+        partition, table = job
+        fingerprint = partition_fingerprint(partition)
+        worker = pool.mine()
+        part_cur = worker.cursor
+        try:
+            earlier = kept.get(partition.index)
+            if earlier is not None and earlier.fingerprint == fingerprint:
+                rows = _kept_rows(part_cur, table)
+                if rows == earlier.rows:
+                    return PartitionResult(partition.index, rows, fingerprint=fingerprint)
+            if reuse is not None and partition.index in landed:
+                rows = _copy_part(ctx, part_cur, reuse, landed[partition.index], table)
+                if rows is not None:
+                    return PartitionResult(
+                        partition.index, rows, fingerprint=fingerprint, provenance=Provenance.REUSED
+                    )
+            part_cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
+            _land_partition(ctx, worker.connector(), part_cur, request, partition, table, tier)
+            failpoints.hit("source.landed", f"{node.name}#{partition.index}")
+            return PartitionResult(
+                partition.index, _count(part_cur, quote_ident(table)), fingerprint=fingerprint
+            )
+        except Exception:
+            drop_quietly(part_cur, quote_ident(table))
+            raise
+
+    return land
 
 
 class _EarlierAttempts:
