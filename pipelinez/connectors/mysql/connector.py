@@ -477,38 +477,13 @@ class MySQLConnector(Connector):
     ) -> Iterator[pa.RecordBatch]:
         """The rows of `sql` as converted batches: streamed (ConnectorX's arrow_stream), or, `whole`, fetched
         in one call that waits for the server with the GIL released (see _small_parts)."""
-        import connectorx as cx
-
-        settings = self.settings
         reader: Any = None
         # ConnectorX's producer thread may panic at any moment while the stream is alive (between two
         # batches too), printing to fd 2: fd 2 stays captured until the reader is gone
         alive = contextlib.ExitStack()
         alive.enter_context(native_stderr())
         try:
-            captured: Captured | None = None
-            try:
-                # the pool's connection retries print to fd 2 as well: captured on their own to be reported
-                with native_stderr() as captured:
-                    if whole:
-                        fetched = cx.read_sql(
-                            settings.connectorx_url(),
-                            sql,
-                            return_type="arrow",
-                            pre_execution_query=settings.session_statements(),
-                        )
-                        reader = fetched.to_reader(max_chunksize=BATCH_ROWS)
-                    else:
-                        reader = cx.read_sql(
-                            settings.connectorx_url(),
-                            sql,
-                            return_type="arrow_stream",
-                            batch_size=BATCH_ROWS,
-                            pre_execution_query=settings.session_statements(),
-                        )
-            finally:
-                if captured is not None:
-                    self._report_pool_retries(captured.text, where)
+            reader = self._start_read(sql, where, whole=whole)
             yielded = False
             while (batch := _next_batch(reader)) is not None:
                 if batch.num_rows:
@@ -523,35 +498,77 @@ class MySQLConnector(Connector):
         except (
             BaseException
         ) as exc:  # ConnectorX raises RuntimeError, and pyo3 PanicException (a BaseException)
-            if type(exc).__name__ == "PanicException" and is_transient(exc):
-                # ConnectorX panics when the server connection is lost mid-read ("cx writer failed: ...
-                # Connection reset by peer"): a lost connection, not a value it cannot convert
-                raise connector_error(settings, f"{where}: read failed", exc, code="PZ0505") from None
-            if type(exc).__name__ == "PanicException":
-                bad = self._impossible_dates(plans, source, where)
-                if bad:
-                    raise PzConnectorError(
-                        f"column(s) {', '.join(bad)} hold dates no calendar has (zero dates such as "
-                        "'0000-00-00', a zero month or day), which the staging database cannot hold; nothing "
-                        "was staged. Read the dataset with a query: that maps them (e.g. "
-                        f"NULLIF({bad[0]}, '0000-00-00'), or a WHERE that leaves them out)",
-                        code="PZ0518",
-                    ) from None
-                raise PzConnectorError(
-                    settings.redact(
-                        f"{where}: the MySQL reader cannot convert a value: {_first_line(exc)}; zero dates "
-                        "('0000-00-00') and values outside the documented types fail; select them through a "
-                        "query: with NULLIF/CAST"
-                    ),
-                    code="PZ0505",
-                ) from None
-            raise connector_error(settings, f"{where}: read failed", exc, code="PZ0505") from None
+            raise self._read_error(exc, plans, source, where) from None
         finally:
-            if reader is not None and hasattr(reader, "close"):
-                with contextlib.suppress(Exception):
-                    reader.close()
+            _close_reader(reader)
             reader = None  # the stream and its producer thread go here, then fd 2 is given back
             alive.close()
+
+    def _start_read(self, sql: str, where: str, *, whole: bool) -> Any:
+        """ConnectorX's reader of `sql`: of the rows streamed (arrow_stream), or, `whole`, of the rows fetched
+        in one call. The pool's connection retries print to fd 2 as well: captured on their own while the
+        read starts, to be reported as notes (see _report_pool_retries)."""
+        import connectorx as cx
+
+        settings = self.settings
+        reader: Any = None
+        captured: Captured | None = None
+        try:
+            with native_stderr() as captured:
+                if whole:
+                    fetched = cx.read_sql(
+                        settings.connectorx_url(),
+                        sql,
+                        return_type="arrow",
+                        pre_execution_query=settings.session_statements(),
+                    )
+                    reader = fetched.to_reader(max_chunksize=BATCH_ROWS)
+                else:
+                    reader = cx.read_sql(
+                        settings.connectorx_url(),
+                        sql,
+                        return_type="arrow_stream",
+                        batch_size=BATCH_ROWS,
+                        pre_execution_query=settings.session_statements(),
+                    )
+        finally:
+            if captured is not None:
+                try:
+                    self._report_pool_retries(captured.text, where)
+                except BaseException:
+                    _close_reader(reader)  # the caller never gets the reader to close
+                    reader = None
+                    raise
+        return reader
+
+    def _read_error(
+        self, exc: BaseException, plans: list[ColumnPlan], source: str, where: str
+    ) -> PzConnectorError:
+        """The error a failed ConnectorX read of `source` is reported as."""
+        settings = self.settings
+        if type(exc).__name__ == "PanicException" and is_transient(exc):
+            # ConnectorX panics when the server connection is lost mid-read ("cx writer failed: ...
+            # Connection reset by peer"): a lost connection, not a value it cannot convert
+            return connector_error(settings, f"{where}: read failed", exc, code="PZ0505")
+        if type(exc).__name__ == "PanicException":
+            bad = self._impossible_dates(plans, source, where)
+            if bad:
+                return PzConnectorError(
+                    f"column(s) {', '.join(bad)} hold dates no calendar has (zero dates such as "
+                    "'0000-00-00', a zero month or day), which the staging database cannot hold; nothing "
+                    "was staged. Read the dataset with a query: that maps them (e.g. "
+                    f"NULLIF({bad[0]}, '0000-00-00'), or a WHERE that leaves them out)",
+                    code="PZ0518",
+                )
+            return PzConnectorError(
+                settings.redact(
+                    f"{where}: the MySQL reader cannot convert a value: {_first_line(exc)}; zero dates "
+                    "('0000-00-00') and values outside the documented types fail; select them through a "
+                    "query: with NULLIF/CAST"
+                ),
+                code="PZ0505",
+            )
+        return connector_error(settings, f"{where}: read failed", exc, code="PZ0505")
 
     def _report_pool_retries(self, stderr: str, where: str) -> None:
         """ConnectorX builds an r2d2 connection pool, which retries a failed connect on its own (after 0.4s,
@@ -1115,6 +1132,13 @@ def _empty(schema: pa.Schema) -> pa.RecordBatch:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _close_reader(reader: Any) -> None:
+    """Close a ConnectorX reader (when there is one and it can be closed); a failing close is ignored."""
+    if reader is not None and hasattr(reader, "close"):
+        with contextlib.suppress(Exception):
+            reader.close()
 
 
 def _next_batch(reader: Any) -> Any:
