@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez.compile.compiler import CompileResult, compile_project
+from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.compile.staging import resolve_staging
 from pipelinez.compile.templating import Templater
@@ -30,8 +31,8 @@ from pipelinez.engine.events import Subscriber
 from pipelinez.engine.executor_choice import ExecutorChoice, choose_executor
 from pipelinez.engine.lock import ProjectLock
 from pipelinez.engine.retry_command import NOTHING, NOTHING_CHANGED, RetryOutcome, last_run
-from pipelinez.engine.retry_select import select_retry
-from pipelinez.engine.run_results import RunArgs
+from pipelinez.engine.retry_select import RetrySelection, select_retry
+from pipelinez.engine.run_results import RunArgs, RunResults
 from pipelinez.engine.runs import RunSummary, runs_dir
 from pipelinez.engine.runs import clean as clean_runs
 from pipelinez.engine.runs import history as run_history
@@ -209,24 +210,10 @@ def retry(
             return RetryOutcome(last.run_id, notes, message, selection)
         if dry_run:
             return RetryOutcome(last.run_id, notes, None, selection, dry_run=True, warnings=tuple(warnings))
-        run_dag = dag
-        if full_refresh and not last.args.full_refresh:
-            # ids were matched as the failed run compiled; the retry itself reads every incremental dataset
-            # from its start (watermarks ignored), so it runs the full-refresh compile of the same nodes
-            run_dag = plan(root, (), (), last.args.vars, environ, full_refresh=True)[0].dag
-        retry_plan, diags = plan_named(run_dag, selection.run, last.selection)
-        errors = [d for d in diags if d.is_error]
-        if errors:
-            raise PzValidationError([*errors, *warnings])
-        args = dataclasses.replace(
-            last.args,
-            full_refresh=last.args.full_refresh or full_refresh,
-            executor=choice.kind,
-            staging=choice.staging,
+        retry_plan, args, refresh_notes = _retry_run_plan(
+            root, last, dag, selection, choice, warnings, environ, full_refresh
         )
-        incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(retry_plan))
-        if args.full_refresh and incremental:
-            notes = (*notes, _full_refresh_note(incremental))
+        notes = (*notes, *refresh_notes)
         with executing(choice, retry_plan) as (retry_plan, provider, executor_notes):
             handed = True
             outcome = execute(
@@ -249,6 +236,39 @@ def retry(
         local.close()  # a staging copy the run did not take is deleted, under the lock
         if not handed:
             lock.__exit__(None, None, None)
+
+
+def _retry_run_plan(
+    root: Path,
+    last: RunResults,
+    dag: CompiledDag,
+    selection: RetrySelection,
+    choice: ExecutorChoice,
+    warnings: list[Diagnostic],
+    environ: Mapping[str, str] | None,
+    full_refresh: bool,
+) -> tuple[Plan, RunArgs, tuple[str, ...]]:
+    """What the retry of `last` runs: its plan (PzValidationError when the selection cannot be planned), the
+    run's args, and the note naming the incremental datasets it reads from their start (none, or one)."""
+    run_dag = dag
+    if full_refresh and not last.args.full_refresh:
+        # ids were matched as the failed run compiled; the retry itself reads every incremental dataset
+        # from its start (watermarks ignored), so it runs the full-refresh compile of the same nodes
+        run_dag = plan(root, (), (), last.args.vars, environ, full_refresh=True)[0].dag
+    retry_plan, diags = plan_named(run_dag, selection.run, last.selection)
+    errors = [d for d in diags if d.is_error]
+    if errors:
+        raise PzValidationError([*errors, *warnings])
+    args = dataclasses.replace(
+        last.args,
+        full_refresh=last.args.full_refresh or full_refresh,
+        executor=choice.kind,
+        staging=choice.staging,
+    )
+    incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(retry_plan))
+    if args.full_refresh and incremental:
+        return retry_plan, args, (_full_refresh_note(incremental),)
+    return retry_plan, args, ()
 
 
 def _full_refresh_note(incremental: Sequence[str]) -> str:
