@@ -24,7 +24,7 @@ import glob
 import os
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -142,65 +142,13 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
     cur = conn.cursor()
     schema = table = query = None
     if has_table:
-        try:
-            ref = TableRef.parse(str(options["table"]))
-        except ValueError as exc:
-            raise PzConnectorError(f"{lead(where)}table: {exc}", code="PZ0302") from exc
-        cur.execute(
-            "SELECT c.oid::int8, n.nspname, c.relname FROM pg_catalog.pg_class c "
-            "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%s)",
-            [ref.sql()],
-        )
-        row = cur.fetchone()
-        if row is None:
-            raise PzConnectorError(
-                f"{lead(where)}table {ref} does not exist (or is not visible to this user)",
-                code=code,
-            )
-        relid, schema, table = int(row[0]), str(row[1]), str(row[2])
-        cur.execute(
-            "SELECT attname, atttypid::int8, atttypmod, attndims FROM pg_catalog.pg_attribute "
-            "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-            [relid],
-        )
-        columns = [PgColumn(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in cur.fetchall()]
+        schema, table, columns = _table_columns(cur, str(options["table"]), where, code)
     else:
         query = str(options["query"]).strip().rstrip(";").strip()
-        cur.execute(f"SELECT * FROM (\n{query}\n) AS {_SRC} LIMIT 0")
-        if cur.description is None or cur.pgresult is None:
-            raise PzConnectorError(f"{lead(where)}query: returns no result set", code="PZ0302")
-        columns = [
-            PgColumn(d.name, int(d.type_code), int(cur.pgresult.fmod(i)), 0)
-            for i, d in enumerate(cur.description)
-        ]
-    seen: dict[str, str] = {}
-    for col in columns:
-        other = seen.get(col.name.lower())
-        if other is not None:
-            raise PzConnectorError(
-                f"{lead(where)}the dataset has columns {other!r} and {col.name!r}, one name to DuckDB (names "
-                "are case-insensitive there); rename one in a query:",
-                code=code,
-            )
-        seen[col.name.lower()] = col.name
+        columns = _query_columns(cur, query, where)
+    _refuse_case_clashes(columns, where, code)
     types = fetch_types(cur, {c.type_oid for c in columns})
-    rendered: dict[tuple[int, int], str] = {}
-    pairs = sorted({(c.type_oid, c.typmod) for c in columns} | {(_base(c, types)) for c in columns})
-    cur.execute(
-        "SELECT o::int8, m, format_type(o, m) FROM unnest(%s::oid[], %s::int4[]) AS u(o, m)",
-        [[o for o, _ in pairs], [m for _, m in pairs]],
-    )
-    for oid, typmod, text in cur.fetchall():
-        rendered[(int(oid), int(typmod))] = str(text)
-
-    def type_sql(oid: int, typmod: int) -> str:
-        if (oid, typmod) not in rendered:
-            cur.execute("SELECT format_type(%s::oid, %s)", [oid, typmod])
-            found = cur.fetchone()
-            assert found is not None
-            rendered[(oid, typmod)] = str(found[0])
-        return rendered[(oid, typmod)]
-
+    type_sql = _type_renderer(cur, columns, types)
     plans = [plan_column(col, types, type_sql) for col in columns]
     all_columns = {}
     for col in columns:
@@ -218,6 +166,85 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
             )
         plans = [by_name[name] for name in contract]
     return Relation(schema, table, query, plans, all_columns, contract)
+
+
+def _table_columns(
+    cur: psycopg.Cursor[Any], table_option: str, where: str, code: str
+) -> tuple[str, str, list[PgColumn]]:
+    """The table's schema, name and columns, from the catalog (`code` when it does not exist)."""
+    try:
+        ref = TableRef.parse(table_option)
+    except ValueError as exc:
+        raise PzConnectorError(f"{lead(where)}table: {exc}", code="PZ0302") from exc
+    cur.execute(
+        "SELECT c.oid::int8, n.nspname, c.relname FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%s)",
+        [ref.sql()],
+    )
+    row = cur.fetchone()
+    if row is None:
+        raise PzConnectorError(
+            f"{lead(where)}table {ref} does not exist (or is not visible to this user)",
+            code=code,
+        )
+    relid, schema, table = int(row[0]), str(row[1]), str(row[2])
+    cur.execute(
+        "SELECT attname, atttypid::int8, atttypmod, attndims FROM pg_catalog.pg_attribute "
+        "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+        [relid],
+    )
+    columns = [PgColumn(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in cur.fetchall()]
+    return schema, table, columns
+
+
+def _query_columns(cur: psycopg.Cursor[Any], query: str, where: str) -> list[PgColumn]:
+    """The columns of the query's result, from a LIMIT 0 run."""
+    cur.execute(f"SELECT * FROM (\n{query}\n) AS {_SRC} LIMIT 0")
+    if cur.description is None or cur.pgresult is None:
+        raise PzConnectorError(f"{lead(where)}query: returns no result set", code="PZ0302")
+    return [
+        PgColumn(d.name, int(d.type_code), int(cur.pgresult.fmod(i)), 0)
+        for i, d in enumerate(cur.description)
+    ]
+
+
+def _refuse_case_clashes(columns: list[PgColumn], where: str, code: str) -> None:
+    """Refuse two columns whose names differ only in case: one name to DuckDB."""
+    seen: dict[str, str] = {}
+    for col in columns:
+        other = seen.get(col.name.lower())
+        if other is not None:
+            raise PzConnectorError(
+                f"{lead(where)}the dataset has columns {other!r} and {col.name!r}, one name to DuckDB (names "
+                "are case-insensitive there); rename one in a query:",
+                code=code,
+            )
+        seen[col.name.lower()] = col.name
+
+
+def _type_renderer(
+    cur: psycopg.Cursor[Any], columns: list[PgColumn], types: dict[int, PgType]
+) -> Callable[[int, int], str]:
+    """PostgreSQL's own spelling of a type (format_type) by (OID, typmod): the columns' types and their
+    domains' base types are rendered in one query up front, any other on first use."""
+    rendered: dict[tuple[int, int], str] = {}
+    pairs = sorted({(c.type_oid, c.typmod) for c in columns} | {(_base(c, types)) for c in columns})
+    cur.execute(
+        "SELECT o::int8, m, format_type(o, m) FROM unnest(%s::oid[], %s::int4[]) AS u(o, m)",
+        [[o for o, _ in pairs], [m for _, m in pairs]],
+    )
+    for oid, typmod, text in cur.fetchall():
+        rendered[(int(oid), int(typmod))] = str(text)
+
+    def type_sql(oid: int, typmod: int) -> str:
+        if (oid, typmod) not in rendered:
+            cur.execute("SELECT format_type(%s::oid, %s)", [oid, typmod])
+            found = cur.fetchone()
+            assert found is not None
+            rendered[(oid, typmod)] = str(found[0])
+        return rendered[(oid, typmod)]
+
+    return type_sql
 
 
 def _base(col: PgColumn, types: dict[int, PgType]) -> tuple[int, int]:
