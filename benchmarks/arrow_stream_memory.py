@@ -23,6 +23,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from pipelinez.connectors.sdk_feed import BATCHES_PER_STATEMENT, ArrowFeed
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
 CASES = ("python-loop", "one-statement", "feed")
@@ -46,11 +49,9 @@ def staged(rows: int) -> Path:
     return path
 
 
-def child(case: str, source: Path, columns: str, out: Path) -> None:
+def child(case: str, source: Path, columns: str, out: Path, batches: int) -> None:
     import duckdb
     import pyarrow as pa
-
-    from pipelinez.connectors.sdk_feed import ArrowFeed
 
     src = duckdb.connect(str(source), read_only=True)
     src.execute("SET memory_limit = '384MB'")
@@ -69,14 +70,15 @@ def child(case: str, source: Path, columns: str, out: Path) -> None:
         sink.register("shape", pa.Table.from_batches([], schema=reader.schema))
         sink.execute("BEGIN TRANSACTION")
         sink.execute("CREATE TABLE t AS SELECT * FROM shape WITH NO DATA")
-        ArrowFeed(reader, "stream").insert_into(sink, "t")
+        ArrowFeed(reader, "stream", batches).insert_into(sink, "t")
         sink.execute("COMMIT")
     sink.close()
 
 
-def measure(case: str, source: Path, columns: str) -> tuple[float, int]:
+def measure(case: str, source: Path, columns: str, batches: int) -> tuple[float, int]:
     out = DATA / "arrow_stream_sink.duckdb"
     cmd = [sys.executable, __file__, "--child", case, "--source", str(source), "--columns", columns]
+    cmd += ["--batches", str(batches)]
     start = time.perf_counter()
     proc = subprocess.Popen([*cmd, "--out", str(out)])
     _, status, usage = os.wait4(proc.pid, 0)
@@ -91,19 +93,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--columns", default="*", help="the staged table's columns to stream (default: all)")
+    parser.add_argument(
+        "--batches", default=str(BATCHES_PER_STATEMENT), help="feed: comma-separated batches per statement"
+    )
     parser.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--source", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, Path(args.source), args.columns, Path(args.out))
+        child(args.child, Path(args.source), args.columns, Path(args.out), int(args.batches))
         return
     source = staged(args.rows)
     print(f"{args.rows:,} staged rows, columns: {args.columns}")
-    print(f"{'case':<15} {'wall s':>8} {'peak RSS MiB':>13}")
-    for case in CASES:
-        seconds, rss = measure(case, source, args.columns)
-        print(f"{case:<15} {seconds:>8.2f} {rss:>13}", flush=True)
+    print(f"{'case':<20} {'wall s':>8} {'peak RSS MiB':>13}")
+    runs = [(case, BATCHES_PER_STATEMENT) for case in CASES[:2]]
+    runs += [("feed", int(b)) for b in args.batches.split(",") if b]
+    for case, batches in runs:
+        seconds, rss = measure(case, source, args.columns, batches)
+        label = f"feed ({batches} batches)" if case == "feed" else case
+        print(f"{label:<20} {seconds:>8.2f} {rss:>13}", flush=True)
 
 
 if __name__ == "__main__":
