@@ -160,7 +160,7 @@ def ingest_batches(
                 cur.unregister(view_name)
         feed.insert_into(cur, target, by_name=exists, select=select)
         cur.execute("COMMIT")
-    except Exception:
+    except BaseException:  # any exit: a partition worker reuses this cursor for its next partition
         with contextlib.suppress(Exception):
             cur.execute("ROLLBACK")
         if raised:

@@ -61,7 +61,7 @@ from pipelinez.engine.remote_task import (
 )
 from pipelinez.engine.run_results import PartitionResult
 from pipelinez.engine.shared_staging import StagingRoot, TableManifest
-from pipelinez.engine.staging_store import ReuseUnavailable
+from pipelinez.engine.staging_store import ReuseUnavailable, first_line
 from pipelinez.plan.planner import Plan, PlannedNode
 
 TASK_CPUS = 1  # each task: one CPU, so its DuckDB runs one thread; memory: engine.memory_limit
@@ -151,7 +151,7 @@ def connect(choice: ExecutorChoice, memory_limit: str, redactor: Redactor, root:
         except Exception as exc:
             where = f"at RAY_ADDRESS={choice.address}" if choice.address else "locally"
             raise _refuse(
-                "PZ0708", f"the Ray cluster cannot be reached or started {where}: {_first_line(exc)}"
+                "PZ0708", f"the Ray cluster cannot be reached or started {where}: {first_line(exc)}"
             ) from None
         cluster.started = True
     try:
@@ -204,7 +204,7 @@ def _probe_versions(cluster: RayCluster) -> None:
         found = ray.get(refs, timeout=PROBE_TIMEOUT)
     except Exception as exc:
         raise _refuse(
-            "PZ0708", f"the version probe did not complete on every Ray node: {_first_line(exc)}"
+            "PZ0708", f"the version probe did not complete on every Ray node: {first_line(exc)}"
         ) from None
     mine = versions()
     for node, theirs in zip(nodes, found, strict=True):
@@ -231,11 +231,6 @@ def _check_staging(root: StagingRoot, redactor: Redactor) -> None:
                 for d in exc.diagnostics
             ]
         ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 class RayBackend:
@@ -405,12 +400,12 @@ class RayBackend:
             try:
                 self._views.execute(f"CREATE OR REPLACE VIEW {quote_ident(manifest.table)} AS {sql}")
             except duckdb.Error as exc:
-                raise RuntimeError(_first_line(exc)) from exc
+                raise RuntimeError(first_line(exc)) from exc
 
     def _lost(self, item: WorkItem, exc: BaseException) -> NodeFailure:
         """A task that did not return its result: cancelled, its worker lost, or (a bug) it raised."""
         kinds = {cls.__name__ for cls in type(exc).__mro__}
-        what = self.cluster.redactor(_first_line(exc))
+        what = self.cluster.redactor(first_line(exc))
         if "TaskCancelledError" in kinds:
             return NodeFailure("PZ0514", f"{item.name}: interrupted (its Ray task was cancelled)")
         if kinds & set(_LOST) or ("RayError" in kinds and "RayTaskError" not in kinds):

@@ -294,9 +294,11 @@ def _run_nodes(
         if ctx is not None:
             ctx.close()
         if staging is not None:
-            if results.status is RunStatus.FAILED and results.error is None:
-                _fold_wal(staging)
-            staging.close()
+            try:
+                if results.status is RunStatus.FAILED and results.error is None:
+                    _fold_wal(staging)
+            finally:
+                staging.close()
 
 
 def _fold_wal(staging: duckdb.DuckDBPyConnection) -> None:

@@ -36,7 +36,7 @@ from pipelinez.connectors.files.objects import io_error
 from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.engine.executor_choice import is_object_store
-from pipelinez.engine.staging_store import ReuseUnavailable
+from pipelinez.engine.staging_store import ReuseUnavailable, first_line
 
 if TYPE_CHECKING:
     import duckdb
@@ -180,7 +180,7 @@ class StagingRoot(ABC):
             raise ReuseUnavailable(f"its staged data has no {MANIFEST} in {folder}") from None
         except (OSError, ValueError) as exc:
             raise ReuseUnavailable(
-                f"its {MANIFEST} cannot be read ({_first_line(exc)})", transient_io(exc)
+                f"its {MANIFEST} cannot be read ({first_line(exc)})", transient_io(exc)
             ) from None
         try:
             manifest = TableManifest.from_dict(data)
@@ -191,7 +191,7 @@ class StagingRoot(ABC):
                 gone = self.size(self.file_uri(run_id, table, name)) is None
             except OSError as exc:
                 raise ReuseUnavailable(
-                    f"its staged file {name} cannot be checked ({_first_line(exc)})", transient_io(exc)
+                    f"its staged file {name} cannot be checked ({first_line(exc)})", transient_io(exc)
                 ) from None
             if gone:
                 raise ReuseUnavailable(f"its staged file {name} is gone from {folder}")
@@ -398,11 +398,6 @@ def remove_staged(settings: Mapping[str, Any] | None) -> Callable[[str, str], No
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def transient_io(exc: BaseException) -> bool:

@@ -180,7 +180,7 @@ class LocalStagingStore:
         try:
             row = con.execute(f"SELECT count(*) FROM old.main.{quote_ident(staged.table)}").fetchone()
         except duckdb.Error as exc:
-            return f"its staged table {staged.table} cannot be read ({_first_line(exc)})"
+            return f"its staged table {staged.table} cannot be read ({first_line(exc)})"
         rows = int(row[0]) if row else 0
         if rows != staged.rows:
             return f"its staged table has {rows} rows, the run recorded {staged.rows}"
@@ -254,7 +254,7 @@ class LocalStagingStore:
             try:
                 return _count(cur, target)
             except duckdb.Error as exc:
-                why = f"its staged table {table} cannot be read ({_first_line(exc)})"
+                why = f"its staged table {table} cannot be read ({first_line(exc)})"
                 raise ReuseUnavailable(why) from exc
         path = self.path(run_id)
         if not path.is_file():
@@ -263,7 +263,7 @@ class LocalStagingStore:
         try:
             cur.execute(f"ATTACH {quote_literal(str(path))} AS {quote_ident(alias)} (READ_ONLY)")
         except duckdb.Error as exc:
-            raise ReuseUnavailable(f"its staging database cannot be opened ({_first_line(exc)})") from exc
+            raise ReuseUnavailable(f"its staging database cannot be opened ({first_line(exc)})") from exc
         try:
             cur.execute(f"DROP TABLE IF EXISTS {quote_ident(target)}")
             cur.execute(
@@ -274,7 +274,7 @@ class LocalStagingStore:
         except duckdb.Error as exc:
             with contextlib.suppress(duckdb.Error):  # else the next attempt drops it
                 cur.execute(f"DROP TABLE IF EXISTS {quote_ident(target)}")
-            raise ReuseUnavailable(f"its staged table {table} cannot be read ({_first_line(exc)})") from exc
+            raise ReuseUnavailable(f"its staged table {table} cannot be read ({first_line(exc)})") from exc
         finally:
             with contextlib.suppress(duckdb.Error):  # else detached with the connection at the latest
                 cur.execute(f"DETACH {quote_ident(alias)}")
@@ -289,7 +289,7 @@ def _attach(path: Path) -> duckdb.DuckDBPyConnection | str:
         con.execute(f"ATTACH {quote_literal(str(path))} AS old (READ_ONLY)")
     except duckdb.Error as exc:
         con.close()
-        return _first_line(exc)
+        return first_line(exc)
     return con
 
 
@@ -389,6 +389,7 @@ def _count(cur: duckdb.DuckDBPyConnection, table: str) -> int:
     return int(row[0]) if row else 0
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An error's first line (DuckDB's and drivers' messages run over several), or its class name."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__

@@ -44,6 +44,7 @@ class Service:
     plan: list[str] = field(default_factory=lambda: ["success"])
     description: str = ""
     refuse_copy: tuple[int, str] | None = None  # (status, message) answered to a Copy Blob
+    fail_after_copy: int | None = None  # do the (first) Copy Blob, then answer this server-error status
     drop_copy_answer: bool = False  # do the (first) Copy Blob, then close the connection unanswered
     seen: list[tuple[str, str, dict[str, list[str]], dict[str, str]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -141,6 +142,9 @@ class _Handler(BaseHTTPRequestHandler):
             svc.drop_copy_answer = False
             self.close_connection = True  # the copy happened; its answer is lost
             return None
+        if svc.fail_after_copy is not None:
+            status_code, svc.fail_after_copy = svc.fail_after_copy, None
+            return self._error(status_code, "InternalError")  # the copy happened; the answer says 5xx
         return self._answer(202, {"x-ms-copy-id": copy.copy_id, "x-ms-copy-status": status})
 
     def _abort(self, blob: str, copy_id: str) -> None:
@@ -271,3 +275,22 @@ def test_a_copy_whose_answer_is_lost_is_undone_and_transient(service: tuple[Serv
     assert getattr(caught.value, "transient", False) is True
     assert svc.blobs["out/part.parquet"] == b"old" and svc.snapshots == {}
     assert len(svc.started) == 2  # the lost one, then the snapshot copied back
+
+
+def test_a_server_error_answer_to_a_copy_is_undone_like_no_answer(service: tuple[Service, str]) -> None:
+    """A 5xx answer does not say the copy did not begin (Azure may have started it): the blob is put back
+    from its snapshot, as for a lost answer, and the error is transient."""
+    svc, url = service
+    svc.blobs.update({"tmp/part.parquet": b"new", "out/part.parquet": b"old"})
+    svc.plan = ["pending", "failed"]  # the copy the 500 hid goes on, then fails: the blob must not be left
+    svc.fail_after_copy = 500
+    with pytest.raises(OSError) as caught:
+        copy_blob(keyed(url), "tmp/part.parquet", "out/part.parquet", uri)
+    assert "HTTP 500" in str(caught.value) and getattr(caught.value, "transient", False) is True
+    assert svc.blobs["out/part.parquet"] == b"old" and svc.snapshots == {}
+    assert len(svc.started) == 2  # the one behind the 500, then the snapshot copied back
+
+
+def test_a_malformed_account_key_is_a_clear_error() -> None:
+    with pytest.raises(OSError, match="account key is not valid base64"):
+        BlobRest("acct", "not base64!", None, "http://127.0.0.1:1/acct", "c")

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 
 from pipelinez.connectors.azureblob.rest import AzureRestError, BlobRest, CopyState
+from pipelinez.connectors.files.rest import TRANSIENT_STATUS
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import PzConnectorError
 
@@ -49,9 +50,9 @@ def copy_blob(rest: BlobRest, source: str, dest: str, uri: Callable[[str], str])
     try:
         state = rest.start_copy(rest.url(source), dest)
     except AzureRestError as exc:
-        if exc.status is not None:  # the service refused it: nothing changed
+        if exc.status is not None and exc.status not in TRANSIENT_STATUS:  # refused: nothing changed
             _drop_snapshot(rest, dest, snapshot)
-        else:  # no answer: the copy may have started
+        else:  # no answer, or a server-side failure: the copy may have started
             _put_back(rest, dest, snapshot, str(exc), uri)
         raise
     try:

@@ -13,6 +13,8 @@ signature and a SAS token only into request URLs and the copy source header: nei
 from __future__ import annotations
 
 import base64
+import binascii
+import dataclasses
 import hashlib
 import hmac
 import xml.etree.ElementTree as ET
@@ -70,7 +72,7 @@ class BlobRest:
         self.use_ssl = url.scheme != "http"
         self.host = url.netloc
         self.base = url.path.rstrip("/")  # Azurite: /<account>
-        self._key = base64.b64decode(key) if key else None
+        self._key = _account_key(key) if key else None
         self._sas = (sas or "").lstrip("?") or None
         self._sig = dict(parse_qsl(self._sas)).get("sig") if self._sas else None
 
@@ -97,7 +99,7 @@ class BlobRest:
         reply = self._call(
             "PUT", dest, {}, {"x-ms-copy-source": source_url}, what=f"starting a copy to {self.name(dest)}"
         )
-        return _copy_state(reply, dest)
+        return self._scrubbed(_copy_state(reply, dest))
 
     def copy_state(self, blob: str) -> CopyState | None:
         """Get Blob Properties' view of the blob's last copy; None when the blob does not exist or was not
@@ -108,7 +110,7 @@ class BlobRest:
             if exc.status == 404:
                 return None
             raise
-        return _copy_state(reply, blob) if "x-ms-copy-id" in reply.headers else None
+        return self._scrubbed(_copy_state(reply, blob)) if "x-ms-copy-id" in reply.headers else None
 
     def abort_copy(self, blob: str, copy_id: str) -> None:
         """Abort Copy Blob (the service then leaves the blob empty: `copying` restores it)."""
@@ -198,6 +200,10 @@ class BlobRest:
         headers["authorization"] = f"SharedKey {self.account}:{base64.b64encode(digest).decode()}"
         return headers
 
+    def _scrubbed(self, state: CopyState) -> CopyState:
+        """`state` with its description scrubbed (it is the service's text, and may quote the copy source)."""
+        return dataclasses.replace(state, description=self._scrub(state.description))
+
     def _scrub(self, text: str) -> str:
         """`text` without the SAS token or its signature (a service message may echo a request)."""
         for secret in (self._sas, self._sig, quote(self._sig or "", safe="") or None):
@@ -222,6 +228,16 @@ def string_to_sign(
     )
     resource = f"/{account}{path}" + "".join(f"\n{k.lower()}:{v}" for k, v in sorted(query.items()))
     return "\n".join([method, *standard]) + "\n" + canonical_headers + resource
+
+
+def _account_key(key: str) -> bytes:
+    try:
+        return base64.b64decode(key, validate=True)
+    except (binascii.Error, ValueError):
+        raise AzureRestError(
+            "the account key is not valid base64 (copy it again from the storage account's access keys)",
+            transient=False,
+        ) from None
 
 
 def _copy_state(reply: Reply, blob: str) -> CopyState:

@@ -110,8 +110,13 @@ def back_up(store: ObjectStore, journal_key: str, journal: Journal) -> None:
             store.copy(key, journal.backup_key(key))
         store.put(journal_key, journal.to_json())
     except BaseException:
-        with contextlib.suppress(OSError):
-            store.remove(journal.backup)
+        try:  # a journal whose answer was lost may be stored: it must not outlive the backup it names
+            store.discard(journal_key)
+        except OSError:
+            pass  # it may stand: keep its backup too (the next write restores the untouched output from it)
+        else:
+            with contextlib.suppress(OSError):
+                store.remove(journal.backup)
         raise
 
 
