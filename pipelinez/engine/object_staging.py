@@ -90,17 +90,17 @@ class ObjectStagingRoot(StagingRoot):
         return f"{self.location}/"
 
     # -- storage ---------------------------------------------------------------------------------------
+    def _key_of(self, uri: str) -> str:
+        return uri[len(self._uri("")) :]
+
     def read_text(self, uri: str) -> str:
-        with self.store.fs.open_input_stream(self._fs_path(uri)) as stream:
-            data: bytes = stream.read()
+        data = self.store.get(self._key_of(uri))
+        if data is None:
+            raise FileNotFoundError(uri)
         return data.decode("utf-8")
 
     def write_text(self, uri: str, text: str) -> None:
-        data = text.encode("utf-8")
-        # one write of the whole text, then close: the object is created when the stream closes, in one
-        # step (a manifest is far smaller than a multipart upload's part)
-        with self.store.fs.open_output_stream(self._fs_path(uri)) as stream:
-            stream.write(data)
+        self.store.put(self._key_of(uri), text.encode("utf-8"))  # one object, created when complete
 
     def size(self, uri: str) -> int | None:
         import pyarrow.fs as pafs
@@ -113,8 +113,7 @@ class ObjectStagingRoot(StagingRoot):
         return sorted(key[len(base) + 1 :] for key, _ in self.store.objects(base))
 
     def delete(self, uri: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.store.fs.delete_file(self._fs_path(uri))
+        self.store.discard(self._key_of(uri))
 
     def parquet_target(self, run_id: str, table: str, name: str) -> str:
         return self.file_uri(run_id, table, name)  # a name no attempt used: unread until a manifest lists it
@@ -123,10 +122,11 @@ class ObjectStagingRoot(StagingRoot):
         return None  # written in place
 
     def remove_run(self, run_id: str) -> None:
-        """The run's objects, and the incomplete uploads a killed worker's COPY may have left under it."""
-        with contextlib.suppress(OSError):
-            self.store.fs.delete_dir(self._fs_path(self._uri(self._key(run_id))))
-        with contextlib.suppress(OSError):
+        """The run's objects, and the incomplete uploads a killed worker's COPY may have left under it. An
+        OSError (the store unreachable, access denied) when the objects could not be deleted: the sweep
+        records the removal only when it happened, and tries again next time otherwise."""
+        self.store.remove(self._key(run_id))
+        with contextlib.suppress(OSError):  # a store without multipart listing must not fail the removal
             self.store.abort_uploads(f"{self._key(run_id)}/")
 
     def attach(self, cur: duckdb.DuckDBPyConnection) -> None:

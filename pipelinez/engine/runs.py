@@ -20,6 +20,7 @@ from pipelinez.engine.statedir import state_error
 
 STAGING_FILE = "staging.duckdb"
 SEED_PREFIX = ".retry-seed-"  # files in the runs folder: a retry's copy of the staging it reuses, being made
+STAGED_REMOVED = "staged.removed"  # in a run's folder: what it staged on an object store is deleted
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -131,7 +132,9 @@ def sweep(
     """Delete staging databases of all but the newest `keep_last` runs, and what a Ray run staged on its
     shared staging (`<staging>/<run-id>`); run history stays. `remove_staged(location, run_id)` deletes a
     run's staged tables wherever they are (an s3:// staging needs the project's engine.staging credentials);
-    without it only a folder's are deleted."""
+    without it only a folder's are deleted, and what runs staged on an object store is kept for a later
+    sweep that has it. A removal from an object store is recorded (`staged.removed` in the run's folder),
+    so later sweeps do not ask the store again; one that failed is tried again by the next sweep."""
     removed = []
     for stray in runs_dir(state_dir).glob(f"{SEED_PREFIX}*"):  # a killed retry's copy (see staging_store)
         stray.unlink(missing_ok=True)
@@ -146,20 +149,35 @@ def sweep(
                 if name == STAGING_FILE:
                     removed.append(run_id)
         location = _shared_staging(state_dir, run_id)
-        folder = "://" not in location if location else False
-        if location is None or (folder and not (Path(location) / run_id).is_dir()):
+        if location is None:
+            continue
+        folder = "://" not in location
+        marker = runs_dir(state_dir) / run_id / STAGED_REMOVED
+        if marker.exists() if not folder else not (Path(location) / run_id).is_dir():
+            continue  # nothing left: the objects' removal is recorded, or the folder is gone
+        if remove_staged is None and not folder:
+            DEBUG_LOG.info("the staging of run %s at %s was kept: no settings to reach it", run_id, location)
             continue
         try:
             if remove_staged is not None:
                 remove_staged(location, run_id)
-            elif folder:
+            else:
                 shutil.rmtree(Path(location) / run_id, ignore_errors=True)
         except Exception as exc:  # an object store unreachable now: the next sweep tries again
             DEBUG_LOG.info("the staging of run %s at %s was not removed: %s", run_id, location, exc)
             continue
-        if folder and run_id not in removed:
+        if not folder:
+            _record_removal(marker)
+        elif run_id not in removed:
             removed.append(run_id)
     return removed
+
+
+def _record_removal(marker: Path) -> None:
+    try:
+        marker.touch()
+    except OSError as exc:  # not recorded: the next sweep deletes again (nothing there, harmless)
+        DEBUG_LOG.info("the removal of %s could not be recorded: %s", marker.parent.name, os_reason(exc))
 
 
 def _shared_staging(state_dir: Path, run_id: str) -> str | None:

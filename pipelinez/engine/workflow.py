@@ -292,19 +292,24 @@ def history(project_dir: Path | None, limit: int | None = None) -> list[RunSumma
 
 def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) -> list[str]:
     """Delete every staging database, and what Ray runs staged (an s3:// staging with the project's
-    engine.staging credentials); refused (PZ0511) while a run holds the project lock."""
+    engine.staging credentials); refused (PZ0511) while a run holds the project lock. When engine.staging
+    cannot be rendered (a broken project.yml, an unset secret variable), what runs staged on an object store
+    is kept (never deleted anonymously, nor at another endpoint) for a later pz clean that can render it."""
     root = find_project_root(project_dir or Path.cwd())
     state_dir = root / ".pz"
     with ProjectLock(state_dir):
-        return clean_runs(state_dir, remove_staged(_staging_settings(root, environ)))
+        settings = _staging_settings(root, environ)
+        return clean_runs(state_dir, None if settings is None else remove_staged(settings))
 
 
-def _staging_settings(root: Path, environ: Mapping[str, str] | None) -> dict[str, Any]:
-    """engine.staging as this invocation renders it; empty when the project cannot say (a broken file, an
-    unset variable): then only what runs staged on folders is deleted."""
+def _staging_settings(root: Path, environ: Mapping[str, str] | None) -> dict[str, Any] | None:
+    """engine.staging as this invocation renders it ({} when the project has none); None when the project
+    cannot say (a broken file, an unset variable): then only what runs staged on folders is deleted."""
     project, _ = load_project(root, partial=True)
-    if project is None or not project.engine.staging:
+    if project is None:
+        return None
+    if not project.engine.staging:
         return {}
     values, found = resolve_values(project, {}, environ)
     settings, problems = resolve_staging(project, Templater(values))
-    return {} if any(d.is_error for d in [*found, *problems]) else settings
+    return None if any(d.is_error for d in [*found, *problems]) else settings

@@ -243,3 +243,79 @@ def test_an_s3_publish_writes_its_manifest_after_its_parquet_and_a_failed_attemp
     root.unpublish("r1", "t")
     with pytest.raises(ReuseUnavailable, match=r"has no _manifest\.json"):
         root.read_manifest("r1", "t")
+
+
+def _fake_ray_run(project: Path, run_id: str, staging: str) -> None:
+    """A run record as a Ray run leaves it: its staging in run_results.json args (what the sweep reads)."""
+    folder = project / ".pz" / "runs" / run_id
+    folder.mkdir(parents=True)
+    (folder / "run_results.json").write_text(json.dumps({"run_id": run_id, "args": {"staging": staging}}))
+
+
+def _stage_object(s3: S3Server, bucket: str, key: str) -> None:
+    with s3.filesystem().open_output_stream(f"{bucket}/{key}") as stream:
+        stream.write(b"staged")
+
+
+def test_an_s3_removal_is_recorded_so_later_sweeps_never_ask_the_store_again_and_a_failed_one_is_retried(
+    tmp_path: Path, s3: S3Server, bucket: str
+) -> None:
+    run_id = "20261201T000000000Z-aaaa"
+    project = write_project(
+        tmp_path / "p",
+        {**FILES, "project.yml": _project_yml(f"127.0.0.1:{free_port()}")},  # nothing listens
+    )
+    _fake_ray_run(project, run_id, f"s3://{bucket}/runs")
+    _stage_object(s3, bucket, f"runs/{run_id}/src_files__orders/part-1.parquet")
+    marker = project / ".pz" / "runs" / run_id / "staged.removed"
+
+    unreachable = pz(project, "clean", env=ENV)
+    assert unreachable.exit_code == 0, unreachable.output
+    assert set(_objects(s3, bucket)) == {f"runs/{run_id}/src_files__orders/part-1.parquet"}
+    assert not marker.exists()  # not removed, so not recorded: the next sweep tries again
+
+    (project / "project.yml").write_text(_project_yml(s3.endpoint))
+    assert pz(project, "clean", env=ENV).exit_code == 0
+    assert _objects(s3, bucket) == {}
+    assert marker.exists()
+
+    # recorded: a later clean does not list or delete under the run again (an object put there stays)
+    _stage_object(s3, bucket, f"runs/{run_id}/late.parquet")
+    assert pz(project, "clean", env=ENV).exit_code == 0
+    assert set(_objects(s3, bucket)) == {f"runs/{run_id}/late.parquet"}
+
+
+def test_pz_clean_without_the_staging_secret_keeps_what_runs_staged_on_s3_and_deletes_staged_folders(
+    tmp_path: Path, s3: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipelinez.engine.object_staging import ObjectStagingRoot
+
+    s3_run, folder_run = "20261201T000000000Z-aaaa", "20261201T000001000Z-bbbb"
+    project = write_project(tmp_path / "p", _files(s3))
+    _fake_ray_run(project, s3_run, f"s3://{bucket}/runs")
+    _stage_object(s3, bucket, f"runs/{s3_run}/src_files__orders/part-1.parquet")
+    shared = tmp_path / "shared"
+    (shared / folder_run / "src_files__orders").mkdir(parents=True)
+    _fake_ray_run(project, folder_run, str(shared))
+
+    asked: list[tuple[str, dict[str, Any]]] = []
+    remove_run = ObjectStagingRoot.remove_run
+
+    def recorded(self: ObjectStagingRoot, run_id: str) -> None:
+        asked.append((run_id, dict(self.settings)))
+        remove_run(self, run_id)
+
+    monkeypatch.setattr(ObjectStagingRoot, "remove_run", recorded)
+    monkeypatch.delenv("S3_SECRET", raising=False)
+    unset = pz(project, "clean", env={"S3_ID": S3_KEY_ID})  # S3_SECRET unset: engine.staging cannot render
+    assert unset.exit_code == 0, unset.output
+    assert asked == []  # the store is not asked at all (not anonymously, not at AWS's default endpoint)
+    assert set(_objects(s3, bucket)) == {f"runs/{s3_run}/src_files__orders/part-1.parquet"}
+    assert not (project / ".pz" / "runs" / s3_run / "staged.removed").exists()
+    assert not (shared / folder_run).exists()  # a folder needs no settings: deleted
+
+    # kept for a later clean that can render engine.staging
+    assert pz(project, "clean", env=ENV).exit_code == 0
+    assert [run_id for run_id, _ in asked] == [s3_run]
+    assert asked[0][1]["endpoint"] == s3.endpoint
+    assert _objects(s3, bucket) == {}
