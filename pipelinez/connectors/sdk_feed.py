@@ -11,6 +11,7 @@ figures. The result is the same table: the caller's transaction makes the statem
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pipelinez.core.sqlnames import quote_ident
@@ -36,10 +37,17 @@ class ArrowFeed:
         return self._reader.schema
 
     def insert_into(
-        self, cur: duckdb.DuckDBPyConnection, table: str, *, by_name: bool = False, select: str = "*"
+        self,
+        cur: duckdb.DuckDBPyConnection,
+        table: str,
+        *,
+        by_name: bool = False,
+        select: str = "*",
+        before_each: Callable[[], None] | None = None,
     ) -> int:
         """INSERT the whole stream into `table` (quoted, qualified as the cursor needs), each group through
-        `SELECT <select> FROM <name>`; the rows inserted."""
+        `SELECT <select> FROM <name>`; the rows inserted. `before_each` runs before every statement (and may
+        raise to stop: an interrupt of the cursor between two statements is not remembered by DuckDB)."""
         import pyarrow as pa
 
         if self._used:
@@ -50,6 +58,8 @@ class ArrowFeed:
         statement = f"INSERT INTO {table} {order}SELECT {select} FROM {quote_ident(self._name)}"
         total = 0
         while group := list(itertools.islice(batches, self._batches)):
+            if before_each is not None:
+                before_each()
             cur.register(self._name, pa.RecordBatchReader.from_batches(self.schema, group))
             try:
                 row = cur.execute(statement).fetchone()

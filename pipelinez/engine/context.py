@@ -35,6 +35,11 @@ class RunContext:
         return self.plan.dag
 
     @property
+    def interrupted(self) -> bool:
+        """Ctrl-C or fail-fast went by: work between two statements stops rather than starting the next."""
+        return self._interrupted
+
+    @property
     def project(self) -> Project:
         return self.plan.dag.project
 

@@ -60,6 +60,9 @@ class NodeContext(Protocol):
 
     def note(self, message: str) -> None: ...
 
+    @property
+    def interrupted(self) -> bool: ...
+
 
 @dataclass
 class NodeOutput:
@@ -106,9 +109,11 @@ def ingest_batches(
     columns: dict[str, str] | None,
     view_name: str,
     compression: str = "auto",
+    interrupted: Callable[[], bool] = lambda: False,
 ) -> None:
     """Stream Arrow record batches into the staging table `table` (unquoted), casting to the contract, in
-    one transaction of bounded statements (see ArrowFeed)."""
+    one transaction of bounded statements (see ArrowFeed). An interrupt that comes between two statements
+    (DuckDB forgets it once its query ended) stops the load before the next one."""
     import pyarrow as pa
 
     iterator = iter(batches)
@@ -158,7 +163,7 @@ def ingest_batches(
                     cur.execute(f"CREATE TABLE {target} AS {shape} WITH NO DATA")
             finally:
                 cur.unregister(view_name)
-        feed.insert_into(cur, target, by_name=exists, select=select)
+        feed.insert_into(cur, target, by_name=exists, select=select, before_each=_stop_if(interrupted))
         cur.execute("COMMIT")
     except BaseException:  # any exit: a partition worker reuses this cursor for its next partition
         with contextlib.suppress(Exception):
@@ -166,6 +171,14 @@ def ingest_batches(
         if raised:
             raise raised[0] from None
         raise
+
+
+def _stop_if(interrupted: Callable[[], bool]) -> Callable[[], None]:
+    def check() -> None:
+        if interrupted():
+            raise NodeFailure("PZ0514", "interrupted while it loaded")
+
+    return check
 
 
 def run_source_load(
@@ -505,6 +518,7 @@ def _land_partition(
             request.columns,
             f"__pz_ingest_{table}",
             request.staging_compression,
+            lambda: ctx.interrupted,
         )
 
 

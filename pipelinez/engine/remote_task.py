@@ -125,6 +125,10 @@ class _WorkerContext:
     def note(self, message: str) -> None:
         self.notes.append(message)
 
+    @property
+    def interrupted(self) -> bool:
+        return False  # a worker is stopped by cancelling its Ray task, process and all
+
 
 FAILPOINT_ENV = (failpoints.ENV, failpoints.DIR_ENV)
 

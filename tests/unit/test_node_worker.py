@@ -63,6 +63,10 @@ class _WorkerContext:
     def note(self, message: str) -> None:
         return None
 
+    @property
+    def interrupted(self) -> bool:
+        return False
+
 
 def _run_in_worker(payload: bytes, staging: str) -> NodeOutput:
     planned = pickle.loads(payload)
