@@ -275,8 +275,9 @@ class Project:
 
         return restore(self.root, PipOptions(index_url, tuple(find_links), no_index))
 
-    def clean(self) -> list[str]:
-        """Delete every run's staging database (history stays); the ids of the runs cleaned."""
+    def clean(self) -> workflow.Cleaned:
+        """Delete every run's staging database (history stays): `removed`, the ids of the runs cleaned;
+        `kept`, in words, what a Ray run staged on an object store that stays, and why."""
         return workflow.clean(self.root, self.environ)
 
 

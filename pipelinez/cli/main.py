@@ -474,11 +474,14 @@ def clean(settings: Settings) -> None:
     """Delete the staging databases of every run (run history stays)."""
     from pipelinez.api import Project
 
-    removed = Project(settings.project).clean()
+    cleaned = Project(settings.project).clean()
     if settings.log_format == "json":
-        click.echo(json.dumps({"event": "clean", "ts": utc_now(), "removed": removed}))
+        line = {"event": "clean", "ts": utc_now(), "removed": cleaned.removed, "kept": cleaned.kept}
+        click.echo(json.dumps(line))
         return
-    click.echo(f"removed {len(removed)} staging database(s)")
+    for note in cleaned.kept:
+        click.echo(f"note: {note}")
+    click.echo(f"removed {len(cleaned.removed)} staging database(s)")
 
 
 @cli.command()

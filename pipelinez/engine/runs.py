@@ -128,13 +128,15 @@ def sweep(
     keep_last: int,
     current: str | None = None,
     remove_staged: Callable[[str, str], None] | None = None,
+    kept: list[str] | None = None,
 ) -> list[str]:
     """Delete staging databases of all but the newest `keep_last` runs, and what a Ray run staged on its
     shared staging (`<staging>/<run-id>`); run history stays. `remove_staged(location, run_id)` deletes a
     run's staged tables wherever they are (an s3:// staging needs the project's engine.staging credentials);
     without it only a folder's are deleted, and what runs staged on an object store is kept for a later
     sweep that has it. A removal from an object store is recorded (`staged.removed` in the run's folder),
-    so later sweeps do not ask the store again; one that failed is tried again by the next sweep."""
+    so later sweeps do not ask the store again; one that failed is tried again by the next sweep. `kept`
+    collects, in words, each run whose staging on an object store stays (no settings, or the store failed)."""
     removed = []
     for stray in runs_dir(state_dir).glob(f"{SEED_PREFIX}*"):  # a killed retry's copy (see staging_store)
         stray.unlink(missing_ok=True)
@@ -157,6 +159,10 @@ def sweep(
             continue  # nothing left: the objects' removal is recorded, or the folder is gone
         if remove_staged is None and not folder:
             DEBUG_LOG.info("the staging of run %s at %s was kept: no settings to reach it", run_id, location)
+            if kept is not None:
+                kept.append(
+                    f"run {run_id}: what it staged at {location} was kept (no engine.staging settings)"
+                )
             continue
         try:
             if remove_staged is not None:
@@ -165,6 +171,8 @@ def sweep(
                 shutil.rmtree(Path(location) / run_id, ignore_errors=True)
         except Exception as exc:  # an object store unreachable now: the next sweep tries again
             DEBUG_LOG.info("the staging of run %s at %s was not removed: %s", run_id, location, exc)
+            if kept is not None:
+                kept.append(f"run {run_id}: what it staged at {location} could not be removed (see pz.log)")
             continue
         if not folder:
             _record_removal(marker)
@@ -190,9 +198,11 @@ def _shared_staging(state_dir: Path, run_id: str) -> str | None:
     return str(staging) if staging else None
 
 
-def clean(state_dir: Path, remove_staged: Callable[[str, str], None] | None = None) -> list[str]:
+def clean(
+    state_dir: Path, remove_staged: Callable[[str, str], None] | None = None, kept: list[str] | None = None
+) -> list[str]:
     """Delete every staging database (pz clean) and what Ray runs staged. Run history stays."""
-    return sweep(state_dir, 0, remove_staged=remove_staged)
+    return sweep(state_dir, 0, remove_staged=remove_staged, kept=kept)
 
 
 def remove_tree(path: Path) -> None:

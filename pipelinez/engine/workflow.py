@@ -290,7 +290,15 @@ def history(project_dir: Path | None, limit: int | None = None) -> list[RunSumma
     return run_history(find_project_root(project_dir or Path.cwd()) / ".pz", limit)
 
 
-def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) -> list[str]:
+@dataclass(frozen=True)
+class Cleaned:
+    """What `pz clean` did: the runs whose staging was deleted, and in words what stayed and why."""
+
+    removed: list[str]
+    kept: list[str]
+
+
+def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) -> Cleaned:
     """Delete every staging database, and what Ray runs staged (an s3:// staging with the project's
     engine.staging credentials); refused (PZ0511) while a run holds the project lock. When engine.staging
     cannot be rendered (a broken project.yml, an unset secret variable), what runs staged on an object store
@@ -299,7 +307,14 @@ def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) ->
     state_dir = root / ".pz"
     with ProjectLock(state_dir):
         settings = _staging_settings(root, environ)
-        return clean_runs(state_dir, None if settings is None else remove_staged(settings))
+        kept: list[str] = []
+        removed = clean_runs(state_dir, None if settings is None else remove_staged(settings), kept)
+        if settings is None and kept:
+            kept.append(
+                "engine.staging in project.yml cannot be rendered (run pz validate): fix it, then run "
+                "pz clean again to delete what Ray runs staged on the object store"
+            )
+        return Cleaned(removed, kept)
 
 
 def _staging_settings(root: Path, environ: Mapping[str, str] | None) -> dict[str, Any] | None:
