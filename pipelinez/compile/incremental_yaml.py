@@ -110,40 +110,10 @@ def yaml_specs(
                     found.append(_invalid(f"{where}: start: {bad} (the cursor's type)", place("start")))
             seconds: dict[str, float | None] = {}
             for key in ("window", "lag"):
-                seconds[key] = None
-                if sync.get(key) is None:
-                    continue
-                try:
-                    seconds[key] = parse_duration(str(sync[key]))
-                except ValueError as exc:
-                    found.append(_invalid(f"{where}: {key}: {exc}", place(key)))
-                    continue
-                if cursor_type is None:
-                    found.append(
-                        _invalid(
-                            f"{where}: {key}: needs the cursor's type, and '{cursor}' has no type in "
-                            "columns:",
-                            place(key),
-                            "declare the cursor in the dataset's columns: as date or timestamp",
-                        )
-                    )
-                elif cursor_type not in TEMPORAL_TYPES:
-                    found.append(
-                        _invalid(
-                            f"{where}: {key}: works on a date or timestamp cursor, and '{cursor}' is "
-                            f"{cursor_type.lower()}",
-                            place(key),
-                            f"remove {key}:, or use a date or timestamp cursor",
-                        )
-                    )
-                elif cursor_type == "DATE" and (seconds[key] or 0) % _DAY:
-                    found.append(
-                        _invalid(
-                            f"{where}: {key}: {sync[key]} on a date cursor must be whole days",
-                            place(key),
-                            f"write {key}: as days (e.g. 1d, 7d)",
-                        )
-                    )
+                seconds[key], problem_found = _duration(where, key, sync.get(key), cursor, cursor_type)
+                if problem_found is not None:
+                    message, next_step = problem_found
+                    found.append(_invalid(message, place(key), next_step))
             if seconds["window"] is not None and start is None:
                 found.append(
                     _invalid(
@@ -167,6 +137,35 @@ def yaml_specs(
                 lag_seconds=seconds["lag"],
             )
     return specs, diags
+
+
+def _duration(
+    where: str, key: str, raw: object, cursor: str, cursor_type: str | None
+) -> tuple[float | None, tuple[str, str | None] | None]:
+    """`window:` or `lag:` in seconds (None when not set or invalid), and its problem as (message, next step):
+    not a duration, or a cursor it cannot apply to (untyped, not temporal, a date and not whole days)."""
+    if raw is None:
+        return None, None
+    try:
+        seconds = parse_duration(str(raw))
+    except ValueError as exc:
+        return None, (f"{where}: {key}: {exc}", None)
+    if cursor_type is None:
+        return seconds, (
+            f"{where}: {key}: needs the cursor's type, and '{cursor}' has no type in columns:",
+            "declare the cursor in the dataset's columns: as date or timestamp",
+        )
+    if cursor_type not in TEMPORAL_TYPES:
+        return seconds, (
+            f"{where}: {key}: works on a date or timestamp cursor, and '{cursor}' is {cursor_type.lower()}",
+            f"remove {key}:, or use a date or timestamp cursor",
+        )
+    if cursor_type == "DATE" and seconds % _DAY:
+        return seconds, (
+            f"{where}: {key}: {raw} on a date cursor must be whole days",
+            f"write {key}: as days (e.g. 1d, 7d)",
+        )
+    return seconds, None
 
 
 def _invalid(message: str, place: Place, next_step: str | None = None) -> Diagnostic:

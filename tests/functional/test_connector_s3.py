@@ -765,41 +765,29 @@ BIG_ROWS = 200_000  # ~13 MB of parquet: three parts
 
 def uploads(s3: S3Server, bucket: str) -> list[str]:
     """Keys of the bucket's incomplete multipart uploads (read with boto3, not with pz's own client)."""
-    import boto3
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3.endpoint,
-        aws_access_key_id=S3_KEY_ID,
-        aws_secret_access_key=S3_SECRET,
-        region_name="us-east-1",
-    )
+    client = _client(s3)
     return sorted(u["Key"] for u in client.list_multipart_uploads(Bucket=bucket).get("Uploads", []))
 
 
-def start_upload(s3: S3Server, bucket: str, key: str) -> None:
+def _client(s3: S3Server) -> Any:
     import boto3
 
-    client = boto3.client(
+    return boto3.client(
         "s3",
         endpoint_url=s3.endpoint,
         aws_access_key_id=S3_KEY_ID,
         aws_secret_access_key=S3_SECRET,
         region_name="us-east-1",
     )
+
+
+def start_upload(s3: S3Server, bucket: str, key: str) -> None:
+    client = _client(s3)
     client.create_multipart_upload(Bucket=bucket, Key=key)
 
 
 def etag(s3: S3Server, bucket: str, key: str) -> str:
-    import boto3
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3.endpoint,
-        aws_access_key_id=S3_KEY_ID,
-        aws_secret_access_key=S3_SECRET,
-        region_name="us-east-1",
-    )
+    client = _client(s3)
     return str(client.head_object(Bucket=bucket, Key=key)["ETag"])
 
 
