@@ -10,11 +10,12 @@ lock's error when another run holds it). A run reports its events to `on_event` 
 from __future__ import annotations
 
 import copy
+import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelinez.compile.policy import BreakerPolicy, RetryPolicy
 from pipelinez.compile.work import engine_retry as engine_retry_policy
@@ -25,13 +26,37 @@ from pipelinez.core.diagnostics import Diagnostic, PzConfigError, PzError, PzVal
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy, Tier
 from pipelinez.engine import workflow
 from pipelinez.engine.events import Event
-from pipelinez.engine.restore import LockedConnector, PipOptions, RestoreReport
-from pipelinez.engine.retry_command import RetryOutcome, RetryRefused
-from pipelinez.engine.retry_select import RetrySelection
-from pipelinez.engine.run_results import NodeResult, RunResults
-from pipelinez.engine.runs import RunSummary
-from pipelinez.engine.session import RunOutcome
 from pipelinez.plan.planner import PlannedNode
+
+if TYPE_CHECKING:
+    from pipelinez.engine.restore import LockedConnector, RestoreReport
+    from pipelinez.engine.retry_command import RetryOutcome, RetryRefused
+    from pipelinez.engine.retry_select import RetrySelection
+    from pipelinez.engine.run_results import NodeResult, RunResults
+    from pipelinez.engine.runs import RunSummary
+    from pipelinez.engine.session import RunOutcome
+
+# the result types of running, retrying and restoring, imported on first use: `pz validate` and `pz plan`
+# never load the engine that runs
+_LAZY = {
+    "LockedConnector": "pipelinez.engine.restore",
+    "PipOptions": "pipelinez.engine.restore",
+    "RestoreReport": "pipelinez.engine.restore",
+    "RetryOutcome": "pipelinez.engine.retry_command",
+    "RetryRefused": "pipelinez.engine.retry_command",
+    "RetrySelection": "pipelinez.engine.retry_select",
+    "NodeResult": "pipelinez.engine.run_results",
+    "RunResults": "pipelinez.engine.run_results",
+    "RunSummary": "pipelinez.engine.runs",
+    "RunOutcome": "pipelinez.engine.session",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'pipelinez.api' has no attribute {name!r}")
+
 
 __all__ = [
     "BreakerPolicy",
@@ -271,7 +296,7 @@ class Project:
         """Install the connector packages project.yml pins (`connectors:`) into the running environment and
         write pz.lock; with a pz.lock, exactly the versions it records. Raises RestoreError (PZ07xx) with
         every problem when a pin cannot be satisfied."""
-        from pipelinez.engine.restore import restore
+        from pipelinez.engine.restore import PipOptions, restore
 
         return restore(self.root, PipOptions(index_url, tuple(find_links), no_index))
 

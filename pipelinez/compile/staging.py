@@ -16,7 +16,6 @@ from pipelinez.compile.connector_static import coerce
 from pipelinez.compile.templating import TemplateFailure, Templater
 from pipelinez.config.model import Project
 from pipelinez.config.schema_defs import STAGING
-from pipelinez.connectors.s3.connector import S3Connector
 from pipelinez.core.diagnostics import Diagnostic, error
 
 PROJECT_FILE = "project.yml"
@@ -38,6 +37,8 @@ def resolve_staging(project: Project, templater: Templater) -> tuple[dict[str, A
         )
     except TemplateFailure as exc:
         return {}, list(exc.diagnostics)
+    from pipelinez.connectors.s3.connector import S3Connector  # only for a project with engine.staging
+
     real, display = coerce(STAGING, real), coerce(STAGING, display)
     diags = [
         error(

@@ -259,14 +259,12 @@ class Templater:
 
             def soften(name: str, fn: Callable[..., str]) -> Callable[..., str]:
                 def call(*args: Any, **kwargs: Any) -> str:
-                    signature = _signature(fn)
-                    try:
-                        signature.bind(*args, **kwargs)
-                    except TypeError:
+                    if not _accepts(fn, args, kwargs):
+                        signature = _signature(fn)
                         raise _Arity(
                             f"{name}() takes ({', '.join(signature.parameters)}), not {_shown(args, kwargs)}",
                             (name, tuple(str(a) for a in args)),
-                        ) from None
+                        )
                     try:
                         return fn(*args, **kwargs)
                     except _Soft as exc:
@@ -342,10 +340,36 @@ def _template_line(exc: BaseException) -> int | None:
     return line
 
 
+def _accepts(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether `fn` takes these arguments. A call with positional arguments only is checked by counting
+    them against the function's bounds (known once per function body); any other call is bound, which
+    cost most of a template function call."""
+    known = _known(fn)
+    if not kwargs:
+        low, high = known.bounds
+        if low <= len(args) <= high:
+            return True
+    try:
+        known.signature.bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
+
+
 def _signature(fn: Callable[..., Any]) -> inspect.Signature:
-    """`fn`'s signature, computed once per function body: the template functions are closures made afresh
-    for each render (two per pipeline), and inspect.signature cost a fifth of `pz validate` at 2,000
-    pipelines. Closures of one body share their code, defaults and so their signature."""
+    return _known(fn).signature
+
+
+@dataclass(frozen=True)
+class _Known:
+    signature: inspect.Signature
+    bounds: tuple[float, float]  # (fewest, most) positional arguments taken without keywords
+
+
+def _known(fn: Callable[..., Any]) -> _Known:
+    """`fn`'s signature and bounds, computed once per function body: the template functions are closures
+    made afresh for each render, and inspect.signature cost a fifth of `pz validate` at 2,000 pipelines.
+    Closures of one body share their code, defaults and so their signature."""
     target = getattr(fn, "__func__", fn)
     try:
         key = (
@@ -356,20 +380,27 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature:
         )
         hash(key)
     except TypeError:  # an unhashable default: not cached
-        return inspect.signature(fn)
+        return _study(fn)
     if key[0] is None:
-        return inspect.signature(fn)
-    return _cached_signature(key, fn)
-
-
-_SIGNATURES: dict[tuple[Any, ...], inspect.Signature] = {}
-
-
-def _cached_signature(key: tuple[Any, ...], fn: Callable[..., Any]) -> inspect.Signature:
-    found = _SIGNATURES.get(key)
+        return _study(fn)
+    found = _KNOWN.get(key)
     if found is None:
-        found = _SIGNATURES[key] = inspect.signature(fn)
+        found = _KNOWN[key] = _study(fn)
     return found
+
+
+def _study(fn: Callable[..., Any]) -> _Known:
+    signature = inspect.signature(fn)
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.KEYWORD_ONLY and p.default is p.empty for p in params):
+        return _Known(signature, (1.0, 0.0))  # no positional call fits: always bound
+    low = sum(1 for p in positional if p.default is p.empty)
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    return _Known(signature, (float(low), float("inf") if varargs else float(len(positional))))
+
+
+_KNOWN: dict[tuple[Any, ...], _Known] = {}
 
 
 def _shown(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

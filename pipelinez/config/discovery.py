@@ -36,6 +36,9 @@ class ProjectFiles:
 
     def rel(self, path: Path) -> str:
         """The project-relative POSIX path users see in messages."""
+        text, prefix = os.fspath(path), os.path.join(os.fspath(self.root), "")
+        if os.sep == "/" and text.startswith(prefix) and "/." not in text and "//" not in text:
+            return text[len(prefix) :]  # what relative_to gives, without building paths (once per file)
         return path.relative_to(self.root).as_posix()
 
 

@@ -142,15 +142,18 @@ class _Loading:
             self._check_name(group[0], "pipeline")
             self._check_unique(name, group, "pipeline")
             for sql in group:
-                text, problems = read_text(sql, self.files.rel(sql))
+                file = self.files.rel(sql)
+                text, problems = read_text(sql, file)
                 self.diagnostics += problems
                 if text is not None and sql is group[0]:
-                    sidecar = sidecars.get(sql.with_suffix(""))
-                    pipelines[name] = PipelineSource(name, self.files.rel(sql), text, sidecar)
+                    sidecar = sidecars.get(sql.with_suffix("")) if sidecars else None
+                    pipelines[name] = PipelineSource(name, file, text, sidecar)
         return dict(sorted(pipelines.items()))
 
     def _sidecars(self) -> dict[Path, SidecarSpec | None]:
         """Sidecars keyed by the path of their pipeline without suffix (None when the sidecar had errors)."""
+        if not self.files.sidecars:
+            return {}
         sql_bases = {sql.with_suffix("") for sql in self.files.pipelines}
         by_base: dict[Path, list[Path]] = defaultdict(list)
         for path in self.files.sidecars:
@@ -189,6 +192,8 @@ class _Loading:
             )
 
     def _check_unique(self, name: str, group: list[Path], what: str) -> None:
+        if len(group) < 2:
+            return
         first = self.files.rel(group[0])
         for other in group[1:]:
             self._error(

@@ -20,13 +20,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, distribution
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+if TYPE_CHECKING:  # packaging is imported where a pin is read: most projects pin nothing
+    from packaging.specifiers import SpecifierSet
 
 PACKAGE_PREFIX = "pz-"
 
@@ -64,6 +62,9 @@ class Pin:
     ) -> bool:
         """Whether an installed connector of `version` from `distribution` satisfies the pin; `direct` is
         where that distribution was installed from (PEP 610), which a URL pin must match."""
+        from packaging.utils import canonicalize_name
+        from packaging.version import InvalidVersion, Version
+
         if self.package and (
             distribution is None or canonicalize_name(distribution) != canonicalize_name(self.package)
         ):
@@ -79,6 +80,9 @@ class Pin:
 
 def parse_pin(connector: str, text: str) -> Pin:
     """The pin of `connector`; PinError when `text` is malformed."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     written = text.strip()
     try:
         if written[:1].isdigit():
@@ -165,6 +169,8 @@ def direct_url_of(dist_name: str | None) -> DirectUrl | None:
     (its `direct_url.json`, PEP 610); None for an install from an index or find-links."""
     if not dist_name:
         return None
+    from importlib.metadata import PackageNotFoundError, distribution
+
     try:
         text = distribution(dist_name).read_text("direct_url.json")
     except PackageNotFoundError:
