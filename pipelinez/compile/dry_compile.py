@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipelinez.compile.batched_ddl import BatchedDdl
 from pipelinez.compile.check_types import type_problem
 from pipelinez.compile.inlining import Origin
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
@@ -110,6 +111,7 @@ class DryCompiler:
         self.con: duckdb.DuckDBPyConnection = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET threads = 1")  # nothing here reads data: no worker threads to wake
+        self.ddl = BatchedDdl(self.con)  # the tables of sources and pipelines, many to a transaction
         self.schema_of = schema_of
         self.origins: OriginLookup = origins or (lambda _name: [])
 
@@ -162,6 +164,7 @@ class DryCompiler:
             if diag:
                 errors.append(diag)
                 broken.add(name)
+        self.ddl.commit()
         errors += self._bind_checks(checks)
         return errors, warnings
 
@@ -176,7 +179,7 @@ class DryCompiler:
             )
         cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in columns) or '"__pz_no_columns" INTEGER'
         try:
-            self.con.execute(f"CREATE TABLE {quote_ident(node.table)} ({cols})")
+            self.ddl.execute(f"CREATE TABLE {quote_ident(node.table)} ({cols})")
         except Exception as exc:
             if not _is_duck_error(exc):
                 raise
@@ -233,7 +236,7 @@ class DryCompiler:
         prefix = f"CREATE TABLE {quote_ident(node.name)} AS "
         executed = prefix + query + "\nWITH NO DATA"
         try:
-            self.con.execute(executed)
+            self.ddl.execute(executed)
         except Exception as exc:
             if not _is_duck_error(exc):
                 raise

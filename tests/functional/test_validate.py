@@ -497,3 +497,33 @@ def test_nul_in_an_inferred_column_name_is_a_dataset_error_not_an_internal_error
     assert "PZ0512" not in result.output
     errors = [line for line in result.lines if line.startswith("error: PZ0302 sources/files.yml:")]
     assert any("NUL character" in line for line in errors), result.output
+
+
+def test_a_failing_bind_amid_many_keeps_the_tables_bound_before_it(project_dir: Path) -> None:
+    """Tier 4 creates its tables many to a transaction: a pipeline that fails to bind rolls its batch back,
+    and what bound before it in that batch is kept, so later pipelines still bind against it."""
+    orders = "{{ source('files', 'orders') }}"
+    pipelines = {
+        f"pipelines/p{i:02d}.sql": f"SELECT id, amount + {i} AS amount FROM {orders}\n" for i in range(20)
+    }
+    write_project(
+        project_dir,
+        {
+            **GOOD_BASE,
+            **pipelines,
+            "pipelines/q_broken.sql": "SELECT nope FROM {{ ref('p03') }}\n",
+            "pipelines/r_reader.sql": "SELECT p.id, q.amount\n"
+            "FROM {{ ref('p01') }} p JOIN {{ ref('p19') }} q USING (id)\n",
+            "pipelines/s_wrong.sql": "SELECT customer FROM {{ ref('p05') }}\n",
+            "pipelines/t_out.sql": P_SQL.replace("source('files', 'orders')", "ref('r_reader')"),
+        },
+    )
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2, result.output
+    codes = sorted(
+        (m.group(1), m.group(2)) for line in result.output.splitlines() if (m := ERROR_LINE.match(line))
+    )
+    assert codes == [
+        ("PZ0412", "pipelines/q_broken.sql"),
+        ("PZ0412", "pipelines/s_wrong.sql"),
+    ], result.output
