@@ -11,7 +11,7 @@ from typing import Any
 from pipelinez.compile.checks import check_sql
 from pipelinez.compile.graph import topological_order
 from pipelinez.compile.ids import content_id
-from pipelinez.compile.inlining import inline
+from pipelinez.compile.inlining import inline_text
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.compile.nodes import (
     CHECK,
@@ -65,7 +65,7 @@ class _RefResolver:
 
     def resolve(self, name: str, display: bool = False) -> str:
         info = self.infos[name]
-        return inline(info.display_query if display else info.query, self.infos, name, display)[0]
+        return inline_text(info.display_query if display else info.query, self.infos, name, display)
 
     def reads(self, name: str) -> tuple[list[tuple[str, str]], list[str]]:
         """(source datasets, materialized pipelines) a pipeline reads, looking through ephemerals."""

@@ -23,14 +23,21 @@ ID_LENGTH = 16
 def canonical(value: Any) -> Any:
     """`value` as plain JSON data: dataclasses as objects of their hashed fields, enums as their values,
     tuples as lists; anything else JSON cannot hold as its `str`."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    kind = type(value)
+    if kind in _PLAIN or value is None:
+        return value
+    fields = _HASHED_FIELDS.get(kind)
+    if fields is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = _HASHED_FIELDS[kind] = tuple(
+            (f.name, f.metadata.get("id"))
+            for f in dataclasses.fields(value)
+            if f.metadata.get("id") != "exclude"
+        )
+    if fields is not None:
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(value):
-            how = f.metadata.get("id")
-            if how == "exclude":
-                continue
-            item = canonical(getattr(value, f.name))
-            out[f.name] = digest(item) if how == "digest" else item
+        for name, how in fields:
+            item = canonical(getattr(value, name))
+            out[name] = digest(item) if how == "digest" else item
         return out
     if isinstance(value, enum.Enum):
         return canonical(value.value)
@@ -44,6 +51,10 @@ def canonical(value: Any) -> Any:
     if isinstance(value, Decimal | dt.date | dt.time | PurePath):
         return str(value)
     raise TypeError(f"no canonical form for {type(value).__name__}")
+
+
+_PLAIN = frozenset({str, bool, int, float})  # exactly these types (an enum of str is not one)
+_HASHED_FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {}  # a dataclass type's (field, how) to hash
 
 
 def _dumps(data: Any) -> str:

@@ -66,3 +66,11 @@ def inline(
         origins.append(Origin(file, line, name, col_shift=match.end() - line_start - 1))  # the ")" line
     take(query[pos:])
     return "".join(parts), origins
+
+
+def inline_text(query: str, infos: dict[str, PipelineInfo], name: str, display: bool = False) -> str:
+    """What `inline` gives as text, without the line map. A query that reads no ephemeral pipeline is one
+    substitution of its ref tokens (no lines counted): most pipelines of a project."""
+    if any(infos[ref].ephemeral for ref in REF_TOKEN_RE.findall(query)):
+        return inline(query, infos, name, display)[0]
+    return REF_TOKEN_RE.sub(lambda match: quote_ident(match.group(1)), query)

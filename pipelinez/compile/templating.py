@@ -78,15 +78,37 @@ _LITERAL_CALL = re.compile(
 _LITERAL_ARG = re.compile(r"'([^']*)'|\"([^\"]*)\"")
 
 
+_OPEN_LITERAL = re.compile(r"""\(\s*['"]""")  # where a call with a literal first argument can open
+
+
 @functools.lru_cache(maxsize=64)
 def _literal_calls(raw: str) -> dict[tuple[str, tuple[str, ...]], int]:
     """Offset of the first `f('literal', ...)` call of each (f, args) in a template: one scan, not one
-    regex per call (a pattern per call name and arguments would be compiled again for every call)."""
+    regex per call (a pattern per call name and arguments would be compiled again for every call). The
+    matches are `_LITERAL_CALL.finditer`'s, found from the few `('` of the text instead of trying the
+    pattern at every word: a call's name is the whole word before its parenthesis."""
     found: dict[tuple[str, tuple[str, ...]], int] = {}
-    for match in _LITERAL_CALL.finditer(raw):
+    end = 0  # where the last match ended: matches do not overlap
+    for opening in _OPEN_LITERAL.finditer(raw):
+        start = opening.start()
+        while start > end and raw[start - 1].isspace():
+            start -= 1
+        word_end = start
+        while start > end and (raw[start - 1].isalnum() or raw[start - 1] == "_"):
+            start -= 1
+        if start == word_end or (start == end and start > 0 and _is_word(raw[start - 1])):
+            continue  # no name, or a word that began inside the last match
+        match = _LITERAL_CALL.match(raw, start)
+        if match is None:
+            continue
         args = tuple(a or b for a, b in _LITERAL_ARG.findall(match.group(2)))
         found.setdefault((match.group(1), args), match.start())
+        end = match.end()
     return found
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def _locate(raw: str, function: str, args: tuple[str, ...]) -> tuple[int, int] | None:
