@@ -57,7 +57,8 @@ def analyse_pipelines(
             continue
         errors.extend(rendered.failures)  # the file is still analysed: its other names are checked too
         split = split_pipeline(rendered.text)
-        display = split_pipeline(rendered.display_text)
+        # without a secret the display text is the text itself: split once
+        display = split if rendered.display_text is rendered.text else split_pipeline(rendered.display_text)
         info = PipelineInfo(pipe, rendered, split.query, display.query)
         sink_calls = rendered.of("sink")
         used_vars.update(c.args[0] for c in rendered.of("var"))
