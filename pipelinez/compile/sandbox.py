@@ -21,7 +21,6 @@ import math
 import operator
 import re
 import string
-import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -30,47 +29,14 @@ from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from jinja2.runtime import Context
 from jinja2.sandbox import SandboxedEnvironment, SandboxedFormatter
 
-MAX_OUTPUT_CHARS = 10 * 1024 * 1024  # a project file is at most 10 MiB; a rendering no larger
-MAX_LOOP_ITERATIONS = 1_000_000
-MAX_SECONDS = 10.0
+from pipelinez.compile.template_budget import MAX_OUTPUT_CHARS, Budget, SandboxLimit, render_within
+
 MAX_POWER_BITS = 4096
 LOOP_GUARD = "__pz_loop_guard__"
 MAX_VALUE_SIZE = 1_000_000  # characters or items one `*` or padding call may build
 _LIPSUM_WORDS = 100_000
 _WRAP_CHARS = 50_000  # |wordwrap's text (textwrap is quadratic in a long word's length)
 _LOOP_BATCH = 256  # loop steps are counted this many at a time
-_OUTPUT_BATCH = 64  # output chunks likewise (each at most MAX_VALUE_SIZE, so memory stays bounded)
-
-
-class SandboxLimit(Exception):
-    """A template went past one of the sandbox's bounds; the message says which, in words a user reads."""
-
-
-class Budget:
-    """The bounds of one render."""
-
-    def __init__(self) -> None:
-        self.deadline = time.monotonic() + MAX_SECONDS
-        self.iterations = 0
-        self.output = 0
-
-    def check_time(self) -> None:
-        if time.monotonic() > self.deadline:
-            raise SandboxLimit(f"the template ran longer than the sandbox allows ({MAX_SECONDS:.0f}s)")
-
-    def tick(self, steps: int) -> None:
-        self.iterations += steps
-        if self.iterations > MAX_LOOP_ITERATIONS:
-            raise SandboxLimit(f"the template's loops ran more than {MAX_LOOP_ITERATIONS:,} iterations")
-        self.check_time()
-
-    def wrote(self, chars: int) -> None:
-        self.output += chars
-        if self.output > MAX_OUTPUT_CHARS:
-            raise SandboxLimit(
-                f"the template's output is larger than the sandbox allows ({MAX_OUTPUT_CHARS:,} characters)"
-            )
-        self.check_time()
 
 
 class _Counted:
@@ -424,12 +390,4 @@ class BoundedSandbox(SandboxedEnvironment):
     def render_bounded(self, template: Any, context: dict[str, Any]) -> str:
         """Render with a fresh budget; SandboxLimit when the template goes past a bound."""
         self.budget = budget = Budget()
-        parts: list[str] = []
-        chunks = template.generate({**context, LOOP_GUARD: lambda items: _Counted(items, budget)})
-        try:
-            while batch := list(itertools.islice(chunks, _OUTPUT_BATCH)):
-                budget.wrote(sum(map(len, batch)))
-                parts += batch
-        except MemoryError:
-            raise SandboxLimit("the template needs more memory than the sandbox allows") from None
-        return "".join(parts)
+        return render_within(template, {**context, LOOP_GUARD: lambda items: _Counted(items, budget)}, budget)

@@ -10,10 +10,13 @@ goes through Jinja, compiled once and kept.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
-import jinja2
+if TYPE_CHECKING:  # Jinja is imported when a template needs it: most never do
+    import jinja2
+
+EnvironmentOf = Callable[[], "jinja2.Environment"]  # the sandbox, made on first use
 
 _LITERAL = r"""'[^'\\\n]*'|"[^"\\\n]*\""""
 _CALL = re.compile(
@@ -34,7 +37,7 @@ class Renderable(Protocol):
 class LiteralCallTemplate:
     """A template whose only Jinja is `{{ name('literal', ...) }}` calls."""
 
-    def __init__(self, env: jinja2.Environment, raw: str, pieces: list[Piece]):
+    def __init__(self, env: EnvironmentOf, raw: str, pieces: list[Piece]):
         self._env = env
         self._raw = raw
         self._pieces = pieces
@@ -43,12 +46,16 @@ class LiteralCallTemplate:
     def render(self, context: Mapping[str, Any]) -> str:
         return "".join(self.generate(context))
 
+    def knows(self, context: Mapping[str, Any]) -> bool:
+        """Whether `context` provides every name the template calls (else Jinja renders it)."""
+        return all(isinstance(p, str) or p[0] in context for p in self._pieces)
+
     def generate(self, context: Mapping[str, Any]) -> Iterator[str]:
         """The output in chunks, as jinja2.Template.generate gives it."""
-        if any(not isinstance(p, str) and p[0] not in context for p in self._pieces):
+        if not self.knows(context):
             # an unknown name: Jinja says so in its own words
             if self._jinja is None:
-                self._jinja = self._env.from_string(self._raw)
+                self._jinja = self._env().from_string(self._raw)
             yield from self._jinja.generate(context)
             return
         for piece in self._pieces:
@@ -81,7 +88,7 @@ def literal_calls(raw: str) -> list[Piece] | None:
 class TemplateCache:
     """Each distinct template text compiled once per invocation."""
 
-    def __init__(self, env: jinja2.Environment):
+    def __init__(self, env: EnvironmentOf):
         self._env = env
         self._compiled: dict[str, Renderable] = {}
 
@@ -93,7 +100,7 @@ class TemplateCache:
             compiled = (
                 LiteralCallTemplate(self._env, raw, pieces)
                 if pieces is not None
-                else self._env.from_string(raw)
+                else self._env().from_string(raw)
             )
             self._compiled[raw] = compiled
         return compiled

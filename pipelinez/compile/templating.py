@@ -11,18 +11,20 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
-
-from pipelinez.compile.sandbox import BoundedSandbox, SandboxLimit
-from pipelinez.compile.template_cache import TemplateCache
+from pipelinez.compile.template_budget import Budget, SandboxLimit, render_within
+from pipelinez.compile.template_cache import LiteralCallTemplate, Renderable, TemplateCache
 from pipelinez.compile.values import ResolvedValues, TypedValue, parse_typed, sql_literal, yaml_text
 from pipelinez.config.positions import JsonPath
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.sqlnames import quote_ident, quote_literal
+
+if TYPE_CHECKING:
+    from pipelinez.compile.sandbox import BoundedSandbox
 
 REF_TOKEN = "__pz_ref_{}__"
 SINK_TOKEN = "__pz_sink_{}__"
@@ -153,12 +155,28 @@ class Templater:
 
     def __init__(self, values: ResolvedValues):
         self.values = values
-        self._env = BoundedSandbox(
-            undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
-        )
-        self._templates = TemplateCache(self._env)
+        self._sandbox: BoundedSandbox | None = None  # made (and Jinja imported) for the first template
+        self._templates = TemplateCache(self._env)  # that is more than literal calls
         # without a secret env the masked rendering is the same text: render once
         self._masks = any(spec.secret for spec, _ in values.env.values())
+
+    def _env(self) -> BoundedSandbox:
+        """The sandbox that renders every template other than literal calls (Jinja imported here)."""
+        if self._sandbox is None:
+            import jinja2
+
+            from pipelinez.compile.sandbox import BoundedSandbox
+
+            self._sandbox = BoundedSandbox(
+                undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
+            )
+        return self._sandbox
+
+    def _render(self, template: Renderable, context: dict[str, Any]) -> str:
+        """A template's output within the sandbox's bounds: literal calls without Jinja."""
+        if isinstance(template, LiteralCallTemplate) and template.knows(context):
+            return render_within(template, context, Budget())
+        return self._env().render_bounded(template, context)
 
     # ---------------------------------------------------------------------------------------
     def render_sql(self, raw: str, file: str) -> Rendered:
@@ -302,21 +320,21 @@ class Templater:
         results: list[str] = []
         for masked in (False, True) if self._masks else (False,):
             try:
-                template = self._templates.get(raw)
-                results.append(self._env.render_bounded(template, make(masked)))
+                results.append(self._render(self._templates.get(raw), make(masked)))
             except TemplateFailure:
                 raise
-            except jinja2.TemplateSyntaxError as exc:
-                raise TemplateFailure(
-                    error(
-                        "PZ0213",
-                        f"template syntax error: {exc.message}",
-                        file=file,
-                        line=(exc.lineno if sql else base.line),
-                        col=base.col if not sql else None,
-                    )
-                ) from exc
             except Exception as exc:  # a user template can raise anything (ZeroDivision, TypeError, ...)
+                syntax = _jinja_error(exc, "TemplateSyntaxError")
+                if syntax is not None:
+                    raise TemplateFailure(
+                        error(
+                            "PZ0213",
+                            f"template syntax error: {syntax.message}",
+                            file=file,
+                            line=(syntax.lineno if sql else base.line),
+                            col=base.col if not sql else None,
+                        )
+                    ) from exc
                 message, hint = _render_error(exc)
                 where = exc.where if isinstance(exc, _Arity) else ("", ())  # located by its call
                 raise TemplateFailure(at("PZ0213", message, *where, hint=hint, exc=exc)) from exc
@@ -336,11 +354,19 @@ def _plain(exc: Exception) -> str:
     )
 
 
+def _jinja_error(exc: Exception, name: str) -> Any:
+    """`exc` when it is Jinja's exception `name` (`TemplateSyntaxError`, ...), else None. Jinja raised it
+    only if Jinja was imported."""
+    errors = sys.modules.get("jinja2.exceptions")
+    return exc if errors is not None and isinstance(exc, getattr(errors, name)) else None
+
+
 def _render_error(exc: Exception) -> tuple[str, str]:
     """(message, next step) of an error raised while a template renders."""
-    if isinstance(exc, jinja2.UndefinedError):
-        return f"template error: {exc.message}; available functions: {_FUNCTIONS}", ""
-    if isinstance(exc, jinja2.exceptions.SecurityError):
+    undefined = _jinja_error(exc, "UndefinedError")
+    if undefined is not None:
+        return f"template error: {undefined.message}; available functions: {_FUNCTIONS}", ""
+    if _jinja_error(exc, "SecurityError") is not None:
         return f"the template sandbox refused an operation: {exc}", ""
     if isinstance(exc, SandboxLimit):
         return str(exc), "make the template smaller: fewer loop iterations, less output"

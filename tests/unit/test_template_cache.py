@@ -41,7 +41,7 @@ def _outcome(render: Any) -> tuple[str, Any]:
 
 
 def _same_as_jinja(raw: str) -> None:
-    fast = TemplateCache(_env())
+    fast = TemplateCache(_env)
     try:
         jinja = _env().from_string(raw)
     except jinja2.TemplateSyntaxError:
@@ -90,14 +90,14 @@ def test_anything_else_goes_through_jinja_with_the_same_result(raw: str) -> None
 
 
 def test_an_unknown_function_fails_as_jinja_fails() -> None:
-    compiled = TemplateCache(_env()).get("SELECT {{ nope('x') }}")
+    compiled = TemplateCache(_env).get("SELECT {{ nope('x') }}")
     assert isinstance(compiled, LiteralCallTemplate)
     with pytest.raises(jinja2.UndefinedError, match="nope"):
         compiled.render({"ref": lambda name: name})
 
 
 def test_each_template_text_is_compiled_once() -> None:
-    cache = TemplateCache(_env())
+    cache = TemplateCache(_env)
     assert cache.get("{% if 1 %}x{% endif %}") is cache.get("{% if 1 %}x{% endif %}")
     assert cache.get("{{ ref('a') }}") is cache.get("{{ ref('a') }}")
 
@@ -153,3 +153,40 @@ def test_cycle_search_and_order_walk_a_chain_of_any_depth() -> None:
 def test_topological_order_breaks_ties_by_name() -> None:
     edges = {"c": [], "a": ["c"], "b": [], "d": ["b", "a"]}
     assert topological_order(edges) == ["b", "c", "a", "d"]
+
+
+def test_a_project_of_literal_calls_never_imports_jinja(tmp_path: Any) -> None:
+    """`pz validate` of pipelines whose only Jinja is `{{ f('literal') }}` calls never loads Jinja (the
+    sandbox is made for the first template that needs it)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import write_project
+
+    sql = "INSERT INTO {{ sink('lake', 'a') }}\nSELECT id FROM {{ source('files', 'orders') }}\n"
+    write_project(
+        tmp_path,
+        {
+            "project.yml": "name: lit\n",
+            "sources/files.yml": """
+                connector: localfiles
+                connection: { root: data }
+                datasets:
+                  orders: { format: csv, path: orders.csv, columns: { id: bigint } }
+            """,
+            "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n",
+            "pipelines/a.sql": sql,
+            "data/orders.csv": "id\n1\n",
+        },
+    )
+    probe = (
+        "import sys\nfrom pipelinez.cli.main import main\nsys.argv = ['pz', '-p', sys.argv[1], 'validate']\n"
+        "try:\n    main()\nexcept SystemExit as end:\n    assert end.code in (0, None), end.code\n"
+        "print('jinja2' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "False", out.stdout
+    (tmp_path / "pipelines/a.sql").write_text(sql + "{% if true %}WHERE id > 0{% endif %}\n")
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True)
+    assert out.stdout.splitlines()[-1] == "True", out.stdout + out.stderr
