@@ -37,8 +37,8 @@ class ProjectFiles:
     def rel(self, path: Path) -> str:
         """The project-relative POSIX path users see in messages."""
         text, prefix = os.fspath(path), os.path.join(os.fspath(self.root), "")
-        if os.sep == "/" and text.startswith(prefix) and "/." not in text and "//" not in text:
-            return text[len(prefix) :]  # what relative_to gives, without building paths (once per file)
+        if os.sep == "/" and len(text) > len(prefix) and text.startswith(prefix):  # as relative_to gives:
+            return text[len(prefix) :]  # both normalized by Path; no paths built (once per file)
         return path.relative_to(self.root).as_posix()
 
 
