@@ -12,6 +12,7 @@ Targets and their references:
 
     .venv/bin/python benchmarks/bench_e2e.py --rows 10000000 --rounds 2 --targets duckdb,postgres,mariadb
     .venv/bin/python benchmarks/bench_e2e.py --rss-sweep 1000000,10000000,30000000 --targets duckdb
+    .venv/bin/python benchmarks/bench_e2e.py --rss-sweep 1000000,10000000 --targets duckdb --memory-limit 64MB
 
 The source table pz_bench.orders_<N> (see bench_postgres.py) is created once and reused.
 """
@@ -131,12 +132,21 @@ def sink_yaml(conn: Conn, target: str, out: Path) -> str:
     )
 
 
-def write_project(root: Path, conn: Conn, table: str, target: str, universal: bool, out: Path) -> None:
+def write_project(
+    root: Path,
+    conn: Conn,
+    table: str,
+    target: str,
+    universal: bool,
+    out: Path,
+    memory_limit: str | None = None,
+) -> None:
     if root.exists():
         shutil.rmtree(root)
+    limit = f", memory_limit: {memory_limit}" if memory_limit else ""
     files = {
         "project.yml": f"name: bench_e2e\nretention: {{ keep_last: 1 }}\n"
-        f"engine: {{ force_universal: {str(universal).lower()} }}\n",
+        f"engine: {{ force_universal: {str(universal).lower()}{limit} }}\n",
         "sources/pg.yml": f"""
             connector: postgres
             connection: {{ host: {conn.host}, port: {conn.port}, database: {conn.database},
@@ -181,13 +191,15 @@ def run_reference(conn: Conn, target: str, table: str) -> Run:
     return Run(wall, rss)
 
 
-def measure(conn: Conn, rows: int, rounds: int, target: str, tiers: list[str]) -> dict[str, Series]:
+def measure(
+    conn: Conn, rows: int, rounds: int, target: str, tiers: list[str], memory_limit: str | None = None
+) -> dict[str, Series]:
     table = ensure_table(conn, rows)
     projects = {}
     for tier in tiers:
         out = DATA / f"e2e_{target}_{tier}.duckdb"
         projects[tier] = DATA / f"e2e_project_{target}_{tier}"
-        write_project(projects[tier], conn, table, target, tier == "universal", out)
+        write_project(projects[tier], conn, table, target, tier == "universal", out, memory_limit)
     series = {name: Series() for name in ["reference", *tiers]}
     ref = run_reference(conn, target, table)
     series["reference"].runs.append(ref)
@@ -229,6 +241,9 @@ def main() -> None:
     parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--tiers", default="native,universal")
     parser.add_argument("--rss-sweep", help="comma-separated row counts: peak RSS of pz per target and tier")
+    parser.add_argument(
+        "--memory-limit", help="engine.memory_limit of pz's project (default: pz's own, 384MB)"
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5432)
     parser.add_argument("--user", default="postgres")
@@ -241,7 +256,8 @@ def main() -> None:
     prepare_targets(conn, targets)
     if args.rss_sweep:
         counts = [int(c.replace("_", "")) for c in args.rss_sweep.split(",") if c]
-        print("\nPeak RSS of `pz run` by rows (MiB; wall seconds in brackets), default settings")
+        settings = f"engine.memory_limit {args.memory_limit}" if args.memory_limit else "default settings"
+        print(f"\nPeak RSS of `pz run` by rows (MiB; wall seconds in brackets), {settings}")
         head = f"{'rows':>12} " + " ".join(f"{f'{t} {tier}':>24}" for t in targets for tier in tiers)
         lines = []
         for rows in counts:
@@ -251,7 +267,7 @@ def main() -> None:
                 for tier in tiers:
                     project = DATA / f"e2e_sweep_{target}_{tier}"
                     out = DATA / f"e2e_sweep_{target}.duckdb"
-                    write_project(project, conn, table, target, tier == "universal", out)
+                    write_project(project, conn, table, target, tier == "universal", out, args.memory_limit)
                     run = run_pz(project, rows)
                     cells.append(f"{run.rss_mib:>6} ({run.wall_s:7.1f}s)")
                     print(f"  {rows:,} {target} {tier}: {run.rss_mib} MiB {run.wall_s:.1f}s", flush=True)
@@ -260,7 +276,9 @@ def main() -> None:
         print("-" * len(head))
         print("\n".join(lines))
         return
-    results = {target: measure(conn, args.rows, args.rounds, target, tiers) for target in targets}
+    results = {
+        target: measure(conn, args.rows, args.rounds, target, tiers, args.memory_limit) for target in targets
+    }
     print_table(args.rows, args.rounds, results)
 
 
