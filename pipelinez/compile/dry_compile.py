@@ -178,20 +178,25 @@ class DryCompiler:
                 next_step="fix the file's header row, or declare the dataset's columns: contract",
             )
         cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in columns) or '"__pz_no_columns" INTEGER'
+        ddl = f"CREATE TABLE {quote_ident(node.table)} ({cols})"
         try:
-            self.ddl.execute(f"CREATE TABLE {quote_ident(node.table)} ({cols})")
+            if ";" in ddl and len(self.con.extract_statements(ddl)) != 1:  # a type that ends the statement
+                return self._bad_contract(node, "a column type holds more than a type (a `;`)")
+            self.ddl.execute(ddl, node.table)
         except Exception as exc:
             if not _is_duck_error(exc):
                 raise
-            err = parse_duck_error(str(exc), "")
-            return error(
-                "PZ0302",
-                f"dataset '{node.source}.{node.dataset}' columns: contract is not valid: "
-                f"{condense(err.summary)}",
-                place=node.place,
-                next_step="use DuckDB type names such as bigint, varchar, decimal(18,2), date, timestamp",
-            )
+            return self._bad_contract(node, condense(parse_duck_error(str(exc), "").summary))
         return None
+
+    @staticmethod
+    def _bad_contract(node: SourceLoadNode, why: str) -> Diagnostic:
+        return error(
+            "PZ0302",
+            f"dataset '{node.source}.{node.dataset}' columns: contract is not valid: {why}",
+            place=node.place,
+            next_step="use DuckDB type names such as bigint, varchar, decimal(18,2), date, timestamp",
+        )
 
     def _statement_problem(self, sql: str) -> str | None:
         import duckdb
@@ -236,7 +241,7 @@ class DryCompiler:
         prefix = f"CREATE TABLE {quote_ident(node.name)} AS "
         executed = prefix + query + "\nWITH NO DATA"
         try:
-            self.ddl.execute(executed)
+            self.ddl.execute(executed, node.name)
         except Exception as exc:
             if not _is_duck_error(exc):
                 raise

@@ -527,3 +527,35 @@ def test_a_failing_bind_amid_many_keeps_the_tables_bound_before_it(project_dir: 
         ("PZ0412", "pipelines/q_broken.sql"),
         ("PZ0412", "pipelines/s_wrong.sql"),
     ], result.output
+
+
+def test_a_contract_type_that_ends_the_statement_is_refused_and_runs_nothing(project_dir: Path) -> None:
+    """A `columns:` type is pasted into the CREATE TABLE of tier 4: one that closes the statement and adds
+    others (a COMMIT, a COPY writing a file) is PZ0302 at the dataset, and none of it runs."""
+    leak = project_dir / "leak.csv"
+    for hostile in (
+        f"double); COPY (SELECT 42) TO '{leak}'; CREATE TABLE z (y int",
+        "double); COMMIT; SELECT (1",
+    ):
+        write_project(
+            project_dir,
+            {
+                **GOOD_BASE,
+                "sources/files.yml": f"""
+                connector: localfiles
+                connection: {{ root: data }}
+                datasets:
+                  orders:
+                    format: csv
+                    path: orders.csv
+                    columns: {{ id: bigint, customer: varchar, amount: "{hostile}" }}
+            """,
+                "pipelines/p.sql": P_SQL,
+            },
+        )
+        result = pz(project_dir, "validate")
+        assert result.exit_code == 2, result.output
+        errors = [m.groups()[:2] for line in result.output.splitlines() if (m := ERROR_LINE.match(line))]
+        assert errors == [("PZ0302", "sources/files.yml")], result.output
+        assert "holds more than a type" in result.output
+        assert not leak.exists()
