@@ -111,63 +111,10 @@ def analyse_pipelines(
 
 
 def _check_names(project: Project, infos: dict[str, PipelineInfo]) -> list[Diagnostic]:
-    diags: list[Diagnostic] = []
+    diags, staging_names = _staging_collisions(project)
     claimed: dict[tuple[str, str], tuple[str, Place]] = {}
-    staging_names: dict[str, tuple[str, str]] = {}
-    for s_name, s_spec in sorted(project.sources.items()):
-        for d_name, d_spec in sorted(s_spec.datasets.items()):
-            first = staging_names.setdefault(staging_table(s_name, d_name), (s_name, d_name))
-            if first != (s_name, d_name):
-                diags.append(
-                    error(
-                        "PZ0216",
-                        f"source '{s_name}' dataset '{d_name}' and source '{first[0]}' "
-                        f"dataset '{first[1]}' would both stage as "
-                        f"'{staging_table(s_name, d_name)}'",
-                        place=d_spec.place,
-                        next_step="rename the dataset or the source file so the names differ "
-                        "around their '__'",
-                    )
-                )
     for name, info in infos.items():
-        calls: list[Call] = info.rendered.calls
-        for call in calls:
-            if call.function == "source":
-                src, dataset = call.args
-                if f"source:{src}" in project.broken:
-                    continue  # its file failed tier 1 and was reported there
-                if src not in project.sources:
-                    declared = ", ".join(sorted(project.sources)) or "none"
-                    diags.append(
-                        error(
-                            "PZ0202",
-                            f"source() names undeclared source '{src}'{did_you_mean(src, project.sources)}",
-                            next_step=f"declare sources/{src}.yml, or use one of: {declared}",
-                            place=call.place,
-                        )
-                    )
-                elif dataset not in project.sources[src].datasets:
-                    datasets = project.sources[src].datasets
-                    diags.append(
-                        error(
-                            "PZ0202",
-                            f"source '{src}' declares no dataset '{dataset}'"
-                            f"{did_you_mean(dataset, datasets)}",
-                            next_step=f"add '{dataset}' under datasets: in "
-                            f"{project.sources[src].file}, or use one of: "
-                            f"{', '.join(sorted(datasets)) or 'none'}",
-                            place=call.place,
-                        )
-                    )
-            elif call.function == "ref" and call.args[0] not in project.pipelines:
-                diags.append(
-                    error(
-                        "PZ0203",
-                        f"ref() names unknown pipeline '{call.args[0]}'"
-                        f"{did_you_mean(call.args[0], project.pipelines)}",
-                        place=call.place,
-                    )
-                )
+        diags += [d for call in info.rendered.calls if (d := _call_problem(project, call))]
         for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
             if f"sink:{sink}" in project.broken:
                 continue  # its file failed tier 1 and was reported there
@@ -204,6 +151,61 @@ def _check_names(project: Project, infos: dict[str, PipelineInfo]) -> list[Diagn
                 )
             )
     return diags
+
+
+def _staging_collisions(project: Project) -> tuple[list[Diagnostic], dict[str, tuple[str, str]]]:
+    """(PZ0216 for two datasets that would stage under one table name, every staging table's dataset)."""
+    diags: list[Diagnostic] = []
+    staging_names: dict[str, tuple[str, str]] = {}
+    for s_name, s_spec in sorted(project.sources.items()):
+        for d_name, d_spec in sorted(s_spec.datasets.items()):
+            first = staging_names.setdefault(staging_table(s_name, d_name), (s_name, d_name))
+            if first != (s_name, d_name):
+                diags.append(
+                    error(
+                        "PZ0216",
+                        f"source '{s_name}' dataset '{d_name}' and source '{first[0]}' "
+                        f"dataset '{first[1]}' would both stage as "
+                        f"'{staging_table(s_name, d_name)}'",
+                        place=d_spec.place,
+                        next_step="rename the dataset or the source file so the names differ "
+                        "around their '__'",
+                    )
+                )
+    return diags, staging_names
+
+
+def _call_problem(project: Project, call: Call) -> Diagnostic | None:
+    """What is wrong with the names a source() or ref() call uses (PZ0202, PZ0203), if anything."""
+    if call.function == "ref" and call.args[0] not in project.pipelines:
+        return error(
+            "PZ0203",
+            f"ref() names unknown pipeline '{call.args[0]}'{did_you_mean(call.args[0], project.pipelines)}",
+            place=call.place,
+        )
+    if call.function != "source":
+        return None
+    src, dataset = call.args
+    if f"source:{src}" in project.broken:
+        return None  # its file failed tier 1 and was reported there
+    if src not in project.sources:
+        declared = ", ".join(sorted(project.sources)) or "none"
+        return error(
+            "PZ0202",
+            f"source() names undeclared source '{src}'{did_you_mean(src, project.sources)}",
+            next_step=f"declare sources/{src}.yml, or use one of: {declared}",
+            place=call.place,
+        )
+    datasets = project.sources[src].datasets
+    if dataset not in datasets:
+        return error(
+            "PZ0202",
+            f"source '{src}' declares no dataset '{dataset}'{did_you_mean(dataset, datasets)}",
+            next_step=f"add '{dataset}' under datasets: in {project.sources[src].file}, or use one of: "
+            f"{', '.join(sorted(datasets)) or 'none'}",
+            place=call.place,
+        )
+    return None
 
 
 def _check_cycles(infos: dict[str, PipelineInfo]) -> list[Diagnostic]:

@@ -537,22 +537,8 @@ def test_a_contract_type_that_ends_the_statement_is_refused_and_runs_nothing(pro
         f"double); COPY (SELECT 42) TO '{leak}'; CREATE TABLE z (y int",
         "double); COMMIT; SELECT (1",
     ):
-        write_project(
-            project_dir,
-            {
-                **GOOD_BASE,
-                "sources/files.yml": f"""
-                connector: localfiles
-                connection: {{ root: data }}
-                datasets:
-                  orders:
-                    format: csv
-                    path: orders.csv
-                    columns: {{ id: bigint, customer: varchar, amount: "{hostile}" }}
-            """,
-                "pipelines/p.sql": P_SQL,
-            },
-        )
+        sources = GOOD_BASE["sources/files.yml"].replace("amount: double", f'amount: "{hostile}"')
+        write_project(project_dir, {**GOOD_BASE, "sources/files.yml": sources, "pipelines/p.sql": P_SQL})
         result = pz(project_dir, "validate")
         assert result.exit_code == 2, result.output
         errors = [m.groups()[:2] for line in result.output.splitlines() if (m := ERROR_LINE.match(line))]
