@@ -47,6 +47,24 @@ def write_project(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
+# the smallest whole project: one CSV dataset, one pipeline, one local sink
+SMALL = {
+    "project.yml": "name: shop\n",
+    "sources/files.yml": """
+        connector: localfiles
+        connection: { root: data }
+        datasets:
+          orders: { format: csv, path: orders.csv, columns: { id: bigint } }
+    """,
+    "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n",
+    "pipelines/p.sql": """
+        INSERT INTO {{ sink('lake', 'p') }}
+        SELECT id FROM {{ source('files', 'orders') }}
+    """,
+    "data/orders.csv": "id\n1\n",
+}
+
+
 def pz(project: Path, *args: str, env: dict[str, str] | None = None) -> PzResult:
     """Run the CLI in-process (fast); output is what a non-terminal stdout receives."""
     runner = CliRunner()

@@ -18,8 +18,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 REPO = Path(__file__).resolve().parent.parent
 AZURITE_ACCOUNT = "devstoreaccount1"
@@ -214,3 +218,21 @@ def azurite_server(debug: bool = False) -> Iterator[AzureServer]:
             cmd += ["--debug", str(log)]
         with _process(cmd, port, "azurite"):
             yield AzureServer(f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}", port, log)
+
+
+def stored_keys(fs: pafs.FileSystem, root: str, prefix: str = "") -> list[str]:
+    """The keys of every object under `root/prefix` (a bucket or a container), sorted, without the root."""
+    import pyarrow.fs as pafs
+
+    base = f"{root}/{prefix}".rstrip("/")
+    infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    return sorted(i.path[len(root) + 1 :] for i in infos if i.type == pafs.FileType.File)
+
+
+def stored_contents(fs: pafs.FileSystem, root: str, prefix: str) -> dict[str, bytes]:
+    """Every object under `root/prefix` with its bytes."""
+    found = {}
+    for key in stored_keys(fs, root, prefix):
+        with fs.open_input_stream(f"{root}/{key}") as f:
+            found[key] = f.read()
+    return found

@@ -10,23 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import pz, write_project
-
-SMALL = {
-    "project.yml": "name: shop\n",
-    "sources/files.yml": """
-        connector: localfiles
-        connection: { root: data }
-        datasets:
-          orders: { format: csv, path: orders.csv, columns: { id: bigint } }
-    """,
-    "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n",
-    "pipelines/p.sql": """
-        INSERT INTO {{ sink('lake', 'p') }}
-        SELECT id FROM {{ source('files', 'orders') }}
-    """,
-    "data/orders.csv": "id\n1\n",
-}
+from tests.conftest import SMALL, pz, write_project
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,14 @@ import pytest
 from pipelinez.connectors.azureblob.connector import AzureStore
 from pipelinez.connectors.azureblob.rest import BlobRest
 from tests.conftest import PzResult, pz, pz_subprocess, write_project
-from tests.objstores import AZURITE_ACCOUNT, AZURITE_KEY, AzureServer, azurite_server
+from tests.objstores import (
+    AZURITE_ACCOUNT,
+    AZURITE_KEY,
+    AzureServer,
+    azurite_server,
+    stored_contents,
+    stored_keys,
+)
 
 PROJECT_YML = "name: azt\nenv:\n  AZ_CONN: { secret: true }\n  AZ_KEY: { secret: true }\n"
 
@@ -60,9 +67,7 @@ def put(azure: AzureServer, path: str, data: bytes) -> None:
 
 
 def blobs(azure: AzureServer, container: str, prefix: str = "") -> list[str]:
-    base = f"{container}/{prefix}".rstrip("/")
-    infos = azure.filesystem().get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
-    return sorted(i.path[len(container) + 1 :] for i in infos if i.type == pafs.FileType.File)
+    return stored_keys(azure.filesystem(), container, prefix)
 
 
 def read_parquet(azure: AzureServer, path: str) -> list[dict[str, Any]]:
@@ -185,12 +190,7 @@ def test_a_failed_replace_leaves_the_prefix_as_it_was(
 
 
 def blob_contents(azure: AzureServer, container: str, prefix: str) -> dict[str, bytes]:
-    fs = azure.filesystem()
-    found = {}
-    for key in blobs(azure, container, prefix):
-        with fs.open_input_stream(f"{container}/{key}") as f:
-            found[key] = f.read()
-    return found
+    return stored_contents(azure.filesystem(), container, prefix)
 
 
 def test_a_multi_blob_promote_failing_or_killed_midway_leaves_the_old_blobs(

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import PzResult, pz, pz_subprocess, write_project
-from tests.objstores import S3_KEY_ID, S3_SECRET, S3Server, moto_server
+from tests.objstores import S3_KEY_ID, S3_SECRET, S3Server, moto_server, stored_contents, stored_keys
 
 ENV = {"S3_ID": S3_KEY_ID, "S3_SECRET": S3_SECRET}
 PROJECT_YML = "name: s3t\nenv:\n  S3_ID: {}\n  S3_SECRET: { secret: true }\n"
@@ -54,9 +54,7 @@ def put_parquet(s3: S3Server, path: str, table: pa.Table) -> None:
 
 
 def keys(s3: S3Server, bucket: str, prefix: str = "") -> list[str]:
-    base = f"{bucket}/{prefix}".rstrip("/")
-    infos = s3.filesystem().get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
-    return sorted(i.path[len(bucket) + 1 :] for i in infos if i.type == pafs.FileType.File)
+    return stored_keys(s3.filesystem(), bucket, prefix)
 
 
 def read_parquet(s3: S3Server, path: str) -> list[dict[str, Any]]:
@@ -441,13 +439,7 @@ def test_an_unreachable_endpoint_is_transient_and_retried_by_the_engine(tmp_path
 
 
 def contents(s3: S3Server, bucket: str, prefix: str) -> dict[str, bytes]:
-    """Every object under `prefix` with its bytes."""
-    fs = s3.filesystem()
-    found = {}
-    for key in keys(s3, bucket, prefix):
-        with fs.open_input_stream(f"{bucket}/{key}") as f:
-            found[key] = f.read()
-    return found
+    return stored_contents(s3.filesystem(), bucket, prefix)
 
 
 def promote_leftovers(s3: S3Server, bucket: str) -> list[str]:
@@ -512,7 +504,8 @@ def test_a_failing_restore_keeps_the_promote_error_and_leaves_the_roll_back_to_t
     assert promote_leftovers(s3, bucket) == []
 
 
-def days_project(root: Path, s3: S3Server, bucket: str, rows: int, days: int) -> Path:
+def lake_project(root: Path, s3: S3Server, bucket: str, output: str, path: str, sql: str) -> Path:
+    """A project of one pipeline `output`, writing `sql`'s rows to the s3 sink's output at `path`."""
     return write_project(
         root,
         {
@@ -521,12 +514,16 @@ def days_project(root: Path, s3: S3Server, bucket: str, rows: int, days: int) ->
                 connector: s3
                 connection: {connection(s3, bucket)}
                 outputs:
-                  by_day: {{ path: out/by_day, partition_by: [day] }}
+                  {output}: {{ {path} }}
             """,
-            "pipelines/days.sql": "INSERT INTO {{ sink('lake', 'by_day') }}\n"
-            f"SELECT range AS id, range % {days} AS day FROM range({rows})\n",
+            f"pipelines/{output}.sql": f"INSERT INTO {{{{ sink('lake', '{output}') }}}}\n{sql}\n",
         },
     )
+
+
+def days_project(root: Path, s3: S3Server, bucket: str, rows: int, days: int) -> Path:
+    sql = f"SELECT range AS id, range % {days} AS day FROM range({rows})"
+    return lake_project(root, s3, bucket, "by_day", "path: out/by_day, partition_by: [day]", sql)
 
 
 def test_a_promote_killed_midway_is_rolled_back_by_the_next_write_before_it_writes(
@@ -792,21 +789,11 @@ def etag(s3: S3Server, bucket: str, key: str) -> str:
 
 
 def big_project(root: Path, s3: S3Server, bucket: str, seed: int) -> Path:
-    return write_project(
-        root,
-        {
-            "project.yml": PROJECT_YML,
-            "sinks/lake.yml": f"""
-                connector: s3
-                connection: {connection(s3, bucket)}
-                outputs:
-                  big: {{ path: out/big }}
-            """,
-            "pipelines/big.sql": "INSERT INTO {{ sink('lake', 'big') }}\n"
-            f"SELECT range AS id, md5((range + {seed})::VARCHAR) || md5((range * 7 + {seed})::VARCHAR) AS h "
-            f"FROM range({BIG_ROWS})\n",
-        },
+    sql = (
+        f"SELECT range AS id, md5((range + {seed})::VARCHAR) || md5((range * 7 + {seed})::VARCHAR) AS h "
+        f"FROM range({BIG_ROWS})"
     )
+    return lake_project(root, s3, bucket, "big", "path: out/big", sql)
 
 
 def big_summary(s3: S3Server, bucket: str) -> tuple[int, int]:

@@ -161,24 +161,9 @@ def test_a_project_of_literal_calls_never_imports_jinja(tmp_path: Any) -> None:
     import subprocess
     import sys
 
-    from tests.conftest import write_project
+    from tests.conftest import SMALL, write_project
 
-    sql = "INSERT INTO {{ sink('lake', 'a') }}\nSELECT id FROM {{ source('files', 'orders') }}\n"
-    write_project(
-        tmp_path,
-        {
-            "project.yml": "name: lit\n",
-            "sources/files.yml": """
-                connector: localfiles
-                connection: { root: data }
-                datasets:
-                  orders: { format: csv, path: orders.csv, columns: { id: bigint } }
-            """,
-            "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n",
-            "pipelines/a.sql": sql,
-            "data/orders.csv": "id\n1\n",
-        },
-    )
+    write_project(tmp_path, SMALL)
     probe = (
         "import sys\nfrom pipelinez.cli.main import main\nsys.argv = ['pz', '-p', sys.argv[1], 'validate']\n"
         "try:\n    main()\nexcept SystemExit as end:\n    assert end.code in (0, None), end.code\n"
@@ -187,6 +172,8 @@ def test_a_project_of_literal_calls_never_imports_jinja(tmp_path: Any) -> None:
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "False", out.stdout
-    (tmp_path / "pipelines/a.sql").write_text(sql + "{% if true %}WHERE id > 0{% endif %}\n")
+    write_project(
+        tmp_path, {"pipelines/p.sql": SMALL["pipelines/p.sql"] + "{% if true %}WHERE id > 0{% endif %}\n"}
+    )
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True)
     assert out.stdout.splitlines()[-1] == "True", out.stdout + out.stderr
