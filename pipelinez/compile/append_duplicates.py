@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from pipelinez.compile.graph import topological_order
+from pipelinez.compile.graph import ordered_and_left
 from pipelinez.compile.semantic import PipelineInfo
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, error
@@ -38,7 +38,8 @@ def check_append_duplicates(
     edges = {n: [r for r in i.refs if r in infos] for n, i in infos.items()}
     # pipeline -> (the incremental dataset feeding it, the pipeline it arrives through or None)
     fed: dict[str, tuple[Key, str | None]] = {}
-    for name in topological_order(edges):
+    # pipelines on a ref() cycle are PZ0205 (tier 2), reported there: this rule looks at the others
+    for name in ordered_and_left(edges)[0]:
         info = infos[name]
         direct = sorted(k for k in info.reads if k in wanted)
         if direct:

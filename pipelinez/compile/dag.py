@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelinez.compile.checks import check_sql
-from pipelinez.compile.graph import topological_order
+from pipelinez.compile.gates import gate_checks
+from pipelinez.compile.graph import Unordered, topological_order
 from pipelinez.compile.ids import content_id
 from pipelinez.compile.inlining import inline_text
 from pipelinez.compile.instances import ResolvedInstance
@@ -160,7 +161,7 @@ class _NodeBuilder:
 
     def add_sink_write(self, pipeline: str, info: PipelineInfo, sink: str, output: str, place: Place) -> None:
         name = f"{sink}.{output}"
-        deps = (pipeline, *self.blocking_checks.get(pipeline, []))
+        deps = (pipeline,)  # and the pipeline's error-severity checks: `finish`
         work = sink_write_work(self.project, self.sinks[sink], output, pipeline)
         self.nodes[name] = SinkWriteNode(name, SINK_WRITE, "", deps, place, info.source.tags, work=work)
         spec = self.project.sinks[sink]
@@ -230,12 +231,26 @@ class _NodeBuilder:
 
     def finish(self) -> dict[str, Node]:
         # write-audit-publish: whatever reads a checked table also waits for its error-severity checks
-        for name, node in list(self.nodes.items()):
-            if isinstance(node, PipelineNode):
-                extra = [c for d in node.deps for c in self.blocking_checks.get(d, [])]
-                self.nodes[name] = dataclasses.replace(node, deps=tuple(dict.fromkeys([*node.deps, *extra])))
+        gated = {n: True for n, node in self.nodes.items() if isinstance(node, PipelineNode | SinkWriteNode)}
+        waits = gate_checks({n: node.deps for n, node in self.nodes.items()}, gated, self.blocking_checks)
+        for name, deps in waits.items():
+            self.nodes[name] = dataclasses.replace(self.nodes[name], deps=deps)
+        try:
+            order = topological_order({n: node.deps for n, node in self.nodes.items()})
+        except Unordered as exc:  # tier 2 refuses ref() cycles and gates close none: never dropped silently
+            first = self.nodes[exc.left[0]]
+            self.diags.append(
+                error(
+                    "PZ0205",
+                    f"the node graph has a cycle ({' -> '.join(exc.cycle or [])}); these nodes cannot be "
+                    f"ordered: {', '.join(exc.left)}",
+                    place=first.place,
+                    next_step="break the cycle shown: remove a ref() call or a relationships check's to:",
+                )
+            )
+            return {}
         nodes: dict[str, Node] = {}
-        for name in topological_order({n: node.deps for n, node in self.nodes.items()}):
+        for name in order:
             node = self.nodes[name]
             nodes[name] = dataclasses.replace(node, id=content_id(node, [nodes[d].id for d in node.deps]))
         return nodes

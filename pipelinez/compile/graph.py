@@ -31,9 +31,19 @@ def find_cycle(edges: Mapping[str, Sequence[str]]) -> list[str] | None:
     return None
 
 
-def topological_order(edges: Mapping[str, Sequence[str]]) -> list[str]:
-    """Dependencies before dependents; ties broken by name so the order is stable. Assumes no cycle.
-    O((nodes + edges) log nodes): the ready names wait in a heap, not a list sorted on every step."""
+class Unordered(ValueError):
+    """Some names could not be ordered: they sit on a cycle or depend on one. Never dropped silently."""
+
+    def __init__(self, left: list[str], cycle: list[str] | None):
+        self.left, self.cycle = left, cycle
+        shown = " -> ".join(cycle) if cycle else "none found"
+        super().__init__(f"{len(left)} node(s) could not be ordered: {', '.join(left)} (cycle: {shown})")
+
+
+def ordered_and_left(edges: Mapping[str, Sequence[str]]) -> tuple[list[str], list[str]]:
+    """(dependencies before dependents, the names left out because they sit on or behind a cycle). Ties
+    broken by name so the order is stable. O((nodes + edges) log nodes): the ready names wait in a heap.
+    For callers that report the cycle themselves; `topological_order` raises instead."""
     remaining = {n: {d for d in deps if d in edges} for n, deps in edges.items()}
     dependents: dict[str, list[str]] = {n: [] for n in edges}
     for n, deps in remaining.items():
@@ -49,6 +59,16 @@ def topological_order(edges: Mapping[str, Sequence[str]]) -> list[str]:
             remaining[child].discard(node)
             if not remaining[child]:
                 heapq.heappush(ready, child)
+    placed = set(order)
+    return order, sorted(n for n in edges if n not in placed)
+
+
+def topological_order(edges: Mapping[str, Sequence[str]]) -> list[str]:
+    """Every name, dependencies before dependents, ties broken by name. Raises `Unordered` (with the names
+    left and one cycle) when a cycle keeps some names from being ordered: a node is never dropped."""
+    order, left = ordered_and_left(edges)
+    if left:
+        raise Unordered(left, find_cycle({n: edges[n] for n in left}))
     return order
 
 

@@ -10,6 +10,10 @@ Ctrl-C cancel waiting and unstarted nodes at once.
 
 Outcomes: a settled node is ok or failed; a node whose dependency is not ok is skipped (naming the failed
 node at the root of the chain); a node cancelled by fail-fast or an interrupt is cancelled.
+
+Every node of the graph ends with an outcome, or the scheduler refuses the graph before anything starts: a
+node that could never become ready (it names a node the graph does not hold, or sits on or behind a cycle)
+is `Unschedulable`, listed by name, and `run` proves at its end that every node was settled or reported.
 """
 
 from __future__ import annotations
@@ -106,9 +110,18 @@ class MonotonicClock:
             return None
 
 
+class Unschedulable(RuntimeError):
+    """The graph holds nodes that could never start: a bug of whoever built it, never silently dropped."""
+
+    def __init__(self, problem: str, keys: Sequence[object]):
+        self.keys = list(keys)
+        super().__init__(f"{problem}: {', '.join(map(str, self.keys))}")
+
+
 @dataclass(frozen=True)
 class Graph(Generic[K]):
-    """Nodes in their preferred start order, each with the nodes it depends on (unknown deps ignored)."""
+    """Nodes in their preferred start order, each with the nodes it depends on (each one of the graph's
+    nodes or one settled before the run)."""
 
     order: Sequence[K]
     deps: Mapping[K, Sequence[K]]
@@ -145,8 +158,19 @@ class Scheduler(Generic[K, R]):
         self.gate = gate
         self.clock = clock or MonotonicClock()
         self._rank = {key: i for i, key in enumerate(graph.order)}
-        known = set(graph.order)
-        self._deps = {k: [d for d in graph.deps.get(k, ()) if d in known] for k in graph.order}
+        if len(self._rank) != len(graph.order):
+            raise Unschedulable(
+                "nodes listed twice", sorted({k for k in graph.order if graph.order.count(k) > 1}, key=str)
+            )
+        unknown = [
+            k
+            for k in graph.order
+            for d in graph.deps.get(k, ())
+            if d not in self._rank and d not in (settled or {})
+        ]
+        if unknown:
+            raise Unschedulable("nodes that depend on a node the graph does not hold", unknown)
+        self._deps = {k: [d for d in graph.deps.get(k, ()) if d in self._rank] for k in graph.order}
         self._children: dict[K, list[K]] = {k: [] for k in graph.order}
         for key, deps in self._deps.items():
             for dep in deps:
@@ -166,6 +190,22 @@ class Scheduler(Generic[K, R]):
                 self.ok[key] = ok
                 for child in self._children[key]:
                     self._waiting_on[child] -= 1
+        stuck = self._never_ready()
+        if stuck:
+            raise Unschedulable("nodes on or behind a dependency cycle, which could never start", stuck)
+
+    def _never_ready(self) -> list[K]:
+        """The nodes that would never become ready: the graph's order replayed with every node settling."""
+        waiting = dict(self._waiting_on)
+        todo = [k for k in self.graph.order if waiting[k] == 0 and k not in self.ok]
+        reached = set(self.ok) | set(todo)
+        while todo:
+            for child in self._children[todo.pop()]:
+                waiting[child] -= 1
+                if waiting[child] == 0 and child not in reached:
+                    reached.add(child)
+                    todo.append(child)
+        return [k for k in self.graph.order if k not in reached]
 
     # -- the loop ------------------------------------------------------------------------------------
     def run(self) -> dict[K, bool]:
@@ -188,6 +228,9 @@ class Scheduler(Generic[K, R]):
         except KeyboardInterrupt:
             self._interrupted()
             raise
+        unsettled = [k for k in self.graph.order if k not in self.ok]
+        if unsettled:  # the invariant: every node ran, failed, or was reported skipped or cancelled
+            raise Unschedulable("nodes the run ended without settling or reporting", unsettled)
         return self.ok
 
     def _pump(self) -> None:
