@@ -22,6 +22,7 @@ from pipelinez.engine.scheduler import (
     Refuse,
     RetryIn,
     Scheduler,
+    Unschedulable,
     Verdict,
 )
 
@@ -286,3 +287,46 @@ def test_nodes_settled_before_the_run_are_not_run_and_still_gate_their_children(
     nodes = _run(deps, settled={"a": True, "c": False})
     assert [s[0] for s in nodes.starts] == ["b"]
     assert nodes.outcomes == {"b": "ok", "d": "skipped"}
+
+
+# -- the invariant: every node is scheduled or reported, never dropped -------------------------------------
+@pytest.mark.parametrize(
+    ("deps", "problem", "listed"),
+    [
+        # a cycle and what sits behind it: refused before anything starts, every such node named
+        ({"a": [], "b": ["a", "c"], "c": ["b"], "d": ["c"], "e": []}, "dependency cycle", ["b", "c", "d"]),
+        # a dependency the graph does not hold (some future edge kind): never ignored
+        ({"a": [], "b": ["a", "gone"]}, "does not hold", ["b"]),
+    ],
+)
+def test_a_graph_with_nodes_that_could_never_start_is_refused_naming_them(
+    deps: dict[str, list[str]], problem: str, listed: list[str]
+) -> None:
+    nodes = FakeNodes(FakeClock())
+    with pytest.raises(Unschedulable) as err:
+        Scheduler(_graph(deps), nodes, slots=2, clock=nodes.clock)
+    assert problem in str(err.value) and err.value.keys == listed
+    assert nodes.starts == []
+
+
+def test_a_dependency_settled_before_the_run_is_known() -> None:
+    nodes = _run({"b": ["a"]}, settled={"a": True})
+    assert nodes.outcomes == {"b": "ok"}
+
+
+def test_every_node_ends_with_an_outcome_whatever_fails() -> None:
+    """Random DAGs with random failures, fail-fast or not: each node ran (ok or failed) or was reported
+    (skipped or cancelled), and run() returns an outcome for every one."""
+    import random
+
+    rng = random.Random(20)
+    for _ in range(200):
+        size = rng.randint(1, 12)
+        names = [f"n{i}" for i in range(size)]
+        deps = {n: rng.sample(names[:i], rng.randint(0, min(i, 3))) for i, n in enumerate(names)}
+        script = {n: ["fail"] for n in names if rng.random() < 0.2}
+        nodes = FakeNodes(FakeClock(), script)
+        ok = Scheduler(
+            _graph(deps), nodes, slots=rng.randint(1, 3), fail_fast=rng.random() < 0.3, clock=nodes.clock
+        ).run()
+        assert set(ok) == set(names) and set(nodes.outcomes) == set(names)
