@@ -27,6 +27,7 @@ from pipelinez.compile.semantic import analyse_pipelines
 from pipelinez.compile.staging import resolve_staging
 from pipelinez.compile.targets import shared_targets
 from pipelinez.compile.templating import Templater
+from pipelinez.compile.tier_gates import tier_gates
 from pipelinez.compile.values import resolve_values
 from pipelinez.compile.watermark_rules import check_sql_incremental, substitute
 from pipelinez.config.model import Project
@@ -134,6 +135,7 @@ def compile_project(
     bounds = {key: read_bounds(spec, (watermarks or {}).get(key)) for key, spec in specs.items()}
     nodes, found = build_nodes(project, good, sources, sinks, templater, bounds)
     errors += found
+    errors += tier_gates(nodes, project)  # tier 3: what a node's tier cannot honour (PZ0312, PZ0313)
 
     # tier 4
     compiler = DryCompiler(

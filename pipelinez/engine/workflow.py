@@ -224,7 +224,7 @@ def retry(
         if dry_run:
             return RetryOutcome(last.run_id, notes, None, selection, dry_run=True, warnings=tuple(warnings))
         retry_plan, args, refresh_notes = _retry_run_plan(
-            root, last, dag, selection, choice, warnings, environ, full_refresh
+            root, last, dag, selection, choice, environ, full_refresh
         )
         notes = (*notes, *refresh_notes)
         with executing(choice, retry_plan) as (retry_plan, provider, executor_notes):
@@ -257,21 +257,17 @@ def _retry_run_plan(
     dag: CompiledDag,
     selection: RetrySelection,
     choice: ExecutorChoice,
-    warnings: list[Diagnostic],
     environ: Mapping[str, str] | None,
     full_refresh: bool,
 ) -> tuple[Plan, RunArgs, tuple[str, ...]]:
-    """What the retry of `last` runs: its plan (PzValidationError when the selection cannot be planned), the
-    run's args, and the note naming the incremental datasets it reads from their start (none, or one)."""
+    """What the retry of `last` runs: its plan (validated by `plan` already), the run's args, and the note
+    naming the incremental datasets it reads from their start (none, or one)."""
     run_dag = dag
     if full_refresh and not last.args.full_refresh:
         # ids were matched as the failed run compiled; the retry itself reads every incremental dataset
         # from its start (watermarks ignored), so it runs the full-refresh compile of the same nodes
         run_dag = plan(root, (), (), last.args.vars, environ, full_refresh=True)[0].dag
-    retry_plan, diags = plan_named(run_dag, selection.run, last.selection)
-    errors = [d for d in diags if d.is_error]
-    if errors:
-        raise PzValidationError([*errors, *warnings])
+    retry_plan = plan_named(run_dag, selection.run, last.selection)
     args = dataclasses.replace(
         last.args,
         full_refresh=last.args.full_refresh or full_refresh,

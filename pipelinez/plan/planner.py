@@ -1,6 +1,6 @@
 """The plan: the selected nodes in order, each with its data-plane tier, strategy, effective retry policy
-and the capabilities that limit its delivery guarantee. Plan-time tier conflicts are PZ0312 and PZ0313
-(`tier_gates`)."""
+and the capabilities that limit its delivery guarantee. Tier conflicts (PZ0312, PZ0313) were refused by
+validation already (`compile.tier_gates`)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,11 @@ from dataclasses import dataclass, field
 from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.policy import BreakerPolicy, RetryPolicy, breaker_policy
-from pipelinez.config.model import Project
 from pipelinez.connectors.sdk import Capabilities, ReadBounds
 from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.vocabulary import Strategy, Tier
 from pipelinez.plan.selection import select_nodes
 from pipelinez.plan.streaming import consumers_of, storage
-from pipelinez.plan.tier_gates import sink_gates, source_gates
 
 
 @dataclass(frozen=True)
@@ -65,14 +63,12 @@ def _guarantee(strategy: Strategy, caps: Capabilities) -> str:
     return "at-least-once (append)" + ("; checkpointed delivery" if caps.checkpointed_delivery else "")
 
 
-def plan_node(node: Node, diags: list[Diagnostic], project: Project | None = None) -> PlannedNode:
-    """The node as it will run; plan-time tier refusals (PZ0312, PZ0313) go to `diags`. With `project`,
-    they point at the key that asks for it."""
+def plan_node(node: Node) -> PlannedNode:
+    """The node as it will run."""
     if isinstance(node, SourceLoadNode):
         work = node.work
         point = work.endpoint
         caps = point.capabilities()
-        _add_new(diags, source_gates(node, project))
         note = None
         fmt = str(work.request.options.get("format", ""))
         if point.force_universal and fmt in caps.native_only_formats:
@@ -96,7 +92,6 @@ def plan_node(node: Node, diags: list[Diagnostic], project: Project | None = Non
         sink = node.work
         point = sink.endpoint
         caps = point.capabilities()
-        _add_new(diags, sink_gates(node, project))
         return PlannedNode(
             node,
             sink.tier,
@@ -111,11 +106,6 @@ def plan_node(node: Node, diags: list[Diagnostic], project: Project | None = Non
     return PlannedNode(node, None, None, node.work.retry, False, None, None)
 
 
-def _add_new(diags: list[Diagnostic], found: list[Diagnostic]) -> None:
-    """An instance-level refusal (force_universal) is reported once, not once per dataset or output."""
-    diags += [d for d in found if d not in diags]
-
-
 def build_plan(
     dag: CompiledDag, select: Sequence[str] = (), exclude: Sequence[str] = ()
 ) -> tuple[Plan, list[Diagnostic]]:
@@ -125,21 +115,18 @@ def build_plan(
         selection=[*select, *(f"--exclude {e}" for e in exclude)] or ["--all"],
         breaker=breaker_policy(dag.project.engine.breaker),
     )
-    plan.nodes = [plan_node(dag.nodes[name], diags, dag.project) for name in names]
+    plan.nodes = [plan_node(dag.nodes[name]) for name in names]
     _decide_storage(plan, names)
     return plan, diags
 
 
-def plan_named(
-    dag: CompiledDag, names: Sequence[str], selection: Sequence[str]
-) -> tuple[Plan, list[Diagnostic]]:
+def plan_named(dag: CompiledDag, names: Sequence[str], selection: Sequence[str]) -> Plan:
     """A plan of exactly `names` (a retry's selection, already closed over ancestors), in dag order."""
-    diags: list[Diagnostic] = []
     wanted = set(names)
     plan = Plan(dag, selection=list(selection), breaker=breaker_policy(dag.project.engine.breaker))
-    plan.nodes = [plan_node(node, diags, dag.project) for name, node in dag.nodes.items() if name in wanted]
+    plan.nodes = [plan_node(node) for name, node in dag.nodes.items() if name in wanted]
     _decide_storage(plan, wanted)
-    return plan, diags
+    return plan
 
 
 def _decide_storage(plan: Plan, planned: Collection[str]) -> None:

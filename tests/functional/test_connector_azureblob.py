@@ -260,9 +260,12 @@ def test_force_universal_is_pz0312_and_a_literal_key_is_refused(
     )
     assert AZURITE_KEY not in result.output
     (project / "sinks" / "lit.yml").write_text(f"connector: azureblob\nconnection: {by_string(container)}\n")
-    plan = run(azure, project, "plan")
-    assert plan.exit_code == 2
-    assert any(line.startswith("error: PZ0312 sources/blob.yml:3:") for line in plan.lines), plan.output
+    for command in ("validate", "plan"):  # validate and plan agree
+        refused = run(azure, project, command)
+        assert refused.exit_code == 2
+        assert any(line.startswith("error: PZ0312 sources/blob.yml:3:") for line in refused.lines), (
+            refused.output
+        )
 
 
 def test_secrets_never_reach_output_events_or_artifacts(

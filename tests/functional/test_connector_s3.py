@@ -276,7 +276,7 @@ def test_a_failed_replace_leaves_the_prefix_as_it_was(
 
 
 # -- plan-time refusals ----------------------------------------------------------------------------------
-def test_force_universal_and_files_per_partition_are_pz0312_at_plan(
+def test_force_universal_and_files_per_partition_are_pz0312_at_validate_and_plan(
     tmp_path: Path, s3: S3Server, bucket: str
 ) -> None:
     project = write_project(
@@ -297,7 +297,7 @@ def test_force_universal_and_files_per_partition_are_pz0312_at_plan(
             "SELECT * FROM {{ source('lake', 'a') }}\n",
         },
     )
-    for command in ("plan", "run"):
+    for command in ("validate", "plan", "run"):
         result = run(project, command)
         assert result.exit_code == 2, result.output
         errors = [line for line in result.lines if line.startswith("error: PZ0312")]
@@ -321,9 +321,10 @@ def test_instance_force_universal_on_a_sink_is_pz0312(tmp_path: Path, s3: S3Serv
             "pipelines/p.sql": "INSERT INTO {{ sink('out', 'p') }}\nSELECT 1 AS id\n",
         },
     )
-    result = run(project, "plan")
-    assert result.exit_code == 2
-    assert any(line.startswith("error: PZ0312 sinks/out.yml:3:") for line in result.lines), result.output
+    for command in ("validate", "plan"):  # validate and plan agree
+        result = run(project, command)
+        assert result.exit_code == 2
+        assert any(line.startswith("error: PZ0312 sinks/out.yml:3:") for line in result.lines), result.output
 
 
 def test_a_windowed_dataset_is_pz0313(tmp_path: Path, s3: S3Server, bucket: str) -> None:
@@ -346,10 +347,13 @@ def test_a_windowed_dataset_is_pz0313(tmp_path: Path, s3: S3Server, bucket: str)
             "SELECT * FROM {{ source('lake', 'ev') }}\n",
         },
     )
-    result = run(project, "plan")
-    assert result.exit_code == 2, result.output
-    line = next(line for line in result.lines if "PZ0313" in line)
-    assert line.startswith("error: PZ0313 sources/lake.yml:7:") and "sync.window 1d" in line, result.output
+    for command in ("validate", "plan"):  # validate and plan agree
+        result = run(project, command)
+        assert result.exit_code == 2, result.output
+        line = next(line for line in result.lines if "PZ0313" in line)
+        assert line.startswith("error: PZ0313 sources/lake.yml:7:") and "sync.window 1d" in line, (
+            result.output
+        )
 
 
 # -- secrets ---------------------------------------------------------------------------------------------
@@ -936,11 +940,12 @@ def test_force_universal_is_reported_once_per_instance(tmp_path: Path, s3: S3Ser
             "UNION ALL SELECT * FROM {{ source('lake', 'c') }}\n",
         },
     )
-    result = run(project, "plan")
-    assert result.exit_code == 2
-    errors = [line for line in result.lines if line.startswith("error: PZ0312")]
-    # one per instance that sets force_universal, one per dataset that sets files_per_partition
-    assert len(errors) == 3, result.output
-    assert sum("source 'lake': engine.force_universal" in e for e in errors) == 1
-    assert sum("sink 'out': engine.force_universal" in e for e in errors) == 1
-    assert sum("dataset 'c': files_per_partition" in e for e in errors) == 1
+    for command in ("validate", "plan"):
+        result = run(project, command)
+        assert result.exit_code == 2
+        errors = [line for line in result.lines if line.startswith("error: PZ0312")]
+        # one per instance that sets force_universal, one per dataset that sets files_per_partition
+        assert len(errors) == 3, result.output
+        assert sum("source 'lake': engine.force_universal" in e for e in errors) == 1
+        assert sum("sink 'out': engine.force_universal" in e for e in errors) == 1
+        assert sum("dataset 'c': files_per_partition" in e for e in errors) == 1

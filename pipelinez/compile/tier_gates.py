@@ -1,4 +1,5 @@
-"""Plan-time refusals of configuration a source load's or sink write's tier cannot honour.
+"""Refusals of configuration a source load's or sink write's tier cannot honour, in tier 3 of `pz validate`
+(so `pz plan`, `pz run` and `pz retry`, which validate first, refuse the same).
 
 - PZ0312 (NativePathRequired): a native-only connector (no universal tier for that direction: the object
   stores) with configuration that needs the universal tier: `engine.force_universal` on either side, or
@@ -15,7 +16,9 @@
 
 from __future__ import annotations
 
-from pipelinez.compile.nodes import SinkWriteNode, SourceLoadNode
+from collections.abc import Mapping
+
+from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.work import Endpoint
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, Place, error
@@ -103,3 +106,15 @@ def _window(project: Project | None, source: str, dataset: str) -> str | None:
     if not isinstance(sync, dict) or sync.get("window") in (None, ""):
         return None
     return str(sync["window"])
+
+
+def tier_gates(nodes: Mapping[str, Node], project: Project) -> list[Diagnostic]:
+    """PZ0312 and PZ0313 of every source load and sink write; an instance-level refusal (force_universal)
+    once, not once per dataset or output."""
+    found: list[Diagnostic] = []
+    for node in nodes.values():
+        if isinstance(node, SourceLoadNode):
+            found += [d for d in source_gates(node, project) if d not in found]
+        elif isinstance(node, SinkWriteNode):
+            found += [d for d in sink_gates(node, project) if d not in found]
+    return found
