@@ -21,6 +21,7 @@ from pipelinez.compile.incremental import IncrementalSpec
 from pipelinez.compile.incremental_yaml import yaml_specs
 from pipelinez.compile.inlining import inline
 from pipelinez.compile.instances import resolve_instances
+from pipelinez.compile.name_checks import case_clashes, result_column_clashes, unsafe_output_names
 from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.pins import check_pins
 from pipelinez.compile.semantic import analyse_pipelines
@@ -49,7 +50,7 @@ class CompileResult:
 
 
 # tier-2 errors about where a pipeline writes, not what its query reads: its query is still dry-compiled
-_QUERY_STILL_BINDS = frozenset({"PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228"})
+_QUERY_STILL_BINDS = frozenset({"PZ0118", "PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228"})
 
 
 def static_schema_lookup(project: Project) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
@@ -97,6 +98,8 @@ def compile_project(
     infos, found, warned = analyse_pipelines(project, templater)
     errors += found
     warnings += warned
+    found, clashed = case_clashes(project)
+    errors += found + unsafe_output_names(infos)
     yaml_route, found = yaml_specs(project, templater)
     errors += found
     found = not_built.check(project) + check_pins(project)
@@ -123,6 +126,7 @@ def compile_project(
         if i.source.file in bad_files
         or any(r not in infos for r in i.refs)
         or any(s not in project.sources or d not in project.sources[s].datasets for s, d in i.reads)
+        or any(read in clashed for read in i.reads)
     }
     edges = {n: [r for r in i.refs if r in infos] for n, i in infos.items()}
     bad |= descendants(edges, sorted(bad))
@@ -145,6 +149,7 @@ def compile_project(
     try:
         found, warned = compiler.run(nodes)
         found += _write_columns(project, nodes, compiler)
+        found += result_column_clashes(nodes, good, compiler.columns_of, compiler.query_columns)
     finally:
         compiler.close()
     errors += found

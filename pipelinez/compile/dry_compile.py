@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from pipelinez.compile.batched_ddl import BatchedDdl
 from pipelinez.compile.check_types import type_problem
 from pipelinez.compile.inlining import Origin
+from pipelinez.compile.name_checks import column_clash, column_clash_error
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
 from pipelinez.core.diagnostics import Diagnostic, error, warning
 from pipelinez.core.duck_messages import condense
@@ -122,6 +123,18 @@ class DryCompiler:
         """The columns of a bound pipeline, or None when it was not bound."""
         return _columns_of(self.con, name)
 
+    def query_columns(self, sql: str) -> list[str] | None:
+        """The names a query over the bound tables gives its columns, before CREATE TABLE … AS renames a
+        taken one (`a`, `"A"` → `a`, `A_1`); None when it does not bind."""
+        try:
+            rows = self.con.execute("DESCRIBE " + _without_final_semicolon(sql)).fetchall()
+        except Exception as exc:
+            if not _is_duck_error(exc):
+                raise
+            self._recover()
+            return None
+        return [str(r[0]) for r in rows]
+
     def run(self, nodes: dict[str, Node]) -> tuple[list[Diagnostic], list[Diagnostic]]:
         """Sources and pipelines in dependency order, each bound once against the typed empty tables of
         its inputs; then every check whose inputs bound, in batches. A check's error does not stop what
@@ -177,6 +190,10 @@ class DryCompiler:
                 place=node.place,
                 next_step="fix the file's header row, or declare the dataset's columns: contract",
             )
+        clash = column_clash(c for c, _ in columns)
+        if clash:  # DuckDB refuses the table ("already exists"): say why, in pz's words
+            fix = "rename one of them in the dataset's columns: contract (or the file's header)"
+            return column_clash_error(f"dataset '{node.source}.{node.dataset}'", clash, node.place, fix)
         cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in columns) or '"__pz_no_columns" INTEGER'
         ddl = f"CREATE TABLE {quote_ident(node.table)} ({cols})"
         try:

@@ -140,6 +140,22 @@ REGISTRY: tuple[Code, ...] = (
         "project's folders free of unrelated files",
     ),
     Code(
+        "PZ0118",
+        "UnsafeOutputName",
+        "a sink() output name is not one safe name: it is empty, holds a path separator (/ or \\) or a "
+        "control character, or is . or .. (it names a file, folder, object or table in every connector)",
+        "name the output with letters, digits and _ (like orders_2025); set its table: or path: under "
+        "outputs: in the sink's file to write elsewhere",
+    ),
+    Code(
+        "PZ0119",
+        "ColumnCaseClash",
+        'a pipeline\'s result or a dataset has two columns whose names differ only by case (a and "A"): '
+        "DuckDB, and so staging, takes them for one name and would rename one silently in every sink",
+        "give one of them another name (an AS alias in the query; the dataset's columns: contract or the "
+        "file's header)",
+    ),
+    Code(
         "PZ0120",
         "InvalidBreaker",
         "`engine.breaker` is malformed (unknown key, non-positive failure_threshold, bad or zero cool_down)",
@@ -336,6 +352,14 @@ REGISTRY: tuple[Code, ...] = (
         "two outputs (of one or several sinks) resolve to the same physical table, file or folder "
         "(or one folder holds the other): their writes would overwrite each other",
         "give one of them another table: or path:, or write both results from one pipeline into one output",
+    ),
+    Code(
+        "PZ0229",
+        "NameCaseClash",
+        "two pipelines, or a pipeline and a source dataset's staging table, or two datasets' staging tables, "
+        "have names that differ only by case (P.sql and p.sql): staging (DuckDB) and case-insensitive file "
+        "systems take them for one name",
+        "rename one of the two so the names differ by more than case",
     ),
     Code(
         "PZ0230",
