@@ -142,8 +142,9 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0118",
         "UnsafeOutputName",
-        "a sink() output name is not one safe name: it is empty, holds a path separator (/ or \\) or a "
-        "control character, or is . or .. (it names a file, folder, object or table in every connector)",
+        "a sink() output name is not one safe name: it is empty, holds a path separator (a slash or a "
+        "backslash) or a control character, or is . or .. (it names a file, folder, object or table in every "
+        "connector)",
         "name the output with letters, digits and _ (like orders_2025); set its table: or path: under "
         "outputs: in the sink's file to write elsewhere",
     ),
