@@ -231,7 +231,7 @@ class _NodeBuilder:
 
     def finish(self) -> dict[str, Node]:
         # write-audit-publish: whatever reads a checked table also waits for its error-severity checks
-        gated = {n: True for n, node in self.nodes.items() if isinstance(node, PipelineNode | SinkWriteNode)}
+        gated = {n for n, node in self.nodes.items() if isinstance(node, PipelineNode | SinkWriteNode)}
         waits = gate_checks({n: node.deps for n, node in self.nodes.items()}, gated, self.blocking_checks)
         for name, deps in waits.items():
             self.nodes[name] = dataclasses.replace(self.nodes[name], deps=deps)

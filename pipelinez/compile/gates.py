@@ -12,20 +12,20 @@ already depend on the node it would hold back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from pipelinez.compile.graph import ancestors
 
 
 def gate_checks(
     deps: Mapping[str, Sequence[str]],
-    gated: Mapping[str, bool],
+    gated: Collection[str],
     blocking: Mapping[str, Sequence[str]],
 ) -> dict[str, tuple[str, ...]]:
     """Every gated node's dependencies with the checks it waits for appended (nodes without any left out).
 
     `deps`: every node's own inputs (no check among them except as a check's own input); `gated`: the nodes
-    a gate may hold back (pipelines and sink writes), True for each; `blocking`: a checked table -> its
+    a gate may hold back (pipelines and sink writes); `blocking`: a checked table -> its
     error-severity checks, in the order they were declared. A node's checks come in the order of its inputs,
     then of their checks, so a project without a check pointing downstream keeps the same dependencies (and
     ids) it always had; moved gates follow."""

@@ -33,9 +33,7 @@ def test_a_check_pointing_downstream_runs_after_both_sides_and_gates_what_they_f
         "wh.orders": ("orders",),
         "wh.customers": ("customers",),
     }
-    gated = dict.fromkeys(
-        ["order_items", "orders", "customers", "wh.order_items", "wh.orders", "wh.customers"], True
-    )
+    gated = {"order_items", "orders", "customers", "wh.order_items", "wh.orders", "wh.customers"}
     waits = gate_checks(deps, gated, {"order_items": ["chk_items_to_orders"]})
     assert waits == {
         "wh.order_items": ("order_items", "chk_items_to_orders"),
@@ -46,7 +44,7 @@ def test_a_check_pointing_downstream_runs_after_both_sides_and_gates_what_they_f
 
 def _random_project(
     rng: random.Random,
-) -> tuple[dict[str, tuple[str, ...]], dict[str, bool], dict[str, list[str]]]:
+) -> tuple[dict[str, tuple[str, ...]], set[str], dict[str, list[str]]]:
     """Source loads, pipelines reading earlier ones, a sink write per pipeline, and error checks on loads
     and pipelines, some of them relationships checks pointing at any pipeline (downstream ones too)."""
     loads = [f"src{i}" for i in range(rng.randint(1, 3))]
@@ -55,11 +53,11 @@ def _random_project(
     for i, p in enumerate(pipes):
         inputs = loads + pipes[:i]
         deps[p] = tuple(rng.sample(inputs, rng.randint(1, min(3, len(inputs)))))
-    gated = dict.fromkeys(pipes, True)
+    gated = set(pipes)
     for p in pipes:
         if rng.random() < 0.7:
             deps[f"w.{p}"] = (p,)
-            gated[f"w.{p}"] = True
+            gated.add(f"w.{p}")
     blocking: dict[str, list[str]] = {}
     for n, table in enumerate(rng.choices(loads + pipes, k=rng.randint(0, 6))):
         check = f"chk{n}_{table}"
