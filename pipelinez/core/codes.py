@@ -634,6 +634,15 @@ REGISTRY: tuple[Code, ...] = (
         "(the --staging URL's bucket) and endpoint/region (engine.staging for the staging); pz never "
         "creates one",
     ),
+    Code(
+        "PZ0536",
+        "HttpPageCapReached",
+        "a paginated http read without max_pages took its page cap of pages (pagination.page_cap, default "
+        "10000) and the API still named a next page: a pagination that never ends is stopped, not read "
+        "forever",
+        "if the API really holds that many pages, raise pagination.page_cap on the dataset; to read only "
+        "the first pages on purpose, set max_pages",
+    ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(
         "PZ0601",
