@@ -10,6 +10,7 @@ A loopback host (localhost, 127.0.0.1) is also tried as this machine's node IP, 
 
 from __future__ import annotations
 
+import importlib
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,7 +94,7 @@ def _reason(exc: OSError, timeout: float) -> str:
 
 def _require_client(where: RayAddress) -> None:
     try:
-        import grpc  # noqa: F401  (what ray[client] adds to ray)
+        importlib.import_module("grpc")  # what ray[client] adds to ray
     except ImportError as exc:
         raise PzConfigError(
             [

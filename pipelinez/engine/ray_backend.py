@@ -26,6 +26,7 @@ the local executor runs it (a view in the driver's staging); the write's task re
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 import os
 import re
@@ -169,9 +170,7 @@ def connect(choice: ExecutorChoice, memory_limit: str, redactor: Redactor, root:
 def _node_ip() -> str | None:
     """This machine's IP as Ray sees it (Ray connects there for a loopback RAY_ADDRESS)."""
     try:
-        from ray._private.services import get_node_ip_address
-
-        return str(get_node_ip_address())
+        return str(importlib.import_module("ray._private.services").get_node_ip_address())
     except Exception:  # a Ray without it: the loopback address alone is tried
         return None
 

@@ -1,7 +1,7 @@
-"""The http source never leaks or hangs: a redirect to another origin goes without the connection's
-credentials, a pagination that never ends stops at a page cap (PZ0536), a server's Retry-After is capped by
-the retry policy's max_delay, and `timeout` bounds the whole answer (a server trickling bytes cannot hold a
-read open)."""
+"""The http connector never leaks or hangs: a redirect to another origin goes without the connection's
+credentials (a sink's redirected POST is refused, not re-sent as a GET without its rows), a pagination that
+never ends stops at a page cap (PZ0536), a server's Retry-After is capped by the retry policy's max_delay,
+and `timeout` bounds the whole answer (a server trickling bytes cannot hold a read open)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,15 @@ import pytest
 from pipelinez.connectors.http import settings
 from tests.conftest import pz, write_project
 from tests.faults.http_server import FaultyHttpServer, Reply, always
-from tests.functional.test_http_connector import ROWS, TOKEN, assert_no_secret, project, rows_in, run
+from tests.functional.test_http_connector import (
+    ROWS,
+    TOKEN,
+    assert_no_secret,
+    project,
+    rows_in,
+    run,
+    sink_project,
+)
 from tests.http_server import ApiServer, Fault, running
 
 COPY = "INSERT INTO {{ sink('wh', 'items') }}\nSELECT id, name FROM {{ source('api', 'items') }}\n"
@@ -81,6 +89,19 @@ def test_a_redirect_within_the_origin_keeps_the_credentials(tmp_path: Path, api:
     assert [r[0] for r in rows_in(root, "items")] == list(range(10))
     moved = [r for r in api.state.requests if r.path == "/page/items"]
     assert [r.status for r in moved] == [200, 200, 200]  # the token check passed after each redirect
+
+
+def test_a_sink_post_that_is_redirected_fails_instead_of_arriving_as_a_get(
+    tmp_path: Path, api: ApiServer
+) -> None:
+    api.state.datasets["items"] = ROWS
+    api.state.redirects["/sink/events"] = f"{api.url}/page/items"  # a GET there answers 200
+    result = run(sink_project(tmp_path / "p", api), "run")
+    assert result.exit_code == 1, result.output
+    error = result.node("api.events")["error"]
+    assert "redirected it (HTTP 302)" in error["message"] and not error["transient"], error
+    assert [(r.method, r.path) for r in api.state.requests] == [("POST", "/sink/events")]  # never a GET
+    assert api.state.received == {}
 
 
 ENDLESS = """

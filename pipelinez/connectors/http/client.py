@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pipelinez.connectors.http.transport import Deadline, opener
+from pipelinez.connectors.http.transport import shown as shown  # messages everywhere print URLs this way
 from pipelinez.core.diagnostics import PzConnectorError
 
 MAX_BODY = 256 << 20  # one page or response larger than this is refused (memory stays bounded)
@@ -59,14 +60,6 @@ def with_params(url: str, params: Mapping[str, str], keep: bool = False) -> str:
     else:
         query = [(k, v) for k, v in query if k not in params] + list(params.items())
     return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
-
-
-def shown(url: str) -> str:
-    """The URL as messages print it: no credentials, no query string."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path or '/'}"
 
 
 def retry_after(value: str | None, now: float | None = None) -> float | None:

@@ -8,7 +8,8 @@ whose redirects never carry credentials to another origin.
 - Redirects: a 3xx to the same origin keeps the request's headers; a 3xx to another origin (scheme, host
   or port differ: an https -> http downgrade counts) drops every header the connection configured (an
   Authorization or API-key header, a Cookie) and the configured query parameters from the target URL. Once
-  dropped they stay dropped for the rest of the chain.
+  dropped they stay dropped for the rest of the chain. A redirect of a request with a body (a sink's POST,
+  PUT or PATCH) is refused: urllib would re-send it as a GET without its rows.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import urllib.request
 from collections.abc import Callable, Collection
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pipelinez.core.diagnostics import PzConnectorError
 
 # what a request keeps when it is redirected to another origin (urllib's header names are capitalized)
 KEPT_ACROSS_ORIGINS = frozenset({"User-agent", "Accept"})
@@ -147,6 +150,15 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         headers: Any,
         newurl: str,
     ) -> urllib.request.Request | None:
+        method = req.get_method()
+        if method not in ("GET", "HEAD"):
+            # urllib would re-send a POST answered 301/302/303 as a GET without its body: a batch the API
+            # never received would count as delivered
+            raise PzConnectorError(
+                f"{method} {shown(req.full_url)}: the server redirected it (HTTP {code}) to {shown(newurl)}; "
+                "pz does not follow a redirect of a request that carries rows (they would not arrive): set "
+                "the output's path (or base_url) to where the API moved"
+            )
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is None or origin(new.full_url) == self.home:
             return new
@@ -154,6 +166,14 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
             new.remove_header(name)
         new.full_url = without_params(new.full_url, self.private_params)
         return new
+
+
+def shown(url: str) -> str:
+    """The URL as messages print it: no credentials, no query string."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path or '/'}"
 
 
 def without_params(url: str, names: Collection[str]) -> str:
