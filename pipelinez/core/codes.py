@@ -637,8 +637,8 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0536",
         "HttpPageCapReached",
-        "a paginated http read without max_pages took its page cap of pages (pagination.page_cap, default "
-        "10000) and the API still named a next page: a pagination that never ends is stopped, not read "
+        "a paginated http read without max_pages reached its page cap (pagination.page_cap, default 10000 "
+        "pages) while the API still named a next page: a pagination that never ends is stopped, not read "
         "forever",
         "if the API really holds that many pages, raise pagination.page_cap on the dataset; to read only "
         "the first pages on purpose, set max_pages",

@@ -141,7 +141,10 @@ def test_without_page_cap_the_default_cap_applies(
     assert len(api.state.requests) == 4
 
 
-def test_max_pages_stops_early_without_error_and_excludes_page_cap(tmp_path: Path, api: ApiServer) -> None:
+def test_max_pages_stops_early_without_error_and_excludes_page_cap(
+    tmp_path: Path, api: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(settings, "DEFAULT_PAGE_CAP", 1)  # max_pages, set, is the bound: not the cap
     api.state.datasets["items"] = ROWS
     api.state.page_size = 1
     root = project(tmp_path / "p", api, ENDLESS.replace(" PAGE_CAP", ", max_pages: 2"), COPY)

@@ -115,7 +115,7 @@ class PageWalk:
                 url = None
             else:
                 url = self._next(p, page, response, url, records, pages, seen_cursors, what)
-                if url is not None and pages >= p.page_cap:
+                if url is not None and p.max_pages is None and pages >= p.page_cap:
                     raise self._cap_reached(pages, what)
             if spool is not None:
                 spool.commit(
