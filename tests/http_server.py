@@ -10,6 +10,7 @@ Resources:
 - GET /offset/<name>?offset=&limit=  -> {"items": [...], "total": n}
 - GET /link/<name>?page=             -> [...] with `Link: <...?page=n+1>; rel="next"` while more remain
 - POST/PUT /sink/<name>              -> JSON array or NDJSON body appended to `received[name]`
+- a path in `redirects` (any method) -> 302 to the URL `redirects[path]` with the query string asked
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class ApiState:
     # The window is counted at half of `seconds` so a client pacing exactly at the limit is never refused
     # for the network's jitter between its send and our receipt.
     rate_limit: tuple[int, float] | None = None
+    # path -> a URL (on this server or another): requests of the path are answered 302 to that URL with the
+    # query string asked, after the token check
+    redirects: dict[str, str] = field(default_factory=dict)
     _gets: list[float] = field(default_factory=list)
     _pages: dict[str, bytes] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -114,6 +118,10 @@ class _Handler(BaseHTTPRequestHandler):
             bearer = self.headers.get("Authorization") == f"Bearer {state.token}"
             if not bearer and query.get("api_key") != [state.token]:
                 return 401, {}, {"error": "unauthorized"}
+        if path in state.redirects:
+            query_string = urlsplit(self.path).query
+            target = state.redirects[path] + (f"?{query_string}" if query_string else "")
+            return 302, {"Location": target}, {"moved": target}
         key = (method, path)
         if method == "GET" and state.rate_limit is not None:
             count, seconds = state.rate_limit

@@ -659,6 +659,15 @@ REGISTRY: tuple[Code, ...] = (
         "(the --staging URL's bucket) and endpoint/region (engine.staging for the staging); pz never "
         "creates one",
     ),
+    Code(
+        "PZ0536",
+        "HttpPageCapReached",
+        "a paginated http read without max_pages reached its page cap (pagination.page_cap, default 10000 "
+        "pages) while the API still named a next page: a pagination that never ends is stopped, not read "
+        "forever",
+        "if the API really holds that many pages, raise pagination.page_cap on the dataset; to read only "
+        "the first pages on purpose, set max_pages",
+    ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(
         "PZ0601",
@@ -740,17 +749,20 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0707",
         "RayNotInstalled",
         "`--executor ray` (or PZ_EXECUTOR=ray) was asked for, and the `ray` package cannot be imported in "
-        "the Python that runs pz",
-        "install the optional extra: pip install 'pipelinez[ray]' (ray>=2.60,<3), or run with "
+        "the Python that runs pz, or RAY_ADDRESS is a ray:// (Ray Client) address and ray[client] (grpcio) "
+        "cannot be imported",
+        "install the optional extra: pip install 'pipelinez[ray]' (ray[client]>=2.60,<3), or run with "
         "--executor local",
     ),
     Code(
         "PZ0708",
         "RayClusterUnavailable",
-        "the Ray cluster cannot be reached or started (RAY_ADDRESS), or no node of it has the CPU and memory "
-        "one pz task asks for (1 CPU and engine.memory_limit)",
-        "start the cluster (`ray start --head` on the head node) and set RAY_ADDRESS to it, or lower "
-        "engine.memory_limit to what a node offers",
+        "the Ray cluster cannot be reached or started (RAY_ADDRESS: nothing answers there within 5 seconds, "
+        "or Ray's connect fails), or no node of it has the CPU and memory one pz task asks for (1 CPU and "
+        "engine.memory_limit)",
+        "check RAY_ADDRESS (the head node's host:6379, or ray://host:10001 for Ray Client), that the cluster "
+        "runs there (`ray start --head`) and that its port is open to this machine, or unset RAY_ADDRESS "
+        "for a local instance; when no node fits a task, lower engine.memory_limit to what a node offers",
     ),
     Code(
         "PZ0709",

@@ -26,6 +26,7 @@ the local executor runs it (a view in the driver's staging); the write's task re
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 import os
 import re
@@ -47,6 +48,7 @@ from pipelinez.engine.context import RunContext
 from pipelinez.engine.executor_choice import ExecutorChoice
 from pipelinez.engine.failures import DEBUG_LOG, NodeFailure, classify
 from pipelinez.engine.node_runners import NodeOutput, make_connector, partition_fingerprint
+from pipelinez.engine.ray_address import INSTALL, check_reachable
 from pipelinez.engine.remote_task import (
     STAGING_PROBLEM,
     RemoteResult,
@@ -66,7 +68,6 @@ from pipelinez.plan.planner import Plan, PlannedNode
 
 TASK_CPUS = 1  # each task: one CPU, so its DuckDB runs one thread; memory: engine.memory_limit
 PROBE_TIMEOUT = 120.0
-INSTALL = "pip install 'pipelinez[ray]'"
 _UNITS = {"KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}
 _UNITS |= {"KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
 # Ray errors that mean the worker, its node or its raylet went away mid-task: the attempt is lost, not failed
@@ -104,7 +105,7 @@ def import_ray() -> Any:
         raise _refuse(
             "PZ0707",
             f"--executor ray needs the ray package, which this Python cannot import ({exc})",
-            f"{INSTALL} (ray>=2.60,<3), or run with --executor local",
+            f"{INSTALL} (ray[client]>=2.60,<3), or run with --executor local",
         ) from None
     return ray
 
@@ -132,13 +133,16 @@ class RayCluster:
 
 def connect(choice: ExecutorChoice, memory_limit: str, redactor: Redactor, root: StagingRoot) -> RayCluster:
     """Check the staging (it can be written: PZ0711; its bucket exists: PZ0531), then join the cluster
-    (RAY_ADDRESS) or start a local Ray instance and check it before any node runs: a node can host one task
+    (RAY_ADDRESS: something answers there within seconds, else PZ0708; a ray:// address needs Ray Client,
+    PZ0707) or start a local Ray instance and check it before any node runs: a node can host one task
     (PZ0708), every node runs the driver's pipelinez/DuckDB/Python (PZ0709). Raises PzConfigError (every
     message redacted); the run has not started."""
     ray = import_ray()
     _check_staging(root, redactor)
     cluster = RayCluster(choice, memory_limit, redactor, root, ray=ray)
     if not ray.is_initialized():
+        if choice.address:
+            check_reachable(choice.address, node_ip=_node_ip)
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         options: dict[str, Any] = {
             "include_dashboard": False,
@@ -161,6 +165,14 @@ def connect(choice: ExecutorChoice, memory_limit: str, redactor: Redactor, root:
         cluster.close()
         raise
     return cluster
+
+
+def _node_ip() -> str | None:
+    """This machine's IP as Ray sees it (Ray connects there for a loopback RAY_ADDRESS)."""
+    try:
+        return str(importlib.import_module("ray._private.services").get_node_ip_address())
+    except Exception:  # a Ray without it: the loopback address alone is tried
+        return None
 
 
 def _check_resources(cluster: RayCluster) -> None:

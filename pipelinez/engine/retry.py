@@ -1,6 +1,8 @@
 """Per-node retries: exponential backoff with full jitter, only for transient failures, retry_after
-respected. Connectors never retry; the scheduler is the only place attempts are repeated, and a node waiting
-out its back-off is a timer, not a sleeping worker."""
+respected up to the policy's max_delay (a server's `Retry-After: 100000` does not hold a run for a day: the
+policy caps every wait, and a retry that comes too early fails again and spends an attempt). Connectors never
+retry; the scheduler is the only place attempts are repeated, and a node waiting out its back-off is a timer,
+not a sleeping worker."""
 
 from __future__ import annotations
 
@@ -14,11 +16,11 @@ from pipelinez.engine.failures import NodeFailure
 def backoff_delay(
     policy: RetryPolicy, attempt: int, retry_after: float | None, rand: Callable[[], float] = random.random
 ) -> float:
-    """Seconds to wait after failed attempt number `attempt` (1-based)."""
+    """Seconds to wait after failed attempt number `attempt` (1-based): never more than max_delay."""
     ceiling = min(policy.max_delay, policy.base_delay * (2 ** (attempt - 1)))
     delay = float(ceiling * rand())
     if retry_after is not None:
-        delay = max(delay, retry_after)
+        delay = max(delay, min(retry_after, policy.max_delay))
     return delay
 
 

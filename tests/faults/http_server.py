@@ -13,7 +13,9 @@ Every request gets a number (0, 1, 2, ... in arrival order) and the policy decid
 - `Reply.unavailable(retry_after=s)`: 503 Service Unavailable with `Retry-After: s` (seconds; omitted when
   None);
 - `Reply.status(code, retry_after=None)`: any other status (429 Too Many Requests, 500, 502, 504, 404);
-- `Reply.reset()`: close the connection without answering.
+- `Reply.reset()`: close the connection without answering;
+- `Reply.trickle(every=s)`: serve the file (GET) as `ok` does, but its body one byte every `s` seconds (a
+  server that keeps each read of a client alive and the whole answer late).
 
 Policies (`HttpPolicy = Callable[[int, str, str], Reply]`, given index, method and path): `first(n, reply)`
 (the first `n` requests get `reply`, later ones are served), `always(reply)`, or any callable. Files may be
@@ -25,6 +27,7 @@ from __future__ import annotations
 import re
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,9 +36,10 @@ from types import TracebackType
 
 @dataclass(frozen=True)
 class Reply:
-    kind: str  # ok | status | reset
+    kind: str  # ok | status | reset | trickle
     code: int = 200
     retry_after: float | None = None
+    every: float = 0.0  # trickle: seconds between the body's bytes
 
     @staticmethod
     def ok() -> Reply:
@@ -52,6 +56,10 @@ class Reply:
     @staticmethod
     def reset() -> Reply:
         return Reply("reset")
+
+    @staticmethod
+    def trickle(every: float) -> Reply:
+        return Reply("trickle", every=every)
 
 
 HttpPolicy = Callable[[int, str, str], Reply]
@@ -152,8 +160,19 @@ class FaultyHttpServer:
         for key, value in extra.items():
             handler.send_header(key, value)
         handler.end_headers()
-        if body:
+        if body and reply.kind == "trickle":
+            self._trickle(handler, payload, reply.every)
+        elif body:
             handler.wfile.write(payload)
+
+    def _trickle(self, handler: BaseHTTPRequestHandler, payload: bytes, every: float) -> None:
+        try:
+            for i in range(len(payload)):
+                handler.wfile.write(payload[i : i + 1])
+                handler.wfile.flush()
+                time.sleep(every)
+        except OSError:  # the client gave up
+            handler.close_connection = True
 
     def _receive(self, handler: BaseHTTPRequestHandler) -> None:
         """POST/PUT: read the body, answer per policy; an ok keeps the body in `bodies`."""

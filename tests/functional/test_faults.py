@@ -534,7 +534,7 @@ def test_http_503_is_attempted_exactly_max_attempts_times_with_one_request_each(
             "project.yml": """
                 name: shop
                 engine:
-                  retry: { max_attempts: 3, base_delay: 10ms, max_delay: 20ms }
+                  retry: { max_attempts: 3, base_delay: 10ms, max_delay: 1s }
             """,
         }
         if role == "source":
@@ -736,7 +736,7 @@ def test_a_session_terminated_by_the_server_mid_read_is_transient_on_both_tiers(
                 name: shop
                 engine:
                   force_universal: {str(tier == "universal").lower()}
-                  retry: {{ max_attempts: 8, base_delay: 10ms, max_delay: 10ms }}
+                  retry: {{ max_attempts: 8, base_delay: 10ms, max_delay: 1s }}
             """,
             "sources/pg.yml": f"""
                 connector: postgres

@@ -191,7 +191,7 @@ def test_throttling_is_retried_by_the_engine_after_retry_after(tmp_path: Path, a
     source = """
         connector: http
         connection: { base_url: BASE }
-        retry: { max_attempts: 3, base_delay: 10ms, max_delay: 20ms }
+        retry: { max_attempts: 3, base_delay: 10ms, max_delay: 2s }
         datasets:
           items:
             path: /cursor/items
@@ -209,7 +209,7 @@ def test_throttling_is_retried_by_the_engine_after_retry_after(tmp_path: Path, a
     events = [json.loads(line) for line in result.lines if line.startswith("{")]
     retries = [e for e in events if e["event"] == "node_retry"]
     assert len(retries) == 1
-    assert retries[0]["delay_ms"] >= 1000  # the server's Retry-After floors the 10ms back-off
+    assert retries[0]["delay_ms"] >= 1000  # the server's Retry-After (within max_delay) floors the back-off
     assert "HTTP 429" in retries[0]["error"]["message"]
     assert result.node("src_api__items")["attempts"] == 2
     assert len(rows_in(root, "items")) == 10  # every row once
@@ -253,7 +253,7 @@ RATE_LIMITED = """
         path: /cursor/items
         records: data.items
         pagination: { style: cursor, cursor_path: meta.next_cursor }
-        retry: { max_attempts: 5, base_delay: 10ms, max_delay: 20ms }
+        retry: { max_attempts: 5, base_delay: 10ms, max_delay: 2s }
         columns: { id: bigint, name: varchar }
 """
 

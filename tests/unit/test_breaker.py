@@ -303,10 +303,11 @@ def test_the_engine_default_is_three_attempts_1s_30s() -> None:
         (10, 1.0, None, 30.0),  # capped at max_delay
         (1, 0.0, None, 0.0),  # full jitter: may be zero
         (1, 0.5, 7.0, 7.0),  # retry_after is a floor
-        (10, 1.0, 45.0, 45.0),  # even above max_delay: the connector said so
+        (10, 1.0, 45.0, 30.0),  # a retry_after above max_delay is capped by it: the policy bounds a wait
+        (1, 0.0, 100000.0, 30.0),  # a server's Retry-After of 28 hours waits max_delay
     ],
 )
-def test_backoff_is_exponential_with_full_jitter_floored_by_retry_after(
+def test_backoff_is_exponential_with_full_jitter_floored_by_retry_after_capped_by_max_delay(
     attempt: int, rand: float, retry_after: float | None, expected: float
 ) -> None:
     assert backoff_delay(ENGINE_DEFAULT, attempt, retry_after, rand=lambda: rand) == expected

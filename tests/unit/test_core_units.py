@@ -111,7 +111,8 @@ def test_backoff_is_capped_jittered_and_floored_by_retry_after() -> None:
     assert backoff_delay(policy, 1, None, rand=lambda: 1.0) == 1.0
     assert backoff_delay(policy, 10, None, rand=lambda: 1.0) == 4.0
     assert backoff_delay(policy, 3, None, rand=lambda: 0.0) == 0.0
-    assert backoff_delay(policy, 1, 7.5, rand=lambda: 0.5) == 7.5
+    assert backoff_delay(policy, 1, 3.5, rand=lambda: 0.5) == 3.5  # retry_after floors the wait
+    assert backoff_delay(policy, 1, 7.5, rand=lambda: 0.5) == 4.0  # ... up to max_delay, never past it
 
 
 def test_only_transient_failures_retry_until_attempts_run_out() -> None:
@@ -122,7 +123,8 @@ def test_only_transient_failures_retry_until_attempts_run_out() -> None:
     assert retry_delay(policy, 3, transient) is None  # attempts ran out
     assert retry_delay(RetryPolicy(5, 0.0, 0.0), 1, NodeFailure("PZ0505", "syntax error")) is None
     slow = NodeFailure("PZ0505", "throttled", transient=True, retry_after=9.0)
-    assert retry_delay(RetryPolicy(3, 1.0, 2.0), 1, slow, rand=lambda: 1.0) == 9.0
+    assert retry_delay(RetryPolicy(3, 1.0, 2.0), 1, slow, rand=lambda: 1.0) == 2.0  # capped by max_delay
+    assert retry_delay(RetryPolicy(3, 1.0, 10.0), 1, slow, rand=lambda: 1.0) == 9.0
 
 
 def test_graph_order_cycles_and_neighbourhoods() -> None:

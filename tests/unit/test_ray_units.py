@@ -1,4 +1,5 @@
-"""The Ray executor's pure parts, without Ray: executor settings, task memory, the cluster resource check."""
+"""The Ray executor's pure parts, without Ray: executor settings, task memory, the cluster resource check,
+the RAY_ADDRESS reachability check."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from pipelinez.core.diagnostics import PzConfigError
 from pipelinez.core.redact import Redactor
 from pipelinez.engine.executor_choice import ExecutorChoice, choose_executor, staging_location
+from pipelinez.engine.ray_address import RayAddress, check_reachable, parse
 from pipelinez.engine.ray_backend import RayCluster, _check_resources, _probe_versions, memory_bytes
 from pipelinez.engine.shared_staging import LocalStagingRoot, staging_root
 
@@ -126,3 +128,50 @@ def test_a_node_that_cannot_reach_the_s3_staging_is_refused_by_the_probe_before_
     assert found.code == "PZ0711"
     assert found.message.startswith("Ray node 10.0.0.7: the staging s3://pz-stage/p at endpoint 127.0.0.1:")
     assert "cannot be reached" in found.message and secret not in found.message
+
+
+def test_ray_addresses_parse_to_host_and_port() -> None:
+    assert parse("10.0.0.5:6379") == RayAddress("10.0.0.5:6379", "10.0.0.5", 6379, False)
+    assert parse("ray://head:10001/") == RayAddress("ray://head:10001/", "head", 10001, True)
+    assert parse("[::1]:6379") == RayAddress("[::1]:6379", "::1", 6379, False)
+    assert parse("auto") is None and parse("local") is None and parse("ray://head") is None
+
+
+def test_a_ray_address_with_a_listener_passes_and_a_ray_client_one_needs_grpc(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+    import sys
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        check_reachable(f"127.0.0.1:{port}")
+        monkeypatch.setitem(sys.modules, "grpc", None)  # `import grpc` raises ImportError
+        with pytest.raises(PzConfigError) as raised:
+            check_reachable(f"ray://127.0.0.1:{port}")
+    found = raised.value.diagnostics[0]
+    assert found.code == "PZ0707" and "ray[client]" in found.message
+    assert "pip install 'pipelinez[ray]'" in found.next_step
+
+
+def test_a_loopback_ray_address_is_also_tried_at_the_node_ip() -> None:
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        check_reachable(f"localhost:{port}", node_ip=lambda: "127.0.0.1")
+    tried: list[str] = []
+
+    def node_ip() -> str:
+        tried.append("asked")
+        return "127.0.0.1"
+
+    with pytest.raises(PzConfigError) as raised:
+        check_reachable(f"localhost:{port}", node_ip=node_ip)  # the listener is gone
+    assert raised.value.diagnostics[0].code == "PZ0708" and tried == ["asked"]
+    assert f"localhost:{port}" in raised.value.diagnostics[0].message
+    assert f"127.0.0.1:{port}" in raised.value.diagnostics[0].message

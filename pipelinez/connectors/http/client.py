@@ -1,6 +1,12 @@
 """One HTTP request, and what its failure means: transient (retried by the engine, `retry_after` from the
 server's Retry-After) or terminal. The connector never retries: it raises and the engine decides.
 
+`timeout` bounds the whole answer: connecting, the status line, the headers and the body (through
+redirects) must all arrive within it, so a server that trickles bytes cannot hold a read open. A redirect
+to another origin (scheme, host or port) is followed without the connection's headers and query
+parameters: credentials (an auth header, an API key, a cookie) are only ever sent to the origin they were
+configured for.
+
 Messages name the method and the URL without its query string or credentials, since a query parameter may
 be a token; header values are never printed.
 """
@@ -12,10 +18,12 @@ import http.client
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from pipelinez.connectors.http.transport import Deadline, opener
+from pipelinez.connectors.http.transport import shown as shown  # messages everywhere print URLs this way
 from pipelinez.core.diagnostics import PzConnectorError
 
 MAX_BODY = 256 << 20  # one page or response larger than this is refused (memory stays bounded)
@@ -54,14 +62,6 @@ def with_params(url: str, params: Mapping[str, str], keep: bool = False) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
 
 
-def shown(url: str) -> str:
-    """The URL as messages print it: no credentials, no query string."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path or '/'}"
-
-
 def retry_after(value: str | None, now: float | None = None) -> float | None:
     """Seconds a Retry-After header asks to wait: delta-seconds or an HTTP date; None when absent or not
     understood."""
@@ -86,35 +86,58 @@ def request(
     timeout: float,
     body: bytes | None = None,
     label: str = "",
+    private_params: Collection[str] = (),
 ) -> Response:
     """Send one request and return the response of a 2xx status; PzConnectorError otherwise. `label` follows
-    the request in messages (e.g. " (page 3)")."""
+    the request in messages (e.g. " (page 3)"). The whole answer must arrive within `timeout`; a redirect
+    to another origin goes without `headers` and without the query parameters `private_params` names."""
     what = f"{method} {shown(url)}{label}"
     req = urllib.request.Request(url, data=body, method=method)
     req.add_header("User-Agent", USER_AGENT)
     req.add_header("Accept", "application/json")
     for name, value in headers.items():
         req.add_header(name, value)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            data = _read(resp, what)
-            return Response(
-                resp.status, dict(resp.headers.items()), tuple(resp.headers.get_all("Link") or ()), data
-            )
-    except urllib.error.HTTPError as exc:
-        raise _status_error(what, exc) from None
-    except urllib.error.URLError as exc:
+    late = PzConnectorError(
+        f"{what}: the answer did not arrive within the timeout of {timeout:g}s (the whole answer counts: "
+        "connecting, headers and body); raise the connection's timeout: if the API is that slow",
+        is_transient=True,
+    )
+    with Deadline(timeout) as deadline:
+        try:
+            with opener(url, deadline, private_params).open(req, timeout=timeout) as resp:
+                data = _read(resp, what)
+                if deadline.expired:
+                    raise late
+                return Response(
+                    resp.status, dict(resp.headers.items()), tuple(resp.headers.get_all("Link") or ()), data
+                )
+        except urllib.error.HTTPError as exc:
+            status = _status_error(what, exc)
+            if deadline.expired:
+                raise late from None
+            raise status from None
+        except (OSError, http.client.HTTPException) as exc:
+            if deadline.expired:
+                raise late from None
+            failure = _network_error(what, exc, timeout)
+            if failure is None:
+                raise
+            raise failure from None
+
+
+def _network_error(
+    what: str, exc: OSError | http.client.HTTPException, timeout: float
+) -> PzConnectorError | None:
+    """What a failure to get an answer means; None: not a network failure (raised as it is)."""
+    if isinstance(exc, urllib.error.URLError):
         reason = exc.reason
         text = reason.strerror if isinstance(reason, OSError) and reason.strerror else str(reason)
-        raise PzConnectorError(
-            f"{what}: cannot connect: {text}", is_transient=_transient_os(reason)
-        ) from None
-    except TimeoutError:
-        raise PzConnectorError(f"{what}: timed out after {timeout:g}s", is_transient=True) from None
-    except (ConnectionError, http.client.HTTPException) as exc:
-        raise PzConnectorError(
-            f"{what}: connection error: {type(exc).__name__}: {exc}", is_transient=True
-        ) from None
+        return PzConnectorError(f"{what}: cannot connect: {text}", is_transient=_transient_os(reason))
+    if isinstance(exc, TimeoutError):
+        return PzConnectorError(f"{what}: timed out after {timeout:g}s", is_transient=True)
+    if isinstance(exc, ConnectionError | http.client.HTTPException):
+        return PzConnectorError(f"{what}: connection error: {type(exc).__name__}: {exc}", is_transient=True)
+    return None
 
 
 def _read(resp: http.client.HTTPResponse, what: str) -> bytes:

@@ -16,6 +16,7 @@ from pipelinez.core.durations import parse_duration
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_BATCH_SIZE = 1000
+DEFAULT_PAGE_CAP = 10_000  # pages a read without max_pages may take before it fails (PZ0536)
 STYLES = ("cursor", "page", "offset", "link")
 
 
@@ -88,7 +89,8 @@ class Pagination:
     offset_param: str = "offset"
     limit_param: str = "limit"
     limit: int | None = None  # offset: records per request (a shorter page is the last)
-    max_pages: int | None = None
+    max_pages: int | None = None  # stop after this many pages, on purpose (no error)
+    page_cap: int = DEFAULT_PAGE_CAP  # more pages than this, without max_pages: PZ0536
 
     @staticmethod
     def of(block: Any) -> Pagination:
@@ -108,6 +110,7 @@ class Pagination:
             limit_param=str(block.get("limit_param", "limit")),
             limit=int(block["limit"]) if block.get("limit") is not None else None,
             max_pages=int(block["max_pages"]) if block.get("max_pages") is not None else None,
+            page_cap=int(block["page_cap"]) if block.get("page_cap") is not None else DEFAULT_PAGE_CAP,
         )
 
 
@@ -253,7 +256,15 @@ def _pagination_issues(name: str, block: Any) -> list[ConnectorIssue]:
         "offset": {"offset_param", "limit_param", "limit", "start"},
         "link": set(),
     }
-    allowed = own.get(str(style), set()) | {"style", "max_pages"}
+    if block.get("max_pages") is not None and block.get("page_cap") is not None:
+        found.append(
+            issue(
+                "pagination sets both max_pages (stop after that many pages) and page_cap (fail beyond that "
+                "many pages); keep one",
+                "page_cap",
+            )
+        )
+    allowed = own.get(str(style), set()) | {"style", "max_pages", "page_cap"}
     for key in block:
         if key not in allowed:
             found.append(issue(f"pagination key {key} does not apply to style {style}", str(key)))

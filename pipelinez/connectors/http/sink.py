@@ -111,7 +111,7 @@ def write(
     encoder = BodyEncoder(out.format)
 
     def send(body: bytes) -> None:
-        request(out.method, url, headers, conn.timeout, body)
+        request(out.method, url, headers, conn.timeout, body, private_params=conn.params)
 
     try:
         bodies = ((t.num_rows, encoder.encode(t)) for t in rechunk(reader, out.batch_size))

@@ -7,8 +7,10 @@ Styles:
   last.
 - link: follow the `Link: <url>; rel="next"` header (same origin only: the auth header is never sent to
   another host) until a page has none.
-`max_pages` stops any style early. A server that answers the same page again (same cursor, same body)
-is an error, not an endless read.
+`max_pages` stops any style early, on purpose. Without it, `page_cap` (default 10000) bounds the read: a
+read that has taken that many pages while the API still names a next one fails (PZ0536) rather than
+reading forever. A server that answers the same page again (same cursor, same body) is an error, not an
+endless read.
 
 With a `Spool` (`resume`), every page's batches are spooled and the walk's state recorded after each
 complete page, and a walk whose spool holds an earlier attempt's pages replays them and continues at the
@@ -21,13 +23,14 @@ import hashlib
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from pipelinez.connectors.http.client import HttpStatusError, Response, request, shown, with_params
 from pipelinez.connectors.http.pacing import pacer_for
 from pipelinez.connectors.http.pages import Page, PageReader
 from pipelinez.connectors.http.resume import Spool, WalkState
 from pipelinez.connectors.http.settings import HttpConnection, HttpDataset, Pagination
+from pipelinez.connectors.http.transport import origin
 from pipelinez.core.diagnostics import PzConnectorError
 
 if TYPE_CHECKING:
@@ -112,6 +115,8 @@ class PageWalk:
                 url = None
             else:
                 url = self._next(p, page, response, url, records, pages, seen_cursors, what)
+                if url is not None and p.max_pages is None and pages >= p.page_cap:
+                    raise self._cap_reached(pages, what)
             if spool is not None:
                 spool.commit(
                     WalkState(
@@ -125,11 +130,27 @@ class PageWalk:
                     )
                 )
 
+    def _cap_reached(self, pages: int, what: str) -> PzConnectorError:
+        return PzConnectorError(
+            f"{what}: the read took {pages} pages, its page cap, and the API still names a next page; "
+            f"a pagination that never ends would read forever. If the API really holds more, raise "
+            f"pagination.page_cap on dataset '{self.dataset_name}' (or set max_pages to stop early on "
+            "purpose)",
+            code="PZ0536",
+        )
+
     def _get(self, url: str, page: int) -> Response:
         if self.pacer is not None:
             self.pacer.wait()
         try:
-            return request("GET", url, self.conn.headers, self.conn.timeout, label=f" (page {page})")
+            return request(
+                "GET",
+                url,
+                self.conn.headers,
+                self.conn.timeout,
+                label=f" (page {page})",
+                private_params=self.params,
+            )
         except HttpStatusError as exc:
             if exc.status != 429 or self.pacer is not None:
                 raise
@@ -180,15 +201,10 @@ class PageWalk:
             if not target:
                 return None
             absolute = urljoin(url, target)
-            if _origin(absolute) != _origin(self.url):
+            if origin(absolute) != origin(self.url):
                 raise PzConnectorError(
-                    f"{what}: the next-page link points to another host ({_origin(absolute)}); pz follows "
-                    f"links on {_origin(self.url)} only, so the connection's headers are never sent elsewhere"
+                    f"{what}: the next-page link points to another host ({origin(absolute)}); pz follows "
+                    f"links on {origin(self.url)} only, so the connection's headers are never sent elsewhere"
                 )
             return with_params(absolute, self.conn.params, keep=True)
         return None
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{parts.port or ''}"
