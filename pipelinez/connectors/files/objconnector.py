@@ -266,7 +266,7 @@ class ObjectStoreConnector(Connector):
         problem = key_problem(out.path)
         if problem:
             raise PzConnectorError(problem, code="PZ0304")
-        return out, ObjectFolder(self.store, out.path.strip("/"))
+        return out, ObjectFolder(self.store, out.path.strip("/"), out.foreign_ok)
 
     def _schema(
         self,

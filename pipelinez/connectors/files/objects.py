@@ -26,6 +26,12 @@ leaves the output exactly as it was (a killed one: once the next write of that o
 one new object under a temp prefix too and copies it in as `part-<run>-<n>.<ext>` once complete: DuckDB
 completes an object's upload even when its COPY fails midway, so writing in place could leave half a file;
 this way a failed append adds nothing.
+
+Every write keeps the output's manifest object, `<prefix>/.pz-manifest.json`, naming the objects pz wrote
+there (`ownership`): a replace refuses an output holding other objects (PZ0530) unless `foreign_files:
+replace`, checked after the roll-back above. It is written outside the promote: before it with the old and
+new objects, after it with the new ones only, so a crash at any point leaves it naming every pz object there.
+An append registers its object in it before copying it in.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipelinez.connectors.files import promoting
+from pipelinez.connectors.files import ownership, promoting
 from pipelinez.connectors.files.formats import glob_escaped, glob_regex, has_glob, safe_token
 from pipelinez.connectors.files.netfail import is_network_failure
 from pipelinez.connectors.files.store import FileRef
@@ -362,9 +368,31 @@ class ObjectFolder:
 
     store: ObjectStore
     prefix: str  # no leading or trailing '/'
+    foreign_ok: bool = False  # foreign_files: replace (a replace may remove objects pz did not write)
 
     def describe(self) -> str:
         return self.store.uri(self.prefix)
+
+    def _manifest_key(self) -> str:
+        return f"{self.prefix}/{ownership.MANIFEST}"
+
+    def _state(self) -> ownership.Ownership:
+        files = [key[len(self.prefix) + 1 :] for key, _ in self.store.objects(self.prefix)]
+        return ownership.classify(files, self.store.get(self._manifest_key()), self.describe())
+
+    def _owned_before_replace(self) -> frozenset[str]:
+        """The objects of pz's that the output holds; PZ0530 when it holds others (unless the output
+        opts in: then nothing is taken for pz's, and the manifest is not read)."""
+        if self.foreign_ok:
+            return frozenset()
+        state = self._state()
+        ownership.refuse_foreign(self.describe(), state.foreign)
+        return state.owned
+
+    def _register(self, owned: frozenset[str] | set[str], finals: list[str]) -> None:
+        """Write the manifest naming `owned` and the output keys `finals` (before they appear)."""
+        rel = {key[len(self.prefix) + 1 :] for key in finals}
+        self.store.put(self._manifest_key(), ownership.manifest_bytes({*owned, *rel}))
 
     def _parent_and_name(self) -> tuple[str, str]:
         parent, _, name = self.prefix.rpartition("/")
@@ -419,11 +447,12 @@ class ObjectFolder:
 
     def replace(self, run_id: str, fill: Callable[[str], None]) -> None:
         self.sweep()
+        owned = self._owned_before_replace()
         tmp = self._new_tmp(run_id)
         try:
             fill(self.store.uri(tmp))
             failpoints.hit("sink.before_swap")
-            self._promote(tmp)
+            self._promote(tmp, owned)
         finally:
             self._discard(tmp)
 
@@ -434,23 +463,27 @@ class ObjectFolder:
         with contextlib.suppress(OSError):
             self.store.abort_uploads(f"{tmp}/")
 
-    def _promote(self, tmp: str) -> None:
+    def _promote(self, tmp: str, owned: frozenset[str]) -> None:
         """Copy every object of the temp prefix over the output's (same relative keys), then delete the
         output's other objects. One object and nothing to delete: one copy, atomic. Anything more is backed
-        up and journaled first, so a failure leaves the output as it was (`promoting`)."""
+        up and journaled first, so a failure leaves the output as it was (`promoting`). The manifest is
+        written around it: first naming `owned` and the new objects, then the new objects only."""
         new = [key[len(tmp) + 1 :] for key, _ in self.store.objects(tmp)]
-        existing = [key for key, _ in self.store.objects(self.prefix)]
+        manifest = self._manifest_key()
+        existing = [key for key, _ in self.store.objects(self.prefix) if key != manifest]
         written = [f"{self.prefix}/{rel}" for rel in new]
         kept = set(written)
         old = [key for key in existing if key not in kept]
+        self._register(owned, written)
         if promoting.needs_journal(new, old):
             backup = f"{self._bak_base()}{tmp[len(self._tmp_base()) :]}"
             journal = promoting.Journal(self.prefix, backup, tuple(written), tuple(existing))
             promoting.promote_journaled(self.store, self._journal(), tmp, journal)
-            return
-        for rel in new:
-            self.store.copy(f"{tmp}/{rel}", f"{self.prefix}/{rel}")
-        failpoints.hit("sink.during_promote")
+        else:
+            for rel in new:
+                self.store.copy(f"{tmp}/{rel}", f"{self.prefix}/{rel}")
+            failpoints.hit("sink.during_promote")
+        self._register(frozenset(), written)
 
     def append_tree(self, run_id: str, fill: Callable[[str], None]) -> int:
         import pyarrow.fs as pafs
@@ -461,6 +494,7 @@ class ObjectFolder:
         try:
             fill(self.store.uri(tmp))
             new = [key[len(tmp) + 1 :] for key, _ in self.store.objects(tmp)]
+            self._register(self._state().owned, [f"{self.prefix}/{rel}" for rel in new])
             for rel in new:
                 final = f"{self.prefix}/{rel}"
                 if fs.get_file_info(path(final)).type != pafs.FileType.NotFound:
@@ -498,6 +532,7 @@ class ObjectFolder:
                     is_transient=True,
                     code="PZ0501",
                 )
+            self._register(self._state().owned, [final])
             self.store.copy(f"{tmp}/{name}", final)
         finally:
             self._discard(tmp)

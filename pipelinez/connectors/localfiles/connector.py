@@ -253,7 +253,7 @@ class LocalFilesConnector(Connector):
 
     def _output(self, output: OutputRequest) -> tuple[writing.FileOutput, LocalFolder]:
         out = writing.FileOutput.of(output)
-        return out, LocalFolder(under_root(self.root, out.path))
+        return out, LocalFolder(under_root(self.root, out.path), out.foreign_ok)
 
     def _schema(self, ds: reading.FileDataset, dataset: DatasetRequest) -> ReadSchema:
         """The dataset's schema, decided once per connector instance over all of the dataset's files."""
