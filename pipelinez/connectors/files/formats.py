@@ -38,6 +38,14 @@ def has_glob(path: str) -> bool:
     return any(ch in GLOB_CHARS for ch in path)
 
 
+def fixed_start(path: str) -> str:
+    """The leading '/'-separated segments of `path` before the first one holding a glob character (the
+    whole path when it has none): the folder a glob stays inside."""
+    segments = path.replace("\\", "/").split("/")
+    fixed = [seg for seg in segments[: next((i for i, seg in enumerate(segments) if has_glob(seg)), None)]]
+    return "/".join(fixed)
+
+
 def format_of_path(path: str) -> str | None:
     """The format a path's extension names (`orders.csv.gz` -> csv), or None."""
     name = path.rstrip("/\\").rsplit("/", 1)[-1].lower()
