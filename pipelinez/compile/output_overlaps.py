@@ -14,6 +14,7 @@ writes count (as for PZ0228).
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,11 +46,36 @@ def _relation(target: tuple[str, ...], other: tuple[str, ...], owns: bool) -> st
     return None
 
 
+def _glob_reaches(glob: tuple[str, ...], rest: tuple[str, ...], below: bool) -> bool:
+    """Whether the glob segments can match the path `rest` itself or (`below`) a path under it."""
+    if not rest:
+        return below or all(seg == "**" for seg in glob)
+    if not glob:
+        return False
+    if glob[0] == "**":
+        return _glob_reaches(glob[1:], rest, below) or _glob_reaches(glob, rest[1:], below)
+    return fnmatch.fnmatchcase(rest[0], glob[0]) and _glob_reaches(glob[1:], rest[1:], below)
+
+
+def _data_relation(
+    target: tuple[str, ...], data: DataLocation, fixed: tuple[str, ...], owns: bool
+) -> str | None:
+    """How a target path stands to a dataset's path (`fixed`: its fixed part, as the target's path is
+    spelled); a folder target (`owns`) that some data could lie in counts, a single file only as the very
+    file the dataset reads."""
+    if _within(fixed, target) and (owns or fixed == target):
+        return "holds" if fixed != target or data.glob else "is the same as"
+    glob = data.glob or ("**",)  # a plain path: itself and everything under it
+    if _within(target, fixed) and _glob_reaches(glob, target[len(fixed) :], below=owns):
+        return "lies in"
+    return None
+
+
 def _source_relation(target: OutputTarget, loc: DataLocation) -> str | None:
     if target.nested and target.system == loc.system:
-        return _relation(target.parts, loc.parts, owns=True)
+        return _data_relation(target.parts, loc, loc.parts, owns=True)
     if target.local_path is not None and loc.local_path is not None:
-        return _relation(target.local_path, loc.local_path, target.owns_local_path)
+        return _data_relation(target.local_path, loc, loc.local_path, target.owns_local_path)
     return None
 
 

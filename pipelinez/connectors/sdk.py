@@ -193,8 +193,9 @@ class DataLocation:
 
     system: tuple[str, ...]
     parts: tuple[str, ...]  # the file, the folder, or a glob's fixed leading folders
-    display: str  # for messages (never a secret): "folder data/raw", "prefix s3://bucket/raw"
-    local_path: tuple[str, ...] | None = None  # absolute real path parts on the local file system
+    display: str  # for messages (never a secret): "path data/raw/*.csv", "path s3://bucket/raw"
+    glob: tuple[str, ...] = ()  # a glob's segments after `parts` (`*`, `?`, `[..]`, `**` for any depth)
+    local_path: tuple[str, ...] | None = None  # `parts` as absolute real path parts on the local disk
 
 
 @dataclass(frozen=True)

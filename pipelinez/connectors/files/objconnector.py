@@ -146,11 +146,12 @@ class ObjectStoreConnector(Connector):
             return None
         if not isinstance(path, str):
             return None
-        fixed = formats.fixed_start(path.strip("/"))
+        fixed, glob = formats.split_glob(path.strip("/"))
         return DataLocation(
             (store.scheme, *store.identity(), store.root),
             tuple(p for p in fixed.split("/") if p),
             f"path {store.uri(path.strip('/'))}",
+            glob,
         )
 
     def source_tier(self, dataset: DatasetRequest) -> str:

@@ -29,9 +29,10 @@ this way a failed append adds nothing.
 
 Every write keeps the output's manifest object, `<prefix>/.pz-manifest.json`, naming the objects pz wrote
 there (`ownership`): a replace refuses an output holding other objects (PZ0530) unless `foreign_files:
-replace`, checked after the roll-back above. It is written outside the promote: before it with the old and
-new objects, after it with the new ones only, so a crash at any point leaves it naming every pz object there.
-An append registers its object in it before copying it in.
+replace`, checked after the roll-back above. A journaled promote carries it like any other object (a roll-back
+puts the old one back); around a single-object promote it is put first naming the old and new objects, then
+the new one only, so a crash at any point leaves it naming every pz object there. An append registers its
+object in it before copying it in.
 """
 
 from __future__ import annotations
@@ -376,18 +377,9 @@ class ObjectFolder:
     def _manifest_key(self) -> str:
         return f"{self.prefix}/{ownership.MANIFEST}"
 
-    def _state(self) -> ownership.Ownership:
+    def _state(self, manifest: bytes | None) -> ownership.Ownership:
         files = [key[len(self.prefix) + 1 :] for key, _ in self.store.objects(self.prefix)]
-        return ownership.classify(files, self.store.get(self._manifest_key()), self.describe())
-
-    def _owned_before_replace(self) -> frozenset[str]:
-        """The objects of pz's that the output holds; PZ0530 when it holds others (unless the output
-        opts in: then nothing is taken for pz's, and the manifest is not read)."""
-        if self.foreign_ok:
-            return frozenset()
-        state = self._state()
-        ownership.refuse_foreign(self.describe(), state.foreign)
-        return state.owned
+        return ownership.classify(files, manifest, self.describe())
 
     def _register(self, owned: frozenset[str] | set[str], finals: list[str]) -> None:
         """Write the manifest naming `owned` and the output keys `finals` (before they appear)."""
@@ -447,12 +439,17 @@ class ObjectFolder:
 
     def replace(self, run_id: str, fill: Callable[[str], None]) -> None:
         self.sweep()
-        owned = self._owned_before_replace()
+        manifest = self.store.get(self._manifest_key())
+        owned: frozenset[str] = frozenset()  # opted in: nothing is taken for pz's (nor the manifest read)
+        if not self.foreign_ok:
+            state = self._state(manifest)
+            ownership.refuse_foreign(self.describe(), state.foreign)
+            owned = state.owned
         tmp = self._new_tmp(run_id)
         try:
             fill(self.store.uri(tmp))
             failpoints.hit("sink.before_swap")
-            self._promote(tmp, owned)
+            self._promote(tmp, owned, manifest)
         finally:
             self._discard(tmp)
 
@@ -463,26 +460,36 @@ class ObjectFolder:
         with contextlib.suppress(OSError):
             self.store.abort_uploads(f"{tmp}/")
 
-    def _promote(self, tmp: str, owned: frozenset[str]) -> None:
+    def _promote(self, tmp: str, owned: frozenset[str], manifest: bytes | None) -> None:
         """Copy every object of the temp prefix over the output's (same relative keys), then delete the
-        output's other objects. One object and nothing to delete: one copy, atomic. Anything more is backed
-        up and journaled first, so a failure leaves the output as it was (`promoting`). The manifest is
-        written around it: first naming `owned` and the new objects, then the new objects only."""
+        output's other objects. One object and nothing to delete: one copy, atomic, with the manifest put
+        around it (first naming `owned` and the new object, then the new object; put back as it was,
+        `manifest`, when the copy fails). Anything more, manifest included, is backed up and journaled
+        first, so a failure leaves the output as it was (`promoting`)."""
         new = [key[len(tmp) + 1 :] for key, _ in self.store.objects(tmp)]
-        manifest = self._manifest_key()
-        existing = [key for key, _ in self.store.objects(self.prefix) if key != manifest]
+        manifest_key = self._manifest_key()
+        existing = [key for key, _ in self.store.objects(self.prefix)]
         written = [f"{self.prefix}/{rel}" for rel in new]
-        kept = set(written)
+        kept = {*written, manifest_key}
         old = [key for key in existing if key not in kept]
-        self._register(owned, written)
         if promoting.needs_journal(new, old):
+            self.store.put(f"{tmp}/{ownership.MANIFEST}", ownership.manifest_bytes(new))
             backup = f"{self._bak_base()}{tmp[len(self._tmp_base()) :]}"
-            journal = promoting.Journal(self.prefix, backup, tuple(written), tuple(existing))
+            journal = promoting.Journal(self.prefix, backup, (*written, manifest_key), tuple(existing))
             promoting.promote_journaled(self.store, self._journal(), tmp, journal)
-        else:
+            return
+        self._register(owned, written)
+        try:
             for rel in new:
                 self.store.copy(f"{tmp}/{rel}", f"{self.prefix}/{rel}")
-            failpoints.hit("sink.during_promote")
+        except BaseException:
+            with contextlib.suppress(OSError):
+                if manifest is None:
+                    self.store.discard(manifest_key)
+                else:
+                    self.store.put(manifest_key, manifest)
+            raise
+        failpoints.hit("sink.during_promote")
         self._register(frozenset(), written)
 
     def append_tree(self, run_id: str, fill: Callable[[str], None]) -> int:
@@ -494,7 +501,8 @@ class ObjectFolder:
         try:
             fill(self.store.uri(tmp))
             new = [key[len(tmp) + 1 :] for key, _ in self.store.objects(tmp)]
-            self._register(self._state().owned, [f"{self.prefix}/{rel}" for rel in new])
+            owned = self._state(self.store.get(self._manifest_key())).owned
+            self._register(owned, [f"{self.prefix}/{rel}" for rel in new])
             for rel in new:
                 final = f"{self.prefix}/{rel}"
                 if fs.get_file_info(path(final)).type != pafs.FileType.NotFound:
@@ -532,7 +540,7 @@ class ObjectFolder:
                     is_transient=True,
                     code="PZ0501",
                 )
-            self._register(self._state().owned, [final])
+            self._register(self._state(self.store.get(self._manifest_key())).owned, [final])
             self.store.copy(f"{tmp}/{name}", final)
         finally:
             self._discard(tmp)

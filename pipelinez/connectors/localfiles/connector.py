@@ -103,13 +103,14 @@ class LocalFilesConnector(Connector):
         path = options.get("path")
         if not isinstance(path, str):
             return None
+        fixed, glob = formats.split_glob(path)
         try:
-            where = under_root(root, formats.fixed_start(path) or ".")
+            where = under_root(root, fixed or ".")
         except PzConnectorError:
             return None  # tier 3 reports it
         real = Path(os.path.normcase(os.path.realpath(where)))
         shown = os.path.relpath(root / path, project_dir) if root.is_relative_to(project_dir) else path
-        return DataLocation(("files",), real.parts, f"path {shown}", local_path=real.parts)
+        return DataLocation(("files",), real.parts, f"path {shown}", glob, local_path=real.parts)
 
     def source_tier(self, dataset: DatasetRequest) -> str:
         ds = self._dataset(dataset)
