@@ -136,7 +136,8 @@ def owned_overlaps(
                 diags.append(
                     error(
                         "PZ0237",
-                        f"{label} writes {target.display}, which {where}: a replace would delete it",
+                        f"{label} writes {target.display}, which {where}: writing there would overwrite or "
+                        "delete the project's own files",
                         place=place,
                     )
                 )
@@ -147,7 +148,8 @@ def owned_overlaps(
                         error(
                             "PZ0236",
                             f"{label} writes {target.display}, which {how} {loc.display} of source dataset "
-                            f"'{dataset}' ({at.render()}): a replace would delete the source's data",
+                            f"'{dataset}' ({at.render()}): writing there would overwrite or delete the "
+                            "source's data",
                             place=place,
                         )
                     )
