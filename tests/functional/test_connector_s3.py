@@ -58,6 +58,13 @@ def keys(s3: S3Server, bucket: str, prefix: str = "") -> list[str]:
     return [k for k in stored_keys(s3.filesystem(), bucket, prefix) if not k.endswith("/.pz-manifest.json")]
 
 
+def manifest(s3: S3Server, bucket: str, prefix: str) -> list[str]:
+    """The files an output's manifest names."""
+    with s3.filesystem().open_input_stream(f"{bucket}/{prefix}/.pz-manifest.json") as f:
+        files: list[str] = json.loads(f.read())["files"]
+    return files
+
+
 def read_parquet(s3: S3Server, path: str) -> list[dict[str, Any]]:
     with s3.filesystem().open_input_file(path) as f:
         return pq.read_table(f).sort_by("id").to_pylist()
@@ -544,7 +551,8 @@ def test_a_promote_killed_midway_is_rolled_back_by_the_next_write_before_it_writ
     root = tmp_path / "p"
     assert run(days_project(root, s3, bucket, rows=6, days=3), "run").exit_code == 0
     before = contents(s3, bucket, "out/by_day")
-    assert sorted(before) == [f"out/by_day/day={d}/part-0.parquet" for d in range(3)]
+    parts = [f"out/by_day/day={d}/part-0.parquet" for d in range(3)]
+    assert sorted(before) == ["out/by_day/.pz-manifest.json", *parts]
 
     killed = pz_subprocess(
         days_project(root, s3, bucket, rows=10, days=5),
@@ -961,3 +969,53 @@ def test_force_universal_is_reported_once_per_instance(tmp_path: Path, s3: S3Ser
     assert sum("source 'lake': engine.force_universal" in e for e in errors) == 1
     assert sum("sink 'out': engine.force_universal" in e for e in errors) == 1
     assert sum("dataset 'c': files_per_partition" in e for e in errors) == 1
+
+
+def test_a_replace_never_deletes_objects_pz_did_not_write(tmp_path: Path, s3: S3Server, bucket: str) -> None:
+    put(s3, f"{bucket}/out/orders/theirs.csv", b"id\n1\n")
+    project = sink_project(tmp_path / "p", s3, bucket, rows=2)
+    refused = run(project, "run", "--select", "lake.orders")
+    assert refused.exit_code == 1, refused.output
+    assert "PZ0530" in refused.output and "holds 1 file(s) pz did not write (theirs.csv)" in refused.output
+    assert keys(s3, bucket, "out/orders") == ["out/orders/theirs.csv"]
+
+    opted_in = run(sink_project(project, s3, bucket, rows=2, orders=", foreign_files: replace"), "run")
+    assert opted_in.exit_code == 0, opted_in.output
+    assert keys(s3, bucket, "out/orders") == ["out/orders/part-00000.parquet"]
+    assert manifest(s3, bucket, "out/orders") == ["part-00000.parquet"]
+    # pz's prefix now: a replace without the opt-in runs; an append registers its objects as it adds them
+    again = run(sink_project(project, s3, bucket, rows=3), "run")
+    assert again.exit_code == 0, again.output
+    assert manifest(s3, bucket, "out/events") == [k.split("/")[-1] for k in keys(s3, bucket, "out/events")]
+
+
+def test_an_output_over_a_source_prefix_on_the_same_bucket_is_refused_at_validate(
+    tmp_path: Path, s3: S3Server, bucket: str
+) -> None:
+    other = s3.bucket(f"pz-{secrets.token_hex(4)}")
+    sources = f"""
+        connector: s3
+        connection: {connection(s3, bucket)}
+        datasets:
+          under: {{ path: "out/orders/*.parquet" }}
+          above: {{ path: out/ }}
+          beside: {{ path: "in/**/*.csv" }}
+    """
+    elsewhere = f"""
+        connector: s3
+        connection: {connection(s3, other)}
+        datasets:
+          same_path: {{ path: out/orders/ }}
+    """
+    project = sink_project(tmp_path / "p", s3, bucket)
+    write_project(project, {"sources/lake.yml": sources, "sources/other.yml": elsewhere})
+    result = run(project, "validate")
+    assert result.exit_code == 2, result.output
+    refused = [line for line in result.lines if "PZ0236" in line]
+    for output in ("orders", "events", "csv_copy"):  # every output is under out/, which `above` reads
+        assert any(f"'lake.{output}'" in line and "lake.above" in line for line in refused), result.output
+    assert any(
+        f"prefix s3://{bucket}/out/orders, which holds path s3://{bucket}/out/orders/*.parquet" in line
+        for line in refused
+    ), result.output
+    assert len(refused) == 4 and not any("other.same_path" in line or "beside" in line for line in refused)
