@@ -998,19 +998,19 @@ def test_an_output_over_a_source_prefix_on_the_same_bucket_is_refused_at_validat
         connection: {connection(s3, bucket)}
         datasets:
           under: {{ path: "out/orders/*.parquet" }}
-          above: {{ path: out/ }}
+          above: {{ path: out/, format: parquet }}
           beside: {{ path: "in/**/*.csv" }}
     """
     elsewhere = f"""
         connector: s3
         connection: {connection(s3, other)}
         datasets:
-          same_path: {{ path: out/orders/ }}
+          same_path: {{ path: out/orders/, format: parquet }}
     """
     project = sink_project(tmp_path / "p", s3, bucket)
     write_project(project, {"sources/lake.yml": sources, "sources/other.yml": elsewhere})
     result = run(project, "validate")
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 2 and "4 errors" in result.output, result.output
     refused = [line for line in result.lines if "PZ0236" in line]
     for output in ("orders", "events", "csv_copy"):  # every output is under out/, which `above` reads
         assert any(f"'lake.{output}'" in line and "lake.above" in line for line in refused), result.output
