@@ -46,15 +46,15 @@ def _relation(target: tuple[str, ...], other: tuple[str, ...], owns: bool) -> st
     return None
 
 
-def _glob_reaches(glob: tuple[str, ...], rest: tuple[str, ...], below: bool) -> bool:
+def glob_reaches(glob: tuple[str, ...], rest: tuple[str, ...], below: bool) -> bool:
     """Whether the glob segments can match the path `rest` itself or (`below`) a path under it."""
     if not rest:
         return below or all(seg == "**" for seg in glob)
     if not glob:
         return False
     if glob[0] == "**":
-        return _glob_reaches(glob[1:], rest, below) or _glob_reaches(glob, rest[1:], below)
-    return fnmatch.fnmatchcase(rest[0], glob[0]) and _glob_reaches(glob[1:], rest[1:], below)
+        return glob_reaches(glob[1:], rest, below) or glob_reaches(glob, rest[1:], below)
+    return fnmatch.fnmatchcase(rest[0], glob[0]) and glob_reaches(glob[1:], rest[1:], below)
 
 
 def _data_relation(
@@ -66,7 +66,7 @@ def _data_relation(
     if _within(fixed, target) and (owns or fixed == target):
         return "holds" if fixed != target or data.glob else "is the same as"
     glob = data.glob or ("**",)  # a plain path: itself and everything under it
-    if _within(target, fixed) and _glob_reaches(glob, target[len(fixed) :], below=owns):
+    if _within(target, fixed) and glob_reaches(glob, target[len(fixed) :], below=owns):
         return "lies in"
     return None
 
