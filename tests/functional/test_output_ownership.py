@@ -169,6 +169,13 @@ def test_an_append_adds_to_a_shared_folder_and_records_only_its_own_files(tmp_pa
         assert result.exit_code == 0, result.output
     mine = sorted(p.name for p in shared.glob("part-*.parquet"))
     assert len(mine) == 2 and _manifest(shared) == mine
+    # foreign_files says what a replace may delete: on an append it is refused, not ignored
+    both = pz(_shared_folder_project(project, ", strategy: append, foreign_files: replace"), "validate")
+    assert (
+        both.exit_code == 2
+        and "PZ0305" in both.output
+        and "foreign_files only applies to replace" in both.output
+    )
     replaced = pz(_shared_folder_project(project), "run")
     assert replaced.exit_code == 1, replaced.output
     assert "holds 1 file(s) pz did not write (theirs.csv)" in replaced.output

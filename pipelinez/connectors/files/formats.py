@@ -105,15 +105,6 @@ def dataset_issues(block: dict[str, Any], path_problem: Callable[[str], str | No
     """The format rules of one dataset block (values rendered); `path_problem` adds the connector's own
     rule for where a path may point."""
     issues: list[Issue] = []
-    strategy = block.get("strategy", "replace")
-    if "foreign_files" in block and strategy != "replace" and not is_templated(strategy):
-        issues.append(
-            (
-                f"foreign_files says what a replace may delete, but this output's strategy is {strategy} "
-                "(which deletes nothing); remove foreign_files",
-                ("foreign_files",),
-            )
-        )
     path = block.get("path")
     if isinstance(path, str) and not is_templated(path):
         problem = root_output_problem(path) or path_problem(path)
@@ -175,15 +166,6 @@ def output_issues(block: dict[str, Any], path_problem: Callable[[str], str | Non
                 "partition_by is available for parquet and csv outputs (DuckDB cannot partition json "
                 "output); write parquet or csv, or drop partition_by",
                 ("partition_by",),
-            )
-        )
-    strategy = block.get("strategy", "replace")
-    if "foreign_files" in block and strategy != "replace" and not is_templated(strategy):
-        issues.append(
-            (
-                f"foreign_files says what a replace may delete, but this output's strategy is {strategy} "
-                "(which deletes nothing); remove foreign_files",
-                ("foreign_files",),
             )
         )
     path = block.get("path")
