@@ -72,8 +72,8 @@ def _data_relation(
 
 
 def _source_relation(target: OutputTarget, loc: DataLocation) -> str | None:
-    if target.nested and target.system == loc.system:
-        return _data_relation(target.parts, loc, loc.parts, owns=True)
+    if target.system == loc.system:  # one store: prefixes compare; one database file: tables are apart
+        return _data_relation(target.parts, loc, loc.parts, owns=True) if target.nested else None
     if target.local_path is not None and loc.local_path is not None:
         return _data_relation(target.local_path, loc, loc.local_path, target.owns_local_path)
     return None

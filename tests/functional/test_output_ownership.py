@@ -21,6 +21,12 @@ OVERLAPS = {
           one: { path: orders.csv, columns: { id: bigint } }
           deep: { path: "logs/**/*.csv", columns: { id: bigint } }
     """,
+    "sources/db.yml": """
+        connector: duckdb
+        connection: { path: data/wh.duckdb }
+        datasets:
+          t: { table: t, columns: { id: bigint } }
+    """,
     "sinks/data.yml": """
         connector: localfiles
         connection: { root: data }
@@ -30,6 +36,7 @@ OVERLAPS = {
           in_deep: { path: logs/2026/eu }
           beside_raw: { path: raw/sub }
           beside: { path: exports/orders }
+          over_db: { path: wh.duckdb }
     """,
     "sinks/proj.yml": """
         connector: localfiles
@@ -56,8 +63,8 @@ OVERLAPS = {
 
 def test_an_output_over_source_data_or_the_project_is_refused_at_validate(tmp_path: Path) -> None:
     outputs = (
-        "data.over_raw", "data.over_one", "data.in_deep", "data.beside_raw",
-        "data.beside", "proj.sql", "proj.state", "proj.inside_sources", "proj.fine", "up.everything",
+        "data.over_raw", "data.over_one", "data.in_deep", "data.beside_raw", "data.beside", "data.over_db",
+        "proj.sql", "proj.state", "proj.inside_sources", "proj.fine", "up.everything",
         "wh.t", "wh_ok.t", "wh_cfg.t",
     )  # fmt: skip
     project = write_project(tmp_path / "proj", {**OVERLAPS, **_writes(*outputs)})
@@ -70,8 +77,10 @@ def test_an_output_over_source_data_or_the_project_is_refused_at_validate(tmp_pa
         ("'up.everything'", "which holds path data/raw/*.csv of source dataset 'files.raw'"),
         ("'up.everything'", "which holds path data/orders.csv"),
         ("'up.everything'", "which holds path data/logs/**/*.csv"),
+        ("'up.everything'", "which holds database file data/wh.duckdb of source dataset 'db.t'"),
         ("'data.in_deep'", "which lies in path data/logs/**/*.csv of source dataset 'files.deep'"),
         ("'wh.t'", "table main.t in data/raw/wh.csv, which lies in path data/raw/*.csv"),
+        ("'data.over_db'", "folder data/wh.duckdb, which is the same as database file data/wh.duckdb"),
     ]
     for output, text in expected_sources:
         assert any(output in line and text in line for line in sources), (output, result.output)
@@ -89,6 +98,7 @@ def test_an_output_over_source_data_or_the_project_is_refused_at_validate(tmp_pa
         assert any(output in line and text in line for line in project_lines), (output, result.output)
     assert len(project_lines) == len(expected_project), result.output
     # clear of both: a folder the glob cannot reach into, another folder, a DuckDB file beside the sources
+    # (and another table of the database file a duckdb source reads)
     for fine in ("'data.beside_raw'", "'data.beside'", "'proj.fine'", "'wh_ok.t'"):
         assert not any(fine in line for line in [*sources, *project_lines]), fine
     # a replace run never started: the source data and the project are all there
