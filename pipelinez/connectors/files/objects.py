@@ -381,6 +381,10 @@ class ObjectFolder:
         files = [key[len(self.prefix) + 1 :] for key, _ in self.store.objects(self.prefix)]
         return ownership.classify(files, manifest, self.describe())
 
+    def _owned(self) -> frozenset[str]:
+        """The objects of pz's the output holds now (what an append keeps in the manifest)."""
+        return self._state(self.store.get(self._manifest_key())).owned
+
     def _register(self, owned: frozenset[str] | set[str], finals: list[str]) -> None:
         """Write the manifest naming `owned` and the output keys `finals` (before they appear)."""
         rel = {key[len(self.prefix) + 1 :] for key in finals}
@@ -501,8 +505,7 @@ class ObjectFolder:
         try:
             fill(self.store.uri(tmp))
             new = [key[len(tmp) + 1 :] for key, _ in self.store.objects(tmp)]
-            owned = self._state(self.store.get(self._manifest_key())).owned
-            self._register(owned, [f"{self.prefix}/{rel}" for rel in new])
+            self._register(self._owned(), [f"{self.prefix}/{rel}" for rel in new])
             for rel in new:
                 final = f"{self.prefix}/{rel}"
                 if fs.get_file_info(path(final)).type != pafs.FileType.NotFound:
@@ -540,7 +543,7 @@ class ObjectFolder:
                     is_transient=True,
                     code="PZ0501",
                 )
-            self._register(self._state(self.store.get(self._manifest_key())).owned, [final])
+            self._register(self._owned(), [final])
             self.store.copy(f"{tmp}/{name}", final)
         finally:
             self._discard(tmp)
