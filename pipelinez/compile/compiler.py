@@ -23,6 +23,7 @@ from pipelinez.compile.inlining import inline
 from pipelinez.compile.instances import resolve_instances
 from pipelinez.compile.name_checks import case_clashes, result_column_clashes, unsafe_output_names
 from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
+from pipelinez.compile.output_overlaps import owned_overlaps
 from pipelinez.compile.pins import check_pins
 from pipelinez.compile.semantic import analyse_pipelines
 from pipelinez.compile.staging import resolve_staging
@@ -50,7 +51,9 @@ class CompileResult:
 
 
 # tier-2 errors about where a pipeline writes, not what its query reads: its query is still dry-compiled
-_QUERY_STILL_BINDS = frozenset({"PZ0118", "PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228"})
+_QUERY_STILL_BINDS = frozenset(
+    {"PZ0118", "PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228", "PZ0236", "PZ0237"}
+)
 
 
 def static_schema_lookup(project: Project) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
@@ -117,6 +120,7 @@ def compile_project(
     by_file = {inst.spec.file: inst for inst in [*sources.values(), *sinks.values()]}
     errors += validate_instances(project, by_file, project.locate)
     errors += shared_targets(project, infos, sinks)
+    errors += owned_overlaps(project, infos, sources, sinks)
 
     # drop pipelines with tier-2 errors and their dependents before building nodes
     bad_files = {d.place.file for d in errors if d.code not in _QUERY_STILL_BINDS}

@@ -220,6 +220,16 @@ def _strategy_rules(spec: SinkSpec, name: str, manifest: Manifest, locate: Locat
                 place=locate(spec.file, (*base, "duplicates")),
             )
         )
+    if "foreign_files" in out.options and out.strategy != "replace":  # the file sinks' key (their schemas)
+        diags.append(
+            error(
+                "PZ0305",
+                f"sink '{spec.name}' output '{name}': foreign_files only applies to replace (what a replace "
+                f"may delete; {out.strategy} deletes nothing)",
+                place=locate(spec.file, (*base, "foreign_files")),
+                next_step="remove foreign_files, or write with strategy replace",
+            )
+        )
     return diags
 
 

@@ -187,6 +187,18 @@ class OutputTarget:
 
 
 @dataclass(frozen=True)
+class DataLocation:
+    """Where a source dataset's data lives, in the terms of `OutputTarget` (the same `system` for the same
+    store, path parts normalized alike), so validate can refuse an output that would write over it."""
+
+    system: tuple[str, ...]
+    parts: tuple[str, ...]  # the file, the folder, or a glob's fixed leading folders
+    display: str  # for messages (never a secret): "path data/raw/*.csv", "path s3://bucket/raw"
+    glob: tuple[str, ...] = ()  # a glob's segments after `parts` (`*`, `?`, `[..]`, `**` for any depth)
+    local_path: tuple[str, ...] | None = None  # `parts` as absolute real path parts on the local disk
+
+
+@dataclass(frozen=True)
 class DatasetRequest:
     """What the engine asks a source to extract."""
 
@@ -300,6 +312,14 @@ class Connector:
         """The physical target of an output (rendered connection and output block; real values, so never
         put the connection in `display`), or None when it can't be told statically. Validation refuses two
         outputs whose targets overlap (PZ0228)."""
+        return None
+
+    @classmethod
+    def dataset_location(
+        cls, project_dir: Path, connection: dict[str, Any], dataset: str, options: dict[str, Any]
+    ) -> DataLocation | None:
+        """Where a dataset's data lives when it is a path (rendered connection and dataset block), or None
+        (a table, or not told statically). Validate refuses an output that overlaps it (PZ0236)."""
         return None
 
     def source_tier(self, dataset: DatasetRequest) -> str:

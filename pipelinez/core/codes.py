@@ -386,6 +386,23 @@ REGISTRY: tuple[Code, ...] = (
         retired=True,
     ),
     Code(
+        "PZ0236",
+        "OutputOverlapsSource",
+        "an output's folder, prefix or file is the same as, lies inside, or holds a declared source "
+        "dataset's file, folder or glob folder (paths resolved against the connection root, symlinks "
+        "followed; object stores: the same bucket or container): a replace would delete the source's data",
+        "point the output's path: (or the sink's root/bucket) somewhere no source reads, or move the source "
+        "data out of the output's folder",
+    ),
+    Code(
+        "PZ0237",
+        "OutputOverlapsProject",
+        "an output's folder or file is the project folder or holds it, or is or lies inside pipelines/, "
+        "sources/, sinks/, .pz/, project.yml or pz.lock: a replace would delete the project's SQL, "
+        "configuration or state",
+        "give the output a path: of its own (e.g. out/orders.parquet), outside those project folders",
+    ),
+    Code(
         "PZ0232",
         "LockMismatch",
         "the project has a pz.lock, and a connector it pins or uses is not installed as the lock records "
@@ -650,6 +667,15 @@ REGISTRY: tuple[Code, ...] = (
         "merge and replace outputs absorb the re-read, an append output receives those rows twice",
     ),
     Code(
+        "PZ0530",
+        "ForeignFilesInOutput",
+        "a replace output's folder or prefix holds files pz did not write (not named in its "
+        ".pz-manifest.json; without a manifest, any file not named part-*.<format>): the replace would "
+        "delete them, so nothing was written",
+        "move those files elsewhere or give the output a folder of its own; or set foreign_files: replace "
+        "on the output to let the replace remove them",
+    ),
+    Code(
         "PZ0531",
         "BucketNotFound",
         "an object-store source or sink names a bucket (s3) or container (azureblob) that does not exist at "
@@ -658,6 +684,14 @@ REGISTRY: tuple[Code, ...] = (
         "create the bucket or container named in the message, or fix connection.bucket/container "
         "(the --staging URL's bucket) and endpoint/region (engine.staging for the staging); pz never "
         "creates one",
+    ),
+    Code(
+        "PZ0532",
+        "OutputManifestUnreadable",
+        "an output folder's .pz-manifest.json (the list of files pz wrote there) is not a manifest pz can "
+        "read, so pz cannot tell its own files from others; nothing was written",
+        "if every file in the folder is pz's, delete the manifest; or set foreign_files: replace on the "
+        "output to let the replace remove everything there",
     ),
     Code(
         "PZ0536",

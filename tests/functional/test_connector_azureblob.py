@@ -8,6 +8,7 @@ import base64
 import hashlib
 import hmac
 import io
+import json
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,7 +68,9 @@ def put(azure: AzureServer, path: str, data: bytes) -> None:
 
 
 def blobs(azure: AzureServer, container: str, prefix: str = "") -> list[str]:
-    return stored_keys(azure.filesystem(), container, prefix)
+    """The blobs under `prefix`, without the manifests pz keeps next to its outputs' data."""
+    found = stored_keys(azure.filesystem(), container, prefix)
+    return [k for k in found if not k.endswith("/.pz-manifest.json")]
 
 
 def read_parquet(azure: AzureServer, path: str) -> list[dict[str, Any]]:
@@ -136,7 +139,7 @@ def test_reads_by_blob_prefix_and_glob(tmp_path: Path, azure: AzureServer, conta
     assert run(azure, project, "validate", "--connect").exit_code == 0
 
 
-def sink_project(root: Path, container: str, rows: int) -> Path:
+def sink_project(root: Path, container: str, rows: int, orders: str = "") -> Path:
     return write_project(
         root,
         {
@@ -145,7 +148,7 @@ def sink_project(root: Path, container: str, rows: int) -> Path:
                 connector: azureblob
                 connection: {by_string(container)}
                 outputs:
-                  orders: {{ path: out/orders }}
+                  orders: {{ path: out/orders{orders} }}
                   log: {{ path: out/log, strategy: append, format: csv }}
             """,
             "pipelines/orders.sql": "INSERT INTO {{ sink('blob', 'orders') }}\n"
@@ -201,10 +204,11 @@ def test_a_multi_blob_promote_failing_or_killed_midway_leaves_the_old_blobs(
     before it writes (that write fails after writing its temp prefix: the output is still the old one)."""
     first = run(azure, sink_project(tmp_path / "p", container, 3), "run", "--select", "blob.orders")
     assert first.exit_code == 0, first.output
+    # a blob pz did not write: the replace may remove it (foreign_files: replace), so it has one to delete
     put(azure, f"{container}/out/orders/part-old-00000.parquet", b"old bytes")
     before = blob_contents(azure, container, "out/orders")
-    assert len(before) == 2
-    project = sink_project(tmp_path / "p", container, 7)
+    assert len(before) == 3  # the manifest, pz's blob and the other one
+    project = sink_project(tmp_path / "p", container, 7, ", foreign_files: replace")
 
     def attempt(failpoint: str) -> PzResult:
         (project / ".pz" / "lock").unlink(missing_ok=True)
@@ -508,7 +512,28 @@ def test_a_replace_deletes_an_old_blob_a_killed_copy_left_a_snapshot_of(
     put(azure, f"{container}/out/orders/part-appended-00000.parquet", b"appended")
     rest = BlobRest(AZURITE_ACCOUNT, AZURITE_KEY, None, azure.endpoint, container)
     assert rest.snapshot("out/orders/part-appended-00000.parquet")
-    again = run(azure, sink_project(tmp_path / "p", container, 2), "run", "--select", "blob.orders")
+    project = sink_project(tmp_path / "p", container, 2, ", foreign_files: replace")
+    again = run(azure, project, "run", "--select", "blob.orders")
     assert again.exit_code == 0, again.output
     assert blobs(azure, container, "out/orders") == ["out/orders/part-00000.parquet"]
     assert snapshots(azure, container) == []
+
+
+def test_a_replace_never_deletes_blobs_pz_did_not_write(
+    tmp_path: Path, azure: AzureServer, container: str
+) -> None:
+    put(azure, f"{container}/out/orders/theirs.csv", b"id\n1\n")
+    refused = run(azure, sink_project(tmp_path / "p", container, 3), "run", "--select", "blob.orders")
+    assert refused.exit_code == 1, refused.output
+    assert "PZ0530" in refused.output and "holds 1 file(s) pz did not write (theirs.csv)" in refused.output
+    assert blobs(azure, container, "out/orders") == ["out/orders/theirs.csv"]
+
+    project = sink_project(tmp_path / "p", container, 3, ", foreign_files: replace")
+    opted_in = run(azure, project, "run", "--select", "blob.orders")
+    assert opted_in.exit_code == 0, opted_in.output
+    assert blobs(azure, container, "out/orders") == ["out/orders/part-00000.parquet"]
+    with azure.filesystem().open_input_stream(f"{container}/out/orders/.pz-manifest.json") as f:
+        assert json.loads(f.read())["files"] == ["part-00000.parquet"]
+    # pz's prefix now: a replace without the opt-in runs
+    again = run(azure, sink_project(tmp_path / "p", container, 2), "run", "--select", "blob.orders")
+    assert again.exit_code == 0, again.output

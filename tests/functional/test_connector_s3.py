@@ -54,7 +54,15 @@ def put_parquet(s3: S3Server, path: str, table: pa.Table) -> None:
 
 
 def keys(s3: S3Server, bucket: str, prefix: str = "") -> list[str]:
-    return stored_keys(s3.filesystem(), bucket, prefix)
+    """The keys under `prefix`, without the manifests pz keeps next to its outputs' data."""
+    return [k for k in stored_keys(s3.filesystem(), bucket, prefix) if not k.endswith("/.pz-manifest.json")]
+
+
+def manifest(s3: S3Server, bucket: str, prefix: str) -> list[str]:
+    """The files an output's manifest names."""
+    with s3.filesystem().open_input_stream(f"{bucket}/{prefix}/.pz-manifest.json") as f:
+        files: list[str] = json.loads(f.read())["files"]
+    return files
 
 
 def read_parquet(s3: S3Server, path: str) -> list[dict[str, Any]]:
@@ -152,7 +160,9 @@ def test_a_path_matching_nothing_fails_the_load_with_a_message(
 
 
 # -- sinks -----------------------------------------------------------------------------------------------
-def sink_project(root: Path, s3: S3Server, bucket: str, rows: int = 3, extra: str = "") -> Path:
+def sink_project(
+    root: Path, s3: S3Server, bucket: str, rows: int = 3, extra: str = "", orders: str = ""
+) -> Path:
     return write_project(
         root,
         {
@@ -161,7 +171,7 @@ def sink_project(root: Path, s3: S3Server, bucket: str, rows: int = 3, extra: st
                 connector: s3
                 connection: {connection(s3, bucket)}
                 outputs:
-                  orders: {{ path: out/orders }}
+                  orders: {{ path: out/orders{orders} }}
                   events: {{ path: out/events, strategy: append, format: json }}
                   csv_copy: {{ path: out/csv_copy, format: csv }}
             """,
@@ -191,8 +201,12 @@ def test_replace_and_append_write_objects(tmp_path: Path, s3: S3Server, bucket: 
     events = keys(s3, bucket, "out/events")
     assert len(events) == 2 and all(k.endswith(".json") for k in events)
     assert second.node("lake.events")["batches_committed"] == 1
-    # nothing but the outputs: no temp prefix is left behind
-    assert all(not part.startswith(".") for k in keys(s3, bucket) for part in k.split("/")), keys(s3, bucket)
+    # nothing but the outputs and their manifests: no temp prefix is left behind
+    everything = stored_keys(s3.filesystem(), bucket)
+    assert all(not part.startswith(".") for k in keys(s3, bucket) for part in k.split("/")), everything
+    assert [k for k in everything if k not in keys(s3, bucket)] == [
+        f"out/{name}/.pz-manifest.json" for name in ("csv_copy", "events", "orders")
+    ]
 
 
 def test_replace_removes_files_an_earlier_append_added(tmp_path: Path, s3: S3Server, bucket: str) -> None:
@@ -460,11 +474,12 @@ def test_a_replace_failing_inside_its_promote_leaves_the_old_objects(
     copied in puts back exactly the old objects with their old bytes; the next replace leaves the result."""
     project = sink_project(tmp_path / "p", s3, bucket, rows=3)
     assert run(project, "run", "--select", "lake.orders").exit_code == 0
+    # an object pz did not write: the replace may remove it (foreign_files: replace), so it has one to delete
     put_parquet(s3, f"{bucket}/out/orders/part-old-00000.parquet", pa.table({"id": [100], "name": ["x"]}))
     before = contents(s3, bucket, "out/orders")
-    assert len(before) == 2
+    assert len(before) == 3  # the manifest, pz's object and the other one
 
-    project = sink_project(tmp_path / "p", s3, bucket, rows=4)
+    project = sink_project(tmp_path / "p", s3, bucket, rows=4, orders=", foreign_files: replace")
     failed = pz_subprocess(
         project, "run", "--select", "lake.orders", env={**ENV, "PZ_FAILPOINTS": "sink.during_promote"}
     )
@@ -490,7 +505,7 @@ def test_a_failing_restore_keeps_the_promote_error_and_leaves_the_roll_back_to_t
     put_parquet(s3, f"{bucket}/out/orders/part-old-00000.parquet", pa.table({"id": [100], "name": ["x"]}))
     before = contents(s3, bucket, "out/orders")
 
-    project = sink_project(tmp_path / "p", s3, bucket, rows=4)
+    project = sink_project(tmp_path / "p", s3, bucket, rows=4, orders=", foreign_files: replace")
     failpoint = "sink.during_promote,sink.promote_restore"
     failed = pz_subprocess(project, "run", "--select", "lake.orders", env={**ENV, "PZ_FAILPOINTS": failpoint})
     assert failed.exit_code == 1, failed.output
@@ -540,7 +555,8 @@ def test_a_promote_killed_midway_is_rolled_back_by_the_next_write_before_it_writ
     root = tmp_path / "p"
     assert run(days_project(root, s3, bucket, rows=6, days=3), "run").exit_code == 0
     before = contents(s3, bucket, "out/by_day")
-    assert sorted(before) == [f"out/by_day/day={d}/part-0.parquet" for d in range(3)]
+    parts = [f"out/by_day/day={d}/part-0.parquet" for d in range(3)]
+    assert sorted(before) == ["out/by_day/.pz-manifest.json", *parts]
 
     killed = pz_subprocess(
         days_project(root, s3, bucket, rows=10, days=5),
@@ -549,7 +565,7 @@ def test_a_promote_killed_midway_is_rolled_back_by_the_next_write_before_it_writ
     )
     assert killed.exit_code == 137, killed.output
     mixed = contents(s3, bucket, "out/by_day")
-    assert len(mixed) == 5 and mixed != before  # new partitions copied in, old ones overwritten
+    assert len(mixed) == 6 and mixed != before  # new partitions copied in, old ones overwritten
     assert "out/.by_day.pz-promote.json" in keys(s3, bucket, "out")
     assert any(k.startswith("out/.by_day.pz-bak-") for k in keys(s3, bucket, "out"))
 
@@ -583,6 +599,7 @@ def test_a_single_object_replace_makes_no_backup(tmp_path: Path, s3: S3Server, b
 
     put_parquet(s3, f"{bucket}/out/orders/part-old-00000.parquet", pa.table({"id": [100], "name": ["x"]}))
     (tmp_path / "p" / ".pz" / "lock").unlink(missing_ok=True)
+    project = sink_project(tmp_path / "p", s3, bucket, rows=5, orders=", foreign_files: replace")
     killed = pz_subprocess(
         project, "run", "--select", "lake.orders", env={**ENV, "PZ_FAILPOINTS": "sink.during_promote:kill"}
     )
@@ -672,13 +689,6 @@ def test_partitioned_outputs_round_trip(tmp_path: Path, s3: S3Server, bucket: st
             tmp_path / "p",
             {
                 "project.yml": PROJECT_YML,
-                "sources/lake.yml": f"""
-                    connector: s3
-                    connection: {connection(s3, bucket)}
-                    datasets:
-                      back: {{ path: "out/by_day/**/*.parquet", hive_partitioning: true }}
-                      log_back: {{ path: "out/log/", format: csv, hive_partitioning: true }}
-                """,
                 "sinks/lake.yml": f"""
                     connector: s3
                     connection: {connection(s3, bucket)}
@@ -686,16 +696,31 @@ def test_partitioned_outputs_round_trip(tmp_path: Path, s3: S3Server, bucket: st
                       by_day: {{ path: out/by_day, partition_by: [day] }}
                       log: {{ path: out/log, format: csv, strategy: append, partition_by: [day] }}
                 """,
-                "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
                 "pipelines/days.sql": "INSERT INTO {{ sink('lake', 'by_day') }}\n"
                 "INSERT INTO {{ sink('lake', 'log') }}\n"
                 f"SELECT range AS id, range % 3 AS day FROM range({rows})\n",
-                "pipelines/back.sql": "INSERT INTO {{ sink('wh', 'back') }}\n"
-                "SELECT * FROM {{ source('lake', 'back') }}\n",
-                "pipelines/log_back.sql": "INSERT INTO {{ sink('wh', 'log_back') }}\n"
-                "SELECT * FROM {{ source('lake', 'log_back') }}\n",
             },
         )
+
+    # the outputs are read back by another project (one project may not read what it replaces: PZ0236)
+    reader = write_project(
+        tmp_path / "r",
+        {
+            "project.yml": PROJECT_YML,
+            "sources/lake.yml": f"""
+                connector: s3
+                connection: {connection(s3, bucket)}
+                datasets:
+                  back: {{ path: "out/by_day/**/*.parquet", hive_partitioning: true }}
+                  log_back: {{ path: "out/log/", format: csv, hive_partitioning: true }}
+            """,
+            "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+            "pipelines/back.sql": "INSERT INTO {{ sink('wh', 'back') }}\n"
+            "SELECT * FROM {{ source('lake', 'back') }}\n",
+            "pipelines/log_back.sql": "INSERT INTO {{ sink('wh', 'log_back') }}\n"
+            "SELECT * FROM {{ source('lake', 'log_back') }}\n",
+        },
+    )
 
     first = run(project(6), "run", "--select", "lake.by_day", "--select", "lake.log")
     assert first.exit_code == 0, first.output
@@ -705,7 +730,7 @@ def test_partitioned_outputs_round_trip(tmp_path: Path, s3: S3Server, bucket: st
     assert second.node("lake.log")["batches_committed"] == 3
     assert keys(s3, bucket, "out/by_day") == [f"out/by_day/day={d}/part-0.parquet" for d in range(3)]
     assert len(keys(s3, bucket, "out/log")) == 6  # two appends, three partitions each
-    back = run(project(4), "run", "--select", "wh.back", "--select", "wh.log_back")
+    back = run(reader, "run")
     assert back.exit_code == 0, back.output
     assert wh_rows(back.project, "back") == [(i, i % 3) for i in range(4)]
     assert wh_rows(back.project, "log_back") == sorted(
@@ -949,3 +974,53 @@ def test_force_universal_is_reported_once_per_instance(tmp_path: Path, s3: S3Ser
         assert sum("source 'lake': engine.force_universal" in e for e in errors) == 1
         assert sum("sink 'out': engine.force_universal" in e for e in errors) == 1
         assert sum("dataset 'c': files_per_partition" in e for e in errors) == 1
+
+
+def test_a_replace_never_deletes_objects_pz_did_not_write(tmp_path: Path, s3: S3Server, bucket: str) -> None:
+    put(s3, f"{bucket}/out/orders/theirs.csv", b"id\n1\n")
+    project = sink_project(tmp_path / "p", s3, bucket, rows=2)
+    refused = run(project, "run", "--select", "lake.orders")
+    assert refused.exit_code == 1, refused.output
+    assert "PZ0530" in refused.output and "holds 1 file(s) pz did not write (theirs.csv)" in refused.output
+    assert keys(s3, bucket, "out/orders") == ["out/orders/theirs.csv"]
+
+    opted_in = run(sink_project(project, s3, bucket, rows=2, orders=", foreign_files: replace"), "run")
+    assert opted_in.exit_code == 0, opted_in.output
+    assert keys(s3, bucket, "out/orders") == ["out/orders/part-00000.parquet"]
+    assert manifest(s3, bucket, "out/orders") == ["part-00000.parquet"]
+    # pz's prefix now: a replace without the opt-in runs; an append registers its objects as it adds them
+    again = run(sink_project(project, s3, bucket, rows=3), "run")
+    assert again.exit_code == 0, again.output
+    assert manifest(s3, bucket, "out/events") == [k.split("/")[-1] for k in keys(s3, bucket, "out/events")]
+
+
+def test_an_output_over_a_source_prefix_on_the_same_bucket_is_refused_at_validate(
+    tmp_path: Path, s3: S3Server, bucket: str
+) -> None:
+    other = s3.bucket(f"pz-{secrets.token_hex(4)}")
+    sources = f"""
+        connector: s3
+        connection: {connection(s3, bucket)}
+        datasets:
+          under: {{ path: "out/orders/*.parquet" }}
+          above: {{ path: out/, format: parquet }}
+          beside: {{ path: "in/**/*.csv" }}
+    """
+    elsewhere = f"""
+        connector: s3
+        connection: {connection(s3, other)}
+        datasets:
+          same_path: {{ path: out/orders/, format: parquet }}
+    """
+    project = sink_project(tmp_path / "p", s3, bucket)
+    write_project(project, {"sources/lake.yml": sources, "sources/other.yml": elsewhere})
+    result = run(project, "validate")
+    assert result.exit_code == 2 and "4 errors" in result.output, result.output
+    refused = [line for line in result.lines if "PZ0236" in line]
+    for output in ("orders", "events", "csv_copy"):  # every output is under out/, which `above` reads
+        assert any(f"'lake.{output}'" in line and "lake.above" in line for line in refused), result.output
+    assert any(
+        f"prefix s3://{bucket}/out/orders, which holds path s3://{bucket}/out/orders/*.parquet" in line
+        for line in refused
+    ), result.output
+    assert len(refused) == 4 and not any("other.same_path" in line or "beside" in line for line in refused)

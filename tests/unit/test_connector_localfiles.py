@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import secrets
 import subprocess
@@ -515,7 +516,8 @@ def test_sink_round_trip(tmp_path: Path, tier: str, fmt: str) -> None:
     result = _write(conn, con, tier, OutputRequest("orders", {"format": fmt}, "replace", run_id="r1"), 5)
     assert result.rows == 5
     folder = tmp_path / "data" / f"orders.{fmt}"
-    assert sorted(p.name for p in folder.iterdir()) == [f"part-00000.{fmt}"]
+    assert sorted(p.name for p in folder.iterdir()) == [".pz-manifest.json", f"part-00000.{fmt}"]
+    assert json.loads((folder / ".pz-manifest.json").read_bytes())["files"] == [f"part-00000.{fmt}"]
     ref = duckdb.connect()
     ref.register("incoming", _reader(5))
     ref.execute("CREATE TABLE r AS SELECT * FROM incoming")
@@ -610,14 +612,13 @@ def test_append_adds_one_file_per_write(tmp_path: Path, tier: str) -> None:
     )
     assert (first.rows, first.batches_committed, second.rows, second.batches_committed) == (2, 1, 3, 1)
     folder = tmp_path / "data" / "ev.json"
-    assert sorted(p.name for p in folder.iterdir()) == [
-        "part-20261010T020011408Z-7d1e-00000.json",
-        "part-20261010T020011408Z-7d1e-00001.json",
-    ]
+    parts = ["part-20261010T020011408Z-7d1e-00000.json", "part-20261010T020011408Z-7d1e-00001.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [".pz-manifest.json", *parts]
+    assert json.loads((folder / ".pz-manifest.json").read_bytes())["files"] == parts
     assert [r[0] for r in _read_back(tmp_path, "ev.json", "json")] == [0, 1, 10, 11, 12]
     empty = _write(conn, con, tier, OutputRequest("ev", {"format": "json"}, "append", run_id="r"), 0)
     assert (empty.rows, empty.batches_committed) == (0, 0)
-    assert len(list(folder.iterdir())) == 2
+    assert len(list(folder.iterdir())) == 3
 
 
 @pytest.mark.parametrize("tier", [NATIVE, UNIVERSAL])

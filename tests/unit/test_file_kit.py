@@ -148,7 +148,8 @@ def test_localfiles_partitioned_output_on_both_tiers(tmp_path: Path, universal: 
         "days.parquet/day=1/part-0.parquet",
     ]
     logs = [p for p in (project / "out" / "log.csv").rglob("*.csv")]
-    assert len(logs) == 4 and not any(p.name.startswith(".") for p in (project / "out").rglob("*"))
+    hidden = [p for p in (project / "out").rglob("*") if p.name.startswith(".")]
+    assert len(logs) == 4 and [p.name for p in hidden] == [".pz-manifest.json"] * 2
     con = duckdb.connect()
     try:
         rows = con.execute(

@@ -28,6 +28,7 @@ from pipelinez.connectors.sdk import (
     Connector,
     ConnectorContext,
     ConnectorIssue,
+    DataLocation,
     DatasetRequest,
     OutputRequest,
     OutputTarget,
@@ -111,6 +112,17 @@ class DuckDBConnector(Connector):
             f"table {table} in {shown}",
             local_path=Path(real).parts,
         )
+
+    @classmethod
+    def dataset_location(
+        cls, project_dir: Path, connection: dict[str, Any], dataset: str, options: dict[str, Any]
+    ) -> DataLocation | None:
+        """The database file (symlinks resolved): a folder output holding it would delete it. A duckdb
+        output into the same file is another table of it (`output_target`'s system), not an overlap."""
+        path = resolve_path(project_dir, connection.get("path", ""))
+        real = os.path.normcase(os.path.realpath(path))
+        shown = os.path.relpath(path, project_dir) if path.is_relative_to(project_dir) else str(path)
+        return DataLocation(("duckdb", real), (), f"database file {shown}", local_path=Path(real).parts)
 
     def static_schema(self, dataset: DatasetRequest) -> list[tuple[str, str]] | None:
         if not self.path.is_file():

@@ -38,6 +38,14 @@ def has_glob(path: str) -> bool:
     return any(ch in GLOB_CHARS for ch in path)
 
 
+def split_glob(path: str) -> tuple[str, tuple[str, ...]]:
+    """`path` as its leading '/'-separated segments before the first one holding a glob character (the
+    folder a glob stays inside; the whole path when it has none) and the glob's segments from there."""
+    segments = path.replace("\\", "/").split("/")
+    first = next((i for i, seg in enumerate(segments) if has_glob(seg)), len(segments))
+    return "/".join(segments[:first]), tuple(seg for seg in segments[first:] if seg)
+
+
 def format_of_path(path: str) -> str | None:
     """The format a path's extension names (`orders.csv.gz` -> csv), or None."""
     name = path.rstrip("/\\").rsplit("/", 1)[-1].lower()

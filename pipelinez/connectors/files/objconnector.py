@@ -30,6 +30,7 @@ from pipelinez.connectors.sdk import (
     Connector,
     ConnectorContext,
     ConnectorIssue,
+    DataLocation,
     DatasetRequest,
     OutputRequest,
     OutputTarget,
@@ -130,6 +131,27 @@ class ObjectStoreConnector(Connector):
             tuple(p for p in prefix.split("/") if p),
             f"prefix {store.uri(prefix)}",
             nested=True,
+        )
+
+    @classmethod
+    def dataset_location(
+        cls, project_dir: Path, connection: dict[str, Any], dataset: str, options: dict[str, Any]
+    ) -> DataLocation | None:
+        """The dataset's object or prefix (a glob: its fixed leading segments) in the store's terms of
+        `output_target`."""
+        path = options.get("path")
+        try:
+            store = cls.make_store(connection)
+        except (PzConnectorError, ValueError, KeyError):
+            return None
+        if not isinstance(path, str):
+            return None
+        fixed, glob = formats.split_glob(path.strip("/"))
+        return DataLocation(
+            (store.scheme, *store.identity(), store.root),
+            tuple(p for p in fixed.split("/") if p),
+            f"path {store.uri(path.strip('/'))}",
+            glob,
         )
 
     def source_tier(self, dataset: DatasetRequest) -> str:
@@ -266,7 +288,7 @@ class ObjectStoreConnector(Connector):
         problem = key_problem(out.path)
         if problem:
             raise PzConnectorError(problem, code="PZ0304")
-        return out, ObjectFolder(self.store, out.path.strip("/"))
+        return out, ObjectFolder(self.store, out.path.strip("/"), out.foreign_ok)
 
     def _schema(
         self,

@@ -26,6 +26,13 @@ leaves the output exactly as it was (a killed one: once the next write of that o
 one new object under a temp prefix too and copies it in as `part-<run>-<n>.<ext>` once complete: DuckDB
 completes an object's upload even when its COPY fails midway, so writing in place could leave half a file;
 this way a failed append adds nothing.
+
+Every write keeps the output's manifest object, `<prefix>/.pz-manifest.json`, naming the objects pz wrote
+there (`ownership`): a replace refuses an output holding other objects (PZ0530) unless `foreign_files:
+replace`, checked after the roll-back above. A journaled promote carries it like any other object (a roll-back
+puts the old one back); around a single-object promote it is put first naming the old and new objects, then
+the new one only, so a crash at any point leaves it naming every pz object there. An append registers its
+object in it before copying it in.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipelinez.connectors.files import promoting
+from pipelinez.connectors.files import ownership, promoting
 from pipelinez.connectors.files.formats import glob_escaped, glob_regex, has_glob, safe_token
 from pipelinez.connectors.files.netfail import is_network_failure
 from pipelinez.connectors.files.store import FileRef
@@ -362,9 +369,26 @@ class ObjectFolder:
 
     store: ObjectStore
     prefix: str  # no leading or trailing '/'
+    foreign_ok: bool = False  # foreign_files: replace (a replace may remove objects pz did not write)
 
     def describe(self) -> str:
         return self.store.uri(self.prefix)
+
+    def _manifest_key(self) -> str:
+        return f"{self.prefix}/{ownership.MANIFEST}"
+
+    def _state(self, manifest: bytes | None) -> ownership.Ownership:
+        files = [key[len(self.prefix) + 1 :] for key, _ in self.store.objects(self.prefix)]
+        return ownership.classify(files, manifest, self.describe())
+
+    def _owned(self) -> frozenset[str]:
+        """The objects of pz's the output holds now (what an append keeps in the manifest)."""
+        return self._state(self.store.get(self._manifest_key())).owned
+
+    def _register(self, owned: frozenset[str] | set[str], finals: list[str]) -> None:
+        """Write the manifest naming `owned` and the output keys `finals` (before they appear)."""
+        rel = {key[len(self.prefix) + 1 :] for key in finals}
+        self.store.put(self._manifest_key(), ownership.manifest_bytes({*owned, *rel}))
 
     def _parent_and_name(self) -> tuple[str, str]:
         parent, _, name = self.prefix.rpartition("/")
@@ -419,11 +443,17 @@ class ObjectFolder:
 
     def replace(self, run_id: str, fill: Callable[[str], None]) -> None:
         self.sweep()
+        manifest = self.store.get(self._manifest_key())
+        owned: frozenset[str] = frozenset()  # opted in: nothing is taken for pz's (nor the manifest read)
+        if not self.foreign_ok:
+            state = self._state(manifest)
+            ownership.refuse_foreign(self.describe(), state.foreign)
+            owned = state.owned
         tmp = self._new_tmp(run_id)
         try:
             fill(self.store.uri(tmp))
             failpoints.hit("sink.before_swap")
-            self._promote(tmp)
+            self._promote(tmp, owned, manifest)
         finally:
             self._discard(tmp)
 
@@ -434,23 +464,37 @@ class ObjectFolder:
         with contextlib.suppress(OSError):
             self.store.abort_uploads(f"{tmp}/")
 
-    def _promote(self, tmp: str) -> None:
+    def _promote(self, tmp: str, owned: frozenset[str], manifest: bytes | None) -> None:
         """Copy every object of the temp prefix over the output's (same relative keys), then delete the
-        output's other objects. One object and nothing to delete: one copy, atomic. Anything more is backed
-        up and journaled first, so a failure leaves the output as it was (`promoting`)."""
+        output's other objects. One object and nothing to delete: one copy, atomic, with the manifest put
+        around it (first naming `owned` and the new object, then the new object; put back as it was,
+        `manifest`, when the copy fails). Anything more, manifest included, is backed up and journaled
+        first, so a failure leaves the output as it was (`promoting`)."""
         new = [key[len(tmp) + 1 :] for key, _ in self.store.objects(tmp)]
+        manifest_key = self._manifest_key()
         existing = [key for key, _ in self.store.objects(self.prefix)]
         written = [f"{self.prefix}/{rel}" for rel in new]
-        kept = set(written)
+        kept = {*written, manifest_key}
         old = [key for key in existing if key not in kept]
         if promoting.needs_journal(new, old):
+            self.store.put(f"{tmp}/{ownership.MANIFEST}", ownership.manifest_bytes(new))
             backup = f"{self._bak_base()}{tmp[len(self._tmp_base()) :]}"
-            journal = promoting.Journal(self.prefix, backup, tuple(written), tuple(existing))
+            journal = promoting.Journal(self.prefix, backup, (*written, manifest_key), tuple(existing))
             promoting.promote_journaled(self.store, self._journal(), tmp, journal)
             return
-        for rel in new:
-            self.store.copy(f"{tmp}/{rel}", f"{self.prefix}/{rel}")
+        self._register(owned, written)
+        try:
+            for rel in new:
+                self.store.copy(f"{tmp}/{rel}", f"{self.prefix}/{rel}")
+        except BaseException:
+            with contextlib.suppress(OSError):
+                if manifest is None:
+                    self.store.discard(manifest_key)
+                else:
+                    self.store.put(manifest_key, manifest)
+            raise
         failpoints.hit("sink.during_promote")
+        self._register(frozenset(), written)
 
     def append_tree(self, run_id: str, fill: Callable[[str], None]) -> int:
         import pyarrow.fs as pafs
@@ -461,6 +505,7 @@ class ObjectFolder:
         try:
             fill(self.store.uri(tmp))
             new = [key[len(tmp) + 1 :] for key, _ in self.store.objects(tmp)]
+            self._register(self._owned(), [f"{self.prefix}/{rel}" for rel in new])
             for rel in new:
                 final = f"{self.prefix}/{rel}"
                 if fs.get_file_info(path(final)).type != pafs.FileType.NotFound:
@@ -498,6 +543,7 @@ class ObjectFolder:
                     is_transient=True,
                     code="PZ0501",
                 )
+            self._register(self._owned(), [final])
             self.store.copy(f"{tmp}/{name}", final)
         finally:
             self._discard(tmp)

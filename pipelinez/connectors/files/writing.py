@@ -6,6 +6,8 @@ folders, the object stores promote a temp prefix (see `objects`).
 - append: one new file `part-<run id>-<n>.<ext>` is added to the folder.
 - merge: not supported (a folder of files has no keys to upsert on).
 A replace with an empty result is refused (PZ0509) before anything is written, unless `allow_empty: true`.
+A replace of a folder holding files pz did not write is refused (PZ0530) unless `foreign_files: replace`;
+every write keeps the folder's manifest of pz's files (`ownership`).
 
 Native tier: DuckDB `COPY (SELECT * FROM <staging table>) TO …`. Universal tier: the engine's Arrow stream is
 written with pyarrow's Parquet and CSV writers; newline-delimited JSON (pyarrow has no JSON writer) is
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pipelinez.connectors.files import finite
+from pipelinez.connectors.files import finite, ownership
 from pipelinez.connectors.files.formats import format_of_path, root_output_problem, safe_token
 from pipelinez.connectors.files.store import FileRef
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
@@ -75,6 +77,7 @@ class FileOutput:
     run_id: str
     connector: str = "localfiles"
     partition_by: tuple[str, ...] = ()  # hive-partitioned: <col>=<value>/ folders
+    foreign_ok: bool = False  # foreign_files: replace (a replace may remove files pz did not write)
 
     @staticmethod
     def of(output: OutputRequest, connector: str = "localfiles") -> FileOutput:
@@ -95,8 +98,17 @@ class FileOutput:
                 code="PZ0305",
             )
         partition_by = tuple(str(c) for c in options.get("partition_by") or ())
+        foreign_ok = options.get("foreign_files") == ownership.FOREIGN_OK
         return FileOutput(
-            output.name, fmt, rel, output.strategy, output.allow_empty, output.run_id, connector, partition_by
+            output.name,
+            fmt,
+            rel,
+            output.strategy,
+            output.allow_empty,
+            output.run_id,
+            connector,
+            partition_by,
+            foreign_ok,
         )
 
     def refuse_empty(self, folder: OutputFolder) -> PzConnectorError:

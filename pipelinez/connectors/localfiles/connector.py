@@ -28,6 +28,7 @@ from pipelinez.connectors.sdk import (
     Connector,
     ConnectorContext,
     ConnectorIssue,
+    DataLocation,
     DatasetRequest,
     OutputRequest,
     OutputTarget,
@@ -92,6 +93,24 @@ class LocalFilesConnector(Connector):
             local_path=real.parts,
             owns_local_path=True,
         )
+
+    @classmethod
+    def dataset_location(
+        cls, project_dir: Path, connection: dict[str, Any], dataset: str, options: dict[str, Any]
+    ) -> DataLocation | None:
+        """The dataset's file or folder (a glob: its fixed leading folders), absolute, symlinks resolved."""
+        root = resolve_root(project_dir, connection.get("root"))
+        path = options.get("path")
+        if not isinstance(path, str):
+            return None
+        fixed, glob = formats.split_glob(path)
+        try:
+            where = under_root(root, fixed or ".")
+        except PzConnectorError:
+            return None  # tier 3 reports it
+        real = Path(os.path.normcase(os.path.realpath(where)))
+        shown = os.path.relpath(root / path, project_dir) if root.is_relative_to(project_dir) else path
+        return DataLocation(("files",), real.parts, f"path {shown}", glob, local_path=real.parts)
 
     def source_tier(self, dataset: DatasetRequest) -> str:
         ds = self._dataset(dataset)
@@ -253,7 +272,7 @@ class LocalFilesConnector(Connector):
 
     def _output(self, output: OutputRequest) -> tuple[writing.FileOutput, LocalFolder]:
         out = writing.FileOutput.of(output)
-        return out, LocalFolder(under_root(self.root, out.path))
+        return out, LocalFolder(under_root(self.root, out.path), out.foreign_ok)
 
     def _schema(self, ds: reading.FileDataset, dataset: DatasetRequest) -> ReadSchema:
         """The dataset's schema, decided once per connector instance over all of the dataset's files."""

@@ -103,11 +103,15 @@ def check_folder_target(target: Path) -> None:
         )
 
 
-def replace_folder(target: Path, run_id: str, fill: Callable[[Path], None]) -> None:
-    """Fill a fresh temp folder next to `target`, then swap it in (see the module docstring)."""
+def replace_folder(
+    target: Path, run_id: str, fill: Callable[[Path], None], check: Callable[[], None] = lambda: None
+) -> None:
+    """Fill a fresh temp folder next to `target`, then swap it in (see the module docstring). `check` runs
+    once an interrupted swap is undone, before anything is written (it refuses a folder pz may not empty)."""
     check_folder_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     recover_and_sweep(target)
+    check()
     tmp = target.parent / f"{_tmp_prefix(target)}{safe_token(run_id)}-{secrets.token_hex(4)}"
     tmp.mkdir()
     try:
@@ -119,8 +123,15 @@ def replace_folder(target: Path, run_id: str, fill: Callable[[Path], None]) -> N
         raise
 
 
-def append_file(folder: Path, run_id: str, ext: str, fill: Callable[[Path], None]) -> Path:
-    """Write one new file `part-<run>-<n>.<ext>` into `folder` through a hidden temp name."""
+def append_file(
+    folder: Path,
+    run_id: str,
+    ext: str,
+    fill: Callable[[Path], None],
+    register: Callable[[list[Path]], None] = lambda _: None,
+) -> Path:
+    """Write one new file `part-<run>-<n>.<ext>` into `folder` through a hidden temp name; `register` is
+    told its final path just before it appears."""
     check_folder_target(folder)
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"part-{safe_token(run_id)}-"
@@ -138,6 +149,7 @@ def append_file(folder: Path, run_id: str, ext: str, fill: Callable[[Path], None
                 is_transient=True,
                 code="PZ0501",
             )
+        register([final])
         os.rename(tmp, final)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -146,10 +158,16 @@ def append_file(folder: Path, run_id: str, ext: str, fill: Callable[[Path], None
     return final
 
 
-def append_tree(folder: Path, run_id: str, fill: Callable[[Path], None]) -> int:
+def append_tree(
+    folder: Path,
+    run_id: str,
+    fill: Callable[[Path], None],
+    register: Callable[[list[Path]], None] = lambda _: None,
+) -> int:
     """Fill a hidden temp folder inside `folder` (a partitioned write: `<col>=<value>/part-….<ext>`), then
     rename each of its files to the same relative path in `folder`, never over an existing file. Each file
-    appears whole; a failure partway leaves the files renamed so far. The number of files added."""
+    appears whole; a failure partway leaves the files renamed so far. `register` is told their final paths
+    before the first appears. The number of files added."""
     check_folder_target(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".pz-tmp-{safe_token(run_id)}-{secrets.token_hex(4)}"
@@ -157,6 +175,7 @@ def append_tree(folder: Path, run_id: str, fill: Callable[[Path], None]) -> int:
     try:
         fill(tmp)
         files = sorted(p for p in tmp.rglob("*") if p.is_file())
+        register([folder / file.relative_to(tmp) for file in files])
         for file in files:
             dest = folder / file.relative_to(tmp)
             if os.path.lexists(dest):
