@@ -289,6 +289,12 @@ def test_inference_never_crashes_on_any_parsable_text(text: str) -> None:
         ("timestamp", "2024-05-01 10:00:00.123456", "CAST('2024-05-01 10:00:00.123456' AS TIMESTAMP)"),
         ("varchar", "x", "NULL"),
         ("timestamp_ns", None, "CAST('-infinity' AS TIMESTAMP_NS)"),
+        ("timestamptz", None, "CAST('-infinity' AS TIMESTAMP WITH TIME ZONE)"),
+        (
+            "timestamptz",
+            "2024-05-01 08:00:00+00:00",
+            "CAST('2024-05-01 08:00:00+00:00' AS TIMESTAMP WITH TIME ZONE)",
+        ),
     ],
 )
 def test_literal(declared: str, committed: str | None, expected: str) -> None:
@@ -299,8 +305,9 @@ def test_literal_start_and_unknown_type() -> None:
     assert watermark_literal("DATE", None, "2024-01-01") == "CAST('2024-01-01' AS DATE)"
     assert watermark_literal("BIGINT", None, 7) == "CAST('7' AS BIGINT)"
     assert watermark_literal(None) == "NULL"
-    for outside in ("varchar", "double", "timestamptz", "smallint", "hugeint", "not a type"):
+    for outside in ("varchar", "double", "smallint", "hugeint", "not a type"):
         assert cursor_type(outside) is None
+    assert cursor_type("timestamptz") == "TIMESTAMP WITH TIME ZONE"  # the usual updated_at, compared in UTC
 
 
 def test_admits_every_row_literal_admits_every_row_and_survives_arithmetic() -> None:
@@ -333,7 +340,8 @@ def _project(root: Path, where: str, cursor_decl: str = "timestamp") -> Path:
                     path: orders.csv
                     columns: {{ id: bigint, ts: {cursor_decl} }}
             """,
-            "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n",
+            "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n"
+            "outputs:\n  p: { strategy: append, duplicates: accept }\n",
             "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'p') }}\n"
             f"SELECT * FROM {{{{ source('files', 'orders') }}}} AS o WHERE {where}\n",
         },
