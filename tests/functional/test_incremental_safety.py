@@ -13,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import re
+import secrets
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_pg_database, pz, write_project
+from tests.functional.test_connector_s3 import ENV, PROJECT_YML, put
 from tests.functional.test_incremental import (
     CURSORS,
     CursorType,
@@ -30,6 +32,7 @@ from tests.functional.test_incremental import (
     sink_ids,
     state,
 )
+from tests.objstores import moto_server
 
 WM = "{{ watermark('src', 'items') }}"
 
@@ -76,6 +79,37 @@ def test_a_lookback_is_pushed_down_whole_and_reads_the_late_row(tmp_path: Path, 
         assert load["rows"] == 5  # the hour's overlap (1, 2, 3), the late row and the new one
         assert sink_ids(project) == [1, 2, 3, 4, 40]
         assert state(project)[("src", "items")] == ct.value(4)  # the watermark itself never goes back
+
+
+def test_a_lookback_on_an_object_store_is_pushed_down_whole(tmp_path: Path) -> None:
+    """s3 (and azureblob, the same native file read) filter their read with the evaluated bound."""
+    ct = CURSORS["timestamp"]
+
+    def csv(rows: list[tuple[int, int]]) -> bytes:
+        return ("id,c,v\n" + "".join(f"{i},{ct.value(c)},v{i}\n" for i, c in rows)).encode()
+
+    with moto_server() as s3:
+        bucket = s3.bucket(f"pz-{secrets.token_hex(4)}")
+        put(s3, f"{bucket}/items/a.csv", csv([(1, 1), (2, 2), (3, 3)]))
+        source = (
+            f'connector: s3\nconnection: {{ bucket: {bucket}, endpoint: "{s3.endpoint}", '
+            "access_key_id: \"{{ env('S3_ID') }}\", secret_access_key: \"{{ env('S3_SECRET') }}\" }\n"
+            "datasets:\n  items:\n    format: csv\n    path: 'items/*.csv'\n"
+            "    columns: { id: int, c: timestamp, v: varchar }\n"
+        )
+        project = make_project(
+            tmp_path / "proj",
+            source,
+            strategy="merge",
+            extra={**_lookback_pipeline(f"i.c > {WM} - INTERVAL 1 HOUR"), "project.yml": PROJECT_YML},
+        )
+        assert pz(project, "run", env=ENV).exit_code == 0
+        put(s3, f"{bucket}/items/b.csv", csv([(40, 2), (4, 4)]))
+        assert pz(project, "run", env=ENV).exit_code == 0
+        load = load_result(project)
+        assert load["watermark"]["low"] == "2024-01-01 09:00:03.000001" and load["watermark"]["trimmed"] == 0
+        assert load["rows"] == 5
+        assert sink_ids(project) == [1, 2, 3, 4, 40]
 
 
 def test_a_lookback_into_an_append_output_must_accept_duplicates(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ STAGING = {"src_a__orders": ("a", "orders"), "src_a__customers": ("a", "customer
 ORDERS = '"src_a__orders"'
 CUSTOMERS = '"src_a__customers"'
 WM = "__pz_wm_0__"
+WM_CALL = "{{ watermark('files', 'orders') }}"
 
 
 def outcome(sql: str) -> Recognized | Unrecognized:
@@ -406,3 +407,60 @@ def test_a_query_nested_too_deeply_for_the_walk_is_refused_not_accepted() -> Non
     found = result.outcome(0)
     assert isinstance(found, Unrecognized) and found.cause == Cause.UNTRACEABLE
     assert ("a", "orders") in result.unfiltered
+
+
+def _bounds_of(tmp_path: Path, wheres: dict[str, str], committed: str | None) -> tuple[list[str], str]:
+    """(error codes, the dataset's read bounds) of a project where each pipeline filters orders by `where`."""
+    outputs = "".join(f"  {n}: {{ strategy: append, duplicates: accept }}\n" for n in wheres)
+    files = {
+        "project.yml": "name: shop\n",
+        "sources/files.yml": "connector: localfiles\nconnection: { root: data }\ndatasets:\n"
+        "  orders: { format: csv, path: orders.csv, columns: { id: bigint, ts: timestamp } }\n",
+        "sinks/lake.yml": f"connector: localfiles\nconnection: {{ root: out }}\noutputs:\n{outputs}",
+    }
+    for name, where in wheres.items():
+        files[f"pipelines/{name}.sql"] = (
+            f"INSERT INTO {{{{ sink('lake', '{name}') }}}}\n"
+            f"SELECT * FROM {{{{ source('files', 'orders') }}}} AS o WHERE {where}\n"
+        )
+    project, _ = load_project(write_project(tmp_path, files), partial=True)
+    assert project is not None
+    compiled = compile_project(project, watermarks={("files", "orders"): committed} if committed else None)
+    assert compiled.dag is not None
+    load = compiled.dag.nodes["src_files__orders"]
+    return [d.code for d in compiled.errors], load.work.request.bounds.describe()  # type: ignore[attr-defined]
+
+
+EVERY_ROW = "every row (ts unbounded)"
+
+
+@pytest.mark.parametrize(
+    ("wheres", "expected", "first"),
+    [
+        ({"p": f"o.ts > {WM_CALL}"}, "ts > 2024-05-01 10:00:00", EVERY_ROW),
+        ({"p": f"o.ts > {WM_CALL} - INTERVAL 1 HOUR"}, "ts > 2024-05-01 09:00:00", EVERY_ROW),
+        (  # the SQL route's start: the first read begins there
+            {"p": f"o.ts > greatest({WM_CALL} - INTERVAL 2 DAY, TIMESTAMP '2024-04-30')"},
+            "ts > 2024-04-30 00:00:00",
+            "ts > 2024-04-30 00:00:00",
+        ),
+        (
+            {"p": f"o.ts > {WM_CALL}", "q": f"o.ts >= {WM_CALL} - INTERVAL 1 HOUR"},
+            "ts >= 2024-05-01 09:00:00",
+            EVERY_ROW,
+        ),
+        ({"p": f"o.ts >= {WM_CALL}", "q": f"o.ts > {WM_CALL}"}, "ts >= 2024-05-01 10:00:00", EVERY_ROW),
+        (
+            {"p": f"o.ts > {WM_CALL} AND o.ts > {WM_CALL} - INTERVAL 5 MINUTE"},
+            "ts > 2024-05-01 09:55:00",
+            EVERY_ROW,
+        ),
+    ],
+)
+def test_the_read_is_the_union_of_every_comparisons_evaluated_bound(
+    tmp_path: Path, wheres: dict[str, str], expected: str, first: str
+) -> None:
+    codes, bounds = _bounds_of(tmp_path, wheres, "2024-05-01 10:00:00")
+    assert codes == [] and bounds == expected
+    codes, bounds = _bounds_of(tmp_path / "first", wheres, None)  # before the first commit
+    assert codes == [] and bounds == first
