@@ -196,10 +196,10 @@ def _sql_texts(con: duckdb.DuckDBPyConnection, trees: list[Json | None]) -> list
     out: list[str | None] = []
     for tree in trees:
         template["statements"][0]["node"]["select_list"] = [tree]
-        statement = json.dumps(template)
         try:
+            statement = json.dumps(template)
             row = con.execute("SELECT json_deserialize_sql(?)", [statement]).fetchone()
-        except duckdb.Error:  # a tree DuckDB cannot print back: refused, never guessed
+        except (duckdb.Error, RecursionError, ValueError):  # a tree pz cannot print back: refused
             out.append(None)
             continue
         text = str(row[0]) if row and row[0] else ""
