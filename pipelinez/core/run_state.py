@@ -145,7 +145,7 @@ class RunState:
         elif isinstance(exc, OSError):
             cause, step = f"cannot be read: {exc.strerror or exc}", "fix the file's permissions"
         else:
-            cause = f"cannot be read ({condense(text)})"
+            cause = f"cannot be opened ({condense(text)})"
             if "Catalog Error" in text or "Binder Error" in text:
                 cause = f"is a DuckDB file without pz's watermarks table ({condense(text)})"
             step = (

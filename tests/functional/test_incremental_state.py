@@ -40,7 +40,7 @@ def _no_table(path: Path) -> None:
 
 
 BROKEN: dict[str, tuple[Breaker, str, str]] = {
-    "not a database": (_garbage, "cannot be read (", "move .pz/state.duckdb aside"),
+    "not a database": (_garbage, "cannot be opened (", "move .pz/state.duckdb aside"),
     "a folder": (_folder, "is a folder, not pz's state file", "remove the folder .pz/state.duckdb"),
     "its WAL a folder": (
         _wal_folder,
