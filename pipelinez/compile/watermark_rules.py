@@ -39,7 +39,6 @@ class Declaration:
     call: Call
     cursor: str
     inclusive: bool
-    index: int = 0  # the call's index in its pipeline (its placeholder's number)
     value: Json | None = field(default=None, compare=False, repr=False)  # the value side's parse tree
 
 
@@ -83,7 +82,7 @@ def check_sql_incremental(
             outcome = analysis.outcome(index)
             if isinstance(outcome, Recognized):
                 result.declared.setdefault(key, []).extend(
-                    Declaration(name, call, found.cursor, found.inclusive, index, found.value)
+                    Declaration(name, call, found.cursor, found.inclusive, found.value)
                     for found in analysis.recognized(index)
                 )
             else:
