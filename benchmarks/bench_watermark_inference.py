@@ -37,7 +37,11 @@ def generate(root: Path, size: int, with_watermark: bool) -> None:
     (root / "sources").mkdir()
     (root / "sinks").mkdir()
     (root / "project.yml").write_text("name: bench\n")
-    (root / "sinks/lake.yml").write_text("connector: localfiles\nconnection: { root: out }\n")
+    # an incremental dataset feeds an append that accepts repeats (a replace would be PZ0231)
+    outputs = "".join(f"  p{i}: {{ strategy: append, duplicates: accept }}\n" for i in range(size))
+    (root / "sinks/lake.yml").write_text(
+        f"connector: localfiles\nconnection: {{ root: out }}\noutputs:\n{outputs}"
+    )
     datasets = ["  customers: { format: csv, path: c.csv, columns: { id: bigint, name: varchar } }"]
     for i in range(size):
         datasets.append(

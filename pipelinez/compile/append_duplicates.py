@@ -1,10 +1,16 @@
-"""PZ0214: an incremental dataset (either route) that feeds an `append` output, through any chain of
-pipelines, is refused unless the output says `duplicates: accept`.
+"""What an incremental dataset (either route) may feed, through any chain of pipelines:
 
-An incremental read re-sends rows whenever a run is retried after a partial append, or `lag:` re-reads an
-overlap, or `--full-refresh` reads everything again; replace and merge absorb that, append does not. One pass
-over the pipelines in dependency order: each pipeline remembers one incremental dataset that feeds it (and
-through which pipeline), so the cost is linear in the project.
+- PZ0214: an `append` output is refused unless it says `duplicates: accept`. An incremental read re-sends rows
+  whenever a run is retried after a partial append, or `lag:` (or a watermark() lookback such as
+  `- INTERVAL 1 HOUR`) re-reads an overlap, or `--full-refresh` reads everything again; replace and merge
+  absorb that, append does not.
+- PZ0231: a `replace` output (also one with no entry in its sink file) is refused: each run reads only the
+  delta, so the target would hold the last delta alone (and an empty delta fails PZ0509). There is no opt-in:
+  merge keeps the whole table current, append accumulates it, and a table of "what the last run read" is a
+  full read of a query that says so.
+
+One pass over the pipelines in dependency order: each pipeline remembers one incremental dataset that feeds it
+(and through which pipeline), so the cost is linear in the project.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from pipelinez.compile.graph import ordered_and_left
 from pipelinez.compile.semantic import PipelineInfo
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, error
+from pipelinez.core.vocabulary import DEFAULT_STRATEGY, Strategy
 
 Key = tuple[str, str]
 
@@ -29,7 +36,7 @@ def yaml_incremental(project: Project) -> set[Key]:
     }
 
 
-def check_append_duplicates(
+def check_incremental_outputs(
     project: Project, infos: Mapping[str, PipelineInfo], incremental: Collection[Key]
 ) -> list[Diagnostic]:
     if not incremental:
@@ -53,22 +60,41 @@ def check_append_duplicates(
         info = infos[name]
         for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
             spec = project.sinks.get(sink)
-            out = spec.outputs.get(output) if spec is not None else None
-            if out is None or out.strategy != "append" or out.duplicates == "accept":
-                continue
+            if spec is None:
+                continue  # an unknown sink: PZ0201 already
+            out = spec.outputs.get(output)
             (src, ds), _ = fed[name]
             chain = _chain(fed, name)
             route = f"source('{src}', '{ds}')" + "".join(f" -> {p}" for p in chain)
+            strategy = out.strategy if out is not None else DEFAULT_STRATEGY
+            if strategy == Strategy.REPLACE:
+                diags.append(
+                    error(
+                        "PZ0231",
+                        f"sink '{sink}' output '{output}' replaces its target with what pipeline '{name}' "
+                        f"computes from incremental source '{src}' dataset '{ds}' ({route}): each run "
+                        "reads only the rows past the watermark, so the target would hold the last delta "
+                        "alone (and an empty delta would fail)",
+                        place=project.locate(spec.file, ("outputs", output, "strategy"))
+                        if out is not None and out.declared
+                        else place,
+                        next_step=f"give output '{output}' in {spec.file} strategy: merge with keys: "
+                        "(or strategy: append with duplicates: accept), or read "
+                        f"'{src}.{ds}' in full (remove its sync: incremental or its watermark() comparison)",
+                    )
+                )
+                continue
+            if out is None or out.strategy != "append" or out.duplicates == "accept":
+                continue
             diags.append(
                 error(
                     "PZ0214",
                     f"sink '{sink}' output '{output}' appends what pipeline '{name}' computes from "
                     f"incremental source '{src}' dataset '{ds}' ({route}): a retried write or a re-read "
                     "overlap would append the same rows again",
-                    place=project.locate(spec.file, ("outputs", output, "strategy")) if spec else place,
-                    next_step=f"add duplicates: accept to output '{output}' in "
-                    f"{spec.file if spec else 'its sink'} if repeated rows are acceptable there, or use "
-                    "strategy: merge with keys:",
+                    place=project.locate(spec.file, ("outputs", output, "strategy")),
+                    next_step=f"add duplicates: accept to output '{output}' in {spec.file} if repeated rows "
+                    "are acceptable there, or use strategy: merge with keys:",
                 )
             )
     return diags

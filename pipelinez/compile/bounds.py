@@ -14,19 +14,24 @@ from __future__ import annotations
 import datetime as dt
 
 from pipelinez.compile.incremental import IncrementalSpec
+from pipelinez.compile.watermark_bounds import LowerBound
 from pipelinez.connectors.sdk import ReadBounds
 
 _DAY = 86400.0
 
 
-def read_bounds(spec: IncrementalSpec, committed: str | None) -> ReadBounds:
+def read_bounds(
+    spec: IncrementalSpec, committed: str | None, sql_lower: LowerBound | None = None
+) -> ReadBounds:
     """The bounds of the next read of `spec`'s dataset; `committed` is its watermark (None: none yet, or a
-    full refresh)."""
+    full refresh). `sql_lower`: the SQL route's lower bound, what its comparisons' value sides evaluate to."""
     start = None if spec.start is None else str(spec.start)
     base = committed if committed is not None else start
-    lower = base
+    lower, inclusive = base, spec.inclusive
     if committed is not None and spec.lag_seconds:
         lower = shift(committed, -spec.lag_seconds, spec.cursor_type)
+    if sql_lower is not None:
+        lower, inclusive = sql_lower.value, sql_lower.inclusive
     upper = None
     if spec.window_seconds and base is not None:
         upper = shift(base, spec.window_seconds, spec.cursor_type)
@@ -34,7 +39,7 @@ def read_bounds(spec: IncrementalSpec, committed: str | None) -> ReadBounds:
         cursor=spec.cursor,
         cursor_type=spec.cursor_type,
         lower=lower,
-        lower_inclusive=spec.inclusive,
+        lower_inclusive=inclusive,
         upper=upper,
         committed=committed,
     )

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pipelinez.compile import not_built
-from pipelinez.compile.append_duplicates import check_append_duplicates, yaml_incremental
+from pipelinez.compile.append_duplicates import check_incremental_outputs, yaml_incremental
 from pipelinez.compile.bounds import read_bounds
 from pipelinez.compile.connector_static import validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
@@ -27,14 +27,17 @@ from pipelinez.compile.output_overlaps import owned_overlaps
 from pipelinez.compile.pins import check_pins
 from pipelinez.compile.semantic import analyse_pipelines
 from pipelinez.compile.staging import resolve_staging
+from pipelinez.compile.stored_watermarks import StoredMark, check_stored
 from pipelinez.compile.targets import shared_targets
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.tier_gates import tier_gates
 from pipelinez.compile.values import resolve_values
-from pipelinez.compile.watermark_rules import check_sql_incremental, substitute
+from pipelinez.compile.watermark_bounds import sql_lower_bounds
+from pipelinez.compile.watermark_rules import check_sql_incremental, render_literals, substitute
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, error, sort_diagnostics
 from pipelinez.core.redact import Redactor
+from pipelinez.core.run_state import RunState, Watermark
 
 
 @dataclass
@@ -52,7 +55,7 @@ class CompileResult:
 
 # tier-2 errors about where a pipeline writes, not what its query reads: its query is still dry-compiled
 _QUERY_STILL_BINDS = frozenset(
-    {"PZ0118", "PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228", "PZ0236", "PZ0237"}
+    {"PZ0118", "PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228", "PZ0231", "PZ0236", "PZ0237"}
 )
 
 
@@ -81,12 +84,13 @@ def compile_project(
     project: Project,
     overrides: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
-    watermarks: Mapping[tuple[str, str], str] | None = None,
+    watermarks: Mapping[tuple[str, str], str | Watermark] | None = None,
 ) -> CompileResult:
-    """Tiers 2-4. `watermarks` holds the committed watermark of each (source, dataset) as the text of its
-    value (`2024-05-01 10:00:00.5`, `42`; from `.pz/state.duckdb`, none for a full refresh): watermark()
-    renders it cast to the cursor's type (none given: the start value, or a literal admitting every row), and
-    it sets each incremental load's read bounds."""
+    """Tiers 2-4. `watermarks` holds the committed watermark of each (source, dataset) from
+    `.pz/state.duckdb` (none for a full refresh), or only the text of its value (`2024-05-01 10:00:00.5`,
+    `42`): watermark() renders it cast to the cursor's type (none given: the start value, or a literal
+    admitting every row), and it sets each incremental load's read bounds. One that no longer fits its
+    dataset (another cursor column, not a finite value of its type) is PZ0235."""
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     values, found = resolve_values(project, overrides or {}, environ)
@@ -109,12 +113,21 @@ def compile_project(
     errors += [d for d in found if d.is_error]
     warnings += [d for d in found if not d.is_error]
 
-    # the SQL route of incremental reads (PZ0224-PZ0227), then PZ0214 over both routes
-    sql_route = check_sql_incremental(project, infos, watermarks)
+    # the SQL route of incremental reads (PZ0224-PZ0227), then PZ0214 and PZ0231 over both routes
+    sql_route = check_sql_incremental(project, infos)
     errors += sql_route.errors
+    # both routes resolve to one IncrementalSpec per dataset (PZ0225 keeps them apart); a stored watermark
+    # that no longer fits its spec is PZ0235
+    specs = {**yaml_route, **sql_route.specs}
+    committed, found = check_stored(specs, _stored(watermarks), RunState(project.state_dir).shown)
+    errors += found
+    if any(key in committed for key in sql_route.declared):
+        sql_route.literals = render_literals(project, infos, sql_route, committed)
     substitute(infos, sql_route.literals)
+    lowers = sql_lower_bounds(sql_route, sql_route.literals, committed)
+    errors += lowers.errors
     incremental = yaml_incremental(project) | set(sql_route.declared)
-    errors += check_append_duplicates(project, infos, incremental)
+    errors += check_incremental_outputs(project, infos, incremental)
 
     # tier 3
     by_file = {inst.spec.file: inst for inst in [*sources.values(), *sinks.values()]}
@@ -137,10 +150,11 @@ def compile_project(
     if any(d.code == "PZ0205" for d in errors):
         bad = set(infos)
     good = {n: i for n, i in infos.items() if n not in bad}
-    # both routes resolve to one IncrementalSpec per dataset (PZ0225 keeps them apart); each sets its
-    # load's read bounds from the committed watermark
-    specs = {**yaml_route, **sql_route.specs}
-    bounds = {key: read_bounds(spec, (watermarks or {}).get(key)) for key, spec in specs.items()}
+    # each incremental load's read bounds: from the committed watermark, the SQL route's from what its
+    # comparisons evaluate to
+    bounds = {
+        key: read_bounds(spec, committed.get(key), lowers.bounds.get(key)) for key, spec in specs.items()
+    }
     nodes, found = build_nodes(project, good, sources, sinks, templater, bounds)
     errors += found
     errors += tier_gates(nodes, project)  # tier 3: what a node's tier cannot honour (PZ0312, PZ0313)
@@ -158,9 +172,20 @@ def compile_project(
         compiler.close()
     errors += found
     warnings += warned
+    # a watermark() expression that does not type-check: tier 4 said so in the pipeline, else PZ0224 does
+    errors += [d for d in lowers.unless_bound if not any(e.place.file == d.place.file for e in errors)]
 
     dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor, staging)
     return CompileResult(dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs)
+
+
+def _stored(
+    watermarks: Mapping[tuple[str, str], str | Watermark] | None,
+) -> dict[tuple[str, str], StoredMark]:
+    return {
+        key: StoredMark(mark) if isinstance(mark, str) else StoredMark(mark.value, mark.column)
+        for key, mark in (watermarks or {}).items()
+    }
 
 
 def _write_columns(project: Project, nodes: dict[str, Node], compiler: DryCompiler) -> list[Diagnostic]:

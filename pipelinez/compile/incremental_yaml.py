@@ -16,18 +16,22 @@ The YAML route reads `cursor > watermark` (exclusive): see docs/incremental.md f
 from __future__ import annotations
 
 import datetime as dt
+import re
 from decimal import Decimal, InvalidOperation
 
 from pipelinez.compile.incremental import IncrementalRoute, IncrementalSpec
 from pipelinez.compile.templating import TemplateFailure, Templater
-from pipelinez.compile.watermark_literal import CURSOR_TYPES, cursor_type
+from pipelinez.compile.watermark_literal import CURSOR_TYPES, ZONED, cursor_type
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.duck_types import parse_type
 from pipelinez.core.durations import parse_duration
 
 INTEGER_TYPES = frozenset({"INTEGER", "BIGINT"})
-TEMPORAL_TYPES = frozenset({"DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS"})  # window:/lag: arithmetic
+TEMPORAL_TYPES = frozenset(
+    {"DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", ZONED}
+)  # window:/lag: arithmetic
+_NOT_FINITE = frozenset({"infinity", "+infinity", "-infinity", "inf", "+inf", "-inf", "nan", "+nan", "-nan"})
 _ALLOWED = ", ".join(CURSOR_TYPES)
 _DAY = 86400.0
 
@@ -56,7 +60,12 @@ def declared_type(columns: dict[str, str] | None, cursor: str) -> str | None:
 
 
 def value_problem(text: str, duck_type: str) -> str | None:
-    """Why `text` is not a value of `duck_type` (None when it is)."""
+    """Why `text` is not a finite value of `duck_type` (None when it is). Infinity and NaN are refused: no
+    row could ever lie past such a watermark."""
+    shown = "timestamptz" if duck_type == ZONED else duck_type.lower()
+    article = "an" if shown[0] in "aeiou" else "a"
+    if text.strip().lower() in _NOT_FINITE:
+        return f"'{text}' is not a finite {shown} value"
     try:
         if duck_type in INTEGER_TYPES:
             int(text)
@@ -65,10 +74,25 @@ def value_problem(text: str, duck_type: str) -> str | None:
         elif duck_type == "DATE":
             dt.date.fromisoformat(text)
         elif duck_type.startswith("TIMESTAMP"):
-            dt.datetime.fromisoformat(text[:26])  # Python reads up to microseconds
+            _timestamp(text)
     except (ValueError, InvalidOperation):
-        return f"'{text}' is not a {duck_type.lower()} value"
+        return f"'{text}' is not {article} {shown} value"
     return None
+
+
+def _timestamp(text: str) -> dt.datetime:
+    """A timestamp literal's text (Python reads up to microseconds: longer fractions are cut)."""
+    match = re.fullmatch(r"(.{19}(?:\.\d{1,6})?)\d*(.*)", text.strip())
+    return dt.datetime.fromisoformat(match.group(1) + match.group(2) if match else text)
+
+
+def utc_text(text: str) -> str:
+    """A timestamptz value's text in UTC, as pz stores and pushes it down: `2024-01-01 08:00:00+00:00`. A
+    value without an offset is taken as UTC."""
+    moment = _timestamp(text)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt.UTC)
+    return moment.replace(tzinfo=dt.UTC).isoformat(sep=" ")
 
 
 def yaml_specs(
@@ -108,6 +132,8 @@ def yaml_specs(
                 bad = value_problem(str(start), cursor_type)
                 if bad:
                     found.append(_invalid(f"{where}: start: {bad} (the cursor's type)", place("start")))
+                elif cursor_type == ZONED:
+                    start = utc_text(str(start))
             seconds: dict[str, float | None] = {}
             for key in ("window", "lag"):
                 seconds[key], problem_found = _duration(where, key, sync.get(key), cursor, cursor_type)

@@ -16,15 +16,16 @@ from __future__ import annotations
 from pipelinez.core.duck_types import parse_type
 from pipelinez.core.sqlnames import quote_literal
 
-CURSOR_TYPES = ("int", "bigint", "decimal", "date", "timestamp")  # as the article names them
-_EXACT = frozenset({"INTEGER", "BIGINT", "DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"})
-_TIME = frozenset({"DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"})
+CURSOR_TYPES = ("int", "bigint", "decimal", "date", "timestamp", "timestamptz")  # as the article names them
+ZONED = "TIMESTAMP WITH TIME ZONE"  # compared in UTC; its watermark is stored with its zone (+00:00)
+_TIME = frozenset({"DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", ZONED})
+_EXACT = frozenset({"INTEGER", "BIGINT", *_TIME})
 ADMITS_EVERY_NUMBER = "CAST('-inf' AS DOUBLE)"
 
 
 def cursor_type(declared: str) -> str | None:
     """DuckDB's spelling of a declared cursor type when it is one of int, bigint, decimal, date, timestamp
-    (timestamp in any precision, without time zone); None otherwise."""
+    (in any precision) or timestamptz; None otherwise."""
     try:
         normalized = parse_type(declared)
     except ValueError:

@@ -24,7 +24,7 @@ from pipelinez.compile.incremental import IncrementalRoute, IncrementalSpec
 from pipelinez.compile.semantic import PipelineInfo
 from pipelinez.compile.templating import WATERMARK_TOKEN_RE, Call, staging_table
 from pipelinez.compile.watermark_literal import CURSOR_TYPES, cursor_type, watermark_literal
-from pipelinez.compile.watermark_sql import Cause, PipelineAnalysis, Recognized, analyse, parse_queries
+from pipelinez.compile.watermark_sql import Cause, Json, PipelineAnalysis, Recognized, analyse, parse_queries
 from pipelinez.config.model import DatasetSpec, Project
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 
@@ -33,12 +33,13 @@ Key = tuple[str, str]
 
 @dataclass(frozen=True)
 class Declaration:
-    """One recognised watermark() call."""
+    """One recognised watermark() comparison."""
 
     pipeline: str
     call: Call
     cursor: str
     inclusive: bool
+    value: Json | None = field(default=None, compare=False, repr=False)  # the value side's parse tree
 
 
 @dataclass
@@ -53,7 +54,8 @@ class SqlIncremental:
 def check_sql_incremental(
     project: Project, infos: Mapping[str, PipelineInfo], watermarks: Mapping[Key, str] | None = None
 ) -> SqlIncremental:
-    """Every diagnostic of the SQL route, the specs, and the literal of every watermark() call."""
+    """Every diagnostic of the SQL route, the specs, and the literal of every watermark() call (rendered
+    from `watermarks`; `render_literals` renders them again from other ones)."""
     result = SqlIncremental()
     calling = {n: i.rendered.of("watermark") for n, i in infos.items() if i.rendered.of("watermark")}
     if not calling:
@@ -79,8 +81,9 @@ def check_sql_incremental(
                 continue  # DuckDB cannot parse the query: tier 4 says why
             outcome = analysis.outcome(index)
             if isinstance(outcome, Recognized):
-                result.declared.setdefault(key, []).append(
-                    Declaration(name, call, outcome.cursor, outcome.inclusive)
+                result.declared.setdefault(key, []).extend(
+                    Declaration(name, call, found.cursor, found.inclusive, found.value)
+                    for found in analysis.recognized(index)
                 )
             else:
                 told.add((name, key))
@@ -120,7 +123,7 @@ def check_sql_incremental(
             inclusive=any(d.inclusive for d in decls),
             declared_by=tuple(sorted({d.pipeline for d in decls})),
         )
-    result.literals = _literals(project, calling, result, watermarks or {})
+    result.literals = render_literals(project, infos, result, watermarks or {})
     return result
 
 
@@ -350,10 +353,11 @@ def _unfiltered_reads(
     return diags
 
 
-def _literals(
-    project: Project, calling: Mapping[str, list[Call]], result: SqlIncremental, watermarks: Mapping[Key, str]
+def render_literals(
+    project: Project, infos: Mapping[str, PipelineInfo], result: SqlIncremental, watermarks: Mapping[Key, str]
 ) -> dict[str, list[str]]:
     """The text of each call: the literal of its dataset's cursor type, or NULL when none is known."""
+    calling = {n: i.rendered.of("watermark") for n, i in infos.items() if i.rendered.of("watermark")}
     types: dict[Key, str | None] = {}
     for key, decls in result.declared.items():
         spec = result.specs.get(key)

@@ -61,6 +61,8 @@ class Cause(StrEnum):
 class Recognized:
     cursor: str  # the column as the base table's read names it
     inclusive: bool  # >=
+    # the value side's parse tree (holding the placeholder): the read's lower bound is what it evaluates to
+    value: Json | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,10 @@ class PipelineAnalysis:
     unfiltered: set[tuple[str, str]] = field(default_factory=set)  # read somewhere no filter reaches
     filtered: set[tuple[str, str]] = field(default_factory=set)  # read somewhere under a recognised filter
     gave_up: str = ""  # why the analysis stopped (every call is then unrecognised)
+
+    def recognized(self, index: int) -> list[Recognized]:
+        """Every place call `index` is a recognised lower bound (a Jinja variable may print it twice)."""
+        return [o for o in self.calls.get(index, []) if isinstance(o, Recognized)]
 
     def outcome(self, index: int) -> Outcome:
         """One outcome per call: its first problem, else its first recognition; a call that appears nowhere
@@ -157,7 +163,7 @@ _OPS = {
 _QUERY_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
 
 
-def _token_index(expr: Any) -> int | None:
+def token_index(expr: Any) -> int | None:
     if isinstance(expr, dict) and expr.get("class") == "COLUMN_REF":
         names = expr.get("column_names") or []
         if len(names) == 1 and isinstance(names[0], str):
@@ -250,7 +256,7 @@ class _Walker:
 
     # -- outcomes ------------------------------------------------------------------------------------------
     def _record(self, expr: Json, outcome: Outcome) -> None:
-        index = _token_index(expr)
+        index = token_index(expr)
         if index is None or id(expr) in self.seen_tokens:
             return
         self.seen_tokens.add(id(expr))
@@ -433,7 +439,7 @@ class _Walker:
         elif cls == "OPERATOR" and expr.get("type") in ("COMPARE_IN", "COMPARE_NOT_IN"):
             outcome = Unrecognized(Cause.EQUALITY, "is in an IN list; only > and >= are recognised")
             self._record_all(expr, outcome)
-        elif _token_index(expr) is not None:
+        elif token_index(expr) is not None:
             self._record(expr, Unrecognized(Cause.OUTSIDE_COMPARISON, "is not inside a comparison"))
             return
         for child in _children(expr):
@@ -471,7 +477,7 @@ class _Walker:
             return
         trace, recognized = found
         for token in _tokens(value, into_subqueries=False):
-            index = _token_index(token)
+            index = token_index(token)
             target = self.targets.get(index) if index is not None else None
             if index is None or target is None:
                 continue
@@ -509,7 +515,7 @@ class _Walker:
             trace = self._trace(cursor, block, ())
         except _Failure as exc:
             return Unrecognized(exc.cause, exc.detail)
-        return trace, Recognized(trace.column, inclusive)
+        return trace, Recognized(trace.column, inclusive, value)
 
     # -- tracing a cursor to its base table ----------------------------------------------------------------
     def _trace(self, column: Json, block: _Block, ctes: tuple[_Cte, ...]) -> _Trace:
@@ -591,7 +597,7 @@ class _Walker:
             name = alias or (str(names[-1]) if names else "")
             if name.lower() != wanted:
                 continue
-            if item.get("class") != "COLUMN_REF" or _token_index(item) is not None:
+            if item.get("class") != "COLUMN_REF" or token_index(item) is not None:
                 raise _Failure(
                     Cause.CURSOR_EXPRESSION,
                     f"compares '{column}' of {what}, which computes it ({_shown(item)}) rather than "
@@ -635,7 +641,7 @@ def _tokens(expr: Any, *, into_subqueries: bool) -> Iterator[Json]:
     while stack:
         obj = stack.pop()
         if isinstance(obj, dict):
-            if _token_index(obj) is not None:
+            if token_index(obj) is not None:
                 yield obj
                 continue
             if not into_subqueries and (obj.get("class") == "SUBQUERY" or _is_query_node(obj)):
@@ -651,7 +657,7 @@ def _columns_in(expr: Any) -> bool:
     while stack:
         obj = stack.pop()
         if isinstance(obj, dict):
-            if obj.get("class") == "COLUMN_REF" and _token_index(obj) is None:
+            if obj.get("class") == "COLUMN_REF" and token_index(obj) is None:
                 return True
             stack.extend(_children(obj))
         elif isinstance(obj, list):
@@ -700,7 +706,7 @@ def _shown(expr: Any) -> str:
     """A short rendering of an expression for messages (placeholders shown as watermark())."""
     if not isinstance(expr, dict):
         return "?"
-    if _token_index(expr) is not None:
+    if token_index(expr) is not None:
         return "watermark()"
     cls = expr.get("class")
     if cls == "COLUMN_REF":

@@ -344,7 +344,7 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0227",
         "WatermarkCursorUndeclared",
         "the inferred cursor column is missing from the dataset's "
-        "columns: contract or has a type outside int, bigint, decimal, date, timestamp",
+        "columns: contract or has a type outside int, bigint, decimal, date, timestamp, timestamptz",
         "add or fix the columns: entry with an allowed cursor type",
     ),
     Code(
@@ -372,6 +372,14 @@ REGISTRY: tuple[Code, ...] = (
         "declare the cursor in columns: as date or timestamp, add start:, or fix the key shown",
     ),
     Code(
+        "PZ0231",
+        "IncrementalIntoReplace",
+        "an incremental dataset (either route) feeds a replace output, through any chain of pipelines: each "
+        "run would replace the whole target with the last delta (and an empty delta would fail)",
+        "write the output with strategy: merge (keys:) or append, or read the dataset in full (remove its "
+        "sync: incremental or its watermark() comparison)",
+    ),
+    Code(
         "PZ0233",
         "IncrementalNotAvailable",
         "retired: incremental reads (YAML sync: and SQL watermark()) are built; this was their stopgap",
@@ -384,6 +392,15 @@ REGISTRY: tuple[Code, ...] = (
         "retired: `engine.breaker` works now (see Resilience); this warning said the block had no effect",
         "nothing to do; this code is never reused",
         retired=True,
+    ),
+    Code(
+        "PZ0235",
+        "StoredWatermarkStale",
+        "the watermark .pz/state.duckdb holds for an incremental dataset no longer fits it: it was "
+        "committed for another cursor column (sync.cursor or the watermark() comparison changed), or its "
+        "value is not a finite value of the cursor's type",
+        "run `pz run --full-refresh` to read the dataset from its start and store a new watermark, or delete "
+        "the dataset's row from .pz/state.duckdb",
     ),
     Code(
         "PZ0236",
@@ -665,6 +682,30 @@ REGISTRY: tuple[Code, ...] = (
         "again",
         "fix what the message names (disk space, permissions, another process holding .pz/state.duckdb); "
         "merge and replace outputs absorb the re-read, an append output receives those rows twice",
+    ),
+    Code(
+        "PZ0527",
+        "StateFileUnreadable",
+        "the state file .pz/state.duckdb cannot be opened or read: it is not a DuckDB database, is a folder, "
+        "its write-ahead log (state.duckdb.wal) is a folder, or it lacks pz's watermarks table",
+        "remove the folder named, or move the file aside (or restore it from a backup) and run "
+        "`pz run --full-refresh`",
+    ),
+    Code(
+        "PZ0528",
+        "StateFileLocked",
+        "another process (a DuckDB shell, a notebook) holds the lock of .pz/state.duckdb, so pz can neither "
+        "read nor record committed watermarks",
+        "close the program that has the file open, or open it there read-only (duckdb -readonly), then run "
+        "pz again",
+    ),
+    Code(
+        "PZ0529",
+        "CursorValueNotFinite",
+        "an incremental load staged a cursor value pz cannot order against a watermark (infinity, -infinity "
+        "or NaN): committing it would skip every later row; the load fails and nothing is committed",
+        "fix the row at the source, or read the dataset through a query: that leaves such rows out (e.g. "
+        "WHERE isfinite(updated_at)) or maps them to NULL",
     ),
     Code(
         "PZ0530",

@@ -4,14 +4,22 @@ layer that needs it.
 
 Reading never creates the file (`pz validate` writes nothing); writing commits every change of a run in one
 transaction. Connections are opened per call and closed at once, so no process holds the file between runs.
+
+A state file pz cannot read is a `StateFileError` naming the file, never an internal error: PZ0527 when it is
+broken (not a DuckDB file, a folder, its WAL a folder, no watermarks table), PZ0528 when another process (a
+DuckDB shell) holds its lock.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from pipelinez.core.diagnostics import Diagnostic, PzError, error
+from pipelinez.core.duck_messages import condense
 
 if TYPE_CHECKING:
     import duckdb
@@ -38,23 +46,38 @@ class Watermark:
     run_id: str
 
 
+class StateFileError(PzError):
+    """`.pz/state.duckdb` cannot be read: broken (PZ0527) or locked by another process (PZ0528)."""
+
+
+_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+
+
 class RunState:
     """Access to `.pz/state.duckdb` for one project."""
 
     def __init__(self, state_dir: Path):
         self.path = state_dir / STATE_FILE
+        # as messages name it: project-relative for the project's own .pz folder
+        self.shown = f".pz/{STATE_FILE}" if state_dir.name == ".pz" else str(self.path)
 
     def watermarks(self) -> dict[tuple[str, str], Watermark]:
         """Every committed watermark by (source, dataset); empty when there is no state yet."""
+        import duckdb
+
         if not self.path.exists():
             return {}
-        con = self._connect(read_only=True)
         try:
-            rows = con.execute(
-                "SELECT source, dataset, column_name, value, run_id FROM watermarks ORDER BY source, dataset"
-            ).fetchall()
-        finally:
-            con.close()
+            con = self._connect(read_only=True)
+            try:
+                rows = con.execute(
+                    "SELECT source, dataset, column_name, value, run_id FROM watermarks "
+                    "ORDER BY source, dataset"
+                ).fetchall()
+            finally:
+                con.close()
+        except (duckdb.Error, OSError) as exc:
+            raise StateFileError([self.problem(exc)]) from None
         return {(r[0], r[1]): Watermark(*(str(v) for v in r)) for r in rows}
 
     def watermark(self, source: str, dataset: str) -> Watermark | None:
@@ -66,7 +89,12 @@ class RunState:
         if not marks:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        con = self._connect(read_only=False)
+        import duckdb
+
+        try:
+            con = self._connect(read_only=False)
+        except duckdb.Error as exc:
+            raise StateFileError([self.problem(exc)]) from None
         try:
             con.execute("BEGIN TRANSACTION")
             for m in marks:
@@ -91,3 +119,42 @@ class RunState:
                 con.execute(statement)
             con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
         return con
+
+    def problem(self, exc: BaseException) -> Diagnostic:
+        """Why the state file cannot be opened or read, as PZ0527 (broken) or PZ0528 (locked)."""
+        text = str(exc)
+        wal = self.path.with_name(self.path.name + ".wal")
+        if "Could not set lock on file" in text:
+            found = _HOLDER.search(text)
+            holder = f" (PID {found.group(2)}, {Path(found.group(1)).name})" if found else ""
+            return error(
+                "PZ0528",
+                f"the state file {self.shown} is held open by another process{holder}; pz reads and records "
+                "the committed watermarks there",
+                file=self.shown,
+                next_step="close the program that has the file open (a DuckDB shell, a notebook), or open it "
+                "there read-only (duckdb -readonly), then run pz again",
+            )
+        if self.path.is_dir():
+            cause, step = "is a folder, not pz's state file", f"remove the folder {self.shown}"
+        elif wal.is_dir():
+            cause, step = (
+                f"cannot be opened: its write-ahead log {self.shown}.wal is a folder",
+                f"remove the folder {self.shown}.wal",
+            )
+        elif isinstance(exc, OSError):
+            cause, step = f"cannot be read: {exc.strerror or exc}", "fix the file's permissions"
+        else:
+            cause = f"cannot be opened ({condense(text)})"
+            if "Catalog Error" in text or "Binder Error" in text:
+                cause = f"is a DuckDB file without pz's watermarks table ({condense(text)})"
+            step = (
+                f"move {self.shown} aside (or restore it from a backup) and run `pz run --full-refresh`: "
+                "incremental datasets are then read from their start"
+            )
+        return error(
+            "PZ0527",
+            f"the state file {self.shown} {cause}; pz keeps the committed watermarks there",
+            file=self.shown,
+            next_step=step,
+        )

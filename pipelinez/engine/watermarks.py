@@ -22,15 +22,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.compile.graph import descendants
+from pipelinez.compile.incremental_yaml import utc_text
 from pipelinez.compile.nodes import SinkWriteNode, SourceLoadNode
+from pipelinez.compile.watermark_literal import ZONED
 from pipelinez.connectors.sdk import ReadBounds, bounds_predicate
 from pipelinez.core import duck_catalog
-from pipelinez.core.run_state import RunState, Watermark
+from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.run_state import RunState, StateFileError, Watermark
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.core.vocabulary import NodeStatus, Provenance
 
 if TYPE_CHECKING:
     import duckdb
+
+_FINITE_CHECKED = ("DATE", "TIMESTAMP", "FLOAT", "DOUBLE")  # types that hold infinity (and NaN)
 
 
 @dataclass(frozen=True)
@@ -81,10 +86,14 @@ def trim_and_capture(
     if predicate:
         deleted = cur.execute(f"DELETE FROM {target} WHERE NOT {predicate}").fetchone()
         trimmed = int(deleted[0]) if deleted else 0
+    _refuse_non_finite(cur, target, cursor, typ)
+    highest = f"timezone('UTC', max({col}))" if typ == ZONED else f"max({col})"  # its text in UTC
     found = cur.execute(
-        f"SELECT CAST(max({col}) AS VARCHAR), count(*) FILTER (WHERE {col} IS NULL) FROM {target}"
+        f"SELECT CAST({highest} AS VARCHAR), count(*) FILTER (WHERE {col} IS NULL) FROM {target}"
     ).fetchone()
     high = None if found is None or found[0] is None else str(found[0])
+    if high is not None and typ == ZONED:
+        high = utc_text(high)  # stored with its zone: +00:00
     nulls = int(found[1]) if found is not None else 0
     if high is not None and bounds.upper is not None and _greater(cur, high, bounds.upper, typ):
         high = bounds.upper
@@ -93,6 +102,24 @@ def trim_and_capture(
     if high is not None and bounds.committed is not None and not _greater(cur, high, bounds.committed, typ):
         high = None
     return Capture(cursor, bounds.lower, bounds.upper, bounds.committed, high, nulls, trimmed)
+
+
+def _refuse_non_finite(cur: duckdb.DuckDBPyConnection, target: str, cursor: str, typ: str) -> None:
+    """PZ0529 when a staged cursor value is infinite or NaN (a PostgreSQL 'infinity' timestamp): it would
+    become the watermark and every later row would lie below it forever."""
+    if not typ.startswith(_FINITE_CHECKED):
+        return  # integers and decimals are always finite
+    col = quote_ident(cursor)
+    found = cur.execute(
+        f"SELECT CAST({col} AS VARCHAR), count(*) OVER () FROM {target} WHERE NOT isfinite({col}) LIMIT 1"
+    ).fetchone()
+    if found is None:
+        return
+    raise PzConnectorError(
+        f"{found[1]} staged row(s) have the cursor value '{found[0]}' in column '{cursor}', which pz cannot "
+        "order against a watermark (committing it would skip every later row); nothing was committed",
+        code="PZ0529",
+    )
 
 
 def _greater(cur: duckdb.DuckDBPyConnection, a: str, b: str, typ: str) -> bool:
@@ -190,7 +217,9 @@ def commit_run(
             skipped[name] = decision.reason
     try:
         state.commit_watermarks(marks.values())
-    except Exception as exc:  # the disk, permissions, another process holding the file
+    except StateFileError as exc:  # broken, or another process holding the file
+        reason = exc.diagnostics[0].message
+    except Exception as exc:  # the disk, permissions
         reason = f"{type(exc).__name__}: {exc}"
         unwritten = dict.fromkeys(marks, "the state file could not be written")
         return RunCommit({}, {**skipped, **unwritten}, reason)

@@ -22,7 +22,7 @@ from pipelinez.compile.values import resolve_values
 from pipelinez.config.loader import find_project_root, load_project
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
-from pipelinez.core.run_state import RunState
+from pipelinez.core.run_state import RunState, StateFileError, Watermark
 from pipelinez.core.vocabulary import RunStatus
 from pipelinez.engine.connectivity import check_connectivity
 from pipelinez.engine.events import Subscriber
@@ -62,7 +62,14 @@ def validate(
     warnings = [d for d in diags if not d.is_error]
     if project is None:
         return Validation(None, errors, warnings)
-    compiled = compile_project(project, overrides, environ, committed_watermarks(project, full_refresh))
+    try:
+        watermarks = committed_watermarks(project, full_refresh)
+        unreadable: list[Diagnostic] = []
+    except StateFileError as exc:  # a broken or locked state file matters to incremental datasets only
+        watermarks, unreadable = {}, list(exc.diagnostics)
+    compiled = compile_project(project, overrides, environ, watermarks)
+    if compiled.incremental:
+        errors += unreadable
     errors += compiled.errors
     warnings += compiled.warnings
     if connect and not errors and compiled.dag is not None:
@@ -72,11 +79,11 @@ def validate(
     return Validation(project, errors, warnings, compiled)
 
 
-def committed_watermarks(project: Project, full_refresh: bool = False) -> dict[tuple[str, str], str]:
-    """The committed watermark literal of every incremental dataset (none for a full refresh)."""
+def committed_watermarks(project: Project, full_refresh: bool = False) -> dict[tuple[str, str], Watermark]:
+    """The committed watermark of every incremental dataset (none for a full refresh)."""
     if full_refresh:
         return {}
-    return {key: mark.value for key, mark in RunState(project.state_dir).watermarks().items()}
+    return RunState(project.state_dir).watermarks()
 
 
 def plan(

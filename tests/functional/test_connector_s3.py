@@ -356,7 +356,8 @@ def test_a_windowed_dataset_is_pz0313(tmp_path: Path, s3: S3Server, bucket: str)
                     columns: {{ id: bigint, ts: timestamp }}
                     sync: {{ mode: incremental, cursor: ts, start: "2024-01-01", window: 1d }}
             """,
-            "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+            "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n"
+            "outputs:\n  p: { strategy: merge, keys: [id] }\n",
             "pipelines/p.sql": "INSERT INTO {{ sink('wh', 'p') }}\n"
             "SELECT * FROM {{ source('lake', 'ev') }}\n",
         },

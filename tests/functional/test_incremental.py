@@ -355,7 +355,8 @@ def test_a_sink_outside_the_selection_keeps_the_watermark(tmp_path: Path) -> Non
             tmp_path / "proj",
             src.source_yaml(ct, "{ mode: incremental, cursor: c }"),
             extra={
-                "sinks/lake.yml": "connector: duckdb\nconnection: { path: lake.duckdb }\n",
+                "sinks/lake.yml": "connector: duckdb\nconnection: { path: lake.duckdb }\n"
+                "outputs:\n  copy: { strategy: merge, keys: [id] }\n",
                 "pipelines/copy.sql": "INSERT INTO {{ sink('lake', 'copy') }}\n"
                 "SELECT * FROM {{ source('src', 'items') }}\n",
             },

@@ -44,6 +44,8 @@ def test_incremental_sync_is_honoured_and_shown(project_dir: Path) -> None:
                     columns: { id: bigint, note: varchar }
                     sync: { mode: incremental, cursor: id, start: 0 }
             """,
+            "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n"
+            "outputs:\n  orders: { strategy: append, duplicates: accept }\n",
         },
     )
     plan = pz(project_dir, "plan")

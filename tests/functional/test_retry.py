@@ -146,12 +146,14 @@ def _article_project(project: Path, source_db: str, warehouse_db: str) -> None:
                     columns:
                       {{ id: bigint, customer_id: bigint, amount: "decimal(10,2)", updated_at: timestamp }}
             """,
-            "sinks/lake.yml": "connector: localfiles\nconnection: { root: lake }\n",
+            # orders is read incrementally: its outputs merge or append (a replace would hold one delta)
+            "sinks/lake.yml": "connector: localfiles\nconnection: { root: lake }\n"
+            "outputs:\n  orders_enriched: { strategy: append, duplicates: accept }\n",
             "sinks/warehouse.yml": f"""
                 connector: postgres
                 connection: {conn}{warehouse_db} }}
                 outputs:
-                  orders_enriched: {{ table: public.orders_enriched }}
+                  orders_enriched: {{ table: public.orders_enriched, strategy: merge, keys: [order_id] }}
             """,
             "pipelines/orders_enriched.sql": """
                 INSERT INTO {{ sink('lake', 'orders_enriched') }}

@@ -19,6 +19,14 @@ ORDERS_COLUMNS = (
     "{ id: bigint, customer_id: bigint, amount: double, updated_at: timestamp, created_at: date }"
 )
 
+# every output these projects write appends and accepts repeats: an incremental dataset may feed neither a
+# replace output (PZ0231) nor an append without duplicates: accept (PZ0214)
+ACCEPT = "{ strategy: append, duplicates: accept }"
+OUTPUTS = ("p", "q", "a", "b", "upper", "yaml_too", "events", "audit_all")
+LAKE = "connector: localfiles\nconnection: { root: out }\noutputs:\n" + "".join(
+    f"  {name}: {ACCEPT}\n" for name in OUTPUTS
+)
+
 BASE = {
     "project.yml": "name: shop\n",
     "sources/files.yml": f"""
@@ -34,7 +42,7 @@ BASE = {
             path: customers.csv
             columns: {{ id: bigint, name: varchar, updated_at: timestamp }}
     """,
-    "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n",
+    "sinks/lake.yml": LAKE,
     "data/orders.csv": "id,customer_id,amount,updated_at,created_at\n"
     "1,1,2.5,2024-01-01 00:00:00,2024-01-01\n",
     "data/customers.csv": "id,name,updated_at\n1,ada,2024-01-01 00:00:00\n",
@@ -88,7 +96,7 @@ JOINED = "{{ source('files', 'orders') }} AS o JOIN {{ source('files', 'customer
         f"o.updated_at >= {WM}",
         f"{WM} < o.updated_at",  # the mirrored form: the same lower bound written the other way round
         f"o.updated_at > {WM} - INTERVAL 1 HOUR AND o.amount > 0",
-        f"o.id > CAST({WM} AS BIGINT) + 0",
+        f"o.id > {WM} + 0",  # before the first commit: -inf + 0, no lower bound
         f"NOT (o.updated_at <= {WM})",  # DuckDB's parser turns this into o.updated_at > …
     ],
 )
@@ -323,7 +331,10 @@ def test_pz0227_cursor_absent_from_the_contract(project_dir: Path) -> None:
         "source 'files' dataset 'orders': the watermark cursor 'note' (inferred from pipeline 'p') is not in "
         "the dataset's columns: contract"
     )
-    assert "e.g. note: timestamp (allowed: int, bigint, decimal, date, timestamp)" in next_steps(result)[1]
+    assert (
+        "e.g. note: timestamp (allowed: int, bigint, decimal, date, timestamp, timestamptz)"
+        in next_steps(result)[1]
+    )
 
 
 def test_pz0227_cursor_of_a_type_outside_the_allowed_set(project_dir: Path) -> None:
@@ -331,8 +342,8 @@ def test_pz0227_cursor_of_a_type_outside_the_allowed_set(project_dir: Path) -> N
     found = errors(result)
     assert [c for c, _, _ in found] == ["PZ0227"], result.output
     assert (
-        "is declared 'double', which is not a cursor type (int, bigint, decimal, date, timestamp)"
-        in found[0][2]
+        "is declared 'double', which is not a cursor type "
+        "(int, bigint, decimal, date, timestamp, timestamptz)" in found[0][2]
     )
 
 
@@ -398,7 +409,7 @@ def test_one_project_gets_every_code_at_once(project_dir: Path) -> None:
             path: audit.csv
             columns: {{ id: bigint, seq: bigint }}
     """
-    sinks = "connector: localfiles\nconnection: { root: out }\noutputs:\n  audit: { strategy: append }\n"
+    sinks = f"{LAKE}  audit: {{ strategy: append }}\n"
     result = validate(project_dir, pipelines, **{"sources/files.yml": sources, "sinks/lake.yml": sinks})
     codes = sorted(c for c, _, _ in errors(result))
     assert codes == ["PZ0214", "PZ0224", "PZ0225", "PZ0226", "PZ0227"], result.output
@@ -409,7 +420,7 @@ def test_one_project_gets_every_code_at_once(project_dir: Path) -> None:
     assert places["PZ0225"].startswith("pipelines/yaml_too.sql:3:")
     assert places["PZ0226"] == "pipelines/audit_all.sql:2:15"
     assert places["PZ0227"].startswith("sources/files.yml:")
-    assert places["PZ0214"].startswith("sinks/lake.yml:4:")
+    assert places["PZ0214"].startswith(f"sinks/lake.yml:{len(OUTPUTS) + 4}:")
 
 
 # -- PZ0214 --------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ STAGING = {"src_a__orders": ("a", "orders"), "src_a__customers": ("a", "customer
 ORDERS = '"src_a__orders"'
 CUSTOMERS = '"src_a__customers"'
 WM = "__pz_wm_0__"
+WM_CALL = "{{ watermark('files', 'orders') }}"
 
 
 def outcome(sql: str) -> Recognized | Unrecognized:
@@ -289,6 +290,12 @@ def test_inference_never_crashes_on_any_parsable_text(text: str) -> None:
         ("timestamp", "2024-05-01 10:00:00.123456", "CAST('2024-05-01 10:00:00.123456' AS TIMESTAMP)"),
         ("varchar", "x", "NULL"),
         ("timestamp_ns", None, "CAST('-infinity' AS TIMESTAMP_NS)"),
+        ("timestamptz", None, "CAST('-infinity' AS TIMESTAMP WITH TIME ZONE)"),
+        (
+            "timestamptz",
+            "2024-05-01 08:00:00+00:00",
+            "CAST('2024-05-01 08:00:00+00:00' AS TIMESTAMP WITH TIME ZONE)",
+        ),
     ],
 )
 def test_literal(declared: str, committed: str | None, expected: str) -> None:
@@ -299,8 +306,9 @@ def test_literal_start_and_unknown_type() -> None:
     assert watermark_literal("DATE", None, "2024-01-01") == "CAST('2024-01-01' AS DATE)"
     assert watermark_literal("BIGINT", None, 7) == "CAST('7' AS BIGINT)"
     assert watermark_literal(None) == "NULL"
-    for outside in ("varchar", "double", "timestamptz", "smallint", "hugeint", "not a type"):
+    for outside in ("varchar", "double", "smallint", "hugeint", "not a type"):
         assert cursor_type(outside) is None
+    assert cursor_type("timestamptz") == "TIMESTAMP WITH TIME ZONE"  # the usual updated_at, compared in UTC
 
 
 def test_admits_every_row_literal_admits_every_row_and_survives_arithmetic() -> None:
@@ -333,7 +341,8 @@ def _project(root: Path, where: str, cursor_decl: str = "timestamp") -> Path:
                     path: orders.csv
                     columns: {{ id: bigint, ts: {cursor_decl} }}
             """,
-            "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n",
+            "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n"
+            "outputs:\n  p: { strategy: append, duplicates: accept }\n",
             "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'p') }}\n"
             f"SELECT * FROM {{{{ source('files', 'orders') }}}} AS o WHERE {where}\n",
         },
@@ -398,3 +407,60 @@ def test_a_query_nested_too_deeply_for_the_walk_is_refused_not_accepted() -> Non
     found = result.outcome(0)
     assert isinstance(found, Unrecognized) and found.cause == Cause.UNTRACEABLE
     assert ("a", "orders") in result.unfiltered
+
+
+def _bounds_of(tmp_path: Path, wheres: dict[str, str], committed: str | None) -> tuple[list[str], str]:
+    """(error codes, the dataset's read bounds) of a project where each pipeline filters orders by `where`."""
+    outputs = "".join(f"  {n}: {{ strategy: append, duplicates: accept }}\n" for n in wheres)
+    files = {
+        "project.yml": "name: shop\n",
+        "sources/files.yml": "connector: localfiles\nconnection: { root: data }\ndatasets:\n"
+        "  orders: { format: csv, path: orders.csv, columns: { id: bigint, ts: timestamp } }\n",
+        "sinks/lake.yml": f"connector: localfiles\nconnection: {{ root: out }}\noutputs:\n{outputs}",
+    }
+    for name, where in wheres.items():
+        files[f"pipelines/{name}.sql"] = (
+            f"INSERT INTO {{{{ sink('lake', '{name}') }}}}\n"
+            f"SELECT * FROM {{{{ source('files', 'orders') }}}} AS o WHERE {where}\n"
+        )
+    project, _ = load_project(write_project(tmp_path, files), partial=True)
+    assert project is not None
+    compiled = compile_project(project, watermarks={("files", "orders"): committed} if committed else None)
+    assert compiled.dag is not None
+    load = compiled.dag.nodes["src_files__orders"]
+    return [d.code for d in compiled.errors], load.work.request.bounds.describe()  # type: ignore[attr-defined]
+
+
+EVERY_ROW = "every row (ts unbounded)"
+
+
+@pytest.mark.parametrize(
+    ("wheres", "expected", "first"),
+    [
+        ({"p": f"o.ts > {WM_CALL}"}, "ts > 2024-05-01 10:00:00", EVERY_ROW),
+        ({"p": f"o.ts > {WM_CALL} - INTERVAL 1 HOUR"}, "ts > 2024-05-01 09:00:00", EVERY_ROW),
+        (  # the SQL route's start: the first read begins there
+            {"p": f"o.ts > greatest({WM_CALL} - INTERVAL 2 DAY, TIMESTAMP '2024-04-30')"},
+            "ts > 2024-04-30 00:00:00",
+            "ts > 2024-04-30 00:00:00",
+        ),
+        (
+            {"p": f"o.ts > {WM_CALL}", "q": f"o.ts >= {WM_CALL} - INTERVAL 1 HOUR"},
+            "ts >= 2024-05-01 09:00:00",
+            EVERY_ROW,
+        ),
+        ({"p": f"o.ts >= {WM_CALL}", "q": f"o.ts > {WM_CALL}"}, "ts >= 2024-05-01 10:00:00", EVERY_ROW),
+        (
+            {"p": f"o.ts > {WM_CALL} AND o.ts > {WM_CALL} - INTERVAL 5 MINUTE"},
+            "ts > 2024-05-01 09:55:00",
+            EVERY_ROW,
+        ),
+    ],
+)
+def test_the_read_is_the_union_of_every_comparisons_evaluated_bound(
+    tmp_path: Path, wheres: dict[str, str], expected: str, first: str
+) -> None:
+    codes, bounds = _bounds_of(tmp_path, wheres, "2024-05-01 10:00:00")
+    assert codes == [] and bounds == expected
+    codes, bounds = _bounds_of(tmp_path / "first", wheres, None)  # before the first commit
+    assert codes == [] and bounds == first

@@ -39,6 +39,7 @@ Tables the sink creates use utf8mb4 with a binary, no-pad collation (MariaDB `ut
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import re
 import secrets
@@ -425,7 +426,10 @@ class MySQLConnector(Connector):
                 code="PZ0505",
             )
         col = quote_ident(plan.name)
-        return bounds_predicate(col, bounds, lambda text: f"CAST({sql_literal(text)} AS {cast})")
+        zoned = plan.duckdb.upper() == "TIMESTAMP WITH TIME ZONE"  # TIMESTAMP: read in the session's UTC
+        return bounds_predicate(
+            col, bounds, lambda text: f"CAST({sql_literal(_utc_naive(text) if zoned else text)} AS {cast})"
+        )
 
     def _read_where(self, dataset: DatasetRequest, partition: Partition, plans: list[ColumnPlan]) -> str:
         parts = [p for p in (self._partition_where(partition), self._bounds_where(dataset, plans)) if p]
@@ -1077,6 +1081,15 @@ def _name_issues(value: object, block: str, name: str) -> list[ConnectorIssue]:
     except PzConnectorError as exc:
         return [ConnectorIssue(exc.message, ("table",), block, name)]
     return []
+
+
+def _utc_naive(text: str) -> str:
+    """A zoned bound (`2024-01-01 10:00:00+00:00`) as the UTC wall time a MySQL/MariaDB DATETIME literal holds
+    (MariaDB ignores an offset in a literal)."""
+    moment = dt.datetime.fromisoformat(text)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
+    return moment.isoformat(sep=" ")
 
 
 def _cursor_cast(duck: str) -> str | None:
