@@ -32,6 +32,7 @@ from pipelinez.core.vocabulary import NodeKind, NodeStatus, Provenance, Severity
 from pipelinez.engine.failures import NodeFailure, classify
 from pipelinez.engine.run_results import PartitionResult
 from pipelinez.engine.sink_checks import check_target, refuse_duplicate_keys, refuse_null_keys
+from pipelinez.engine.sink_stream import sink_stream
 from pipelinez.engine.staging_store import Reuse, ReuseUnavailable, StagedPart
 from pipelinez.engine.streamed import with_query_outcome
 from pipelinez.engine.watermarks import Capture, trim_and_capture
@@ -592,7 +593,7 @@ def run_sink_write(
             if work.tier == Tier.NATIVE:
                 result = connector.write_native(cur, request, source)
             else:
-                reader = cur.execute(f"SELECT * FROM {source}").to_arrow_reader(SINK_BATCH_ROWS)
+                reader = sink_stream(cur, source, SINK_BATCH_ROWS)
                 result = connector.write_batches(request, reader)
             failpoints.hit("sink.committed")
         return NodeOutput(
