@@ -161,7 +161,7 @@ class MySQLConnector(Connector):
                     )
                 )
         for name, block in outputs.items():
-            issues += _name_issues(block.get("table"), "output", name)
+            issues += _name_issues(block.get("table", name), "output", name)  # the name is the default
         return issues
 
     @classmethod
@@ -170,17 +170,25 @@ class MySQLConnector(Connector):
     ) -> OutputTarget | None:
         """Server (host, port) and (database, table), case-folded: whether MySQL tells `Orders` from
         `orders` depends on the server's lower_case_table_names, so pz treats them as one table."""
+        issue = ""
         try:
             settings = Settings.from_connection(connection)
-            table = TableName.parse(str(options.get("table") or output))
         except (PzConnectorError, ValueError):
             return None  # tier 3 reports it
+        try:
+            table = TableName.parse(str(options.get("table") or output))
+        except PzConnectorError as exc:
+            if "table" in options:
+                return None  # tier 3 reports the table: key
+            # the output's own name is the table: refused here, not when the write runs (too long...)
+            issue, table = exc.message.removeprefix("table: "), TableName(None, output)
         database = (table.database or settings.database or "").lower()
         host = str(settings.host or "localhost").lower()
         return OutputTarget(
             ("mysql", host, str(settings.port)),
             (database, table.table.lower()),
             f"table {database}.{table.table} on {host}:{settings.port}",
+            issue=issue,
         )
 
     # -- connections -------------------------------------------------------------------------------------
