@@ -1,4 +1,6 @@
 """One physical target, one writer: two outputs that resolve to the same table, file or folder are refused.
+A target the sink cannot hold as named (a table name past the server's identifier limit) is refused too
+(PZ0304), for every output a pipeline writes, declared in its sink file or not.
 
 Each connector tells where an output physically writes (`Connector.output_target`): connection identity
 (host/port/database, a database file) and the normalized target (the server's case rules, defaults filled
@@ -48,8 +50,15 @@ def shared_targets(
         for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
             inst = sinks.get(sink)
             target = target_of(project, inst, output) if inst else None
-            if target is None:
+            if inst is None or target is None:
                 continue
+            declared = output in getattr(inst.spec, "outputs", {})  # then tier 3 checked its name
+            if (
+                target.issue
+                and not declared
+                and not any((w.sink, w.output) == (sink, output) for w in writers)
+            ):
+                diags.append(_unnamable(inst, output, place, target.issue))
             writer = _Writer(sink, output, name, place, target)
             clash = next(
                 (w for w in writers if (w.sink, w.output) != (sink, output) and w.target.overlaps(target)),
@@ -70,3 +79,9 @@ def shared_targets(
                 )
             writers.append(writer)
     return diags
+
+
+def _unnamable(inst: ResolvedInstance, output: str, place: Place, issue: str) -> Diagnostic:
+    """PZ0304 at the pipeline's sink() call: the sink cannot hold the table named after an output that its
+    sink file does not declare (an identifier past the server's limit)."""
+    return error("PZ0304", f"{inst.spec.kind} '{inst.name}' output '{output}': {issue}", place=place)

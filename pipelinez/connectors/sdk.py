@@ -162,6 +162,10 @@ class OutputTarget:
     # lets outputs of different connectors clash (a DuckDB sink file inside a localfiles output folder)
     local_path: tuple[str, ...] | None = None
     owns_local_path: bool = False  # the output owns everything under local_path (a folder it swaps whole)
+    # why the system cannot hold the target as named (a name past the server's identifier limit, which
+    # PostgreSQL would cut and MySQL refuse at run time): validation reports it as PZ0304. `parts` are what
+    # the server would make of the names (PostgreSQL's cut), so two names it would cut alike clash (PZ0228)
+    issue: str = ""
 
     def overlaps(self, other: OutputTarget) -> bool:
         if self.system != other.system:

@@ -33,6 +33,7 @@ from pipelinez.engine.scheduler import (
     Verdict,
 )
 from pipelinez.engine.staging_store import Reuse
+from pipelinez.engine.streamed import settle_pipeline
 from pipelinez.engine.watermarks import Capture
 from pipelinez.plan.planner import PlannedNode
 
@@ -96,6 +97,8 @@ class Executor:
         self._last_failure: dict[str, NodeFailure] = {}  # of a node waiting to retry
         # a streamed pipeline's rows are the rows its sink write read through it: recorded when that settles
         self._streamed = {p.stream_into: p.node.name for p in ctx.plan.nodes if p.stream_into}
+        # streamed pipelines whose view is made: their query runs inside their write, and they settle with it
+        self._held: set[str] = set()
         self.captures: dict[str, Capture] = {}  # incremental loads' captures, by node name
 
     def run(self) -> None:
@@ -125,6 +128,9 @@ class Executor:
         )
         try:
             scheduler.run()
+            for write, pipeline in self._streamed.items():  # a write the scheduler never settled
+                if pipeline in self._held:
+                    self._settle_streamed(pipeline, self.results[write], None)
         finally:
             if self._own_backend:
                 self._backend.close()
@@ -185,8 +191,7 @@ class Executor:
                 self.ctx.bus.publish(retry)
                 self._last_failure[key] = failure
                 return RetryIn(delay)
-        self._finish(result)
-        return Finished(self.results[key].status in OK_STATUSES)
+        return Finished(self._finish(result))
 
     def settle_interrupted(self, key: str, attempt: int, result: AttemptResult) -> None:
         if self.breakers is not None:
@@ -207,6 +212,9 @@ class Executor:
         result = self.results[key]
         result.status = status
         result.skipped_because = reason
+        pipeline = self._streamed.get(key)
+        if pipeline in self._held:
+            self._settle_streamed(pipeline, result, self._last_failure.get(key))
         if key in self._attempts:  # cancelled after it ran: the attempts it made and its last error
             result.attempts = self._attempts[key]
             started = self._started.get(key)
@@ -220,7 +228,8 @@ class Executor:
         self._backend.interrupt()
 
     # -- recording -----------------------------------------------------------------------------------
-    def _finish(self, done: AttemptResult) -> None:
+    def _finish(self, done: AttemptResult) -> bool:
+        """Record how a node ended and publish it; whether it ended ok (what depends on it may run)."""
         result = self.results[done.name]
         result.attempts = done.attempt
         started = self._started.get(done.name)
@@ -250,9 +259,25 @@ class Executor:
                 result.watermark = out.watermark.to_dict(committed=False)
             elif out.provenance is not None and reuse is not None and reuse.watermark is not None:
                 result.watermark = dict(reuse.watermark)  # the same rows: the failed run's cursor range
+        ok = result.status in OK_STATUSES
+        if ok and self.planned[done.name].stream_into:  # only its view exists: it settles with its write
+            result.status = NodeStatus.RUNNING
+            self._held.add(done.name)
+            return True
         pipeline = self._streamed.get(done.name)
-        if pipeline is not None and self.results[pipeline].status in OK_STATUSES:
-            self.results[pipeline].rows = result.rows
+        if pipeline in self._held:
+            self._settle_streamed(pipeline, result, done.failure)
+        self._publish(result)
+        return ok
+
+    def _settle_streamed(self, pipeline: str, write: NodeResult, failure: NodeFailure | None) -> None:
+        """A streamed pipeline's result, from how the write that ran its query ended; published first."""
+        self._held.discard(pipeline)
+        result = self.results[pipeline]
+        settle_pipeline(result, write, failure)
+        started = self._started.get(pipeline)
+        if started is not None:  # its query ran until its write settled
+            result.duration_ms = int((time.monotonic() - started) * 1000)
         self._publish(result)
 
     def _publish(self, result: NodeResult) -> None:

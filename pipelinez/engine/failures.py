@@ -24,6 +24,15 @@ DEBUG_LOG = logging.getLogger("pipelinez.node_errors")
 
 
 @dataclass(frozen=True)
+class StreamedQuery:
+    """How a streamed pipeline's query ended, as the sink write that ran it found out: the rows it computed,
+    or its error (the pipeline's own status follows this, never the write's view creation)."""
+
+    rows: int = 0
+    error: NodeError | None = None
+
+
+@dataclass(frozen=True)
 class NodeFailure(Exception):
     code: str
     message: str
@@ -36,6 +45,8 @@ class NodeFailure(Exception):
     # the worker running the attempt was lost (a remote backend's node died): such a failure may be transient
     # for the retry policy, but it says nothing about the source/sink instance, so a breaker never counts it
     worker_lost: bool = False
+    # a sink write reading a streamed pipeline: whether that pipeline's query computed (None: never run)
+    streamed: StreamedQuery | None = None
 
     @property
     def blames_instance(self) -> bool:
@@ -67,6 +78,7 @@ class NodeFailure(Exception):
                 self.checkpoint,
                 self.partitions,
                 self.worker_lost,
+                self.streamed,
             ),
         )
 

@@ -29,10 +29,12 @@ from pipelinez.core import duck_catalog, failpoints
 from pipelinez.core.diagnostics import ConnectorHostError
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, Provenance, Severity, Strategy, Tier
-from pipelinez.engine.failures import DEBUG_LOG, NodeFailure, classify, duck_summary
+from pipelinez.engine.failures import NodeFailure, classify
 from pipelinez.engine.run_results import PartitionResult
 from pipelinez.engine.sink_checks import check_target, refuse_duplicate_keys, refuse_null_keys
+from pipelinez.engine.sink_stream import sink_stream
 from pipelinez.engine.staging_store import Reuse, ReuseUnavailable, StagedPart
+from pipelinez.engine.streamed import with_query_outcome
 from pipelinez.engine.watermarks import Capture, trim_and_capture
 from pipelinez.plan.planner import PlannedNode
 
@@ -591,7 +593,7 @@ def run_sink_write(
             if work.tier == Tier.NATIVE:
                 result = connector.write_native(cur, request, source)
             else:
-                reader = cur.execute(f"SELECT * FROM {source}").to_arrow_reader(SINK_BATCH_ROWS)
+                reader = sink_stream(cur, source, SINK_BATCH_ROWS)
                 result = connector.write_batches(request, reader)
             failpoints.hit("sink.committed")
         return NodeOutput(
@@ -602,34 +604,14 @@ def run_sink_write(
         )
     except Exception as exc:
         failure = classify(exc, "PZ0501", what)
-        if planned.streamed_from and failure.code == "PZ0501" and "interrupt" not in failure.message.lower():
-            raise _pipeline_failure(cur, node.pipeline, planned.streamed_from, what, failure) from exc
+        interrupted = failure.code == "PZ0514" or "interrupt" in failure.message.lower()
+        if planned.streamed_from and not interrupted:  # the pipeline's query ran here: how did it end?
+            raise with_query_outcome(cur, node.pipeline, planned.streamed_from, what, failure) from exc
         raise failure from exc
     finally:
         if connector:
             connector.close()
         ctx.release(cur)
-
-
-def _pipeline_failure(
-    cur: duckdb.DuckDBPyConnection, view: str, pipeline: str, what: str, failure: NodeFailure
-) -> NodeFailure:
-    """A write that read a streamed pipeline failed: when computing the pipeline's query alone fails too,
-    the query is the cause (a cast that fails on some row), so the failure names the pipeline (PZ0507), as
-    it would had the pipeline been stored first. Otherwise the write itself failed (PZ0501)."""
-    try:
-        cur.execute(f"SELECT count(COLUMNS(*)) FROM {quote_ident(view)}").fetchone()  # every column computed
-    except Exception as exc:
-        cause = classify(exc, "PZ0507", pipeline)
-        DEBUG_LOG.info("%s: full message:\n%s", pipeline, exc)
-        return dataclasses.replace(
-            failure,
-            code="PZ0507",
-            message=f"{pipeline}: {duck_summary(str(exc))} (streamed into {what}; nothing was written)",
-            transient=cause.transient,
-            retry_after=cause.retry_after,
-        )
-    return failure
 
 
 def drop_quietly(cur: duckdb.DuckDBPyConnection, target: str) -> None:

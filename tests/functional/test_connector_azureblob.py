@@ -5,6 +5,7 @@ under injected failures, PZ0312 at plan time and secrets kept out of every artif
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import hmac
 import io
@@ -63,7 +64,7 @@ def by_account(azure: AzureServer, container: str) -> str:
 
 
 def put(azure: AzureServer, path: str, data: bytes) -> None:
-    with azure.filesystem().open_output_stream(path) as f:
+    with azure.filesystem().open_output_stream(path, compression=None) as f:  # the bytes as given
         f.write(data)
 
 
@@ -137,6 +138,36 @@ def test_reads_by_blob_prefix_and_glob(tmp_path: Path, azure: AzureServer, conta
     finally:
         con.close()
     assert run(azure, project, "validate", "--connect").exit_code == 0
+
+
+def test_a_gzipped_csv_blob_is_read_once_decompressed(
+    tmp_path: Path, azure: AzureServer, container: str
+) -> None:
+    put(azure, f"{container}/raw/customers.csv.gz", gzip.compress(b"id,name\n1,ann\n2,bob\n"))
+    project = write_project(
+        tmp_path / "proj",
+        {
+            "project.yml": PROJECT_YML,
+            "sources/blob.yml": f"""
+                connector: azureblob
+                connection: {by_string(container)}
+                datasets:
+                  customers: {{ path: raw/customers.csv.gz }}
+            """,
+            "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+            "pipelines/customers.sql": "INSERT INTO {{ sink('wh', 'customers') }}\n"
+            "SELECT * FROM {{ source('blob', 'customers') }}\n",
+        },
+    )
+    check = run(azure, project, "validate", "--connect")
+    assert check.exit_code == 0, check.output
+    result = run(azure, project, "run")
+    assert result.exit_code == 0, result.output
+    con = duckdb.connect(str(project / "out" / "wh.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT * FROM customers ORDER BY id").fetchall() == [(1, "ann"), (2, "bob")]
+    finally:
+        con.close()
 
 
 def sink_project(root: Path, container: str, rows: int, orders: str = "") -> Path:

@@ -4,6 +4,7 @@ each format, replace and append writes, replace atomicity under injected failure
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import secrets
@@ -43,7 +44,7 @@ def connection(s3: S3Server, bucket: str) -> str:
 
 
 def put(s3: S3Server, path: str, data: bytes) -> None:
-    with s3.filesystem().open_output_stream(path) as f:
+    with s3.filesystem().open_output_stream(path, compression=None) as f:  # the bytes as given
         f.write(data)
 
 
@@ -160,6 +161,37 @@ def test_a_path_matching_nothing_fails_the_load_with_a_message(
 
 
 # -- sinks -----------------------------------------------------------------------------------------------
+def test_compressed_objects_are_read_once_decompressed(tmp_path: Path, s3: S3Server, bucket: str) -> None:
+    """The docs' own example (`raw/customers.csv.gz`, no columns: header and types come from the object),
+    and a gzipped JSON file: pyarrow decompressed by the name and the reader did again."""
+    put(s3, f"{bucket}/raw/customers.csv.gz", gzip.compress(b"id,name\n1,ann\n2,bob\n"))
+    put(s3, f"{bucket}/raw/events.jsonl.gz", gzip.compress(b'{"id": 7, "tags": ["a"]}\n'))
+    project = write_project(
+        tmp_path / "proj",
+        {
+            "project.yml": PROJECT_YML,
+            "sources/lake.yml": f"""
+                connector: s3
+                connection: {connection(s3, bucket)}
+                datasets:
+                  customers: {{ path: raw/customers.csv.gz }}
+                  events: {{ path: raw/events.jsonl.gz }}
+            """,
+            "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+            "pipelines/customers.sql": "INSERT INTO {{ sink('wh', 'customers') }}\n"
+            "SELECT * FROM {{ source('lake', 'customers') }}\n",
+            "pipelines/events.sql": "INSERT INTO {{ sink('wh', 'events') }}\n"
+            "SELECT id, len(tags) AS n FROM {{ source('lake', 'events') }}\n",
+        },
+    )
+    check = run(project, "validate", "--connect")
+    assert check.exit_code == 0, check.output
+    result = run(project, "run")
+    assert result.exit_code == 0, result.output
+    assert wh_rows(project, "customers") == [(1, "ann"), (2, "bob")]
+    assert wh_rows(project, "events") == [(7, 1)]
+
+
 def sink_project(
     root: Path, s3: S3Server, bucket: str, rows: int = 3, extra: str = "", orders: str = ""
 ) -> Path:

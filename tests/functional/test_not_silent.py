@@ -126,8 +126,8 @@ def test_masking_a_secret_never_rewrites_structured_fields(project_dir: Path) ->
     events = [json.loads(line) for line in result.lines]
     done = {e["name"]: e for e in events if e["event"] == "node_completed"}
     assert done["orders"]["status"] == "success" and done["lake.orders"]["status"] == "success"
-    # 'success' is streamed into lake.success, whose write runs (and fails on) its query
-    assert done["success"]["status"] == "success" and done["lake.success"]["status"] == "failed"
+    # 'success' is streamed into lake.success, whose write runs (and fails on) its query: both failed
+    assert done["success"]["status"] == "failed" and done["lake.success"]["status"] == "failed"
     assert done["lake.success"]["name"] == "lake.success"  # its name holds the secret, and stays readable
     message = done["lake.success"]["error"]["message"]
     assert "'***'" in message and "success" not in message, message

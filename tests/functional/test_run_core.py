@@ -189,7 +189,7 @@ def test_fail_fast_cancels_pending_nodes(project_dir: Path) -> None:
     result = pz(project_dir, "run", "--fail-fast")
     assert result.exit_code == 1
     statuses = {n["name"]: n["status"] for n in result.run_results()["nodes"]}
-    assert statuses["a_bad"] == "success"  # streamed: its query runs, and fails, in the write reading it
+    assert statuses["a_bad"] == "failed"  # streamed: its query runs, and fails, in the write reading it
     assert statuses["wh.bad_totals"] == "failed"
     assert result.node("wh.bad_totals")["error"]["code"] == "PZ0507"
     assert "cancelled" in statuses.values()
@@ -601,7 +601,7 @@ def test_sigint_stops_the_run_and_records_every_node(project_dir: Path) -> None:
     assert results["status"] == "failed" and results["error"]["code"] == "PZ0514"
     statuses = {n["name"]: n["status"] for n in results["nodes"]}
     assert statuses["src_files__orders"] == "success"
-    assert statuses["slow"] == "success"  # a view: the query runs in the sink write that reads it
+    assert statuses["slow"] == "cancelled"  # a view: its query ran in the sink write, interrupted with it
     assert statuses["lake.orders_copy"] == "cancelled"
     assert pz(project_dir, "runs").exit_code == 0
     assert pz(project_dir, "clean").exit_code == 0  # the lock was released

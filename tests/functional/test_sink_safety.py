@@ -583,3 +583,27 @@ def test_sums_append_to_parquet_exactly_and_again(project_dir: Path, universal: 
             f"SELECT total::VARCHAR FROM read_parquet('{project_dir / 'out' / 'totals.parquet'}/*.parquet')"
         ).fetchall()
     assert rows == [("9007199254740993",), ("9007199254740993",)]
+
+
+KEY_ONLY_SQL = """
+    INSERT INTO {{ sink('wh', 'out') }}
+    SELECT * FROM (VALUES (1, 'a', false), (2, 'b', false), (3, 'c', true)) AS t(id, k2, gone)
+"""
+
+
+def test_a_merge_of_key_columns_only_lands_alike(project_dir: Path, target: Target) -> None:
+    """A result holding only its keys (and the on_delete flag): mysql generated `ON DUPLICATE KEY UPDATE
+    id = id`, ambiguous in INSERT … SELECT (error 1052), on the run that met an existing key."""
+    cases = [
+        (", keys: [id, k2], on_delete: { column: gone }", [(1, "a"), (2, "b")]),
+        (", keys: [id, k2, gone]", [(1, "a"), (2, "b"), (3, "c")]),
+    ]
+    for extra, expected in cases:
+        for _ in range(2):  # the second run upserts keys that are there
+            result = _run(project_dir, target, "merge", KEY_ONLY_SQL, extra=extra)
+            assert result.exit_code == 0, result.output
+            assert result.node("wh.out")["rows"] == len(expected)
+            assert [(int(r[0]), r[1]) for r in target.rows("SELECT id, k2 FROM target ORDER BY id")] == (  # type: ignore[call-overload]
+                expected
+            )
+        target.execute("DROP TABLE target")

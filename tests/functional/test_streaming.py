@@ -130,6 +130,13 @@ def test_a_streamed_query_that_fails_half_way_fails_its_write_and_leaves_the_tar
     ), error["message"]
     with duckdb.connect(str(project_dir / "out" / "wh.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM plain").fetchone() == (3,)  # the old table, untouched
+    # the pipeline's status follows its query, not the view it made (it said `ok`, and `success`, before)
+    pipeline = result.node("plain")
+    assert pipeline["status"] == "failed" and pipeline["error"] == error, pipeline
+    assert not any(line.startswith("ok plain") for line in result.lines), result.output
+    assert result.lines.index(next(ln for ln in result.lines if ln.startswith("FAIL plain "))) < (
+        result.lines.index(next(ln for ln in result.lines if ln.startswith("FAIL wh.plain ")))
+    ), result.output
 
 
 def test_an_empty_streamed_result_is_still_refused_by_replace(project_dir: Path) -> None:
@@ -144,3 +151,15 @@ def test_an_empty_streamed_result_is_still_refused_by_replace(project_dir: Path)
     result = pz(project_dir, "run", "-s", "wh.plain")
     assert result.exit_code == 1
     assert result.node("wh.plain")["error"]["code"] == "PZ0509"
+    assert result.node("plain")["status"] == "success" and result.node("plain")["rows"] == 0
+
+
+def test_a_write_failing_for_its_own_reason_leaves_a_sound_query_ok(project_dir: Path) -> None:
+    """The write failed, not the query: the pipeline computed its rows, and says so."""
+    write_project(project_dir, BASE)
+    result = pz(project_dir, "run", "-s", "wh.plain", env={"PZ_FAILPOINTS": "sink.write@wh.plain"})
+    assert result.exit_code == 1, result.output
+    error = result.node("wh.plain")["error"]
+    assert error["code"] == "PZ0501" and "failpoint sink.write" in error["message"], error
+    pipeline = result.node("plain")
+    assert (pipeline["status"], pipeline["rows"], pipeline["error"]) == ("success", 3, None), pipeline

@@ -55,3 +55,11 @@ def test_refuses_past_the_limit_only(tmp_path: Path) -> None:
     with pytest.raises(PzConnectorError, match="more than 1000 levels deep") as caught:
         jsondepth.refuse_too_deep([at_limit, over])
     assert caught.value.code == "PZ0505" and str(over) in caught.value.message
+
+
+def test_a_compressed_file_is_scanned_decompressed(tmp_path: Path) -> None:
+    import gzip
+
+    deep = tmp_path / "deep.json.gz"
+    deep.write_bytes(gzip.compress(b"[" * (jsondepth.MAX_DEPTH + 1) + b"]" * (jsondepth.MAX_DEPTH + 1)))
+    assert jsondepth.too_deep(deep)

@@ -24,7 +24,7 @@ from pipelinez.core.vocabulary import (
     Tier,
 )
 from pipelinez.engine import run_results
-from pipelinez.engine.failures import NodeFailure
+from pipelinez.engine.failures import NodeFailure, StreamedQuery
 from pipelinez.engine.run_results import (
     NodeResult,
     PartitionResult,
@@ -166,6 +166,7 @@ def test_run_args_round_trip() -> None:
     "value",
     [
         NodeFailure("PZ0505", "source 'pg' dataset 'orders': reset", True, 2.5, 3, 7),
+        NodeFailure("PZ0501", "boom", streamed=StreamedQuery(error=NodeError("PZ0507", "cast", False))),
         NodeError("PZ0501", "sink 'wh' output 'o': boom", True),
         PartitionResult(2, 10),
         RunArgs(("x",), (), {"v": "1"}, 2, None, False),
@@ -232,3 +233,42 @@ def test_run_results_is_written_durably_before_its_name_moves(
     assert steps == [("fsync", tmp), ("rename", str(path)), ("fsync", str(run_dir))]
     final = read_results(path)
     assert final is not None and final.status is RunStatus.FAILED
+
+
+def _streamed_pipeline() -> NodeResult:
+    return NodeResult("p1", "p", NodeKind.PIPELINE, NodeStatus.RUNNING, message="streamed into wh.p")
+
+
+@pytest.mark.parametrize(
+    ("write_status", "failure", "expected"),
+    [
+        (NodeStatus.SUCCESS, None, (NodeStatus.SUCCESS, 9, None)),
+        (
+            NodeStatus.FAILED,
+            NodeFailure("PZ0501", "refused", streamed=StreamedQuery(rows=4)),
+            (NodeStatus.SUCCESS, 4, None),
+        ),
+        (
+            NodeStatus.FAILED,
+            NodeFailure("PZ0507", "cast", streamed=StreamedQuery(error=NodeError("PZ0507", "cast"))),
+            (NodeStatus.FAILED, 0, NodeError("PZ0507", "cast")),
+        ),
+        (NodeStatus.FAILED, NodeFailure("PZ0506", "breaker open"), (NodeStatus.CANCELLED, 0, None)),
+        (NodeStatus.CANCELLED, None, (NodeStatus.CANCELLED, 0, None)),
+    ],
+)
+def test_a_streamed_pipeline_settles_as_its_query_ended(
+    write_status: NodeStatus, failure: NodeFailure | None, expected: tuple[object, ...]
+) -> None:
+    """Its write succeeded (so did the query), failed (the query's own outcome decides), or never computed it
+    (refused, cancelled): then neither did the pipeline, which is never `success` for a query not run."""
+    from pipelinez.engine.streamed import settle_pipeline
+
+    pipeline = _streamed_pipeline()
+    write = NodeResult("w1", "wh.p", NodeKind.SINK_WRITE, write_status, rows=9 if failure is None else 0)
+    settle_pipeline(pipeline, write, failure)
+    assert (pipeline.status, pipeline.rows, pipeline.error) == expected
+    if expected[0] == NodeStatus.CANCELLED:
+        assert pipeline.skipped_because == (
+            f"streamed into wh.p, which ended {write_status} without computing its query"
+        )

@@ -29,7 +29,7 @@ def _ref(path: FileRef | Path) -> FileRef:
 def _brackets(path: FileRef | Path) -> Iterator[bytes]:
     """Each chunk of the file as its brackets outside strings only ('{' opens, '}' closes)."""
     in_string = False
-    with _ref(path).open_raw() as f:
+    with _ref(path).open_text_source() as f:  # a compressed file is scanned decompressed
         while chunk := f.read(_CHUNK):
             while chunk.endswith(b"\\") and (len(chunk) - len(chunk.rstrip(b"\\"))) % 2:
                 more = f.read(1)  # an escape cut by the chunk boundary: take the escaped byte too

@@ -160,7 +160,9 @@ class ObjectStore(ABC):
         fs, path = self.fs, self._fs_path(name)
 
         def opener() -> pa.NativeFile:
-            return fs.open_input_stream(path)
+            # the bytes as stored: pyarrow would otherwise decompress by the name's suffix itself, and
+            # FileRef.open_text_source decompresses them a second time
+            return fs.open_input_stream(path, compression=None)
 
         uri = self.uri(name)
         return FileRef(uri, glob_escaped(uri), opener)

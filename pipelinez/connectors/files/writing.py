@@ -233,21 +233,15 @@ def _write_stream(fmt: str, dest: Path, schema: pa.Schema, batches: _Counted) ->
         with pq.ParquetWriter(str(dest), schema) as writer:
             for batch in batches:
                 writer.write_batch(batch)
-    elif fmt == "csv":
-        import pyarrow.csv as pacsv
-
-        options = pacsv.WriteOptions(include_header=True, quoting_style="needed")
-        with pacsv.CSVWriter(str(dest), schema, write_options=options) as writer:
-            for batch in batches:
-                writer.write_batch(batch)
-    else:
+    else:  # csv and json: DuckDB's writer, as on the native tier (the same text for every type: lists,
+        # structs, uuids, json; pyarrow's CSV writer refused lists with a raw message)
         import duckdb
 
         refused: list[PzConnectorError] = []
 
         def guarded() -> Iterator[pa.RecordBatch]:
             try:
-                yield from finite.checked(batches)
+                yield from (finite.checked(batches) if fmt == "json" else batches)
             except PzConnectorError as exc:  # DuckDB wraps what its Arrow scan raises: keep the original
                 refused.append(exc)
                 raise
@@ -256,7 +250,8 @@ def _write_stream(fmt: str, dest: Path, schema: pa.Schema, batches: _Counted) ->
         con = duckdb.connect()
         try:
             con.register("pz_sink_stream", stream)
-            con.execute(f"COPY (SELECT * FROM pz_sink_stream) TO {quote_literal(str(dest))} (FORMAT json)")
+            dest_sql = quote_literal(str(dest))
+            con.execute(f"COPY (SELECT * FROM pz_sink_stream) TO {dest_sql} ({_COPY_OPTIONS[fmt]})")
         except duckdb.Error:
             if refused:
                 raise refused[0] from None

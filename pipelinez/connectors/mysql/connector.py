@@ -96,6 +96,7 @@ BATCH_ROWS = 65_536  # rows per Arrow batch read from ConnectorX
 WHOLE_FETCH_ROWS = 200_000
 CHUNK_BYTES = 64 * 1024 * 1024  # bytes of TSV per LOAD DATA
 CHUNK_ROWS = 1_000_000  # rows per LOAD DATA
+NARROW_KEY_BYTES = 32  # index bytes reserved per number/date key column (DECIMAL(65) takes 30)
 POOL_FAILURE = " ERROR r2d2]"  # how ConnectorX's pool (r2d2) logs a failed connect to stderr
 _LOAD_FORMAT = "CHARACTER SET binary FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n'"
 _CONNECTION_KEYS = ("host", "port", "database", "user", "password")
@@ -161,7 +162,7 @@ class MySQLConnector(Connector):
                     )
                 )
         for name, block in outputs.items():
-            issues += _name_issues(block.get("table"), "output", name)
+            issues += _name_issues(block.get("table", name), "output", name)  # the name is the default
         return issues
 
     @classmethod
@@ -170,17 +171,25 @@ class MySQLConnector(Connector):
     ) -> OutputTarget | None:
         """Server (host, port) and (database, table), case-folded: whether MySQL tells `Orders` from
         `orders` depends on the server's lower_case_table_names, so pz treats them as one table."""
+        issue = ""
         try:
             settings = Settings.from_connection(connection)
-            table = TableName.parse(str(options.get("table") or output))
         except (PzConnectorError, ValueError):
             return None  # tier 3 reports it
+        try:
+            table = TableName.parse(str(options.get("table") or output))
+        except PzConnectorError as exc:
+            if "table" in options:
+                return None  # tier 3 reports the table: key
+            # the output's own name is the table: refused here, not when the write runs (too long...)
+            issue, table = exc.message.removeprefix("table: "), TableName(None, output)
         database = (table.database or settings.database or "").lower()
         host = str(settings.host or "localhost").lower()
         return OutputTarget(
             ("mysql", host, str(settings.port)),
             (database, table.table.lower()),
             f"table {database}.{table.table} on {host}:{settings.port}",
+            issue=issue,
         )
 
     # -- connections -------------------------------------------------------------------------------------
@@ -810,7 +819,8 @@ class _Writer:
             f for f in self.schema if f.name.lower() in lowered and mysql_column_type(f.type) == "LONGTEXT"
         ]
         binary_keys = [f for f in self.schema if f.name.lower() in lowered and is_binary_like(f.type)]
-        key_chars = max(16, min(768, KEY_BYTES // (4 * max(1, len(text_keys) + len(binary_keys)))))
+        wide_keys = len(text_keys) + len(binary_keys)
+        key_chars = _chars_per_wide(768, wide_keys, len(lowered) - wide_keys)
         columns = []
         for f in self.schema:
             if without is not None and f.name.lower() == without.lower():
@@ -823,7 +833,7 @@ class _Writer:
         if index:
             by_lower = {f.name.lower(): f for f in self.schema}
             wide = [k for k in index if k.lower() in by_lower and _is_wide(by_lower[k.lower()].type)]
-            prefix = max(16, min(255, KEY_BYTES // (4 * max(1, len(wide)))))
+            prefix = _chars_per_wide(255, len(wide), len(index) - len(wide))
             parts = [
                 quote_ident(name) + (f"({prefix})" if k in wide else "")
                 for k, name in zip(index, self._schema_names(index), strict=True)
@@ -1019,9 +1029,9 @@ class _Writer:
             updates = [
                 f"{c} = VALUES({c})" for n, c in zip(names, cols, strict=True) if n.lower() not in lowered
             ]
-            if not updates:
-                first = quote_ident(keys[0])
-                updates = [f"{first} = {first}"]
+            if not updates:  # only keys: a no-op update (a bare `k = k` is ambiguous in INSERT … SELECT)
+                first = quote_ident(self._schema_names(keys[:1])[0])
+                updates = [f"{first} = VALUES({first})"]
             self.exec(
                 f"INSERT INTO {target} ({col_list}) SELECT {select} FROM {tmp} AS s{keep} "
                 f"ON DUPLICATE KEY UPDATE {', '.join(updates)}"
@@ -1106,6 +1116,14 @@ def _cursor_cast(duck: str) -> str | None:
     if upper.startswith("TIMESTAMP"):
         return "DATETIME(6)"
     return None
+
+
+def _chars_per_wide(cap: int, wide: int, narrow: int) -> int:
+    """Characters each of an index's `wide` text/binary columns may use (4 bytes each in utf8mb4) so that
+    the index stays within InnoDB's KEY_BYTES, after its `narrow` columns (numbers, dates: at most
+    NARROW_KEY_BYTES each) take their share; at most `cap`, at least 16."""
+    room = KEY_BYTES - NARROW_KEY_BYTES * narrow
+    return max(16, min(cap, room // (4 * max(1, wide))))
 
 
 def _is_wide(dtype: Any) -> bool:

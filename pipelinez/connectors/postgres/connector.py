@@ -102,7 +102,7 @@ class PostgresConnector(Connector):
                 )
             issues += _name_issues(block.get("table"), "dataset", name)
         for name, block in outputs.items():
-            issues += _name_issues(block.get("table"), "output", name)
+            issues += _name_issues(block.get("table", name), "output", name)  # the name is the default
         return issues
 
     @classmethod
@@ -122,10 +122,15 @@ class PostgresConnector(Connector):
         port = params.get("port", "5432")
         database = params.get("dbname") or params.get("user", "")
         schema = ref.schema or ("" if "search_path" in params.get("options", "") else "public")
+        # an output named in no sink file: its name is the table, checked here (validate checks declared ones)
+        long_part = next((p for p in (ref.schema, ref.name) if p is not None and _too_long(p)), None)
+        # the server cuts a longer name to its first 63 bytes: the table it would really write
+        schema, name = _server_cut(schema), _server_cut(ref.name)
         return OutputTarget(
             ("postgres", host, port, database),
-            (schema, ref.name),
-            f"table {schema + '.' if schema else ''}{ref.name} in database {database} on {host}:{port}",
+            (schema, name),
+            f"table {schema + '.' if schema else ''}{name} in database {database} on {host}:{port}",
+            issue=_too_long_message(long_part) if long_part is not None else "",
         )
 
     # -- helpers -----------------------------------------------------------------------------
@@ -280,14 +285,26 @@ def _name_issues(value: object, block: str, name: str) -> list[ConnectorIssue]:
     except ValueError as exc:
         return [ConnectorIssue(f"table: {exc}", ("table",), block, name)]
     for part in (ref.schema, ref.name):
-        if part is not None and len(part.encode("utf-8")) > 63:
-            return [
-                ConnectorIssue(
-                    f"table: name part {part[:24]!r}... is longer than PostgreSQL's 63 bytes (the server "
-                    "would cut it, so two long names could land in one table)",
-                    ("table",),
-                    block,
-                    name,
-                )
-            ]
+        if part is not None and _too_long(part):
+            return [ConnectorIssue(f"table: {_too_long_message(part)}", ("table",), block, name)]
     return []
+
+
+NAME_BYTES = 63  # PostgreSQL's identifier limit (NAMEDATALEN - 1): longer names are cut to it
+
+
+def _too_long(part: str) -> bool:
+    return len(part.encode("utf-8")) > NAME_BYTES
+
+
+def _too_long_message(part: str) -> str:
+    return (
+        f"name part {part[:24]!r}... ({len(part.encode('utf-8'))} bytes) is longer than PostgreSQL's "
+        f"{NAME_BYTES} bytes (the server would cut it, so two long names could land in one table); give it "
+        "a shorter table:"
+    )
+
+
+def _server_cut(part: str) -> str:
+    """The name as PostgreSQL keeps it: its first 63 bytes, never half a character."""
+    return part.encode("utf-8")[:NAME_BYTES].decode("utf-8", "ignore")

@@ -379,7 +379,8 @@ class Writer:
                 columns.append(Column(field.name, pg_type))
                 converters.append(conv)
         except PzConnectorError as exc:
-            raise PzConnectorError(f"{lead(self.where)}{exc.message}", code="PZ0501") from exc
+            named = f"column {field.name}: {exc.message}"
+            raise PzConnectorError(f"{lead(self.where)}{named}", code="PZ0501") from exc
         self._check_columns(columns)
         stream = _Stream(reader, converters, [c.name for c in columns])
         strategy = self.output.strategy

@@ -685,7 +685,9 @@ def pg_type_for_arrow(typ: pa.DataType) -> tuple[str, Callable[[pa.Array], pa.Ar
         return "interval", None
     if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
         value = typ.value_type
-        if not (pa.types.is_nested(value) or pa.types.is_dictionary(value)):
+        # ADBC writes no array of an extension type (uuid[], json[]): refused, never written as text[]
+        extension = isinstance(value, pa.BaseExtensionType)
+        if not (pa.types.is_nested(value) or pa.types.is_dictionary(value) or extension):
             elem, conv = pg_type_for_arrow(value)
 
             def convert_list(arr: pa.Array) -> pa.Array:
