@@ -74,7 +74,7 @@ def unsafe_output_names(infos: Mapping[str, PipelineInfo]) -> list[Diagnostic]:
     diags = []
     for info in infos.values():
         for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
-            why = _unsafe(output)
+            why = unsafe_output_name(output)
             if why:
                 diags.append(
                     error(
@@ -87,7 +87,8 @@ def unsafe_output_names(infos: Mapping[str, PipelineInfo]) -> list[Diagnostic]:
     return diags
 
 
-def _unsafe(name: str) -> str | None:
+def unsafe_output_name(name: str) -> str | None:
+    """Why `name` is not one safe output name (PZ0118), or None."""
     if not name.strip():
         return "is empty"
     if name in (".", ".."):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipelinez.compile.instances import ResolvedInstance
+from pipelinez.compile.name_checks import unsafe_output_name
 from pipelinez.compile.semantic import PipelineInfo
 from pipelinez.config.model import Project
 from pipelinez.connectors import registry
@@ -49,6 +50,8 @@ def shared_targets(
     for name, info in sorted(infos.items()):
         for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
             inst = sinks.get(sink)
+            if unsafe_output_name(output):  # PZ0118 already: not a name to place or measure
+                continue
             target = target_of(project, inst, output) if inst else None
             if inst is None or target is None:
                 continue
