@@ -530,14 +530,16 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0513",
         "UsageError",
         "the command line is malformed: unknown command or flag, bad or missing value (e.g. --threads 0), "
-        "bad --var syntax",
-        "see `pz <command> --help`",
+        'bad --var syntax; or a Python API call has an argument of the wrong type or value (threads="2", '
+        'fail_fast="no", vars=[...], threads=0)',
+        "see `pz <command> --help`, or docs/api.md for the Python API's arguments",
     ),
     Code(
         "PZ0514",
         "RunCancelledByUser",
-        "the run was stopped by Ctrl-C (SIGINT): running queries interrupted, unfinished nodes cancelled",
-        "run again when ready; committed sink writes stay committed",
+        "the run was stopped by Ctrl-C (SIGINT) or SIGTERM (Airflow, Kubernetes, systemd): running queries "
+        "interrupted, unfinished nodes cancelled, the run recorded as interrupted, the lock released",
+        "run `pz retry` when ready to finish the run; committed sink writes stay committed",
     ),
     Code(
         "PZ0515",
