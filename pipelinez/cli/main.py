@@ -435,7 +435,9 @@ def retry(
             settings.emit_diagnostics(outcome.warnings)
             for line in retry_lines(outcome):
                 click.echo(line)
-        sys.exit(EXIT_OK)
+        if outcome.refusal is not None:  # PZ0534: nothing it can finish, the project changed
+            settings.emit_diagnostics([outcome.refusal])
+        sys.exit(outcome.exit_code)
     run = outcome.run
     if run.status == "error" and run.results.error:
         _report_run_error(settings, run.run_id, run.results.error, run.log_file)

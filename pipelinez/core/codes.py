@@ -636,6 +636,21 @@ REGISTRY: tuple[Code, ...] = (
         "(the --staging URL's bucket) and endpoint/region (engine.staging for the staging); pz never "
         "creates one",
     ),
+    Code(
+        "PZ0534",
+        "RetryProjectChanged",
+        "pz retry found nothing of the last run it can finish: every node that run left unfinished was "
+        "edited since (its SQL, the data its connection points at, its options, a sink's keys) or removed, "
+        "and a retry only finishes what that run would have done; nothing ran (exit 2)",
+        "run `pz run` (or `pz run --select` the changed nodes) for a full pass with the edited project",
+    ),
+    Code(
+        "PZ0535",
+        "EventCallbackFailed",
+        "the on_event callback given to the Python API's run or retry raised; it was not called again, the "
+        "run went on to its end and was recorded, and EventCallbackError carries its outcome",
+        "fix the callback (its exception is the error's __cause__); read the run's events in events.jsonl",
+    ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(
         "PZ0601",

@@ -187,8 +187,11 @@ def _report_changes(sel: RetrySelection, last: RunResults, dag: CompiledDag, unm
         if old_parts is None:
             continue
         differ = {k for k in old_parts.keys() | new_parts.keys() if old_parts.get(k) != new_parts.get(k)}
-        if differ and all(k.endswith(".connection") for k in differ):
-            sel.why_changed[n] = " (only its connection changed: a connection setting or a secret's value)"
+        if differ and all(k.endswith(".connection_identity") for k in differ):
+            sel.why_changed[n] = (
+                " (only its connection changed: where it points (host, port, database, path, bucket), not "
+                "how pz signs in)"
+            )
 
 
 def _checks_of(dag: CompiledDag, chosen: set[str]) -> set[str]:
