@@ -265,6 +265,38 @@ def test_a_rotated_password_or_user_changes_no_id_and_the_retry_finishes_the_run
             _pg(warehouse_db, "DROP OWNED BY pz_rotated_l6; DROP ROLE pz_rotated_l6")
 
 
+@pytest.mark.parametrize("volatile", ["random()", "now()", "uuid()", "current_timestamp"])
+def test_a_write_whose_pipeline_is_not_deterministic_is_run_again_not_carried(
+    project_dir: Path, volatile: str
+) -> None:
+    """The retry re-runs the pipeline, which computes other values: the committed lake write runs again too,
+    so the lake and the warehouse hold the same rows."""
+    files = dict(LOCAL)
+    files["pipelines/enriched.sql"] = files["pipelines/enriched.sql"].replace(
+        "c.country\n", f"c.country, CAST({volatile} AS VARCHAR) AS v\n"
+    )
+    first = _failed_run(project_dir, files)
+    dry = pz(project_dir, "retry", "--dry-run")
+    assert any(
+        ln.split()[:2] == ["run", "lake.enriched"] and "not carried forward: pipeline enriched calls" in ln
+        for ln in dry.lines
+    ), dry.output
+    retry = pz(project_dir, "retry")
+    assert retry.exit_code == 0, retry.output
+    assert (
+        "note: lake.enriched runs again rather than being carried forward: pipeline enriched calls "
+        f"{volatile}, so it computes other rows on every run and the earlier commit would not match what the other sinks "
+        "get now"
+    ) in retry.lines, retry.output
+    assert not any("carrying forward" in ln for ln in retry.lines), retry.output
+    nodes = _nodes(_runs(project_dir)[-1])
+    assert nodes["lake.enriched"]["status"] == "success" and "provenance" not in nodes["lake.enriched"]
+    assert nodes["src_files__orders"]["provenance"] == "reused"  # the loads are still reused
+    lake = duckdb.sql(f"SELECT id, v FROM '{project_dir / 'out' / 'lake' / 'enriched.parquet'}' ORDER BY id")
+    assert lake.fetchall() == _wh(project_dir, "SELECT id, v FROM enriched ORDER BY id")
+    assert first != _runs(project_dir)[-1].name
+
+
 def test_a_reuse_that_fails_at_run_time_falls_back_and_keeps_the_carry_decision(project_dir: Path) -> None:
     first = _failed_run(project_dir)
     # the staged table checks out while the retry is planned, so the lake write is carried forward; then its
