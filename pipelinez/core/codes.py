@@ -461,7 +461,13 @@ REGISTRY: tuple[Code, ...] = (
         "fix the column name (candidates are shown), or add it to the source's columns: contract",
     ),
     # --- 05: runtime -------------------------------------------------------------------------
-    Code("PZ0501", "SinkWriteFailed", "writing an output failed", "fix the cause shown, then run again"),
+    Code(
+        "PZ0501",
+        "SinkWriteFailed",
+        "writing an output failed",
+        "fix the cause shown, then run `pz retry`: it reuses what the run staged and writes only what did "
+        "not commit",
+    ),
     Code("PZ0502", "NothingToRetry", "pz retry found no earlier run", "run `pz run`"),
     Code(
         "PZ0503",
@@ -486,7 +492,8 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0505",
         "ExtractionFailed",
         "extracting a source dataset failed",
-        "fix the cause shown, then run again",
+        "fix the cause shown at the source (its server, its file), then run `pz retry`: it extracts again "
+        "only what failed (after an edit to the dataset's YAML, such as its columns: contract, `pz run`)",
     ),
     Code(
         "PZ0506",
@@ -499,7 +506,8 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0507",
         "PipelineFailed",
         "a pipeline's query failed while running in staging",
-        "fix the SQL or the data it trips on, then run again",
+        "fix the SQL, then `pz run` (an edited pipeline is a new node, so `pz retry` will not run it); for "
+        "data it trips on, fix it at the source and `pz run`, or cast or filter it in the SQL",
     ),
     Code(
         "PZ0508",

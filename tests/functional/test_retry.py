@@ -285,8 +285,8 @@ def test_a_write_whose_pipeline_is_not_deterministic_is_run_again_not_carried(
     assert retry.exit_code == 0, retry.output
     assert (
         "note: lake.enriched runs again rather than being carried forward: pipeline enriched calls "
-        f"{volatile}, so it computes other rows on every run and the earlier commit would not match what the other sinks "
-        "get now"
+        f"{volatile}, so it computes other rows on every run and the earlier commit would not match what "
+        "the other sinks get now"
     ) in retry.lines, retry.output
     assert not any("carrying forward" in ln for ln in retry.lines), retry.output
     nodes = _nodes(_runs(project_dir)[-1])

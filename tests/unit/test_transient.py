@@ -126,6 +126,17 @@ NEGATIVE = [
         "IO Error: Could not connect to server error for HTTP HEAD to 'http://127.0.0.1:1/x'",
     ),
     ("phrase-inside-quotes", 'IO Error: last attempt failed with: "Connection reset by peer"'),
+    # data the message echoes: a CSV row, a value, the reader's options (DuckDB 1.5.5's own texts)
+    (
+        "csv-row-echoed",
+        "Conversion Error: CSV Error on Line: 3\nOriginal Line: timeout,b\nError when converting column "
+        '"id". Could not convert string "timeout" to \'BIGINT\'\n\nColumn id is being converted as type '
+        "BIGINT\n\n  file = t.csv\n  delimiter = , (Auto-Detected)\n",
+    ),
+    ("csv-row-echoed-invalid-input", "Invalid Input Error: CSV Error on Line: 2\nOriginal Line: 1,timeout,x"),
+    ("csv-options-file", 'Invalid Input Error: CSV Error on Line: 2\n\n  file = timeout\n  quote = "'),
+    ("conversion-apostrophe", "Conversion Error: Could not convert string 'it's a timeout' to INT32"),
+    ("binder-kind", "Binder Error: column connection_refused timeout not found"),
 ]
 
 
