@@ -7,7 +7,7 @@ lock's error when another run holds it, `PzUsageError` for arguments of the wron
 reports its events to `on_event` as the same dicts that `events.jsonl` records; a callback that raises is
 not called again, the run goes on to its end and is recorded, and then `EventCallbackError` (PZ0535) is
 raised with the run's outcome. Called in the main thread, a run or retry stops on SIGTERM as on Ctrl-C
-(recorded as interrupted, PZ0514) and then raises `SystemExit(143)`.
+(recorded as interrupted, PZ0514); then the caller's SIGTERM handler runs, or `SystemExit(143)` is raised.
 """
 
 from __future__ import annotations

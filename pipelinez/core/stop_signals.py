@@ -44,15 +44,19 @@ def received() -> str:
 @contextlib.contextmanager
 def sigterm_stops_the_run() -> Iterator[None]:
     """The Python API's run and retry: while the block runs, a SIGTERM stops it like Ctrl-C (the run is
-    recorded as interrupted, the lock released), and then leaves the block as `SystemExit(143)`, so the
-    process still ends as SIGTERM asked, after its finally blocks and atexit handlers ran. Only in the main
-    thread, and only while SIGTERM has Python's default handler (which would end the process at once,
-    recording nothing); a handler the caller installed is kept and decides."""
+    recorded as interrupted, the lock released). Then the handler that was in place decides: one the caller
+    installed (Airflow's task runner has one) is called, as the signal would have called it; with Python's
+    default (which would have ended the process at once, recording nothing) the block is left as
+    `SystemExit(143)`, so the process still ends as SIGTERM asked, after its finally blocks and atexit
+    handlers ran. Only in the main thread (signal handlers live there); a SIGTERM the caller ignores
+    (SIG_IGN) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = signal.getsignal(signal.SIGTERM)
-    if previous not in (signal.SIG_DFL, None):
+    if previous is None:  # installed outside Python: restored as the default
+        previous = signal.SIG_DFL
+    if previous is signal.SIG_IGN:
         yield
         return
     seen = len(_received)
@@ -60,9 +64,13 @@ def sigterm_stops_the_run() -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if "SIGTERM" in _received[seen:]:  # whatever the signal became (DuckDB: "Query interrupted")
-            raise SystemExit(EXIT_SIGTERM) from None
-        raise
+        if "SIGTERM" not in _received[seen:]:
+            raise
+        signal.signal(signal.SIGTERM, previous)
+        if callable(previous):  # the caller's own handler, now that the run is recorded
+            previous(signal.SIGTERM, None)
+        # whatever the signal became in the run (KeyboardInterrupt; DuckDB: "Query interrupted")
+        raise SystemExit(EXIT_SIGTERM) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
 
