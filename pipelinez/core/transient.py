@@ -17,10 +17,10 @@ data the message echoes.
        IO Error: No files found that match the pattern "x.csv"\\n\\nLINE 1: select * from read_csv('x.csv')
 
    The message is cut at the first LINE context: a line starting with ``LINE `` (after optional
-   indentation), or an inline ``LINE <n>:``, and at the first blank line (after it DuckDB lists context: a
-   CSV reader's options, file name included, and its hints). Everything from there on is ignored, so a SQL
-   text that mentions `timeout` never makes a terminal error look transient. So are the lines that echo an
-   input row (``Original Line: …``, DuckDB's CSV errors).
+   indentation), or an inline ``LINE <n>:``. Everything from there on is ignored, so a SQL text that
+   mentions `timeout` never makes a terminal error look transient. So are the lines that echo data: the input
+   row of a CSV error (``Original Line: …``) and the CSV reader's option list (``  file = …``,
+   ``  delimiter = …``: indented ``name = value`` lines).
 2. **Quoted segments removed.** DuckDB quotes file names, URLs, globs and identifiers in single or double
    quotes (``HTTP GET error on 'https://h/timeout/x.csv' (HTTP 404 Not Found)``,
    ``No files found that match the pattern "s3://b/503/*.parquet"``). Every quoted segment is replaced by
@@ -88,7 +88,7 @@ DATA_ERROR_KINDS: tuple[str, ...] = (
     "Invalid Type Error",
 )
 _DATA_KIND = re.compile("|".join(re.escape(kind) + ":" for kind in DATA_ERROR_KINDS), re.IGNORECASE)
-_ECHOED_ROW = re.compile(r"^[ \t]*Original Line:.*$", re.MULTILINE)
+_ECHOED_DATA = re.compile(r"^(?:[ \t]*Original Line:.*|[ \t]+[a-z_]+ = .*)$", re.MULTILINE)
 
 # 1. LINE context: a line that starts with "LINE ", or an inline "LINE <n>:".
 _LINE_CONTEXT = re.compile(r"\n[ \t]*LINE |LINE \d+:")
@@ -131,8 +131,7 @@ def summarize(message: str) -> str:
     and bare location-like tokens replaced by a neutral placeholder (see the module docstring)."""
     cut = _LINE_CONTEXT.search(message)
     summary = message[: cut.start()] if cut else message
-    summary = re.split(r"\n[ \t]*\n", summary, maxsplit=1)[0]
-    summary = _ECHOED_ROW.sub("", summary)
+    summary = _ECHOED_DATA.sub("", summary)
     summary = _QUOTED.sub(_PLACEHOLDER, summary)
     summary = _HTTP_VERSION.sub("HTTP", summary)
     return _BARE_LOCATION.sub(_PLACEHOLDER, summary)

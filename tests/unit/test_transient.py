@@ -236,3 +236,16 @@ def test_real_duckdb_httpfs_messages() -> None:
             assert is_transient_native(str(info.value)) is transient, str(info.value)
     finally:
         server.shutdown()
+
+
+def test_the_summary_keeps_what_follows_a_quoted_statement_with_blank_lines() -> None:
+    """The postgres extension quotes the statement it ran, blank lines included; libpq's words after it are
+    pz's summary too (the postgres connector matches them), only echoed data lines are dropped."""
+    message = (
+        'IO Error: Failed to execute query "BEGIN;\n\nSELECT oid FROM pg_namespace;\n": server closed the '
+        "connection unexpectedly\n\tThis probably means the server terminated abnormally\n"
+        "Original Line: 1,timeout\n  file = timeout\n"
+    )
+    summary = summarize(message)
+    assert "server closed the connection unexpectedly" in summary
+    assert "timeout" not in summary
