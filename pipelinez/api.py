@@ -3,8 +3,11 @@ orchestrators (Airflow, Dagster, Prefect tasks) script against instead of shelli
 
 Nothing here prints or exits. Results are typed values; user errors are raised as one `PzError` carrying
 every diagnostic (`PzValidationError` for validation, `PzConfigError` when there is no project, the project
-lock's error when another run holds it). A run reports its events to `on_event` as the same dicts that
-`events.jsonl` records.
+lock's error when another run holds it, `PzUsageError` for arguments of the wrong type or value). A run
+reports its events to `on_event` as the same dicts that `events.jsonl` records; a callback that raises is
+not called again, the run goes on to its end and is recorded, and then `EventCallbackError` (PZ0535) is
+raised with the run's outcome. Called in the main thread, a run or retry stops on SIGTERM as on Ctrl-C
+(recorded as interrupted, PZ0514); then the caller's SIGTERM handler runs, or `SystemExit(143)` is raised.
 """
 
 from __future__ import annotations
@@ -22,7 +25,16 @@ from pipelinez.compile.work import engine_retry as engine_retry_policy
 from pipelinez.config.loader import find_project_root
 from pipelinez.config.model import RetrySpec
 from pipelinez.connectors.sdk import ReadBounds
-from pipelinez.core.diagnostics import Diagnostic, PzConfigError, PzError, PzValidationError
+from pipelinez.core.arguments import Arguments
+from pipelinez.core.diagnostics import (
+    Diagnostic,
+    PzConfigError,
+    PzError,
+    PzUsageError,
+    PzValidationError,
+    error,
+)
+from pipelinez.core.stop_signals import sigterm_stops_the_run
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy, Tier
 from pipelinez.engine import workflow
 from pipelinez.engine.events import Event
@@ -65,6 +77,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BreakerPolicy",
     "Diagnostic",
+    "EventCallbackError",
     "LockedConnector",
     "NodeResult",
     "NodeStatus",
@@ -73,6 +86,7 @@ __all__ = [
     "Project",
     "PzConfigError",
     "PzError",
+    "PzUsageError",
     "PzValidationError",
     "RestoreReport",
     "RetryOutcome",
@@ -92,6 +106,57 @@ __all__ = [
 
 OnEvent = Callable[[dict[str, Any]], None]
 PathLike = str | os.PathLike[str]
+EXECUTORS = ("local", "ray")
+
+
+class EventCallbackError(PzError):
+    """PZ0535: the `on_event` callback raised. It was not called again after that; the run went on to its
+    end and was recorded: `outcome` is what `run` (or `retry`) would have returned. The callback's own
+    exception is `__cause__`."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic], outcome: Any):
+        super().__init__(diagnostics)
+        self.outcome = outcome
+
+
+class _Forward:
+    """`on_event` as a subscriber of the run's events: each event a deep copy (the callback may keep or
+    change it; other subscribers don't see it). The first exception it raises is kept, and it is not called
+    again, so a broken callback can stop neither the run nor its records."""
+
+    def __init__(self, on_event: OnEvent | None):
+        self.on_event = on_event
+        self.failed: tuple[str, Exception] | None = None
+
+    def subscribers(self) -> list[Callable[[Event, dict[str, Any]], None]]:
+        return [self] if self.on_event is not None else []
+
+    def __call__(self, _event: Event, data: dict[str, Any]) -> None:
+        if self.on_event is None or self.failed is not None:
+            return
+        try:
+            self.on_event(copy.deepcopy(data))
+        except Exception as exc:
+            self.failed = (str(data.get("event")), exc)
+
+    def check(self, call: str, run_id: str | None, status: str | None, outcome: Any) -> None:
+        """Raise EventCallbackError when the callback raised during the call."""
+        if self.failed is None:
+            return
+        event, exc = self.failed
+        ran = f"run {run_id} went on and ended {status}" if run_id else "nothing ran"
+        raise EventCallbackError(
+            [
+                error(
+                    "PZ0535",
+                    f"on_event raised {type(exc).__name__}: {exc} on the '{event}' event and was not called "
+                    f"again; the {ran} (events.jsonl holds every event)",
+                    file=f"{call}()",
+                    next_step="fix the callback (an exception in it is the caller's, pz only reports it)",
+                )
+            ],
+            outcome,
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -193,6 +258,10 @@ class Project:
     def validate(self, *, connect: bool = False, vars: Mapping[str, str] | None = None) -> ValidationReport:
         """Tiers 1-4 (and 5, connecting to every source and sink, with `connect`). Raises
         PzValidationError with every error and warning when the project is not valid."""
+        given = Arguments("Project.validate")
+        given.flag("connect", connect)
+        given.variables("vars", vars)
+        given.check()
         checked = workflow.validate(self.root, vars, self.environ, connect=connect)
         if checked.errors:
             raise PzValidationError([*checked.errors, *checked.warnings])
@@ -207,6 +276,11 @@ class Project:
         vars: Mapping[str, str] | None = None,
     ) -> RunPlan:
         """Validate, then the selected nodes in run order (selection syntax as `pz plan --select`)."""
+        given = Arguments("Project.plan")
+        given.names("select", select)
+        given.names("exclude", exclude)
+        given.variables("vars", vars)
+        given.check()
         the_plan, warnings = workflow.plan(self.root, select, exclude, vars, self.environ)
         engine_retry = engine_retry_policy(the_plan.dag.project)
         return RunPlan(
@@ -234,27 +308,36 @@ class Project:
         `exit_code` of the outcome. Raises PzValidationError before any node runs. `executor`: "local" (the
         default) or "ray" (see docs/scale-out.md), with `staging` the ray executor's staging folder; None
         reads PZ_EXECUTOR and PZ_STAGING_URL. PzConfigError (PZ0707-PZ0711) when the executor can't be
-        used."""
-
-        def forward(_event: Event, data: dict[str, Any]) -> None:
-            if on_event is not None:
-                on_event(
-                    copy.deepcopy(data)
-                )  # the callback may keep or change it: other subscribers don't see it
-
-        return workflow.run(
-            self.root,
-            select=select,
-            exclude=exclude,
-            overrides=vars,
-            environ=self.environ,
-            threads=threads,
-            fail_fast=fail_fast,
-            full_refresh=full_refresh,
-            subscribers=[forward] if on_event is not None else [],
-            executor=executor,
-            staging=staging,
-        )
+        used; PzUsageError (PZ0513) for arguments of the wrong type or value; EventCallbackError (PZ0535)
+        after the run when `on_event` raised."""
+        given = Arguments("Project.run")
+        given.names("select", select)
+        given.names("exclude", exclude)
+        given.variables("vars", vars)
+        given.flag("full_refresh", full_refresh)
+        given.flag("fail_fast", fail_fast, optional=True)
+        given.count("threads", threads)
+        given.callback("on_event", on_event)
+        given.text("executor", executor, EXECUTORS)
+        given.text("staging", staging)
+        given.check()
+        forward = _Forward(on_event)
+        with sigterm_stops_the_run():
+            outcome = workflow.run(
+                self.root,
+                select=select,
+                exclude=exclude,
+                overrides=vars,
+                environ=self.environ,
+                threads=threads,
+                fail_fast=fail_fast,
+                full_refresh=full_refresh,
+                subscribers=forward.subscribers(),
+                executor=executor,
+                staging=staging,
+            )
+        forward.check("Project.run", outcome.run_id, outcome.status, outcome)
+        return outcome
 
     def retry(
         self,
@@ -270,24 +353,34 @@ class Project:
         Otherwise `run` holds the retry's outcome, or `message` says there was nothing to retry (with `notes`
         saying why), or, with `dry_run`, `selection.steps()` says what would be reused, carried forward and
         run, and nothing ran or changed. `executor`/`staging`: as for `run`; by default the retry runs on the
-        executor (and staging) of the run it finishes."""
-
-        def forward(_event: Event, data: dict[str, Any]) -> None:
-            if on_event is not None:
-                on_event(copy.deepcopy(data))
-
-        return workflow.retry(
-            self.root,
-            full_refresh=full_refresh,
-            dry_run=dry_run,
-            environ=self.environ,
-            subscribers=[forward] if on_event is not None else [],
-            executor=executor,
-            staging=staging,
-        )
+        executor (and staging) of the run it finishes. PzUsageError and EventCallbackError as for `run`."""
+        given = Arguments("Project.retry")
+        given.flag("dry_run", dry_run)
+        given.flag("full_refresh", full_refresh)
+        given.callback("on_event", on_event)
+        given.text("executor", executor, EXECUTORS)
+        given.text("staging", staging)
+        given.check()
+        forward = _Forward(on_event)
+        with sigterm_stops_the_run():
+            outcome = workflow.retry(
+                self.root,
+                full_refresh=full_refresh,
+                dry_run=dry_run,
+                environ=self.environ,
+                subscribers=forward.subscribers(),
+                executor=executor,
+                staging=staging,
+            )
+        ran = outcome.run
+        forward.check("Project.retry", ran.run_id if ran else None, ran.status if ran else None, outcome)
+        return outcome
 
     def runs(self, *, limit: int | None = None) -> list[RunSummary]:
         """Run history, newest first."""
+        given = Arguments("Project.runs")
+        given.count("limit", limit)
+        given.check()
         return workflow.history(self.root, limit)
 
     def restore(

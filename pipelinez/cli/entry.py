@@ -1,5 +1,5 @@
-"""The `pz` console script. Records SIGINTs before anything heavy is imported, so a Ctrl-C while pz starts up
-is one PZ0514 line too (see `interrupts`), then runs the command line."""
+"""The `pz` console script. Records SIGINTs and SIGTERMs before anything heavy is imported, so a Ctrl-C (or a
+SIGTERM) while pz starts up is one PZ0514 line too (see `interrupts`), then runs the command line."""
 
 from __future__ import annotations
 

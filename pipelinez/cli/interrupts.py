@@ -1,8 +1,12 @@
-"""Ctrl-C at any moment: one PZ0514 line and exit 1, never a traceback, an internal error or a hang.
+"""Ctrl-C or SIGTERM at any moment: one PZ0514 line and exit 1, never a traceback, an internal error or a
+hang.
 
-A SIGINT does not always arrive as a KeyboardInterrupt: DuckDB turns one that lands during a query into a
+SIGTERM (what Airflow, Kubernetes and systemd send to stop a task) is handled exactly like Ctrl-C: the run is
+recorded as interrupted, its temp files removed and the lock released, so `pz retry` can finish it.
+
+A signal does not always arrive as a KeyboardInterrupt: DuckDB turns one that lands during a query into a
 RuntimeError ("Query interrupted"), and one that lands while a C extension initializes makes its import fail
-with ImportError. So the `pz` process records that a SIGINT came (`tripped`), and the command wrapper treats
+with ImportError. So the `pz` process records that a signal came (`tripped`), and the command wrapper treats
 whatever error follows it as the interruption it is. Once the interruption is reported the process ends
 at once (`exit_now`): no worker thread still finishing a query can hold the exit up, and no second signal
 can turn the exit code into a kill.
@@ -14,25 +18,27 @@ import os
 import signal
 import sys
 import threading
-from types import FrameType
 
-_tripped = threading.Event()
+from pipelinez.core import stop_signals
+
 _reported = threading.Event()
 
 
-def _on_sigint(_signum: int, _frame: FrameType | None) -> None:
-    _tripped.set()
-    raise KeyboardInterrupt
-
-
 def install() -> None:
-    """Record SIGINTs from now on (the `pz` process only; library users keep their own handler)."""
+    """Record SIGINTs and SIGTERMs from now on (the `pz` process only; library users keep their own
+    handler)."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _on_sigint)
+        for signum in stop_signals.STOP_SIGNALS:
+            signal.signal(signum, stop_signals.on_stop_signal)
 
 
 def tripped() -> bool:
-    return _tripped.is_set()
+    return stop_signals.tripped()
+
+
+def received() -> str:
+    """The signal that stopped pz: "SIGINT" or "SIGTERM"."""
+    return stop_signals.received()
 
 
 def reported() -> None:
@@ -45,9 +51,12 @@ def was_reported() -> bool:
 
 
 def exit_now(code: int) -> None:
-    """End the process after an interruption was reported: flush what was printed, ignore further SIGINTs,
-    and exit without waiting for threads (their work was interrupted; the run's records are written)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """End the process after an interruption was reported: flush what was printed, ignore further signals,
+    remove pz's temp files (os._exit runs no atexit handler), and exit without waiting for threads (their
+    work was interrupted; the run's records are written)."""
+    for signum in stop_signals.STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    stop_signals.run_exit_cleanups()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

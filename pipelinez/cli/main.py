@@ -168,7 +168,7 @@ def guarded(fn: F) -> F:
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:
-            if interrupts.tripped():  # what a SIGINT became inside DuckDB or an import: still Ctrl-C
+            if interrupts.tripped():  # what a signal became inside DuckDB or an import: still an interrupt
                 _report_interrupt(settings)
             _report_failure(settings, exc)
 
@@ -190,11 +190,15 @@ def _report_failure(settings: Settings, exc: Exception) -> None:
 
 
 def _report_interrupt(settings: Settings) -> NoReturn:
-    message = "run interrupted: nodes that had not finished are recorded as cancelled"
+    from pipelinez.core.codes import lookup
+
+    by = " by SIGTERM" if interrupts.received() == "SIGTERM" else ""
+    message = f"run interrupted{by}: nodes that had not finished are recorded as cancelled"
+    next_step = lookup("PZ0514").next_step
     if settings.log_format == "json":
-        settings.emit_diagnostics([error("PZ0514", message, file="pz")])
+        settings.emit_diagnostics([error("PZ0514", message, file="pz", next_step=next_step)])
     else:
-        click.echo(f"error: PZ0514 {message}", err=True)
+        click.echo(f"error: PZ0514 {message}\n  next: {next_step}", err=True)
     interrupts.reported()
     sys.exit(EXIT_FAILED)
 
@@ -431,7 +435,9 @@ def retry(
             settings.emit_diagnostics(outcome.warnings)
             for line in retry_lines(outcome):
                 click.echo(line)
-        sys.exit(EXIT_OK)
+        if outcome.refusal is not None:  # PZ0534: nothing it can finish, the project changed
+            settings.emit_diagnostics([outcome.refusal])
+        sys.exit(outcome.exit_code)
     run = outcome.run
     if run.status == "error" and run.results.error:
         _report_run_error(settings, run.run_id, run.results.error, run.log_file)

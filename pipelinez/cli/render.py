@@ -60,9 +60,22 @@ def node_lines(data: dict[str, Any]) -> list[str]:
     if status == "failed" and data.get("error"):
         err = data["error"]
         lines.append(f"  {err['code']}: {err['message']}")
+        next_step = _next_step(str(err["code"]))
+        if next_step:
+            lines.append(f"  next: {next_step}")
     elif status == "warn" and data.get("reason"):
         lines.append(f"  PZ0510: {data['reason']}")
     return lines
+
+
+def _next_step(code: str) -> str:
+    """A failed node's `next:` line, as validation errors have one: the registry's next step of its code."""
+    from pipelinez.core.codes import lookup
+
+    try:
+        return lookup(code).next_step
+    except KeyError:  # a code from a newer pz in an old record: no next step to show
+        return ""
 
 
 def _seconds(ms: int) -> str:

@@ -7,8 +7,9 @@ runners, connectivity) looks the project up again.
 
 Field metadata says how a field enters the node's content-hash id (`compile.ids`):
 - `RUN_ONLY`: how or where an attempt runs (retry policy, max_concurrency, the project folder): not hashed;
-- `SECRET`: the connection, which may hold secrets: hashed as a digest, never serialized in the clear, and
-  kept out of `repr`.
+- `SECRET`: what of the connection says where the data is (`connection_identity`: no password, user, token or
+  TLS mode), which may still hold a secret: hashed as a digest, never serialized in the clear, and kept out
+  of `repr`. The connection itself is not hashed: rotating a credential changes no id.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelinez.compile.connection_identity import connection_identity
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.compile.policy import RetryPolicy, declares_retry, effective_policy
 from pipelinez.config.model import CheckSpec, InstanceSpec, Project, RetrySpec
@@ -47,11 +49,13 @@ class Endpoint:
 
     instance: str  # the source/sink name
     connector: str
-    connection: dict[str, Any] = field(repr=False, metadata=SECRET)  # rendered; may hold secrets
+    connection: dict[str, Any] = field(repr=False, metadata=RUN_ONLY)  # rendered; may hold secrets
     project_dir: Path = field(metadata=RUN_ONLY)  # what relative paths in options are relative to
     file: str = field(metadata=RUN_ONLY)  # the instance's YAML file, for messages
     max_concurrency: int | None = field(default=None, metadata=RUN_ONLY)
     force_universal: bool = False
+    # where the data is: the connection without credentials and transport settings (the node's identity)
+    connection_identity: dict[str, Any] = field(default_factory=dict, repr=False, metadata=SECRET)
 
     def connect(self, note: Any = _no_note, run_id: str = "") -> Connector:
         """A connector instance for one attempt (the caller closes it). ConnectorHostError when its code
@@ -130,6 +134,7 @@ def endpoint(project: Project, inst: ResolvedInstance) -> Endpoint:
         spec.file,
         spec.max_concurrency,
         force_universal(project, spec),
+        connection_identity(spec.connector, inst.connection),
     )
 
 

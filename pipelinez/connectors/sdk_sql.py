@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pipelinez.connectors.sdk import ReadBounds, bounds_predicate
 from pipelinez.core import duck_catalog
 from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.duck_messages import csv_error
 from pipelinez.core.duck_types import parse_type
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.core.transient import is_transient_native
@@ -38,7 +39,8 @@ def wrap(exc: BaseException, code: str, prefix: str = "") -> PzConnectorError:
     """A DuckDB error as a PzConnectorError: the cause, after `prefix` (what failed, when the node name the
     engine puts in front of every message does not say it). A file lock held by another process is
     transient: it clears when that process closes the file."""
-    text = summary(str(exc))
+    raw = str(exc)
+    text = csv_error(raw) or summary(raw)  # a CSV error names file, line and cause (in DuckDB's dump)
     if _LOCK_CONFLICT in text:
         holder = _LOCK_HOLDER.search(text)
         who = f" (PID {holder.group(1)})" if holder else ""

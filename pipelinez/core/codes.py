@@ -520,7 +520,13 @@ REGISTRY: tuple[Code, ...] = (
         "fix the column name (candidates are shown), or add it to the source's columns: contract",
     ),
     # --- 05: runtime -------------------------------------------------------------------------
-    Code("PZ0501", "SinkWriteFailed", "writing an output failed", "fix the cause shown, then run again"),
+    Code(
+        "PZ0501",
+        "SinkWriteFailed",
+        "writing an output failed",
+        "fix the cause shown, then run `pz retry`: it reuses what the run staged and writes only what did "
+        "not commit",
+    ),
     Code("PZ0502", "NothingToRetry", "pz retry found no earlier run", "run `pz run`"),
     Code(
         "PZ0503",
@@ -545,7 +551,8 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0505",
         "ExtractionFailed",
         "extracting a source dataset failed",
-        "fix the cause shown, then run again",
+        "fix the cause shown at the source (its server, its file), then run `pz retry`: it extracts again "
+        "only what failed (after an edit to the dataset's YAML, such as its columns: contract, `pz run`)",
     ),
     Code(
         "PZ0506",
@@ -558,7 +565,8 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0507",
         "PipelineFailed",
         "a pipeline's query failed while running in staging",
-        "fix the SQL or the data it trips on, then run again",
+        "fix the SQL, then `pz run` (an edited pipeline is a new node, so `pz retry` will not run it); for "
+        "data it trips on, fix it at the source and `pz run`, or cast or filter it in the SQL",
     ),
     Code(
         "PZ0508",
@@ -589,14 +597,16 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0513",
         "UsageError",
         "the command line is malformed: unknown command or flag, bad or missing value (e.g. --threads 0), "
-        "bad --var syntax",
-        "see `pz <command> --help`",
+        'bad --var syntax; or a Python API call has an argument of the wrong type or value (threads="2", '
+        'fail_fast="no", vars=[...], threads=0)',
+        "see `pz <command> --help`, or docs/api.md for the Python API's arguments",
     ),
     Code(
         "PZ0514",
         "RunCancelledByUser",
-        "the run was stopped by Ctrl-C (SIGINT): running queries interrupted, unfinished nodes cancelled",
-        "run again when ready; committed sink writes stay committed",
+        "the run was stopped by Ctrl-C (SIGINT) or SIGTERM (Airflow, Kubernetes, systemd): running queries "
+        "interrupted, unfinished nodes cancelled, the run recorded as interrupted, the lock released",
+        "run `pz retry` when ready to finish the run; committed sink writes stay committed",
     ),
     Code(
         "PZ0515",
@@ -733,6 +743,21 @@ REGISTRY: tuple[Code, ...] = (
         "read, so pz cannot tell its own files from others; nothing was written",
         "if every file in the folder is pz's, delete the manifest; or set foreign_files: replace on the "
         "output to let the replace remove everything there",
+    ),
+    Code(
+        "PZ0534",
+        "RetryProjectChanged",
+        "pz retry found nothing of the last run it can finish: every node that run left unfinished was "
+        "edited since (its SQL, the data its connection points at, its options, a sink's keys) or removed, "
+        "and a retry only finishes what that run would have done; nothing ran (exit 2)",
+        "run `pz run` (or `pz run --select` the changed nodes) for a full pass with the edited project",
+    ),
+    Code(
+        "PZ0535",
+        "EventCallbackFailed",
+        "the on_event callback given to the Python API's run or retry raised; it was not called again, the "
+        "run went on to its end and was recorded, and EventCallbackError carries its outcome",
+        "fix the callback (its exception is the error's __cause__); read the run's events in events.jsonl",
     ),
     Code(
         "PZ0536",

@@ -128,6 +128,11 @@ class PzConfigError(PzError):
     """Project or configuration error found before planning."""
 
 
+class PzUsageError(PzError):
+    """A call made wrongly (PZ0513): a Python API argument of the wrong type or value, every one of the call
+    reported together."""
+
+
 class PzValidationError(PzError):
     """Aggregated validation failures of one or more tiers."""
 

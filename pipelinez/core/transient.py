@@ -5,15 +5,22 @@ arrives as a DuckDB error message, not as a connector's `PzConnectorError`. `is_
 whether the engine may retry it. It says yes only for the enumerated shapes below; anything unmatched is
 not transient, by construction.
 
-How a message is reduced before matching (`summarize`):
+How a message is reduced before matching (`summarize`): pz classifies its own summary of the failure, never
+data the message echoes.
 
+0. **Data and SQL errors are never transient.** A message of DuckDB's kinds ``Conversion Error``,
+   ``Binder Error``, ``Parser Error``, ``Constraint Error``, ``Out of Range Error``, ``Mismatch Type Error``,
+   ``Syntax Error`` or ``Invalid Type Error`` is about the data or the query: another attempt reads the same
+   data and fails the same way, whatever words the values hold (a CSV row holding ``timeout``).
 1. **Summary only.** DuckDB appends the statement's position after the summary::
 
        IO Error: No files found that match the pattern "x.csv"\\n\\nLINE 1: select * from read_csv('x.csv')
 
    The message is cut at the first LINE context: a line starting with ``LINE `` (after optional
    indentation), or an inline ``LINE <n>:``. Everything from there on is ignored, so a SQL text that
-   mentions `timeout` never makes a terminal error look transient.
+   mentions `timeout` never makes a terminal error look transient. So are the lines that echo data: the input
+   row of a CSV error (``Original Line: …``) and the CSV reader's option list (``  file = …``,
+   ``  delimiter = …``: indented ``name = value`` lines).
 2. **Quoted segments removed.** DuckDB quotes file names, URLs, globs and identifiers in single or double
    quotes (``HTTP GET error on 'https://h/timeout/x.csv' (HTTP 404 Not Found)``,
    ``No files found that match the pattern "s3://b/503/*.parquet"``). Every quoted segment is replaced by
@@ -69,6 +76,20 @@ TRANSIENT_PHRASES: tuple[str, ...] = (
 
 _PLACEHOLDER = " \u00abq\u00bb "
 
+# 0. DuckDB's error kinds about the data or the query (never a transient condition of an external system)
+DATA_ERROR_KINDS: tuple[str, ...] = (
+    "Conversion Error",
+    "Binder Error",
+    "Parser Error",
+    "Constraint Error",
+    "Out of Range Error",
+    "Mismatch Type Error",
+    "Syntax Error",
+    "Invalid Type Error",
+)
+_DATA_KIND = re.compile("|".join(re.escape(kind) + ":" for kind in DATA_ERROR_KINDS), re.IGNORECASE)
+_ECHOED_DATA = re.compile(r"^(?:[ \t]*Original Line:.*|[ \t]+[a-z_]+ = .*)$", re.MULTILINE)
+
 # 1. LINE context: a line that starts with "LINE ", or an inline "LINE <n>:".
 _LINE_CONTEXT = re.compile(r"\n[ \t]*LINE |LINE \d+:")
 
@@ -110,6 +131,7 @@ def summarize(message: str) -> str:
     and bare location-like tokens replaced by a neutral placeholder (see the module docstring)."""
     cut = _LINE_CONTEXT.search(message)
     summary = message[: cut.start()] if cut else message
+    summary = _ECHOED_DATA.sub("", summary)
     summary = _QUOTED.sub(_PLACEHOLDER, summary)
     summary = _HTTP_VERSION.sub("HTTP", summary)
     return _BARE_LOCATION.sub(_PLACEHOLDER, summary)
@@ -118,6 +140,8 @@ def summarize(message: str) -> str:
 def transient_match(message: str) -> str | None:
     """The text that makes `message` transient (for notes and tests), or None when nothing on the list
     matches."""
+    if _DATA_KIND.match(message.lstrip()):
+        return None
     summary = summarize(message)
     for pattern in (_HTTP_STATUS, _PHRASES):
         found = pattern.search(summary)

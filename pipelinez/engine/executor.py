@@ -31,6 +31,7 @@ from pipelinez.engine.scheduler import (
     RetryIn,
     Scheduler,
     Verdict,
+    interrupted_reason,
 )
 from pipelinez.engine.staging_store import Reuse
 from pipelinez.engine.streamed import settle_pipeline
@@ -199,7 +200,7 @@ class Executor:
         if result.failure is None:
             self._finish(result)  # it finished before the interrupt reached it
         else:
-            self._give_up(key, NodeStatus.CANCELLED, "interrupted (SIGINT)")
+            self._give_up(key, NodeStatus.CANCELLED, interrupted_reason())
 
     def refuse(self, key: str, reason: object) -> None:
         failure = reason if isinstance(reason, NodeFailure) else NodeFailure("PZ0506", str(reason))

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelinez.core.codes import lookup
 from pipelinez.core.diagnostics import Diagnostic, PzError, error
 from pipelinez.core.vocabulary import RunStatus
 from pipelinez.engine.retry_select import RetrySelection
@@ -40,10 +41,26 @@ class RetryOutcome:
     run: RunOutcome | None = None
     dry_run: bool = False
     warnings: tuple[Diagnostic, ...] = ()
+    # PZ0534: nothing of the last run can be finished because what it left unfinished changed (exit 2)
+    refusal: Diagnostic | None = None
 
     @property
     def exit_code(self) -> int:
+        if self.refusal is not None:
+            return 2
         return self.run.exit_code if self.run is not None else 0
+
+
+def project_changed(run_id: str, changed: list[str], removed: list[str]) -> Diagnostic:
+    """PZ0534: the retry of `run_id` has nothing it can finish: what it left unfinished was edited or
+    removed since."""
+    what = [f"{n} changed" for n in changed] + [f"{n} was removed" for n in removed]
+    return error(
+        "PZ0534",
+        f"nothing of run {run_id} can be finished: what it left unfinished changed since ({', '.join(what)})",
+        file=f".pz/runs/{run_id}/{RESULTS_FILE}",
+        next_step=lookup("PZ0534").next_step,
+    )
 
 
 def _refuse(code: str, message: str, run_id: str | None = None) -> RetryRefused:

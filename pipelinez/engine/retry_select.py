@@ -10,7 +10,10 @@ Rules (the retry article):
 - a sink write that committed last time, downstream of a selected source, is carried forward only when every
   node between it and its sources succeeded last time and is unchanged, and every source load feeding it is
   being reused; otherwise it runs again (and so do its ancestors). Its other source loads are taken along
-  for reuse first when they succeeded last time: a local copy is cheaper than writing the sink again.
+  for reuse first when they succeeded last time: a local copy is cheaper than writing the sink again;
+- a pipeline that calls a volatile function (`random()`, `now()`, `uuid()`, `current_timestamp`) computes
+  other rows when it re-runs, so a sink write downstream of one is never carried forward: it runs again,
+  with a note saying why, and so gets the same rows as its sibling sinks.
 `--full-refresh` turns reuse and carry-forward off. This module decides; nothing here runs or prints.
 """
 
@@ -21,7 +24,8 @@ from dataclasses import dataclass, field
 from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.graph import ancestors, descendants
 from pipelinez.compile.ids import id_parts
-from pipelinez.compile.nodes import CheckNode, SinkWriteNode, SourceLoadNode
+from pipelinez.compile.nodes import CheckNode, PipelineNode, SinkWriteNode, SourceLoadNode
+from pipelinez.compile.volatility import volatile_calls
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, Provenance
 from pipelinez.engine.run_results import NodeResult, RunResults
 from pipelinez.engine.staging_store import Reuse, StagedLoad, StagedPart, StagingStore
@@ -47,6 +51,7 @@ class RetrySelection:
     why_changed: dict[str, str] = field(default_factory=dict)  # changed node -> " (only its connection …)"
     order: list[str] = field(default_factory=list)  # run and carried nodes, in dependency order
     left_alone: list[str] = field(default_factory=list)  # committed, edited since: neither carried nor run
+    volatile: dict[str, str] = field(default_factory=dict)  # committed sink write -> why it runs again
 
     @property
     def nothing(self) -> bool:
@@ -71,6 +76,8 @@ class RetrySelection:
                 )
             elif name in self.fallbacks:
                 out.append(("extract", name, f"cannot reuse: {self.fallbacks[name]}"))
+            elif name in self.volatile:
+                out.append(("run", name, f"not carried forward: {self.volatile[name]}"))
             else:
                 out.append(("run", name, ""))
         return out
@@ -97,6 +104,9 @@ class RetrySelection:
             whole = [r for r in self.reuse.values() if r.whole]
             if whole:
                 notes.append(f"reusing staged data for {len(whole)} source load(s) from run {self.retry_of}")
+            notes += [
+                f"{n} runs again rather than being carried forward: {why}" for n, why in self.volatile.items()
+            ]
             for name, r in self.reuse.items():
                 if not r.whole:
                     notes.append(
@@ -124,6 +134,7 @@ def select_retry(
         return sel
     reuse: dict[str, Reuse] = {}
     carried: dict[str, NodeResult] = {}
+    volatile = _Volatility(dag)
     while True:
         chosen |= ancestors(edges, sorted(chosen))
         chosen |= _checks_of(dag, chosen)
@@ -138,7 +149,12 @@ def select_retry(
         carried.clear()
         grew = False
         for name in candidates:
-            if _may_carry(name, dag, old, reuse):
+            why = volatile.why_not_carried(name)
+            if why is not None:
+                sel.volatile[name] = why
+                chosen.add(name)
+                grew = True
+            elif _may_carry(name, dag, old, reuse):
                 carried[name] = _carried(old[name], last.run_id)
             else:
                 chosen.add(name)  # it runs again, with its ancestors
@@ -187,8 +203,45 @@ def _report_changes(sel: RetrySelection, last: RunResults, dag: CompiledDag, unm
         if old_parts is None:
             continue
         differ = {k for k in old_parts.keys() | new_parts.keys() if old_parts.get(k) != new_parts.get(k)}
-        if differ and all(k.endswith(".connection") for k in differ):
-            sel.why_changed[n] = " (only its connection changed: a connection setting or a secret's value)"
+        if differ and all(k.endswith(".connection_identity") for k in differ):
+            sel.why_changed[n] = (
+                " (only its connection changed: where it points (host, port, database, path, bucket), not "
+                "how pz signs in)"
+            )
+
+
+class _Volatility:
+    """Which pipelines upstream of a sink write call volatile functions (parsed once per retry, only for the
+    pipelines above a write that could be carried forward)."""
+
+    def __init__(self, dag: CompiledDag):
+        self.dag = dag
+        self.calls: dict[str, tuple[str, ...]] = {}
+
+    def why_not_carried(self, sink: str) -> str | None:
+        """Why `sink`'s earlier commit cannot stand for this retry, or None."""
+        above = ancestors(self.dag.edges, [sink])
+        pipelines = [n for n in self.dag.nodes if n in above and self._is_pipeline(n)]
+        unknown = [n for n in pipelines if n not in self.calls]
+        if unknown:
+            sqls = [self._sql(n) for n in unknown]
+            self.calls.update(zip(unknown, volatile_calls(sqls), strict=True))
+        found = [(n, self.calls[n]) for n in pipelines if self.calls[n]]
+        if not found:
+            return None
+        named = "; ".join(f"pipeline {n} calls {', '.join(calls)}" for n, calls in found)
+        return (
+            f"{named}, so it computes other rows on every run and the earlier commit would not match what "
+            "the other sinks get now"
+        )
+
+    def _is_pipeline(self, name: str) -> bool:
+        return isinstance(self.dag.nodes[name], PipelineNode)
+
+    def _sql(self, name: str) -> str:
+        node = self.dag.nodes[name]
+        assert isinstance(node, PipelineNode)
+        return node.work.sql
 
 
 def _checks_of(dag: CompiledDag, chosen: set[str]) -> set[str]:

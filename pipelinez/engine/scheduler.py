@@ -25,14 +25,21 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from pipelinez.core import stop_signals
+
 K = TypeVar("K", bound=Hashable)
 R = TypeVar("R")
 M = TypeVar("M")
 KC = TypeVar("KC", bound=Hashable, contravariant=True)
 
 FAIL_FAST = "cancelled by fail-fast"
-INTERRUPTED = "interrupted (SIGINT)"
+INTERRUPTED = "interrupted (SIGINT)"  # by SIGTERM: "interrupted (SIGTERM)" (`interrupted_reason`)
 REINTERRUPT_SECONDS = 0.25  # after Ctrl-C, running work is interrupted again this often until it stopped
+
+
+def interrupted_reason() -> str:
+    """Why an interrupted run's unfinished nodes were cancelled: the signal that stopped it."""
+    return f"interrupted ({stop_signals.received()})"
 
 
 @dataclass(frozen=True)
@@ -342,7 +349,7 @@ class Scheduler(Generic[K, R]):
 
     def _interrupted(self) -> None:
         """Ctrl-C: cancel what waits, stop what runs, and record how each running node ended."""
-        self._cancel(INTERRUPTED)
+        self._cancel(interrupted_reason())
         self.hooks.interrupt()
         while self._running:
             try:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pipelinez.compile.ids import id_parts
 from pipelinez.compile.policy import BreakerPolicy
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
-from pipelinez.core import failpoints
+from pipelinez.core import failpoints, stop_signals
 from pipelinez.core.codes import lookup
 from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.oserrors import os_reason
@@ -279,7 +279,7 @@ def _run_nodes(
         return None
     except KeyboardInterrupt:
         results.status = RunStatus.FAILED
-        results.error = NodeError("PZ0514", "the run was interrupted (SIGINT)")
+        results.error = NodeError("PZ0514", f"the run was interrupted ({stop_signals.received()})")
         raise
     except Exception as exc:  # orchestrator-level failure: a bug, the staging db or the disk failing
         log_file = _write_log(session.run_dir / "pz.log", session.redactor(traceback.format_exc()))

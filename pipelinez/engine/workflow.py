@@ -193,7 +193,13 @@ def retry(
     from pipelinez.engine.checkpoints import checkpoints_from
     from pipelinez.engine.executor_choice import ExecutorChoice, choose_executor
     from pipelinez.engine.lock import ProjectLock
-    from pipelinez.engine.retry_command import NOTHING, NOTHING_CHANGED, RetryOutcome, last_run
+    from pipelinez.engine.retry_command import (
+        NOTHING,
+        NOTHING_CHANGED,
+        RetryOutcome,
+        last_run,
+        project_changed,
+    )
     from pipelinez.engine.retry_select import select_retry
     from pipelinez.engine.runs import runs_dir
     from pipelinez.engine.session import Resumption, execute
@@ -226,8 +232,10 @@ def retry(
         local.close_readers()
         notes = tuple(selection.notes())
         if selection.nothing:
-            message = NOTHING_CHANGED if selection.changed or selection.removed else NOTHING
-            return RetryOutcome(last.run_id, notes, message, selection)
+            if selection.changed or selection.removed:  # a retry only finishes what that run would have done
+                refusal = project_changed(last.run_id, selection.changed, selection.removed)
+                return RetryOutcome(last.run_id, notes, NOTHING_CHANGED, selection, refusal=refusal)
+            return RetryOutcome(last.run_id, notes, NOTHING, selection)
         if dry_run:
             return RetryOutcome(last.run_id, notes, None, selection, dry_run=True, warnings=tuple(warnings))
         retry_plan, args, refresh_notes = _retry_run_plan(

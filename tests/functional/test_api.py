@@ -135,3 +135,103 @@ def test_the_orchestrator_example_in_docs_api_runs(tmp_path: Path, caplog: pytes
         run_pipelinez(str(shop))
     with pytest.raises(PzValidationError):
         run_pipelinez(str(shop), undeclared_var="1")
+
+
+def test_arguments_of_the_wrong_type_are_one_usage_error_and_nothing_runs(shop: Path) -> None:
+    from pipelinez.api import PzUsageError
+
+    project = Project(shop)
+    with pytest.raises(PzUsageError) as info:
+        project.run(threads="2", fail_fast="no", vars=["min_date=2025-01-01"], select="orders_copy")  # type: ignore[arg-type]
+    problems = info.value.diagnostics
+    assert [d.code for d in problems] == ["PZ0513"] * 4, problems
+    said = " | ".join(d.message for d in problems)
+    for name in ("threads='2'", "fail_fast='no'", "vars=['min_date=2025-01-01']", "select='orders_copy'"):
+        assert name in said, said
+    assert all(d.place.file == "Project.run()" and d.next_step for d in problems)
+    for bad in ({"threads": 0}, {"threads": True}, {"vars": {"n": 5}}, {"on_event": "print"}):
+        with pytest.raises(PzUsageError):
+            project.run(**bad)  # type: ignore[arg-type]
+    with pytest.raises(PzUsageError):
+        project.retry(dry_run="yes")  # type: ignore[arg-type]
+    with pytest.raises(PzUsageError):
+        project.runs(limit=0)
+    assert not (shop / ".pz" / "runs").exists()  # refused before any run started
+
+
+def test_a_callback_that_raises_does_not_stop_or_strand_the_run(shop: Path) -> None:
+    from pipelinez.api import EventCallbackError
+
+    seen: list[str] = []
+
+    def on_event(event: dict[str, Any]) -> None:
+        seen.append(event["event"])
+        if event["event"] == "node_completed":
+            raise ValueError("the orchestrator's log is full")
+
+    with pytest.raises(EventCallbackError) as info:
+        Project(shop).run(on_event=on_event)
+    assert seen.count("node_completed") == 1  # not called again after it raised
+    failure = info.value
+    assert [d.code for d in failure.diagnostics] == ["PZ0535"]
+    assert "ValueError: the orchestrator's log is full" in failure.diagnostics[0].message
+    assert isinstance(failure.__cause__, ValueError)
+    outcome = failure.outcome
+    assert outcome.status == RunStatus.SUCCESS  # the run went on to its end
+    results = json.loads((shop / ".pz" / "runs" / outcome.run_id / "run_results.json").read_text())
+    assert results["status"] == "success" and results["finished_at"]
+    assert Project(shop).run().status == RunStatus.SUCCESS  # the lock was released
+
+
+@pytest.mark.parametrize("handler", ["default", "the caller's"])
+def test_sigterm_stops_an_api_run_in_the_main_thread_as_ctrl_c_does(shop: Path, handler: str) -> None:
+    """With Python's default SIGTERM handler the run is recorded and SystemExit(143) ends the process; a
+    handler the caller installed (Airflow's task runner has one) is called after the run was recorded."""
+    import signal
+    import time
+
+    write_project(
+        shop,
+        {
+            "pipelines/slow.sql": """
+            INSERT INTO {{ sink('lake', 'slow') }}
+            SELECT sum(hash(i)) AS h FROM range(20000000000) t(i), {{ source('files', 'orders') }} LIMIT 1
+        """
+        },
+    )
+    code = f"from pipelinez import Project\nProject({str(shop)!r}).run(select=['lake.slow'])\n"
+    if handler != "default":
+        code = (
+            "import signal\n"
+            "def stop(signum, frame):\n"
+            "    raise SystemExit('the orchestrator stopped the task')\n"
+            "signal.signal(signal.SIGTERM, stop)\n" + code
+        )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    runs = shop / ".pz" / "runs"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        events = list(runs.glob("*/events.jsonl")) if runs.exists() else []
+        if events and '"name": "lake.slow"' in events[0].read_text():
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the slow sink write did not start within 10 minutes")
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    if handler == "default":
+        assert proc.returncode == 143, err  # SystemExit(143) after the run was recorded, not a kill
+        assert "Traceback" not in err, err
+    else:
+        assert proc.returncode == 1 and "the orchestrator stopped the task" in err, err
+    results = json.loads(next(runs.glob("*/run_results.json")).read_text())
+    assert results["status"] == "failed" and results["error"]["code"] == "PZ0514"
+    assert "SIGTERM" in results["error"]["message"]
+    statuses = {n["name"]: (n["status"], n.get("skipped_because")) for n in results["nodes"]}
+    assert statuses["lake.slow"] == ("cancelled", "interrupted (SIGTERM)"), statuses
+    dry = Project(shop).retry(dry_run=True)  # recorded as interrupted, not stranded `running` (PZ0503)
+    assert dry.selection is not None and "lake.slow" in dry.selection.run

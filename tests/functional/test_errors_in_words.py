@@ -173,3 +173,52 @@ def test_a_connector_message_naming_its_output_is_not_prefixed_twice(project_dir
     failure = next(line for line in result.lines if line.startswith("  PZ0501"))
     assert failure.count("sink 'my' output 'a'") == 1, failure
     assert f"column name '{long_name}' is not a valid MySQL column name" in failure
+
+
+def test_a_csv_parse_failure_names_file_line_and_cause_and_is_not_retried(project_dir: Path) -> None:
+    """The row echoed in DuckDB's message holds `timeout` and a quoted newline: the failure is the data's (a
+    conversion error, one attempt, not transient), its message names the file, the line and the cause, and
+    a next: line follows it, as after a validation error."""
+    write_project(
+        project_dir,
+        {
+            **FILES,
+            "data/orders.csv": 'id,customer,amount\n1,ada,1.5\ntimeout,"b\nc",2\n',
+            "pipelines/a.sql": "INSERT INTO {{ sink('lake', 'a') }}\n"
+            "SELECT id FROM {{ source('files', 'orders') }}\n",
+        },
+    )
+    result = pz(project_dir, "run")
+    assert result.exit_code == 1, result.output
+    assert not any(line.startswith("RETRY") for line in result.lines), result.output
+    fail = result.lines.index(
+        next(line for line in result.lines if line.startswith("FAIL src_files__orders"))
+    )
+    data = project_dir / "data" / "orders.csv"
+    assert result.lines[fail + 1] == (
+        f"  PZ0505: source 'files' dataset 'orders': CSV error in {data} line 3: Error when converting "
+        'column "id". Could not convert string "timeout" to \'BIGINT\''
+    ), result.output
+    assert result.lines[fail + 2].startswith("  next: fix the cause shown at the source"), result.output
+    node = result.node("src_files__orders")
+    assert node["attempts"] == 1 and node["error"]["transient"] is False
+
+
+def test_a_value_with_a_newline_is_escaped_not_a_place_to_cut_the_message(project_dir: Path) -> None:
+    write_project(
+        project_dir,
+        {
+            **FILES,
+            "data/orders.csv": 'id,customer,amount\n1,"ada\nlovelace",1.5\n',
+            "pipelines/a.sql": "INSERT INTO {{ sink('lake', 'a') }}\nSELECT CAST(customer AS INT) AS v\n"
+            "FROM {{ source('files', 'orders') }}\n",
+        },
+    )
+    result = pz(project_dir, "run")
+    assert result.exit_code == 1, result.output
+    failure = next(line for line in result.lines if line.startswith("  PZ0507"))
+    assert failure.startswith(
+        "  PZ0507: pipeline 'a' (pipelines/a.sql): Could not convert string 'ada\\nlovelace' to INT32"
+    ), failure
+    after = result.lines[result.lines.index(failure) + 1]
+    assert after.startswith("  next: fix the SQL, then `pz run`"), result.output

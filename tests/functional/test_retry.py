@@ -230,6 +230,75 @@ def test_the_articles_retry(project_dir: Path) -> None:
         assert re.search(r"failed .* 0 +0$", history[2]), history
 
 
+@pytest.mark.postgres
+def test_a_rotated_password_or_user_changes_no_id_and_the_retry_finishes_the_run(project_dir: Path) -> None:
+    """Credentials are not part of a node's identity: the warehouse write failed, the password (and the role
+    pz signs in with) were rotated, and `pz retry` still finishes the run: it reuses both loads and carries
+    the lake write forward. (The local server trusts every password.)"""
+    with fresh_pg_database(SOURCE_SQL) as source_db, fresh_pg_database() as warehouse_db:
+        _article_project(project_dir, source_db, warehouse_db)
+        (project_dir / "project.yml").write_text(
+            "name: shop\nengine: { threads: 2 }\nenv:\n  PG_PASSWORD: { required: true, secret: true }\n"
+            "  PG_USER: { default: postgres }\n"
+        )
+        for yml in ("sources/pg_prod.yml", "sinks/warehouse.yml"):
+            path = project_dir / yml
+            path.write_text(
+                path.read_text().replace(
+                    f"user: {PG_USER},",
+                    "user: \"{{ env('PG_USER') }}\", password: \"{{ env('PG_PASSWORD') }}\",",
+                )
+            )
+        _pg(warehouse_db, "CREATE ROLE pz_rotated_l6 LOGIN SUPERUSER")
+        try:
+            failed = pz(
+                project_dir,
+                "run",
+                env={"PG_PASSWORD": "old-secret", "PZ_FAILPOINTS": "sink.write@warehouse.orders_enriched"},
+            )
+            assert failed.exit_code == 1, failed.output
+            first = _runs(project_dir)[-1].name
+            retry = pz(project_dir, "retry", env={"PG_PASSWORD": "new-secret", "PG_USER": "pz_rotated_l6"})
+            assert retry.exit_code == 0, retry.output
+            assert f"note: reusing staged data for 2 source load(s) from run {first}" in retry.lines
+            assert f"note: carrying forward 1 committed sink write(s) from run {first}" in retry.lines
+            assert "ok warehouse.orders_enriched 5000 rows" in _node_lines(retry.output)
+        finally:
+            _pg(warehouse_db, "DROP OWNED BY pz_rotated_l6; DROP ROLE pz_rotated_l6")
+
+
+@pytest.mark.parametrize("volatile", ["random()", "now()", "uuid()", "current_timestamp"])
+def test_a_write_whose_pipeline_is_not_deterministic_is_run_again_not_carried(
+    project_dir: Path, volatile: str
+) -> None:
+    """The retry re-runs the pipeline, which computes other values: the committed lake write runs again too,
+    so the lake and the warehouse hold the same rows."""
+    files = dict(LOCAL)
+    files["pipelines/enriched.sql"] = files["pipelines/enriched.sql"].replace(
+        "c.country\n", f"c.country, CAST({volatile} AS VARCHAR) AS v\n"
+    )
+    first = _failed_run(project_dir, files)
+    dry = pz(project_dir, "retry", "--dry-run")
+    assert any(
+        ln.split()[:2] == ["run", "lake.enriched"] and "not carried forward: pipeline enriched calls" in ln
+        for ln in dry.lines
+    ), dry.output
+    retry = pz(project_dir, "retry")
+    assert retry.exit_code == 0, retry.output
+    assert (
+        "note: lake.enriched runs again rather than being carried forward: pipeline enriched calls "
+        f"{volatile}, so it computes other rows on every run and the earlier commit would not match what "
+        "the other sinks get now"
+    ) in retry.lines, retry.output
+    assert not any("carrying forward" in ln for ln in retry.lines), retry.output
+    nodes = _nodes(_runs(project_dir)[-1])
+    assert nodes["lake.enriched"]["status"] == "success" and "provenance" not in nodes["lake.enriched"]
+    assert nodes["src_files__orders"]["provenance"] == "reused"  # the loads are still reused
+    lake = duckdb.sql(f"SELECT id, v FROM '{project_dir / 'out' / 'lake' / 'enriched.parquet'}' ORDER BY id")
+    assert lake.fetchall() == _wh(project_dir, "SELECT id, v FROM enriched ORDER BY id")
+    assert first != _runs(project_dir)[-1].name
+
+
 def test_a_reuse_that_fails_at_run_time_falls_back_and_keeps_the_carry_decision(project_dir: Path) -> None:
     first = _failed_run(project_dir)
     # the staged table checks out while the retry is planned, so the lake write is carried forward; then its
@@ -342,12 +411,19 @@ def test_an_edited_node_is_not_the_node_that_failed(project_dir: Path) -> None:
     sql.write_text(sql.read_text().replace("o.amount,", "o.amount AS amount_gbp,"))
     before = sorted((project_dir / ".pz" / "runs").iterdir())
     retry = pz(project_dir, "retry")
-    assert retry.exit_code == 0
+    assert retry.exit_code == 2  # nothing of that run can be finished: not a success
     assert retry.lines == [
         "note: enriched changed since the failed run; run 'pz run' for a full pass if needed",
         "nothing to retry (project changed)",
+        f"error: PZ0534 .pz/runs/{before[-1].name}/run_results.json: nothing of run {before[-1].name} can be "
+        "finished: what it left unfinished changed since (enriched changed)",
+        "  next: run `pz run` (or `pz run --select` the changed nodes) for a full pass with the edited "
+        "project",
+        "1 error",
     ]
     assert sorted((project_dir / ".pz" / "runs").iterdir()) == before  # the staging copy begun is gone
+    outcome = Project(project_dir).retry()  # the API says so too: exit_code 2 and the refusal
+    assert outcome.exit_code == 2 and outcome.refusal is not None and outcome.refusal.code == "PZ0534"
 
 
 def test_a_sinks_keys_are_part_of_its_identity_but_retry_settings_are_not(project_dir: Path) -> None:
@@ -362,9 +438,13 @@ def test_a_sinks_keys_are_part_of_its_identity_but_retry_settings_are_not(projec
         "outputs:\n  enriched: { strategy: merge, keys: [id] }\n"
     )
     retry = pz(project_dir, "retry")
-    assert retry.lines == [
+    assert retry.exit_code == 2
+    assert retry.lines[:3] == [
         "note: wh.enriched changed since the failed run; run 'pz run' for a full pass if needed",
         "nothing to retry (project changed)",
+        f"error: PZ0534 .pz/runs/{_runs(project_dir)[-1].name}/run_results.json: nothing of run "
+        f"{_runs(project_dir)[-1].name} can be finished: what it left unfinished changed since (wh.enriched "
+        "changed)",
     ]
 
 
@@ -894,7 +974,7 @@ def test_an_edited_committed_sibling_is_named_not_silently_skipped(project_dir: 
     assert "lake.enriched" not in _nodes(_runs(project_dir)[-1])
 
 
-def test_a_rotated_secret_is_named_as_the_only_change(project_dir: Path) -> None:
+def test_a_connection_pointed_elsewhere_is_named_as_the_only_change(project_dir: Path) -> None:
     files = {
         **LOCAL,
         "project.yml": "name: shop\nengine: { threads: 1 }\n"
@@ -911,12 +991,13 @@ def test_a_rotated_secret_is_named_as_the_only_change(project_dir: Path) -> None
             (folder / name).write_text((project_dir / "data" / name).read_text())
     failed = pz(project_dir, "run", env={**FAIL_WH, "DATA_TOKEN": "-a"})
     assert failed.exit_code == 1, failed.output
-    retry = pz(project_dir, "retry", env={"DATA_TOKEN": "-b"})
-    assert retry.exit_code == 0
-    assert retry.lines[-1] == "nothing to retry (project changed)"
+    retry = pz(project_dir, "retry", env={"DATA_TOKEN": "-b"})  # a secret in the root: another folder
+    assert retry.exit_code == 2
+    assert "nothing to retry (project changed)" in retry.lines
     assert (
-        "note: src_files__customers changed since the failed run (only its connection changed: a connection "
-        "setting or a secret's value); run 'pz run' for a full pass if needed"
+        "note: src_files__customers changed since the failed run (only its connection changed: where it "
+        "points (host, port, database, path, bucket), not how pz signs in); run 'pz run' for a full pass if "
+        "needed"
     ) in retry.lines
     assert "-a" not in retry.output and "-b" not in retry.output.replace("--", "")
 

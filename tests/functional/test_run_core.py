@@ -555,7 +555,10 @@ def test_native_only_format_under_force_universal_is_flagged_by_plan_and_refused
     assert run.node("src_files__customers")["tier"] == "universal"
 
 
-def test_sigint_stops_the_run_and_records_every_node(project_dir: Path) -> None:
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_sigint_or_sigterm_stops_the_run_and_records_every_node(project_dir: Path, signame: str) -> None:
+    """SIGTERM (what Airflow, Kubernetes and systemd send) is Ctrl-C: PZ0514, the run recorded as
+    interrupted, the lock released, and `pz retry` takes the run up (not PZ0503)."""
     import json
     import signal
     import subprocess
@@ -593,18 +596,45 @@ def test_sigint_stops_the_run_and_records_every_node(project_dir: Path) -> None:
         proc.kill()
         pytest.fail("the slow sink write did not start within 10 minutes")
     time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signame))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
-    assert "PZ0514" in err and "Traceback" not in err
+    by = " by SIGTERM" if signame == "SIGTERM" else ""
+    assert f"error: PZ0514 run interrupted{by}: " in err and "Traceback" not in err, err
+    assert "  next: run `pz retry`" in err, err
     results = json.loads(next(runs.glob("*/run_results.json")).read_text())
     assert results["status"] == "failed" and results["error"]["code"] == "PZ0514"
+    assert signame in results["error"]["message"]
     statuses = {n["name"]: n["status"] for n in results["nodes"]}
     assert statuses["src_files__orders"] == "success"
     assert statuses["slow"] == "cancelled"  # a view: its query ran in the sink write, interrupted with it
     assert statuses["lake.orders_copy"] == "cancelled"
     assert pz(project_dir, "runs").exit_code == 0
+    retry = pz(project_dir, "retry", "--dry-run")  # the run is finished by a retry, not refused (PZ0503)
+    assert retry.exit_code == 0 and any(ln.split() == ["run", "lake.orders_copy"] for ln in retry.lines), (
+        retry.output
+    )
     assert pz(project_dir, "clean").exit_code == 0  # the lock was released
+
+
+def test_an_interrupted_pz_removes_its_temp_spools_before_it_ends(tmp_path: Path) -> None:
+    """`pz` ends with os._exit after an interruption (no atexit handler runs), so it removes its temp
+    spools itself first: an HTTP read's resume spool is gone."""
+    import subprocess
+    import sys
+
+    code = (
+        "from pipelinez.connectors.http import resume\n"
+        "from pipelinez.cli import interrupts\n"
+        "spool = resume.spool_for(('run', 'api', 'items', 'x'))\n"
+        "print(spool.folder, flush=True)\n"
+        "interrupts.exit_now(1)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    folder = Path(done.stdout.strip())
+    assert folder.name.startswith("pz-http-resume-")
+    assert not folder.exists()
 
 
 @pytest.mark.parametrize("after", [0.1, 0.3, 0.9, 1.5, 2.5])

@@ -265,3 +265,72 @@ def test_force_universal_is_decided_once_into_the_work_item(tmp_path: Path) -> N
         isinstance(wh, SinkWriteNode) and wh.work.tier is Tier.UNIVERSAL and wh.work.endpoint.force_universal
     )
     assert [d.code for d in diags] == []
+
+
+PG_FILES = {
+    "project.yml": "name: shop\nenv:\n  PW: { required: true, secret: true }\n",
+    "sources/pg.yml": """
+        connector: postgres
+        connection: { host: db1, port: 5432, database: shop, user: pz, password: "{{ env('PW') }}" }
+        datasets:
+          orders: { table: public.orders, columns: { id: bigint } }
+    """,
+    "sinks/s3.yml": """
+        connector: s3
+        connection:
+          endpoint: http://127.0.0.1:9000
+          bucket: lake
+          access_key_id: AKIA1
+          secret_access_key: "{{ env('PW') }}"
+    """,
+    "sinks/wh.yml": """
+        connector: postgres
+        connection: { dsn: "postgresql://pz:{{ env('PW') }}@db2:5432/wh?sslmode=require" }
+    """,
+    "pipelines/copy.sql": """
+        INSERT INTO {{ sink('s3', 'copy') }}
+        INSERT INTO {{ sink('wh', 'copy') }}
+        SELECT id FROM {{ source('pg', 'orders') }}
+    """,
+}
+
+
+def _pg_ids(root: Path, files: dict[str, str], password: str = "one") -> dict[str, str]:
+    write_project(root, files)
+    project, diags = load_project(root)
+    assert project is not None, diags
+    result = compile_project(project, {}, {"PW": password})
+    assert result.ok and result.dag is not None, result.errors
+    return {n: x.id for n, x in result.dag.nodes.items()}
+
+
+def test_credentials_are_not_part_of_a_nodes_identity_where_the_data_is_is(tmp_path: Path) -> None:
+    before = _pg_ids(tmp_path / "a", PG_FILES)
+    assert _pg_ids(tmp_path / "b", PG_FILES, password="rotated") == before  # password, secret key, dsn's
+    signed_in = _edited(PG_FILES, "sources/pg.yml", "user: pz", "user: pz_v2")
+    signed_in = _edited(signed_in, "sinks/s3.yml", "AKIA1", "AKIA2")
+    signed_in = _edited(signed_in, "sinks/wh.yml", "?sslmode=require", "")
+    assert _pg_ids(tmp_path / "c", signed_in) == before  # user, access key, TLS mode
+    for path, old, new, changed in [
+        ("sources/pg.yml", "host: db1", "host: db9", "src_pg__orders"),
+        ("sources/pg.yml", "port: 5432", "port: 5433", "src_pg__orders"),
+        ("sources/pg.yml", "database: shop", "database: shop2", "src_pg__orders"),
+        ("sinks/s3.yml", "bucket: lake", "bucket: lake2", "s3.copy"),
+        ("sinks/wh.yml", "@db2:5432/wh", "@db2:5432/wh2", "wh.copy"),
+    ]:
+        after = _pg_ids(tmp_path / f"{changed}-{new}", _edited(PG_FILES, path, old, new))
+        assert after[changed] != before[changed], (old, new)
+
+
+def test_a_connection_string_keeps_its_address_and_loses_its_credentials() -> None:
+    from pipelinez.compile.connection_identity import strip_credentials
+
+    assert strip_credentials("postgresql://u:p@h:5432/db?sslmode=require&application_name=x") == (
+        "postgresql://h:5432/db?application_name=x"
+    )
+    assert strip_credentials("host=h port=5432 dbname=db user=u password='a b' sslmode=require") == (
+        "dbname=db host=h port=5432"
+    )
+    assert strip_credentials(
+        "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=abc==;BlobEndpoint=http://h/acct;"
+    ) == ("AccountName=acct;BlobEndpoint=http://h/acct")

@@ -126,6 +126,17 @@ NEGATIVE = [
         "IO Error: Could not connect to server error for HTTP HEAD to 'http://127.0.0.1:1/x'",
     ),
     ("phrase-inside-quotes", 'IO Error: last attempt failed with: "Connection reset by peer"'),
+    # data the message echoes: a CSV row, a value, the reader's options (DuckDB 1.5.5's own texts)
+    (
+        "csv-row-echoed",
+        "Conversion Error: CSV Error on Line: 3\nOriginal Line: timeout,b\nError when converting column "
+        '"id". Could not convert string "timeout" to \'BIGINT\'\n\nColumn id is being converted as type '
+        "BIGINT\n\n  file = t.csv\n  delimiter = , (Auto-Detected)\n",
+    ),
+    ("csv-row-echoed-invalid-input", "Invalid Input Error: CSV Error on Line: 2\nOriginal Line: 1,timeout,x"),
+    ("csv-options-file", 'Invalid Input Error: CSV Error on Line: 2\n\n  file = timeout\n  quote = "'),
+    ("conversion-apostrophe", "Conversion Error: Could not convert string 'it's a timeout' to INT32"),
+    ("binder-kind", "Binder Error: column connection_refused timeout not found"),
 ]
 
 
@@ -225,3 +236,16 @@ def test_real_duckdb_httpfs_messages() -> None:
             assert is_transient_native(str(info.value)) is transient, str(info.value)
     finally:
         server.shutdown()
+
+
+def test_the_summary_keeps_what_follows_a_quoted_statement_with_blank_lines() -> None:
+    """The postgres extension quotes the statement it ran, blank lines included; libpq's words after it are
+    pz's summary too (the postgres connector matches them), only echoed data lines are dropped."""
+    message = (
+        'IO Error: Failed to execute query "BEGIN;\n\nSELECT oid FROM pg_namespace;\n": server closed the '
+        "connection unexpectedly\n\tThis probably means the server terminated abnormally\n"
+        "Original Line: 1,timeout\n  file = timeout\n"
+    )
+    summary = summarize(message)
+    assert "server closed the connection unexpectedly" in summary
+    assert "timeout" not in summary

@@ -15,7 +15,6 @@ Memory stays bounded by one page: replayed batches stream from the file.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import json
@@ -26,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pipelinez.core.stop_signals import exit_cleanup
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -142,7 +143,7 @@ def release(spool: Spool) -> None:
     spool._close_writer()
 
 
-@atexit.register
+@exit_cleanup  # also when an interrupted `pz` ends at once (os._exit runs no atexit)
 def _delete_all() -> None:
     with _lock:
         for spool in _spools.values():

@@ -1,0 +1,90 @@
+"""The signals that stop a run: Ctrl-C (SIGINT) and SIGTERM (what Airflow, Kubernetes and systemd send).
+
+Both stop a run the same way: the handler records which signal came and raises KeyboardInterrupt in the main
+thread, so the scheduler cancels what waits, interrupts what runs and the session records the run as
+interrupted (PZ0514), removes what it made and releases the lock. `exit_cleanups` are what pz removes at
+exit (temp spools): the `pz` process ends with `os._exit` after an interruption, which runs no atexit
+handler, so it runs these itself first.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+EXIT_SIGTERM = 128 + signal.SIGTERM  # what a process ended by SIGTERM exits with (143)
+
+_tripped = threading.Event()
+_received: list[str] = []  # the signals that came, in order
+_cleanups: list[Callable[[], None]] = []
+
+
+def on_stop_signal(signum: int, _frame: FrameType | None) -> None:
+    """The handler of SIGINT and SIGTERM: record it and stop the main thread like Ctrl-C."""
+    _received.append(signal.Signals(signum).name)
+    _tripped.set()
+    raise KeyboardInterrupt
+
+
+def tripped() -> bool:
+    return _tripped.is_set()
+
+
+def received() -> str:
+    """The last stop signal that came ("SIGINT" or "SIGTERM"); "SIGINT" when none was recorded (a
+    KeyboardInterrupt raised by Python's own handler)."""
+    return _received[-1] if _received else "SIGINT"
+
+
+@contextlib.contextmanager
+def sigterm_stops_the_run() -> Iterator[None]:
+    """The Python API's run and retry: while the block runs, a SIGTERM stops it like Ctrl-C (the run is
+    recorded as interrupted, the lock released). Then the handler that was in place decides: one the caller
+    installed (Airflow's task runner has one) is called, as the signal would have called it; with Python's
+    default (which would have ended the process at once, recording nothing) the block is left as
+    `SystemExit(143)`, so the process still ends as SIGTERM asked, after its finally blocks and atexit
+    handlers ran. Only in the main thread (signal handlers live there); a SIGTERM the caller ignores
+    (SIG_IGN) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is None:  # installed outside Python: restored as the default
+        previous = signal.SIG_DFL
+    if previous is signal.SIG_IGN:
+        yield
+        return
+    seen = len(_received)
+    signal.signal(signal.SIGTERM, on_stop_signal)
+    try:
+        yield
+    except BaseException:
+        if "SIGTERM" not in _received[seen:]:
+            raise
+        signal.signal(signal.SIGTERM, previous)
+        if callable(previous):  # the caller's own handler, now that the run is recorded
+            previous(signal.SIGTERM, None)
+        # whatever the signal became in the run (KeyboardInterrupt; DuckDB: "Query interrupted")
+        raise SystemExit(EXIT_SIGTERM) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def exit_cleanup(fn: Callable[[], None]) -> Callable[[], None]:
+    """Register `fn` to run at exit: at a normal interpreter exit (atexit) and before an interrupted `pz`
+    process ends at once (`run_exit_cleanups`). Usable as a decorator."""
+    _cleanups.append(fn)
+    atexit.register(fn)
+    return fn
+
+
+def run_exit_cleanups() -> None:
+    """Run every registered cleanup once now (each must be safe to run again at exit); none may fail."""
+    for fn in list(_cleanups):
+        with contextlib.suppress(Exception):
+            fn()
