@@ -604,7 +604,8 @@ def run_sink_write(
         )
     except Exception as exc:
         failure = classify(exc, "PZ0501", what)
-        interrupted = failure.code == "PZ0514" or "interrupt" in failure.message.lower()
+        # after an interrupt the query is never computed again: whatever the write's error says, the run stops
+        interrupted = ctx.interrupted or failure.code == "PZ0514" or "interrupt" in failure.message.lower()
         if planned.streamed_from and not interrupted:  # the pipeline's query ran here: how did it end?
             raise with_query_outcome(cur, node.pipeline, planned.streamed_from, what, failure) from exc
         raise failure from exc
