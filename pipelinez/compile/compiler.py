@@ -139,6 +139,7 @@ def compile_project(
     compiler = DryCompiler(
         static_schema_lookup(project),
         lambda name: inline(good[name].display_query, good, name, display=True)[1] if name in good else [],
+        external_access=project.engine.external_access,
     )
     try:
         found, warned = compiler.run(nodes)
