@@ -1,11 +1,11 @@
 """A pipeline reads only what it declares: `source()` and `ref()` are its only inputs.
 
 DuckDB can read any file, URL or database the process can reach from inside a query
-(`read_csv('/etc/passwd')`, `read_text()`, `postgres_scan()`, `query('…')`, the catalog functions) and run statements that reach outside
-(`ATTACH`, `COPY`, `INSTALL`/`LOAD`, `SET`, `PRAGMA`). `outside_reads` finds them in a pipeline's or a check's
-SQL on DuckDB's own parse tree (`json_serialize_sql`): every table function but the few that only compute
-(`range`, `unnest`, …) and every table named in another catalog or schema. `refused_statement` names a
-statement of the kinds above.
+(`read_csv('/etc/passwd')`, `read_text()`, `postgres_scan()`, `query('…')`, the catalog functions) and run
+statements that reach outside (`ATTACH`, `COPY`, `INSTALL`/`LOAD`, `SET`, `PRAGMA`). `outside_reads` finds
+the reads in a pipeline's or a check's SQL on DuckDB's own parse tree (`json_serialize_sql`): every table
+function but the few that only compute (`range`, `unnest`, …) and every table named in another catalog or
+schema. `refused_statement` names a statement of the kinds above.
 
 A text scan decides first whether the parse is needed: a table function is always called with `(`, so SQL
 whose every `name(` is a known scalar function or keyword holds none, and most pipelines never reach the
