@@ -51,8 +51,12 @@ class CompileResult:
 _QUERY_STILL_BINDS = frozenset({"PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228"})
 
 
-def static_schema_lookup(project: Project) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
-    cache = cached_schemas(project.state_dir)
+def static_schema_lookup(
+    project: Project, fetched: Mapping[str, list[tuple[str, str]]] | None = None
+) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
+    """A dataset's columns: its contract, else the schema `--connect` fetched (this run's, then the cache's),
+    else what its connector tells without connecting."""
+    cache = {**cached_schemas(project.state_dir), **(fetched or {})}
 
     def lookup(node: SourceLoadNode) -> list[tuple[str, str]] | None:
         request = node.work.request
@@ -77,11 +81,13 @@ def compile_project(
     overrides: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
     watermarks: Mapping[tuple[str, str], str] | None = None,
+    schemas: Mapping[str, list[tuple[str, str]]] | None = None,
 ) -> CompileResult:
     """Tiers 2-4. `watermarks` holds the committed watermark of each (source, dataset) as the text of its
     value (`2024-05-01 10:00:00.5`, `42`; from `.pz/state.duckdb`, none for a full refresh): watermark()
     renders it cast to the cursor's type (none given: the start value, or a literal admitting every row), and
-    it sets each incremental load's read bounds."""
+    it sets each incremental load's read bounds. `schemas` are the datasets' schemas `validate --connect` has
+    just fetched ("<source>.<dataset>" -> columns), bound before the cached ones."""
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     values, found = resolve_values(project, overrides or {}, environ)
@@ -137,7 +143,7 @@ def compile_project(
 
     # tier 4
     compiler = DryCompiler(
-        static_schema_lookup(project),
+        static_schema_lookup(project, schemas),
         lambda name: inline(good[name].display_query, good, name, display=True)[1] if name in good else [],
         external_access=project.engine.external_access,
     )

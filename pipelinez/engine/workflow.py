@@ -62,13 +62,17 @@ def validate(
     warnings = [d for d in diags if not d.is_error]
     if project is None:
         return Validation(None, errors, warnings)
-    compiled = compile_project(project, overrides, environ, committed_watermarks(project, full_refresh))
-    errors += compiled.errors
-    warnings += compiled.warnings
-    if connect and not errors and compiled.dag is not None:
-        found, warned = check_connectivity(compiled.dag)
-        errors += found
-        warnings += warned
+    marks = committed_watermarks(project, full_refresh)
+    compiled = compile_project(project, overrides, environ, marks)
+    found: list[Diagnostic] = []
+    warned: list[Diagnostic] = []
+    if connect and not errors and not compiled.errors and compiled.dag is not None:
+        found, warned, fetched = check_connectivity(compiled.dag)
+        if fetched and any(w.code == "PZ0406" for w in compiled.warnings):
+            # tier 4 bound loosely what tier 5 has just fetched: bind it now, in this same command
+            compiled = compile_project(project, overrides, environ, marks, fetched)
+    errors += compiled.errors + found
+    warnings += compiled.warnings + warned
     return Validation(project, errors, warnings, compiled)
 
 

@@ -1,0 +1,39 @@
+"""The guard on what a query reads: the text scan never lets a table function past, and the run refuses
+what validate could not see (a secret's value, masked there)."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from pipelinez.compile.sql_inputs import may_read_outside, outside_reads
+from pipelinez.engine.failures import NodeFailure
+from pipelinez.engine.node_runners import refuse_outside_reads
+
+TABLE_FUNCTIONS = ["read_csv", "read_text", "read_blob", "query", "duckdb_settings", "glob", "parquet_scan"]
+
+
+@pytest.mark.parametrize("name", TABLE_FUNCTIONS)
+@pytest.mark.parametrize(
+    "shape",
+    ["SELECT * FROM {f}('x')", "SELECT * FROM \"{F}\"('x')", "SELECT * FROM t, {f} /* c */ -- d\n ('x')"],
+)
+def test_every_table_function_call_reaches_the_parse_tree(name: str, shape: str) -> None:
+    sql = shape.format(f=name, F=name.upper())
+    assert may_read_outside(sql)
+    con = duckdb.connect()
+    assert [r.what for r in outside_reads(con, sql)] == [f"table function {name}()"]
+
+
+def test_plain_queries_skip_the_parser() -> None:
+    sql = "SELECT a, count(*) AS n, CAST(sum(b) AS decimal(18, 2)) FROM t WHERE a IN (1, 2) GROUP BY a"
+    assert not may_read_outside(sql)
+
+
+def test_the_run_refuses_an_outside_read_unless_allowed() -> None:
+    con = duckdb.connect()
+    sql = "SELECT * FROM read_text('/etc/hostname')"
+    with pytest.raises(NodeFailure) as caught:
+        refuse_outside_reads(con, sql, False, "pipeline 'p'")
+    assert caught.value.code == "PZ0413" and "read_text()" in caught.value.message
+    refuse_outside_reads(con, sql, True, "pipeline 'p'")  # engine.external_access: true
