@@ -187,9 +187,16 @@ def _write_columns(project: Project, nodes: dict[str, Node], compiler: DryCompil
     return diags
 
 
+# messages about a secret's length: pz's own words and the variable's name, never its value; masking a short
+# secret in them would rewrite the very warning that explains it
+_ABOUT_A_SECRET = frozenset({"PZ0115", "PZ0122"})
+
+
 def _redacted(diags: list[Diagnostic], redactor: Redactor) -> list[Diagnostic]:
     """Sorted, deduplicated, and with no secret value left in any message."""
     return [
-        dataclasses.replace(d, message=redactor(d.message), next_step=redactor(d.next_step))
+        d
+        if d.code in _ABOUT_A_SECRET
+        else dataclasses.replace(d, message=redactor(d.message), next_step=redactor(d.next_step))
         for d in sort_diagnostics(diags)
     ]
