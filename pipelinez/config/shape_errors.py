@@ -22,7 +22,6 @@ from pipelinez.core.durations import DURATION_PATTERN
 from pipelinez.core.printable import printable
 from pipelinez.core.sqlnames import NAME_PATTERN
 
-
 MAX_UNKNOWN_KEYS = 5  # more unknown keys in one mapping are one diagnostic, their names not echoed
 
 
