@@ -132,7 +132,8 @@ def _additional(ctx: _Ctx) -> list[Finding]:
         return [
             Finding(
                 "PZ0102",
-                f"{len(extras)} unknown keys {_where(ctx, ctx.path)} (the first: '{excerpt(str(extras[0]))}'); "
+                f"{len(extras)} unknown keys {_where(ctx, ctx.path)} "
+                f"(the first: '{excerpt(str(extras[0]))}'); "
                 f"is this the right file? allowed keys: {one_of(allowed)}",
                 (*ctx.path, extras[0]),
                 "key",
