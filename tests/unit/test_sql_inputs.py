@@ -37,3 +37,16 @@ def test_the_run_refuses_an_outside_read_unless_allowed() -> None:
         refuse_outside_reads(con, sql, False, "pipeline 'p'")
     assert caught.value.code == "PZ0413" and "read_text()" in caught.value.message
     refuse_outside_reads(con, sql, True, "pipeline 'p'")  # engine.external_access: true
+
+
+def test_no_name_the_scan_lets_by_is_a_table_function() -> None:
+    """The text scan skips the parser only for names that are never a table function in this DuckDB."""
+    from pipelinez.compile import sql_inputs
+
+    con = duckdb.connect()
+    rows = con.execute(
+        "SELECT DISTINCT lower(function_name) FROM duckdb_functions() "
+        "WHERE function_type IN ('table', 'table_macro')"
+    ).fetchall()
+    tables = {str(r[0]) for r in rows}
+    assert tables & sql_inputs._NEVER_TABLE <= sql_inputs.ALLOWED_TABLE_FUNCTIONS
