@@ -241,9 +241,11 @@ class DryCompiler:
         """PZ0413 for every table function or foreign table the pipeline reads (none with external_access)."""
         if self.external_access:
             return []
-        sql, origins = node.display_sql, self.origins(node.name)
+        sql = node.display_sql
+        reads = outside_reads(self.con, sql)
+        origins = self.origins(node.name) if reads else []  # worked out only for an error
         diags = []
-        for read in outside_reads(self.con, sql):
+        for read in reads:
             line, col = line_col(sql, read.offset) if read.offset is not None else (None, None)
             file, line, col, where = _in_file(node.place.file or "", line, col, node.name, origins)
             message = _outside_message(f"pipeline '{node.name}'", read, where)
