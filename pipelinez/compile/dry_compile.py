@@ -16,6 +16,7 @@ from pipelinez.compile.batched_ddl import BatchedDdl
 from pipelinez.compile.check_types import type_problem
 from pipelinez.compile.inlining import Origin
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
+from pipelinez.compile.null_columns import MAX_BIND_ERRORS, Shift, null_at, unshifted
 from pipelinez.compile.sql_inputs import OutsideRead, line_col, outside_reads, refused_statement
 from pipelinez.core.diagnostics import Diagnostic, error, warning
 from pipelinez.core.duck_messages import condense
@@ -32,9 +33,6 @@ OriginLookup = Callable[
 _LINE = re.compile(r"^LINE (\d+): (.*)$")
 CHECK_BATCH = 25  # check queries bound per statement
 _FINAL_SEMICOLON = re.compile(r";(?:\s|--[^\n]*|/\*.*?\*/)*\Z", re.S)
-MAX_BIND_ERRORS = 10  # a pipeline's column errors reported in one validate: each costs one more bind
-# a column reference where DuckDB's caret points: `name`, `"Name"`, `o.name`, `"o"."name"`
-_COLUMN_REF = re.compile(r'(?:"(?:[^"]|"")*"|[^\W\d][\w$]*)(?:\s*\.\s*(?:"(?:[^"]|"")*"|[^\W\d][\w$]*))*')
 
 
 @dataclass(frozen=True)
@@ -330,10 +328,10 @@ class DryCompiler:
         by NULL and the query bound again, up to MAX_BIND_ERRORS in all. Only further unknown columns are
         reported: another error may come from the replacement itself (a NULL in a GROUP BY)."""
         found: list[Diagnostic] = []
-        shifts: list[tuple[int, int, int]] = []  # (line, caret after the replaced text, length change)
+        shifts: list[Shift] = []
         seen = {(err.line, err.caret)}
         while len(found) + 1 < MAX_BIND_ERRORS:
-            replaced = _null_at(executed, err)
+            replaced = null_at(executed, err.line, err.caret)
             if replaced is None:
                 break
             executed, shift = replaced
@@ -344,13 +342,13 @@ class DryCompiler:
                 if not _is_duck_error(exc):
                     raise
                 self._recover()
-                err = _unshifted(parse_duck_error(str(exc), executed), shifts)
-                diag = self._sql_error(node, err, prefix_len)
-                if diag.code != "PZ0412" or (err.line, err.caret) in seen:
+                err = parse_duck_error(str(exc), executed)  # where it is in the replaced text
+                written = dataclasses.replace(err, caret=unshifted(err.line, err.caret, shifts))
+                diag = self._sql_error(node, written, prefix_len)
+                if diag.code != "PZ0412" or (written.line, written.caret) in seen:
                     break
-                seen.add((err.line, err.caret))
+                seen.add((written.line, written.caret))
                 found.append(diag)
-                err = parse_duck_error(str(exc), executed)
                 continue
             self.con.execute(f"DROP TABLE IF EXISTS {quote_ident(node.name)}")  # bound only once replaced
             break
@@ -457,32 +455,6 @@ class _Refused(Exception):
 
 def _listed(diag: Diagnostic | None) -> list[Diagnostic]:
     return [diag] if diag else []
-
-
-def _null_at(executed: str, err: DuckError) -> tuple[str, tuple[int, int, int]] | None:
-    """The executed text with the column reference at the error's caret replaced by NULL, and the shift."""
-    if err.line is None or err.caret is None:
-        return None
-    lines = executed.split("\n")
-    if not 0 < err.line <= len(lines):
-        return None
-    text = lines[err.line - 1]
-    match = _COLUMN_REF.match(text, err.caret)
-    if match is None:
-        return None
-    lines[err.line - 1] = text[: match.start()] + "NULL" + text[match.end() :]
-    return "\n".join(lines), (err.line, match.start() + 4, 4 - (match.end() - match.start()))
-
-
-def _unshifted(err: DuckError, shifts: list[tuple[int, int, int]]) -> DuckError:
-    """A caret in the replaced text back to where it is in the text as written."""
-    if err.caret is None:
-        return err
-    caret = err.caret
-    for line, after, delta in reversed(shifts):
-        if line == err.line and caret >= after:
-            caret -= delta
-    return dataclasses.replace(err, caret=caret)
 
 
 def _without_final_semicolon(sql: str) -> str:
