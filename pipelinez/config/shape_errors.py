@@ -19,7 +19,7 @@ from pipelinez.config.suggest import did_you_mean, expected_types, kind_of, one_
 from pipelinez.config.yaml_loader import YamlDoc
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.durations import DURATION_PATTERN
-from pipelinez.core.printable import printable
+from pipelinez.core.printable import excerpt
 from pipelinez.core.sqlnames import NAME_PATTERN
 
 MAX_UNKNOWN_KEYS = 5  # more unknown keys in one mapping are one diagnostic, their names not echoed
@@ -152,12 +152,6 @@ def _additional(ctx: _Ctx) -> list[Finding]:
             )
         )
     return findings
-
-
-def excerpt(text: str, limit: int = 40) -> str:
-    """A short, escaped excerpt of text pz read from a file: never more of it than `limit` characters."""
-    shown = printable(text)
-    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 def _unknown_key_message(ctx: _Ctx, raw_key: str, allowed: list[str]) -> str:

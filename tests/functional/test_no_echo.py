@@ -39,6 +39,15 @@ def test_an_unknown_key_is_shown_as_a_short_escaped_excerpt(project_dir: Path) -
     assert "\x1b" not in result.output and "x" * 50 not in result.output
 
 
+def test_a_duplicate_key_is_shown_as_a_short_excerpt(project_dir: Path) -> None:
+    key = "private_" + "k" * 200
+    write_project(project_dir, {**SMALL, "sinks/lake.yml": f"connector: localfiles\n{key}: 1\n{key}: 2\n"})
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2
+    assert f'duplicate key "private_{"k" * 29}...": each key may appear once per mapping' in result.output
+    assert "k" * 50 not in result.output
+
+
 def _secret_project(project_dir: Path) -> None:
     write_project(
         project_dir,
