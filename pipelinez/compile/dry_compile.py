@@ -255,6 +255,14 @@ class DryCompiler:
 
         statements = self.con.extract_statements(sql)
         refused = [word for st in statements if (word := refused_statement(st.type.name))]
+        if not self.external_access:
+            # a PRAGMA is parsed as the query of its table function (`SELECT * FROM pragma_version()`)
+            refused += [
+                read.what
+                for st in statements
+                if st.type == duckdb.StatementType.SELECT
+                for read in outside_reads(self.con, st.query)
+            ]
         if refused and not self.external_access:
             raise _Refused(refused[0])
         if len(statements) != 1:

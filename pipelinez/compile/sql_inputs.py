@@ -78,6 +78,19 @@ _COMMENTED_CALL = re.compile(
 )
 
 
+# the system catalog's views a query can name without parentheses or a schema (DuckDB 1.5): they list every
+# attached database, its tables and settings. information_schema's views need their schema, caught as such.
+_CATALOG_VIEW_WORDS = """
+    duckdb_columns duckdb_constraints duckdb_databases duckdb_indexes duckdb_logs duckdb_schemas duckdb_tables
+    duckdb_types duckdb_views pragma_database_list sqlite_master sqlite_schema sqlite_temp_master
+    sqlite_temp_schema pg_am pg_attrdef pg_attribute pg_class pg_collation pg_constraint pg_database pg_depend
+    pg_description pg_enum pg_index pg_indexes pg_namespace pg_prepared_statements pg_proc pg_sequence
+    pg_sequences pg_settings pg_tables pg_tablespace pg_type pg_views
+"""
+CATALOG_VIEWS = frozenset(_CATALOG_VIEW_WORDS.split())
+_CATALOG_HINTS = (*CATALOG_VIEWS, "information_schema")
+
+
 @dataclass(frozen=True)
 class OutsideRead:
     """One read of something that is not an input: what it is, and where it starts in the SQL."""
@@ -100,8 +113,12 @@ def _calls(sql: str) -> Iterator[tuple[str, int]]:
 
 
 def may_read_outside(sql: str) -> bool:
-    """Whether the SQL calls anything that might be a table function (else it certainly calls none)."""
-    return next(_calls(sql), None) is not None
+    """Whether the SQL calls anything that might be a table function or names a catalog view (else it
+    certainly does neither)."""
+    if next(_calls(sql), None) is not None:
+        return True
+    lowered = sql.lower()
+    return any(hint in lowered for hint in _CATALOG_HINTS)
 
 
 def outside_reads(con: duckdb.DuckDBPyConnection, sql: str) -> list[OutsideRead]:
@@ -159,6 +176,9 @@ def _read_of(node: dict[str, Any]) -> OutsideRead | None:
         return OutsideRead(f"table function {name}()", _location(node))
     if kind == "BASE_TABLE":
         catalog, schema = str(node.get("catalog_name") or ""), str(node.get("schema_name") or "")
+        name = str(node.get("table_name", ""))
+        if not catalog and schema in ("", "main", "pg_catalog") and name.lower() in CATALOG_VIEWS:
+            return OutsideRead(f"the catalog view {name}", _location(node))
         if catalog or schema not in ("", "main"):
             qualified = ".".join(p for p in (catalog, schema, str(node.get("table_name", ""))) if p)
             return OutsideRead(f"table {qualified} of another database or schema", _location(node))

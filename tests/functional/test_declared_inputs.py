@@ -19,18 +19,27 @@ def _pipeline(query: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("query", "what", "col"),
     [
-        (f"SELECT column0 AS id FROM read_csv('{PASSWD}', header = false)", "read_csv()", 27),
-        (f"SELECT id FROM {{{{ source('files', 'orders') }}}}, read_text('{PASSWD}')", "read_text()", 37),
+        (f"SELECT column0 AS id FROM read_csv('{PASSWD}', header = false)", "table function read_csv()", 27),
+        (
+            f"SELECT id FROM {{{{ source('files', 'orders') }}}}, read_text('{PASSWD}')",
+            "table function read_text()",
+            37,
+        ),
         (
             "SELECT (SELECT count(*) FROM /* x */ \"QUERY\"('SELECT 1')) AS id\n"
             "FROM {{ source('files', 'orders') }}",
-            "query()",
+            "table function query()",
             38,
         ),
-        ("SELECT 1 AS id FROM postgres_scan('host=127.0.0.1', 'public', 't')", "postgres_scan()", 21),
-        ("SELECT value AS id FROM duckdb_settings()", "duckdb_settings()", 25),
+        (
+            "SELECT 1 AS id FROM postgres_scan('host=127.0.0.1', 'public', 't')",
+            "table function postgres_scan()",
+            21,
+        ),
+        ("SELECT value AS id FROM duckdb_settings()", "table function duckdb_settings()", 25),
+        ("SELECT path AS id FROM duckdb_databases", "the catalog view duckdb_databases", 24),
     ],
-    ids=["read_csv", "read_text", "query", "postgres_scan", "settings"],
+    ids=["read_csv", "read_text", "query", "postgres_scan", "settings", "catalog"],
 )
 def test_a_table_function_reading_outside_is_refused_at_validate(
     project_dir: Path, query: str, what: str, col: int
@@ -38,7 +47,7 @@ def test_a_table_function_reading_outside_is_refused_at_validate(
     write_project(project_dir, _pipeline(query))
     result = pz(project_dir, "run")
     assert result.exit_code == 2, result.output
-    assert f"error: PZ0413 pipelines/p.sql:2:{col}: pipeline 'p' reads table function {what}" in result.output
+    assert f"error: PZ0413 pipelines/p.sql:2:{col}: pipeline 'p' reads {what}" in result.output
     assert "root:" not in result.output
     assert not (project_dir / "out").exists()  # nothing ran
 
@@ -50,13 +59,14 @@ def test_a_table_function_reading_outside_is_refused_at_validate(
         "COPY (SELECT 1) TO '/tmp/x.csv'",
         "SET threads = 1",
         "LOAD httpfs",
+        "PRAGMA database_list",
     ],
 )
 def test_a_statement_reaching_outside_is_refused(project_dir: Path, statement: str) -> None:
     write_project(project_dir, _pipeline(f"SELECT id FROM {{{{ source('files', 'orders') }}}};\n{statement}"))
     result = pz(project_dir, "validate")
     assert result.exit_code == 2
-    word = statement.split()[0].replace("LOAD", "INSTALL/LOAD")
+    word = statement.split()[0].replace("LOAD", "INSTALL/LOAD").replace("PRAGMA", "the catalog view pragma_")
     assert f"PZ0413 pipelines/p.sql: pipeline 'p' runs {word}" in result.output, result.output
 
 

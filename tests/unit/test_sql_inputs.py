@@ -50,3 +50,34 @@ def test_no_name_the_scan_lets_by_is_a_table_function() -> None:
     ).fetchall()
     tables = {str(r[0]) for r in rows}
     assert tables & sql_inputs._NEVER_TABLE <= sql_inputs.ALLOWED_TABLE_FUNCTIONS
+
+
+def test_every_catalog_view_a_query_can_name_is_known() -> None:
+    from pipelinez.compile import sql_inputs
+
+    rows = (
+        duckdb.connect()
+        .execute(
+            "SELECT DISTINCT lower(view_name) FROM duckdb_views() "
+            "WHERE internal AND schema_name IN ('main', 'pg_catalog')"
+        )
+        .fetchall()
+    )
+    assert {str(r[0]) for r in rows} <= sql_inputs.CATALOG_VIEWS
+
+
+@pytest.mark.parametrize(
+    ("sql", "what"),
+    [
+        ("SELECT * FROM duckdb_databases", "the catalog view duckdb_databases"),
+        ("SELECT * FROM t JOIN pg_settings ON true", "the catalog view pg_settings"),
+        (
+            "SELECT * FROM information_schema.tables",
+            "table information_schema.tables of another database or schema",
+        ),
+    ],
+)
+def test_catalog_views_are_outside_reads(sql: str, what: str) -> None:
+    con = duckdb.connect()
+    assert may_read_outside(sql)
+    assert [r.what for r in outside_reads(con, sql)] == [what]
