@@ -16,7 +16,7 @@ from pipelinez.compile.batched_ddl import BatchedDdl
 from pipelinez.compile.check_types import type_problem
 from pipelinez.compile.inlining import Origin
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
-from pipelinez.compile.null_columns import MAX_BIND_ERRORS, Shift, null_at, unshifted
+from pipelinez.compile.null_columns import MAX_BIND_ERRORS, Shift, null_at, null_call_at, unshifted
 from pipelinez.compile.sql_inputs import OutsideRead, line_col, outside_reads, refused_statement
 from pipelinez.core.diagnostics import Diagnostic, error, warning
 from pipelinez.core.duck_messages import condense
@@ -31,6 +31,8 @@ OriginLookup = Callable[
 ]  # pipeline name -> where each line of its display SQL came from
 
 _LINE = re.compile(r"^LINE (\d+): (.*)$")
+_UNKNOWN_COLUMN = re.compile(r'column "[^"]*" not found|Referenced column|does not have a column named')
+_UNKNOWN_FUNCTION = re.compile(r"Function with name \S+ does not exist")
 CHECK_BATCH = 25  # check queries bound per statement
 _FINAL_SEMICOLON = re.compile(r";(?:\s|--[^\n]*|/\*.*?\*/)*\Z", re.S)
 
@@ -94,9 +96,7 @@ def map_sql_error(
         code = "PZ0401"
     elif err.kind == "Catalog":
         code = "PZ0402"
-    elif err.kind == "Binder" and re.search(
-        r'column "[^"]*" not found|Referenced column|does not have a column named', summary
-    ):
+    elif err.kind == "Binder" and _UNKNOWN_COLUMN.search(summary):
         code = "PZ0412"
     else:
         code = "PZ0403"
@@ -321,29 +321,30 @@ class DryCompiler:
                 return [diag]
             first = parse_duck_error(str(exc), executed)
             found = [self._sql_error(node, first, len(prefix))]
-            if found[0].code == "PZ0412":
-                found += self._more_column_errors(node, executed, first, len(prefix))
+            if _unknown_name(first):
+                found += self._more_name_errors(node, executed, first, len(prefix))
             return found
         return []
 
     def _sql_error(self, node: PipelineNode, err: DuckError, prefix_len: int) -> Diagnostic:
         return map_sql_error(err, node.place.file or "", prefix_len, node.name, self.origins(node.name))
 
-    def _more_column_errors(
+    def _more_name_errors(
         self, node: PipelineNode, executed: str, err: DuckError, prefix_len: int
     ) -> list[Diagnostic]:
-        """After an unknown column, the rest of the pipeline's unknown columns: the reference is replaced
-        by NULL and the query bound again, up to MAX_BIND_ERRORS in all. Only further unknown columns are
-        reported: another error may come from the replacement itself (a NULL in a GROUP BY)."""
+        """After an unknown column or function, the rest of the pipeline's: the reference (the call) is
+        replaced by NULL and the query bound again, up to MAX_BIND_ERRORS in all. Only further unknown
+        names are reported: another error may come from the replacement itself (a NULL in a GROUP BY)."""
         found: list[Diagnostic] = []
         shifts: list[Shift] = []
         seen = {(err.line, err.caret)}
         while len(found) + 1 < MAX_BIND_ERRORS:
-            replaced = null_at(executed, err.line, err.caret)
+            replace = null_call_at if _unknown_name(err) == "function" else null_at
+            replaced = replace(executed, err.line, err.caret)
             if replaced is None:
                 break
-            executed, shift = replaced
-            shifts.append(shift)
+            executed = replaced[0]
+            shifts += replaced[1]
             try:
                 self.con.execute(executed)
             except Exception as exc:
@@ -353,7 +354,7 @@ class DryCompiler:
                 err = parse_duck_error(str(exc), executed)  # where it is in the replaced text
                 written = dataclasses.replace(err, caret=unshifted(err.line, err.caret, shifts))
                 diag = self._sql_error(node, written, prefix_len)
-                if diag.code != "PZ0412" or (written.line, written.caret) in seen:
+                if not _unknown_name(err) or (written.line, written.caret) in seen:
                     break
                 seen.add((written.line, written.caret))
                 found.append(diag)
@@ -451,6 +452,15 @@ class DryCompiler:
                 place=node.check.place,
             )
         return None
+
+
+def _unknown_name(err: DuckError) -> str | None:
+    """ "column" or "function" for a binder error about a name the query misspelt, else None."""
+    if err.kind == "Binder" and _UNKNOWN_COLUMN.search(err.summary):
+        return "column"
+    if err.kind == "Catalog" and _UNKNOWN_FUNCTION.search(err.summary):
+        return "function"
+    return None
 
 
 class _Refused(Exception):

@@ -170,6 +170,23 @@ def test_tier_4_reports_every_unknown_column_of_a_pipeline(project_dir: Path) ->
     assert "4 errors" in result.output
 
 
+def test_tier_4_reports_unknown_functions_and_columns_together(project_dir: Path) -> None:
+    query = (
+        "SELECT lenght(id) AS a, coalesc(\n"
+        "    id, ')' , idd) AS b, idx + 1 AS c\n"
+        "FROM {{ source('files', 'orders') }}"
+    )
+    write_project(project_dir, _pipeline(query))
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2
+    found = [line.split(": pipeline 'p': ") for line in result.lines if line.startswith("error: ")]
+    assert [(where, what.split(";")[0]) for where, what in found] == [
+        ("error: PZ0402 pipelines/p.sql:2:8", "Scalar Function with name lenght does not exist"),
+        ("error: PZ0402 pipelines/p.sql:2:25", "Scalar Function with name coalesc does not exist"),
+        ("error: PZ0412 pipelines/p.sql:3:26", 'Referenced column "idx" not found in FROM clause'),
+    ]
+
+
 def test_validate_connect_binds_the_schemas_it_just_fetched(project_dir: Path) -> None:
     with fresh_pg_database("CREATE TABLE orders (id bigint, amount numeric(10,2))") as db:
         files = {
