@@ -119,8 +119,8 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0115",
         "ShortSecret",
-        "a secret env variable's value is shorter than 4 characters (warning): it is masked in messages, "
-        "where it may also hide ordinary words or numbers",
+        "a secret env variable's value is 3 characters long (warning; shorter is PZ0122): it is masked in "
+        "messages, where it may also hide ordinary words or numbers",
         "use a longer secret",
     ),
     Code(
