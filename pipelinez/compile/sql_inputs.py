@@ -4,13 +4,14 @@ DuckDB can read any file, URL or database the process can reach from inside a qu
 (`read_csv('/etc/passwd')`, `read_text()`, `postgres_scan()`, `query('…')`, the catalog functions) and run
 statements that reach outside (`ATTACH`, `COPY`, `INSTALL`/`LOAD`, `SET`, `PRAGMA`). `outside_reads` finds
 the reads in a pipeline's or a check's SQL on DuckDB's own parse tree (`json_serialize_sql`): every table
-function but the few that only compute (`range`, `unnest`, …) and every table named in another catalog or
-schema. `refused_statement` names a statement of the kinds above.
+function but the few that only compute (`range`, `unnest`, …), the system catalog's views (`duckdb_tables`,
+`pg_settings`, …) and every table named in another catalog or schema. `refused_statement` names a statement
+of the kinds above.
 
 A text scan decides first whether the parse is needed: a table function is always called with `(`, so SQL
-whose every `name(` is a known scalar function or keyword holds none, and most pipelines never reach the
-parser twice. Any other name (a table function, a CTE's column list, an unusual function) is looked up on
-the parse tree, so the scan can cost time, never a miss.
+whose every `name(` is a known scalar function or keyword, and that names no catalog view, reads none of
+these, and most pipelines never reach the parser. Any other name (a table function, a CTE's column list, an
+unusual function) is looked up on the parse tree, so the scan can cost time, never a miss.
 """
 
 from __future__ import annotations
@@ -139,6 +140,13 @@ def outside_reads(con: duckdb.DuckDBPyConnection, sql: str) -> list[OutsideRead]
 
 
 def _named_table_functions(con: duckdb.DuckDBPyConnection, sql: str) -> list[OutsideRead]:
+    """The table functions and catalog views a query that DuckDB will not serialize names, by name."""
+    lowered = sql.lower()
+    views = [
+        OutsideRead(f"the catalog view {view}", match.start())
+        for view in sorted(CATALOG_VIEWS)
+        if view in lowered and (match := re.search(rf"\b{view}\b", lowered))
+    ]
     calls = list(_calls(sql))
     names = sorted({name for name, _ in calls} - ALLOWED_TABLE_FUNCTIONS)
     rows = con.execute(
@@ -147,7 +155,7 @@ def _named_table_functions(con: duckdb.DuckDBPyConnection, sql: str) -> list[Out
         [names],
     ).fetchall()
     tables = {str(r[0]) for r in rows}
-    return [OutsideRead(f"table function {name}()", at) for name, at in calls if name in tables]
+    return [OutsideRead(f"table function {name}()", at) for name, at in calls if name in tables] + views
 
 
 def refused_statement(statement_type: str) -> str | None:
@@ -180,7 +188,7 @@ def _read_of(node: dict[str, Any]) -> OutsideRead | None:
         if not catalog and schema in ("", "main", "pg_catalog") and name.lower() in CATALOG_VIEWS:
             return OutsideRead(f"the catalog view {name}", _location(node))
         if catalog or schema not in ("", "main"):
-            qualified = ".".join(p for p in (catalog, schema, str(node.get("table_name", ""))) if p)
+            qualified = ".".join(p for p in (catalog, schema, name) if p)
             return OutsideRead(f"table {qualified} of another database or schema", _location(node))
     return None
 

@@ -81,3 +81,13 @@ def test_catalog_views_are_outside_reads(sql: str, what: str) -> None:
     con = duckdb.connect()
     assert may_read_outside(sql)
     assert [r.what for r in outside_reads(con, sql)] == [what]
+
+
+def test_a_pivot_is_judged_by_the_names_it_calls() -> None:
+    """DuckDB does not serialize a PIVOT's statements: its table functions and catalog views are named."""
+    con = duckdb.connect()
+    sql = "SELECT * FROM (PIVOT (SELECT * FROM read_text('x'), duckdb_tables) ON a USING count(*))"
+    assert sorted(r.what for r in outside_reads(con, sql)) == [
+        "table function read_text()",
+        "the catalog view duckdb_tables",
+    ]
