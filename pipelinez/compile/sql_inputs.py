@@ -90,6 +90,7 @@ _CATALOG_VIEW_WORDS = """
 """
 CATALOG_VIEWS = frozenset(_CATALOG_VIEW_WORDS.split())
 _CATALOG_HINTS = (*CATALOG_VIEWS, "information_schema")
+_CATALOG_STEMS = ("duckdb_", "pragma_", "sqlite_", "pg_", "information_schema")  # each hint starts so
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def may_read_outside(sql: str) -> bool:
     if next(_calls(sql), None) is not None:
         return True
     lowered = sql.lower()
-    return any(hint in lowered for hint in _CATALOG_HINTS)
+    return any(stem in lowered for stem in _CATALOG_STEMS) and any(hint in lowered for hint in _CATALOG_HINTS)
 
 
 def outside_reads(con: duckdb.DuckDBPyConnection, sql: str) -> list[OutsideRead]:

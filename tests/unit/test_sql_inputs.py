@@ -91,3 +91,9 @@ def test_a_pivot_is_judged_by_the_names_it_calls() -> None:
         "table function read_text()",
         "the catalog view duckdb_tables",
     ]
+
+
+def test_every_catalog_hint_starts_with_a_stem() -> None:
+    from pipelinez.compile import sql_inputs
+
+    assert all(hint.startswith(sql_inputs._CATALOG_STEMS) for hint in sql_inputs._CATALOG_HINTS)
