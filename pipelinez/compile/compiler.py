@@ -59,8 +59,12 @@ _QUERY_STILL_BINDS = frozenset(
 )
 
 
-def static_schema_lookup(project: Project) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
-    cache = cached_schemas(project.state_dir)
+def static_schema_lookup(
+    project: Project, fetched: Mapping[str, list[tuple[str, str]]] | None = None
+) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
+    """A dataset's columns: its contract, else the schema `--connect` fetched (this run's, then the cache's),
+    else what its connector tells without connecting."""
+    cache = {**cached_schemas(project.state_dir), **(fetched or {})}
 
     def lookup(node: SourceLoadNode) -> list[tuple[str, str]] | None:
         request = node.work.request
@@ -85,12 +89,15 @@ def compile_project(
     overrides: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
     watermarks: Mapping[tuple[str, str], str | Watermark] | None = None,
+    schemas: Mapping[str, list[tuple[str, str]]] | None = None,
 ) -> CompileResult:
     """Tiers 2-4. `watermarks` holds the committed watermark of each (source, dataset) from
     `.pz/state.duckdb` (none for a full refresh), or only the text of its value (`2024-05-01 10:00:00.5`,
     `42`): watermark() renders it cast to the cursor's type (none given: the start value, or a literal
     admitting every row), and it sets each incremental load's read bounds. One that no longer fits its
-    dataset (another cursor column, not a finite value of its type) is PZ0235."""
+    dataset (another cursor column, not a finite value of its type) is PZ0235. `schemas` are the datasets'
+    schemas `validate --connect` has just fetched ("<source>.<dataset>" -> columns), bound before the cached
+    ones."""
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     values, found = resolve_values(project, overrides or {}, environ)
@@ -161,8 +168,9 @@ def compile_project(
 
     # tier 4
     compiler = DryCompiler(
-        static_schema_lookup(project),
+        static_schema_lookup(project, schemas),
         lambda name: inline(good[name].display_query, good, name, display=True)[1] if name in good else [],
+        external_access=project.engine.external_access,
     )
     try:
         found, warned = compiler.run(nodes)
@@ -216,9 +224,16 @@ def _write_columns(project: Project, nodes: dict[str, Node], compiler: DryCompil
     return diags
 
 
+# messages about a secret's length: pz's own words and the variable's name, never its value; masking a short
+# secret in them would rewrite the very warning that explains it
+_ABOUT_A_SECRET = frozenset({"PZ0115", "PZ0122"})
+
+
 def _redacted(diags: list[Diagnostic], redactor: Redactor) -> list[Diagnostic]:
     """Sorted, deduplicated, and with no secret value left in any message."""
     return [
-        dataclasses.replace(d, message=redactor(d.message), next_step=redactor(d.next_step))
+        d
+        if d.code in _ABOUT_A_SECRET
+        else dataclasses.replace(d, message=redactor(d.message), next_step=redactor(d.next_step))
         for d in sort_diagnostics(diags)
     ]

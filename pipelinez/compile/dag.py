@@ -152,7 +152,8 @@ class _NodeBuilder:
             self.resolver.resolve(name),
             self.resolver.resolve(name, display=True),
         )
-        work = PipelineWork(sql, deps, engine_retry(self.project), display)
+        outside = self.project.engine.external_access
+        work = PipelineWork(sql, deps, engine_retry(self.project), display, outside)
         place, tags = Place(info.source.file), info.source.tags
         self.nodes[name] = PipelineNode(
             name, PIPELINE, "", deps, place, tags, work=work, sinks=tuple(info.sinks)
@@ -206,7 +207,13 @@ class _NodeBuilder:
                     self.add_source_load(*source_call.groups())
             sql = check_sql(check, quote_ident(target), ref_table)
             work = CheckWork(
-                target, sql, Severity(check.severity), tuple(deps), check, engine_retry(self.project)
+                target,
+                sql,
+                Severity(check.severity),
+                tuple(deps),
+                check,
+                engine_retry(self.project),
+                self.project.engine.external_access,
             )
             self.nodes[name] = CheckNode(name, CHECK, "", tuple(deps), check.place, tags, work=work)
             if check.severity == Severity.ERROR:

@@ -4,6 +4,7 @@ in an in-memory DuckDB. DuckDB's parser/binder errors become PZ04xx diagnostics 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -16,6 +17,8 @@ from pipelinez.compile.check_types import type_problem
 from pipelinez.compile.inlining import Origin
 from pipelinez.compile.name_checks import column_clash, column_clash_error
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
+from pipelinez.compile.null_columns import MAX_BIND_ERRORS, Shift, null_at, null_call_at, unshifted
+from pipelinez.compile.sql_inputs import OutsideRead, line_col, outside_reads, refused_statement
 from pipelinez.core.diagnostics import Diagnostic, error, warning
 from pipelinez.core.duck_messages import condense
 from pipelinez.core.sqlnames import quote_ident
@@ -29,6 +32,8 @@ OriginLookup = Callable[
 ]  # pipeline name -> where each line of its display SQL came from
 
 _LINE = re.compile(r"^LINE (\d+): (.*)$")
+_UNKNOWN_COLUMN = re.compile(r'column "[^"]*" not found|Referenced column|does not have a column named')
+_UNKNOWN_FUNCTION = re.compile(r"Function with name \S+ does not exist")
 CHECK_BATCH = 25  # check queries bound per statement
 _FINAL_SEMICOLON = re.compile(r";(?:\s|--[^\n]*|/\*.*?\*/)*\Z", re.S)
 
@@ -77,26 +82,45 @@ def map_sql_error(
     if err.caret is not None and line is not None:
         col = err.caret - (prefix_len if line == 1 else 0) + 1
         col = max(1, col)
-    where = ""
-    if line is not None and 0 < line <= len(origins):  # back to the file the line was written in
-        origin = origins[line - 1]
-        place_file, line = origin.file, origin.line
-        col = None if col is None else max(1, col + origin.col_shift)
-        if origin.pipeline != node:
-            where = f" (in ephemeral '{origin.pipeline}', which '{node}' inlines)"
+    place_file, line, col, where = _in_file(place_file, line, col, node, origins)
     summary = err.summary
+    if err.kind == "Permission":  # a file or URL read, refused by the locked tier-4 database
+        return error(
+            "PZ0413",
+            f"pipeline '{node}' reads outside its inputs: {condense(summary)}{where}; a pipeline reads only "
+            "source() and ref()",
+            file=place_file,
+            line=line,
+            col=col,
+        )
     if err.kind == "Parser":
         code = "PZ0401"
     elif err.kind == "Catalog":
         code = "PZ0402"
-    elif err.kind == "Binder" and re.search(
-        r'column "[^"]*" not found|Referenced column|does not have a column named', summary
-    ):
+    elif err.kind == "Binder" and _UNKNOWN_COLUMN.search(summary):
         code = "PZ0412"
     else:
         code = "PZ0403"
     text = condense(summary)
     return error(code, f"pipeline '{node}': {text}{where}", file=place_file, line=line, col=col)
+
+
+def _in_file(
+    place_file: str, line: int | None, col: int | None, node: str, origins: Sequence[Origin]
+) -> tuple[str, int | None, int | None, str]:
+    """A line:col of the executed SQL back in the file it was written in, and where it was inlined from."""
+    if line is None or not 0 < line <= len(origins):
+        return place_file, line, col, ""
+    origin = origins[line - 1]
+    col = None if col is None else max(1, col + origin.col_shift)
+    where = f" (in ephemeral '{origin.pipeline}', which '{node}' inlines)" if origin.pipeline != node else ""
+    return origin.file, origin.line, col, where
+
+
+def _outside_message(what: str, read: OutsideRead, where: str) -> str:
+    return (
+        f"{what} reads {read.what}{where}, which is not one of its inputs: it reads only source() and ref()"
+    )
 
 
 def _is_duck_error(exc: Exception) -> bool:
@@ -106,12 +130,18 @@ def _is_duck_error(exc: Exception) -> bool:
 
 
 class DryCompiler:
-    def __init__(self, schema_of: SchemaLookup, origins: OriginLookup | None = None):
+    def __init__(
+        self, schema_of: SchemaLookup, origins: OriginLookup | None = None, external_access: bool = False
+    ):
         import duckdb
 
         self.con: duckdb.DuckDBPyConnection = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET threads = 1")  # nothing here reads data: no worker threads to wake
+        self.external_access = external_access
+        if not external_access:  # binding reads nothing either: no file, URL or extension, and no SET back
+            self.con.execute("SET enable_external_access = false")
+            self.con.execute("SET lock_configuration = true")
         self.ddl = BatchedDdl(self.con)  # the tables of sources and pipelines, many to a transaction
         self.schema_of = schema_of
         self.origins: OriginLookup = origins or (lambda _name: [])
@@ -163,11 +193,18 @@ class DryCompiler:
                     continue
                 diag = self._create_source(node, columns)
             elif isinstance(node, PipelineNode):
-                if any(d in loose for d in node.deps):
+                found = self._refuse_outside(node)
+                if found:
+                    diags = found
+                elif any(d in loose for d in node.deps):
                     loose.add(name)
-                    diag = self._parse_only(node)
+                    diags = _listed(self._parse_only(node))
                 else:
-                    diag = self._bind_pipeline(node)
+                    diags = self._bind_pipeline(node)
+                if diags:
+                    errors += diags
+                    broken.add(name)
+                continue
             elif isinstance(node, CheckNode):
                 if not any(d in loose for d in node.deps):
                     checks.append(node)
@@ -215,10 +252,36 @@ class DryCompiler:
             next_step="use DuckDB type names such as bigint, varchar, decimal(18,2), date, timestamp",
         )
 
+    def _refuse_outside(self, node: PipelineNode) -> list[Diagnostic]:
+        """PZ0413 for every table function or foreign table the pipeline reads (none with external_access)."""
+        if self.external_access:
+            return []
+        sql = node.display_sql
+        reads = outside_reads(self.con, sql)
+        origins = self.origins(node.name) if reads else []  # worked out only for an error
+        diags = []
+        for read in reads:
+            line, col = line_col(sql, read.offset) if read.offset is not None else (None, None)
+            file, line, col, where = _in_file(node.place.file or "", line, col, node.name, origins)
+            message = _outside_message(f"pipeline '{node.name}'", read, where)
+            diags.append(error("PZ0413", message, file=file, line=line, col=col))
+        return diags
+
     def _statement_problem(self, sql: str) -> str | None:
         import duckdb
 
         statements = self.con.extract_statements(sql)
+        refused = [word for st in statements if (word := refused_statement(st.type.name))]
+        if not self.external_access:
+            # a PRAGMA is parsed as the query of its table function (`SELECT * FROM pragma_version()`)
+            refused += [
+                read.what
+                for st in statements
+                if st.type == duckdb.StatementType.SELECT
+                for read in outside_reads(self.con, st.query)
+            ]
+        if refused and not self.external_access:
+            raise _Refused(refused[0])
         if len(statements) != 1:
             return f"holds {len(statements)} statements; a pipeline is one query"
         if statements[0].type != duckdb.StatementType.SELECT:
@@ -228,6 +291,13 @@ class DryCompiler:
     def _check_statement(self, node: PipelineNode) -> Diagnostic | None:
         try:
             problem = self._statement_problem(node.display_sql)
+        except _Refused as refused:
+            return error(
+                "PZ0413",
+                f"pipeline '{node.name}' runs {refused.word}: a pipeline is one query that reads only "
+                "source() and ref()",
+                place=node.place,
+            )
         except Exception as exc:
             if not _is_duck_error(exc):
                 raise
@@ -245,12 +315,12 @@ class DryCompiler:
     def _parse_only(self, node: PipelineNode) -> Diagnostic | None:
         return self._check_statement(node)
 
-    def _bind_pipeline(self, node: PipelineNode) -> Diagnostic | None:
+    def _bind_pipeline(self, node: PipelineNode) -> list[Diagnostic]:
         query = _without_final_semicolon(node.display_sql)  # secrets masked: errors may quote SQL
         if ";" in query:  # perhaps several statements: say so rather than bind the first
             diag = self._check_statement(node)
             if diag:
-                return diag
+                return [diag]
         # An empty table typed like the result, not a view: a view is re-bound, with every view it reads,
         # each time something reads it, which is exponential on DAGs that share upstream pipelines. A table
         # binds once; its readers bind against its column types only. WITH NO DATA binds, never executes.
@@ -265,15 +335,50 @@ class DryCompiler:
             self._recover()
             diag = self._check_statement(node)  # not a query: say that, not CREATE TABLE's syntax error
             if diag:
-                return diag
-            return map_sql_error(
-                parse_duck_error(str(exc), executed),
-                node.place.file or "",
-                len(prefix),
-                node.name,
-                self.origins(node.name),
-            )
-        return None
+                return [diag]
+            first = parse_duck_error(str(exc), executed)
+            found = [self._sql_error(node, first, len(prefix))]
+            if _unknown_name(first):
+                found += self._more_name_errors(node, executed, first, len(prefix))
+            return found
+        return []
+
+    def _sql_error(self, node: PipelineNode, err: DuckError, prefix_len: int) -> Diagnostic:
+        return map_sql_error(err, node.place.file or "", prefix_len, node.name, self.origins(node.name))
+
+    def _more_name_errors(
+        self, node: PipelineNode, executed: str, err: DuckError, prefix_len: int
+    ) -> list[Diagnostic]:
+        """After an unknown column or function, the rest of the pipeline's: the reference (the call) is
+        replaced by NULL and the query bound again, up to MAX_BIND_ERRORS in all. Only further unknown
+        names are reported: another error may come from the replacement itself (a NULL in a GROUP BY)."""
+        found: list[Diagnostic] = []
+        shifts: list[Shift] = []
+        seen = {(err.line, err.caret)}
+        while len(found) + 1 < MAX_BIND_ERRORS:
+            replace = null_call_at if _unknown_name(err) == "function" else null_at
+            replaced = replace(executed, err.line, err.caret)
+            if replaced is None:
+                break
+            executed = replaced[0]
+            shifts += replaced[1]
+            try:
+                self.con.execute(executed)
+            except Exception as exc:
+                if not _is_duck_error(exc):
+                    raise
+                self._recover()
+                err = parse_duck_error(str(exc), executed)  # where it is in the replaced text
+                written = dataclasses.replace(err, caret=unshifted(err.line, err.caret, shifts))
+                diag = self._sql_error(node, written, prefix_len)
+                if not _unknown_name(err) or (written.line, written.caret) in seen:
+                    break
+                seen.add((written.line, written.caret))
+                found.append(diag)
+                continue
+            self.con.execute(f"DROP TABLE IF EXISTS {quote_ident(node.name)}")  # bound only once replaced
+            break
+        return found
 
     def _recover(self) -> None:
         """Some failed statements (a PIVOT's hidden ones) leave a transaction aborted: end it."""
@@ -288,7 +393,12 @@ class DryCompiler:
         hundred); a batch that fails is bound check by check, so each error names its check."""
         single: list[CheckNode] = []
         suspects: list[CheckNode] = []  # bound one by one: _bind_check words their error
+        refused: list[Diagnostic] = []
         for check in checks:
+            found = self._check_outside(check)
+            if found:
+                refused += found
+                continue
             (single if self._single_statement(check) and self._types_fit(check) else suspects).append(check)
         for start in range(0, len(single), CHECK_BATCH):
             batch = single[start : start + CHECK_BATCH]
@@ -300,7 +410,17 @@ class DryCompiler:
                     raise
                 self._recover()
                 suspects += batch
-        return [d for d in map(self._bind_check, suspects) if d]
+        return refused + [d for d in map(self._bind_check, suspects) if d]
+
+    def _check_outside(self, node: CheckNode) -> list[Diagnostic]:
+        assert node.check is not None
+        if self.external_access:
+            return []
+        what = f"check '{node.check.name}' on '{node.target}'"
+        return [
+            error("PZ0413", _outside_message(what, read, ""), place=node.check.place)
+            for read in outside_reads(self.con, node.sql)
+        ]
 
     def _single_statement(self, node: CheckNode) -> bool:
         try:
@@ -349,6 +469,27 @@ class DryCompiler:
                 place=node.check.place,
             )
         return None
+
+
+def _unknown_name(err: DuckError) -> str | None:
+    """ "column" or "function" for a binder error about a name the query misspelt, else None."""
+    if err.kind == "Binder" and _UNKNOWN_COLUMN.search(err.summary):
+        return "column"
+    if err.kind == "Catalog" and _UNKNOWN_FUNCTION.search(err.summary):
+        return "function"
+    return None
+
+
+class _Refused(Exception):
+    """A statement a pipeline may not run (ATTACH, COPY, …)."""
+
+    def __init__(self, word: str):
+        super().__init__(word)
+        self.word = word
+
+
+def _listed(diag: Diagnostic | None) -> list[Diagnostic]:
+    return [diag] if diag else []
 
 
 def _without_final_semicolon(sql: str) -> str:

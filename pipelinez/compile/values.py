@@ -134,7 +134,9 @@ class ResolvedValues:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        return tuple(v for spec, v in self.env.values() if spec.secret and v)
+        """The values to mask: a secret too short to mask is refused (PZ0122), so nothing runs with it and
+        nothing is rewritten for it."""
+        return tuple(v for spec, v in self.env.values() if spec.secret and v and len(v) >= MIN_SECRET)
 
 
 def resolve_values(
@@ -187,7 +189,20 @@ def resolve_values(
                     next_step=f"export {name}=… before running pz, or give it a default",
                 )
             )
-        if env_spec.secret and value and len(str(value)) < SHORT_SECRET:
+        if env_spec.secret and value and len(str(value)) < MIN_SECRET:
+            p = env_spec.place
+            diags.append(
+                error(
+                    "PZ0122",
+                    f"secret environment variable {name} is {len(str(value))} character(s) long: masking it "
+                    f"would rewrite those letters in every message; pz refuses a secret shorter than "
+                    f"{MIN_SECRET} characters",
+                    file=p.file,
+                    line=p.line,
+                    col=p.col,
+                )
+            )
+        elif env_spec.secret and value and len(str(value)) < SHORT_SECRET:
             p = env_spec.place
             diags.append(
                 warning(
@@ -203,4 +218,5 @@ def resolve_values(
     return resolved, diags
 
 
-SHORT_SECRET = 4
+SHORT_SECRET = 4  # shorter: warned about (PZ0115), masked all the same
+MIN_SECRET = 3  # shorter: refused (PZ0122)

@@ -104,6 +104,7 @@ class PipelineWork:
     inputs: tuple[str, ...]  # the staging tables it reads
     retry: RetryPolicy = field(metadata=RUN_ONLY)  # the engine's: pipelines have no retry key of their own
     display_sql: str = field(default="", metadata=RUN_ONLY)  # the same with secrets masked
+    external_access: bool = field(default=False, metadata=RUN_ONLY)  # engine.external_access: the guard off
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class CheckWork:
     inputs: tuple[str, ...]
     check: CheckSpec = field(metadata=RUN_ONLY)  # name, type and options for the outcome message
     retry: RetryPolicy = field(metadata=RUN_ONLY)
+    external_access: bool = field(default=False, metadata=RUN_ONLY)  # engine.external_access: the guard off
 
 
 WorkItem = SourceLoadWork | SinkWriteWork | PipelineWork | CheckWork

@@ -94,6 +94,7 @@ def build_engine(engine: dict[str, Any]) -> EngineSpec:
         threads=None if threads is None else int(threads),
         fail_fast=bool(engine.get("fail_fast", False)),
         force_universal=bool(engine.get("force_universal", False)),
+        external_access=bool(engine.get("external_access", False)),
         memory_limit=str(engine.get("memory_limit", DEFAULT_MEMORY_LIMIT)).strip(),
         staging_compression=str(engine.get("staging_compression", DEFAULT_STAGING_COMPRESSION)),
         retry=build_retry(engine.get("retry")),

@@ -46,6 +46,8 @@ class EngineSpec:
     breaker: BreakerSpec | None = None
     memory_limit: str = DEFAULT_MEMORY_LIMIT
     staging_compression: str = DEFAULT_STAGING_COMPRESSION
+    # pipelines and checks may read files, URLs and other databases themselves (read_csv, ATTACH, ...)
+    external_access: bool = False
     # the ray executor's object-store staging (--staging s3://...): endpoint, region, credentials; raw values
     # (templates unrendered), the keys of the s3 connector's connection block except `bucket`
     staging: dict[str, Any] = field(default_factory=dict, compare=False)

@@ -168,6 +168,11 @@ def project_schema() -> dict[str, Any]:
             "threads": {"type": "integer", "minimum": 1, "description": "nodes run at once (default: CPUs)"},
             "fail_fast": {"type": "boolean", "description": "any node failure cancels the whole run"},
             "force_universal": {"type": "boolean", "description": "force the universal data-plane tier"},
+            "external_access": {
+                "type": "boolean",
+                "description": "let pipelines and checks read files, URLs and other databases themselves "
+                "(read_csv, postgres_scan, query, ...); off: source() and ref() are their only inputs",
+            },
             "memory_limit": {
                 "type": "string",
                 "pattern": r"^\s*\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",

@@ -19,7 +19,10 @@ from pipelinez.config.suggest import did_you_mean, expected_types, kind_of, one_
 from pipelinez.config.yaml_loader import YamlDoc
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.durations import DURATION_PATTERN
+from pipelinez.core.printable import excerpt
 from pipelinez.core.sqlnames import NAME_PATTERN
+
+MAX_UNKNOWN_KEYS = 5  # more unknown keys in one mapping are one diagnostic, their names not echoed
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,17 @@ def _additional(ctx: _Ctx) -> list[Finding]:
     allowed = list(schema.get("properties", {}))
     patterns = list(schema.get("patternProperties", {}))
     extras = [k for k in instance if k not in allowed and not any(re.search(p, k) for p in patterns)]
+    if len(extras) > MAX_UNKNOWN_KEYS:  # not the file it should be (a symlink to a system file): no echo
+        return [
+            Finding(
+                "PZ0102",
+                f"{len(extras)} unknown keys {_where(ctx, ctx.path)} "
+                f"(the first: '{excerpt(str(extras[0]))}'); "
+                f"is this the right file? allowed keys: {one_of(allowed)}",
+                (*ctx.path, extras[0]),
+                "key",
+            )
+        ]
     findings = []
     for key in extras:
         key_path = (*ctx.path, key)
@@ -140,7 +154,8 @@ def _additional(ctx: _Ctx) -> list[Finding]:
     return findings
 
 
-def _unknown_key_message(ctx: _Ctx, key: str, allowed: list[str]) -> str:
+def _unknown_key_message(ctx: _Ctx, raw_key: str, allowed: list[str]) -> str:
+    key = excerpt(raw_key)
     if _is_check_item(ctx, ctx.path):
         item = ctx.instance
         if not any(k in CHECK_TYPES for k in item):

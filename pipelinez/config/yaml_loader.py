@@ -26,6 +26,7 @@ from ruamel.yaml.scalarbool import ScalarBoolean
 from pipelinez.config.positions import JsonPath, LineCol, Positions
 from pipelinez.config.textfile import read_text
 from pipelinez.core.diagnostics import Diagnostic, error
+from pipelinez.core.printable import excerpt
 
 MAX_DEPTH = 64
 MAX_NODES = 200_000
@@ -155,12 +156,12 @@ def _syntax_error(file: str, exc: MarkedYAMLError) -> Diagnostic:
     elif "expected a single document" in str(exc.context):
         message = "a second YAML document ('---'): a project file holds exactly one"
     elif "duplicate key" in problem:
-        message = problem.replace("found duplicate key", "duplicate key")
-        message = message.split(" with value ")[0] + ": each key may appear once per mapping"
-    else:
-        message = problem
+        key = problem.split(" with value ")[0].removeprefix("found duplicate key").strip().strip('"')
+        message = f'duplicate key "{excerpt(key)}": each key may appear once per mapping'
+    else:  # the parser's words, which may quote a token of the file (an alias name): kept short
+        message = excerpt(problem, 120)
         if exc.context and exc.problem:
-            message += f" ({str(exc.context).strip()})"
+            message += f" ({excerpt(str(exc.context).strip(), 120)})"
     return error("PZ0101", f"invalid YAML: {message}", file=file, line=line, col=col)
 
 

@@ -119,8 +119,8 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0115",
         "ShortSecret",
-        "a secret env variable's value is shorter than 4 characters (warning): it is masked in messages, "
-        "where it may also hide ordinary words or numbers",
+        "a secret env variable's value is 3 characters long (warning; shorter is PZ0122): it is masked in "
+        "messages, where it may also hide ordinary words or numbers",
         "use a longer secret",
     ),
     Code(
@@ -167,6 +167,13 @@ REGISTRY: tuple[Code, ...] = (
         "InvalidRetry",
         "a `retry:` block is malformed (max_attempts < 1, base_delay > max_delay)",
         "write retry as { max_attempts: 3, base_delay: 1s, max_delay: 30s }",
+    ),
+    Code(
+        "PZ0122",
+        "SecretTooShort",
+        "a secret env variable's value has fewer than 3 characters: masking it would rewrite ordinary "
+        "letters and digits in every message, so pz refuses it",
+        "set the variable to the real secret, or declare it without `secret: true` when it is not one",
     ),
     # --- 02: semantic ------------------------------------------------------------------------
     Code(
@@ -518,6 +525,16 @@ REGISTRY: tuple[Code, ...] = (
         "UnknownColumn",
         "the SQL names a column that does not exist in its input",
         "fix the column name (candidates are shown), or add it to the source's columns: contract",
+    ),
+    Code(
+        "PZ0413",
+        "ReadsOutsideInputs",
+        "a pipeline's or check's SQL reads something other than its source() and ref() inputs: a table "
+        "function that reads files, URLs, other databases or the catalog (read_csv, read_text, "
+        "postgres_scan, query, duckdb_settings, ...), a table of another database, or a statement (ATTACH, "
+        "COPY, INSTALL/LOAD, SET, PRAGMA)",
+        "declare the data as a source and read it with {{ source('src', 'dataset') }}; a project that must "
+        "read outside its inputs sets `engine: { external_access: true }` in project.yml",
     ),
     # --- 05: runtime -------------------------------------------------------------------------
     Code(

@@ -24,6 +24,12 @@ def printable(text: str) -> str:
     return _CONTROL.sub(_escaped, text) if _CONTROL.search(text) else text
 
 
+def excerpt(text: str, limit: int = 40) -> str:
+    """A short, escaped excerpt of text pz read from a file: never more of it than `limit` characters."""
+    shown = printable(text)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
 def quoted(name: str) -> str:
     """A user-supplied name as messages show it: in single quotes, control characters escaped."""
     return f"'{printable(name)}'"

@@ -26,11 +26,15 @@ def _same_type(declared: str, live: str) -> bool:
         return " ".join(declared.upper().split()) == " ".join(live.upper().split())
 
 
-def check_connectivity(dag: CompiledDag) -> tuple[list[Diagnostic], list[Diagnostic]]:
+Schemas = dict[str, list[tuple[str, str]]]  # "<source>.<dataset>" -> [(column, type), ...]
+
+
+def check_connectivity(dag: CompiledDag) -> tuple[list[Diagnostic], list[Diagnostic], Schemas]:
+    """(errors, warnings, the schema of every dataset fetched), the schemas also cached for tier 4."""
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     redact = dag.redactor
-    schemas: dict[str, list[tuple[str, str]]] = {}
+    schemas: Schemas = {}
     for kind, instances in (("source", dag.sources), ("sink", dag.sinks)):
         for name, inst in sorted(instances.items()):
             spec = inst.spec
@@ -59,7 +63,7 @@ def check_connectivity(dag: CompiledDag) -> tuple[list[Diagnostic], list[Diagnos
         _write_cache(dag.project.state_dir, schemas)
     except OSError as exc:
         errors += state_error(exc, dag.project.state_dir).diagnostics
-    return errors, warnings
+    return errors, warnings, schemas
 
 
 def _source_checks(

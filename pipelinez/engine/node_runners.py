@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from pipelinez.compile.checks import outcome
 from pipelinez.compile.ids import canonical, digest
 from pipelinez.compile.nodes import CheckNode, PipelineNode, SinkWriteNode, SourceLoadNode
+from pipelinez.compile.sql_inputs import outside_reads
 from pipelinez.compile.work import Endpoint
 from pipelinez.connectors.sdk import (
     NATIVE,
@@ -532,6 +533,7 @@ def run_pipeline(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOu
     query = node.sql.rstrip().rstrip(";")
     try:
         failpoints.hit("pipeline.start", node.name)
+        refuse_outside_reads(cur, node.sql, node.work.external_access, f"pipeline '{node.name}'")
         if planned.stream_into:  # its one sink write reads the query itself: computed once, while written
             cur.execute(f"CREATE OR REPLACE VIEW {target} AS {query}")
             return NodeOutput(message=f"streamed into {planned.stream_into}, not stored in staging")
@@ -552,6 +554,7 @@ def run_check(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOutpu
     assert isinstance(node, CheckNode) and node.check is not None
     cur = ctx.cursor()
     try:
+        refuse_outside_reads(cur, node.sql, node.work.external_access, f"check '{node.check.name}'")
         row = cur.execute(node.sql).fetchone()
     except Exception as exc:
         raise classify(exc, "PZ0508", f"check '{node.check.name}' on '{node.target}'") from exc
@@ -564,6 +567,14 @@ def run_check(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOutpu
     if node.check.severity == Severity.WARN:
         return NodeOutput(rows=result.rows, status=NodeStatus.WARN, message=result.message)
     raise NodeFailure("PZ0508", result.message, rows=result.rows)
+
+
+def refuse_outside_reads(cur: duckdb.DuckDBPyConnection, sql: str, allowed: bool, what: str) -> None:
+    """The run's own guard (validate refused the same SQL with its secrets masked): a query reads only its
+    inputs unless the project set engine.external_access."""
+    reads = [] if allowed else outside_reads(cur, sql)
+    if reads:
+        raise NodeFailure("PZ0413", f"{what} reads {reads[0].what}, not one of its inputs; nothing ran")
 
 
 def run_sink_write(

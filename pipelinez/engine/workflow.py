@@ -70,12 +70,15 @@ def validate(
     compiled = compile_project(project, overrides, environ, watermarks)
     if compiled.incremental:
         errors += unreadable
-    errors += compiled.errors
-    warnings += compiled.warnings
-    if connect and not errors and compiled.dag is not None:
-        found, warned = check_connectivity(compiled.dag)
-        errors += found
-        warnings += warned
+    found: list[Diagnostic] = []
+    warned: list[Diagnostic] = []
+    if connect and not errors and not compiled.errors and compiled.dag is not None:
+        found, warned, fetched = check_connectivity(compiled.dag)
+        if fetched and any(w.code == "PZ0406" for w in compiled.warnings):
+            # tier 4 bound loosely what tier 5 has just fetched: bind it now, in this same command
+            compiled = compile_project(project, overrides, environ, watermarks, fetched)
+    errors += compiled.errors + found
+    warnings += compiled.warnings + warned
     return Validation(project, errors, warnings, compiled)
 
 

@@ -5,6 +5,8 @@ a view the sink write reads, so the rows are computed once, while they are writt
 
 - its only consumer in the whole project is one sink write, and that write is in the plan;
 - no check reads it (checks gate the write, so they and the write must see the same stored rows);
+- its SQL holds no secret value (a view's definition is kept, in plain text, in the staging file; a table
+  keeps only rows);
 - the write is a replace into a connector that swaps it in atomically (`capabilities.atomic_replace`): a query
   that fails half way (a cast that fails on some row) then fails the write with nothing written, as it would
   have failed the pipeline before the write. Merge checks its keys (PZ0520, PZ0516) on the result before it
@@ -47,6 +49,8 @@ def consumers_of(nodes: Mapping[str, Node]) -> dict[str, list[Node]]:
 
 def storage(pipeline: PipelineNode, readers: list[Node], planned: Collection[str]) -> Storage:
     """Whether `pipeline` is streamed, and the reason the plan shows either way."""
+    if pipeline.work.display_sql and pipeline.work.display_sql != pipeline.sql:
+        return Storage(None, "stored in staging: its SQL holds a secret, which a view would keep in the file")
     checks = [r for r in readers if isinstance(r, CheckNode)]
     if checks:
         return Storage(None, f"stored in staging: {len(checks)} check(s) read it before its sink writes do")
