@@ -8,7 +8,12 @@ replaced (outcome `timeout`), one that dies (a segfault) is replaced (outcome `c
 The invariants (reference section 8 and issue 6): exit code 0, 1 or 2; every error line carries a registered
 PZ code (`error: PZ0xxx ...`, and each `FAIL node` line is followed by `  PZ0xxx: ...`); exit 2 prints at
 least one error, exit 1 at least one failed node or error; never PZ0512 (internal error); never a Python
-traceback or native panic text; never a hang.
+traceback or native panic text; never a hang. Issue 20 adds two: a command never changes or removes a file
+of the project it was given (outside `.pz/` and `out/`), and a secret never reaches another origin.
+
+A case with a `signal` runs its first command as a `pz` process of its own (signals reach it as they reach a
+user's), sends it SIGTERM or SIGINT, and waits a bounded time for it to end. A case whose tree names
+`__FZ_HTTP__` reads from or writes to the loopback API of `tests.fuzz.misbehaving_http`.
 """
 
 from __future__ import annotations
@@ -16,13 +21,19 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import itertools
 import json
 import multiprocessing
 import multiprocessing.connection
 import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import threading
+import time
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -48,6 +59,7 @@ class Case:
     force_then: bool = False
     env: dict[str, str] = field(default_factory=dict)
     prelude: Tree | None = None  # a valid tree run once before `tree` replaces it (existing targets)
+    signal: list[Any] | None = None  # [SIGTERM|SIGINT, seconds or "first-line"]: see run_signalled
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +71,7 @@ class Case:
             "env": self.env,
             "tree": _tree_json(render(self.tree)),
             "prelude": _tree_json(render(self.prelude)) if self.prelude is not None else None,
+            "signal": self.signal,
         }
 
     @classmethod
@@ -72,6 +85,7 @@ class Case:
             force_then=data["force_then"],
             env=data["env"],
             prelude=_tree_from_json(data["prelude"]) if data.get("prelude") is not None else None,
+            signal=data.get("signal"),
         )
 
 
@@ -111,10 +125,22 @@ def _tree_from_json(data: dict[str, list[Any]]) -> Tree:
     return {p: ((k, base64.b64decode(v)) if k == "bytes" else (k, v)) for p, (k, v) in data.items()}
 
 
-def materialize(root: Path, tree: Tree) -> None:
-    """Write `tree` under `root`. Entries that the file system refuses (a file under a file) are left out."""
+PLACEHOLDERS = ("__FZ_HTTP__", "__FZ_ROOT__")
+
+
+def placeholders(tree: Tree) -> set[str]:
+    """The placeholders (`__FZ_HTTP__`, `__FZ_ROOT__`) the rendered tree's text names."""
+    texts = [v for k, v in render(tree).values() if k == "text"]
+    return {p for p in PLACEHOLDERS if any(p in t for t in texts)}
+
+
+def materialize(root: Path, tree: Tree, http_base: str = "") -> None:
+    """Write `tree` under `root`, with `__FZ_ROOT__` replaced by `root` and `__FZ_HTTP__` by `http_base`.
+    Entries that the file system refuses (a file under a file) are left out."""
     root.mkdir(parents=True, exist_ok=True)
     for rel, (kind, value) in sorted(render(tree).items(), key=lambda kv: (kv[0].count("/"), kv[0])):
+        if kind == "text":
+            value = value.replace("__FZ_ROOT__", str(root)).replace("__FZ_HTTP__", http_base)
         path = root / rel
         with contextlib.suppress(OSError, ValueError):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -295,6 +321,8 @@ VIOLATIONS = (
     "exit code without error",
     "timeout",
     "crash (process died)",
+    "project file overwritten",
+    "secret sent to another origin",
 )
 
 
@@ -442,24 +470,175 @@ def classify(results: list[CommandResult]) -> Outcome:
 
 
 def run_case(case: Case, worker: Worker, workdir: Path, timeout: float) -> Outcome:
-    """Materialize `case` under `workdir/project` (emptied first) and run its commands in `worker`."""
+    """Materialize `case` under `workdir/project` (emptied first) and run its commands in `worker` (the
+    first one as a process of its own when the case sends a signal)."""
     shutil.rmtree(workdir, ignore_errors=True)
     project = workdir / "project"
     results: list[CommandResult] = []
+    extra: list[tuple[str, str]] = []
+    uses = placeholders(case.tree) | (placeholders(case.prelude) if case.prelude is not None else set())
+    api, number = (_http_api(), next(_CASE_NUMBERS)) if "__FZ_HTTP__" in uses else (None, 0)
+    base = api.base(number) if api is not None else ""
     if case.prelude is not None:
-        materialize(project, case.prelude)
+        materialize(project, case.prelude, base)
+        before = snapshot(project)
         results.append(worker.call(workdir, ["run"], case.env, timeout))
+        extra += overwritten(project, before, "run (prelude)")
         clear_project(project)
-    materialize(project, case.tree)
-    first = worker.call(workdir, case.first, case.env, timeout)
+    materialize(project, case.tree, base)
+    before = snapshot(project)
+    if case.signal is not None:
+        first = run_signalled(workdir, case.first, case.env, case.signal, worker.home, timeout)
+    else:
+        first = worker.call(workdir, case.first, case.env, timeout)
     results.append(first)
+    extra += overwritten(project, before, " ".join(case.first))
     if case.then is not None and (first.exit_code == 0 or (case.force_then and first.exit_code is not None)):
         results.append(worker.call(workdir, case.then, case.env, timeout))
+        extra += overwritten(project, before, " ".join(case.then))
+    if api is not None:
+        extra += [("secret sent to another origin", leak) for leak in api.leaked(number)]
+        api.forget(number)
     for r in results:
         if m := CRASH_LOG.search(r.output):
             with contextlib.suppress(OSError):
                 r.crash_log = Path(m.group(1)).read_text(errors="replace")[-6000:]
-    return classify(results)
+    outcome = classify(results)
+    if extra:
+        outcome.violations += list(dict.fromkeys(extra))
+        outcome.kind = "violation"
+    return outcome
+
+
+def _http_api() -> Any:
+    from tests.fuzz.misbehaving_http import api
+
+    return api()
+
+
+_CASE_NUMBERS = itertools.count(1)
+
+
+# --- the project's own files --------------------------------------------------------------------------------
+
+
+def snapshot(project: Path) -> dict[str, bytes]:
+    """The content of every regular file of the project as written (not under `.pz/` or `out/`, not reached
+    through a symbolic link): what no command may change."""
+    files: dict[str, bytes] = {}
+    real_root = os.path.realpath(project)
+    for folder, dirs, names in os.walk(project):
+        rel_folder = os.path.relpath(folder, project)
+        if rel_folder == ".":
+            dirs[:] = [d for d in dirs if d not in (".pz", "out")]
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+        for name in names:
+            path = os.path.join(folder, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            if not os.path.realpath(path).startswith(real_root + os.sep):
+                continue
+            with contextlib.suppress(OSError), open(path, "rb") as f:
+                files[os.path.relpath(path, project)] = f.read(1 << 20)
+    return files
+
+
+def overwritten(project: Path, before: dict[str, bytes], command: str) -> list[tuple[str, str]]:
+    """A violation for the first of the project's files that `command` changed or removed."""
+    for rel, data in sorted(before.items()):
+        path = project / rel
+        try:
+            if path.is_symlink() or not path.is_file():
+                return [("project file overwritten", f"{command}: {rel} was replaced by a folder or link")]
+            with open(path, "rb") as f:
+                now = f.read(1 << 20)
+        except OSError:
+            return [("project file overwritten", f"{command}: {rel} was removed")]
+        if now != data:
+            return [("project file overwritten", f"{command}: {rel} was changed")]
+    return []
+
+
+# --- a signal during a command --------------------------------------------------------------------------
+
+SIGNAL_GRACE = 30.0  # seconds a signalled pz may take to end (spec: "promptly")
+FIRST_LINE_WAIT = 20.0  # seconds to wait for the first output line of a "first-line" case
+
+
+def _await_interpreter(proc: subprocess.Popen[bytes], limit: float = 10.0) -> None:
+    """Wait until the process catches SIGINT (Python's own handler is installed as the interpreter starts):
+    a delay counts from there, since no program can handle a signal before its runtime is up."""
+    deadline = time.monotonic() + limit
+    bit = 1 << (signal.SIGINT - 1)
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+        except OSError:
+            return
+        caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+        if int(caught, 16) & bit:
+            return
+        time.sleep(0.01)
+
+
+def run_signalled(
+    root: Path, args: list[str], env: dict[str, str], sig: list[Any], home: Path, timeout: float
+) -> CommandResult:
+    """Run `pz args` as its own process and send it `sig[0]` `sig[1]` seconds after its interpreter is up
+    (or once it printed its first line); it gets SIGNAL_GRACE seconds to end, then is killed (a
+    `timeout`). A process the signal killed has exit code 128 + the signal's number, as a shell shows."""
+    name, delay = str(sig[0]), sig[1]
+    command = [sys.executable, "-c", "from pipelinez.cli.entry import main; main()"]
+    base_env = {k: v for k, v in os.environ.items() if k != "FZ_TOKEN"}
+    repo = str(Path(__file__).resolve().parents[2])
+    base_env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, base_env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.Popen(
+        [*command, "-p", str(root / "project"), *args],
+        cwd=root,
+        env={**base_env, "HOME": str(home), **env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    chunks: list[bytes] = []
+    first_line = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            chunks.append(line)
+            if line.strip():
+                first_line.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    _await_interpreter(proc)
+    if delay == "first-line":
+        deadline = time.monotonic() + FIRST_LINE_WAIT
+        while not first_line.is_set() and proc.poll() is None and time.monotonic() < deadline:
+            first_line.wait(0.05)
+    else:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(float(delay))
+    sent = proc.poll() is None
+    if sent:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(getattr(signal, name))
+    grace = min(SIGNAL_GRACE, timeout)
+    try:
+        code: int | None = proc.wait(grace if sent else timeout)
+        abnormal = ""
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+        code = None
+        abnormal = f"no answer within {grace:.0f}s of {name}" if sent else f"no answer within {timeout:.0f}s"
+    reader.join(10)
+    output = b"".join(chunks).decode("utf-8", "replace")
+    if code is not None and code < 0:  # killed by the signal: what a shell shows as 128 + n
+        code = 128 - code
+    return CommandResult([*args], code, output, abnormal)
 
 
 CRASH_LOG = re.compile(r"PZ0512 .*please report it with (\S+)")
