@@ -5,8 +5,10 @@
     .venv/bin/python benchmarks/fuzz_projects.py --replay fuzz-failures/timeout/0001/case.json
 
 Cases come from the hypothesis strategies in tests/fuzz/mutations.py (valid seed projects with zero to three
-mutations: YAML shape, types, identifiers, SQL text, file-system oddities, data files) and run in worker
-processes (CLI in-process, a time limit per command). Outcomes: clean exit 0, refused before running (exit 2)
+mutations: YAML shape, types, identifiers, SQL text, file-system oddities, data files; a quarter of them also
+get one of tests/fuzz/surfaces.py: incremental cursors, overlapping outputs, a misbehaving http API, a signal
+during the run) and run in worker processes (CLI in-process, a time limit per command; a signalled command
+runs as a `pz` process of its own). Outcomes: clean exit 0, refused before running (exit 2)
 per PZ code, failed at run time (exit 1) per PZ code, and violations of the error contract. Each violation
 is saved (case.json, output.txt, README) under --out for reproduction with --replay.
 """
@@ -157,18 +159,30 @@ def replay(path: Path, keep: bool) -> None:
     """Run a saved case as a user would (one `pz` process per command) and print what each command printed."""
     import shutil
 
-    from tests.fuzz.harness import clear_project
+    from tests.fuzz.harness import clear_project, placeholders, run_signalled
 
     case = Case.from_json(json.loads(path.read_text()))
     root = Path(tempfile.mkdtemp(prefix="pz-fuzz-replay-"))
     project = root / "project"
     print(f"seed {case.seed}; mutations:\n" + "".join(f"  - {m}\n" for m in case.mutations))
+    base = ""
+    if "__FZ_HTTP__" in placeholders(case.tree) | placeholders(case.prelude or {}):
+        from tests.fuzz.misbehaving_http import api
+
+        base = api().base(1)
     if case.prelude is not None:
-        materialize(project, case.prelude)
+        materialize(project, case.prelude, base)
         _pz(root, ["run"], case.env)
         clear_project(project)
-    materialize(project, case.tree)
-    code = _pz(root, case.first, case.env)
+    materialize(project, case.tree, base)
+    if case.signal is not None:
+        print(f"$ pz -p {project} {' '.join(case.first)}   # {case.signal[0]} after {case.signal[1]}")
+        (root / "home").mkdir()
+        result = run_signalled(root, case.first, case.env, case.signal, root / "home", 120)
+        print(result.output + f"exit {result.exit_code} {result.abnormal}\n")
+        code = result.exit_code if result.exit_code is not None else -1
+    else:
+        code = _pz(root, case.first, case.env)
     if case.then is not None and (code == 0 or case.force_then):
         _pz(root, case.then, case.env)
     if keep:

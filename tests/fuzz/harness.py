@@ -548,6 +548,8 @@ def overwritten(project: Path, before: dict[str, bytes], command: str) -> list[t
     for rel, data in sorted(before.items()):
         path = project / rel
         try:
+            if not os.path.lexists(path):
+                return [("project file overwritten", f"{command}: {rel} was removed")]
             if path.is_symlink() or not path.is_file():
                 return [("project file overwritten", f"{command}: {rel} was replaced by a folder or link")]
             with open(path, "rb") as f:

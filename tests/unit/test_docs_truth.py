@@ -209,6 +209,40 @@ def test_run_artifacts_describe_watermarks_and_retries_as_they_are() -> None:
     assert "There is no `.pz/state.duckdb`" not in _read(DOCS / "project-files.md")
 
 
+# --- links -------------------------------------------------------------------------------------------
+
+
+def _outside_code(text: str) -> str:
+    return re.sub(r"```.*?```", "", text, flags=re.S)
+
+
+def _anchors(page: Path) -> set[str]:
+    """The heading anchors of a page, as GitHub makes them (lower case, punctuation dropped, spaces to -;
+    a repeated heading gets -1, -2, ...)."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} (.+)$", _outside_code(_read(page)), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
+def test_every_link_between_pages_reaches_a_page_and_heading() -> None:
+    broken = []
+    for page in _pages():
+        for target in re.findall(r"\]\(([^)\s]+)\)", _outside_code(_read(page))):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            dest = page.parent / file if file else page
+            if not dest.exists():
+                broken.append(f"{page.name}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, broken
+
+
 # --- one-line messages -------------------------------------------------------------------------------
 
 
