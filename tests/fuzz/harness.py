@@ -303,7 +303,7 @@ ERRORISH = re.compile(r"^\s*(error|fatal|panic)\b|^\s*\w*(Error|Exception):", re
 # every line `pz validate` / `pz run` print in text mode (reference section 8); anything else is a message's
 # second line leaking (a multi-line driver error) or output that is not pz's own
 LINE_GRAMMAR = re.compile(
-    r"^((ok|FAIL|WARN|SKIP|CANCEL) \S|(note|warning|error): |  next: |  PZ0[1-7]\d\d: |"
+    r"^((ok|FAIL|WARN|SKIP|CANCEL|RETRY|BREAKER) \S|(note|warning|error): |  next: |  PZ0[1-7]\d\d: |"
     r"\d+ (errors?|warnings?)(, \d+ warnings?)?$|ok: project is valid|$)"
 )
 TRACEBACK = re.compile(

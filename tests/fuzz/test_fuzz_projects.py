@@ -104,6 +104,12 @@ def test_classifier_accepts_clean_outcomes() -> None:
     )
     assert (failed.kind, failed.codes) == ("failed", ["PZ0501"])
     json_error = '{"event": "error", "ts": "x", "code": "PZ0101", "message": "bad"}\n'
+    retried = (  # the RETRY and BREAKER lines of docs/cli.md's text output are pz's own
+        "RETRY src_a__b attempt 2 in 0.4s\n  PZ0505: source 'a' dataset 'b': HTTP 502\n"
+        "BREAKER source:a closed -> open: 2 transient failures in a row; next probe in 1.0s\n"
+        "FAIL src_a__b 0 rows 5ms\n  PZ0505: source 'a' dataset 'b': HTTP 502\n"
+    )
+    assert _result(1, retried).kind == "failed"
     assert _result(2, json_error, ("--log-format", "json", "validate")).kind == "refused"
 
 
