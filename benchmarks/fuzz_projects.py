@@ -222,12 +222,22 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("fuzz-failures"))
     parser.add_argument("--keep", type=int, default=20, help="violation examples saved per class")
     parser.add_argument("--max-minutes", type=float, default=0, help="start no case after this (0: no limit)")
+    parser.add_argument(
+        "--surface-chance",
+        type=float,
+        default=None,
+        help="share of cases that get an issue-20 surface (tests/fuzz/surfaces.py; default 0.25)",
+    )
     parser.add_argument("--replay", type=Path, help="run one saved case.json as a subprocess and print")
     parser.add_argument("--keep-project", action="store_true", help="with --replay: keep the project folder")
     args = parser.parse_args()
     if args.replay:
         replay(args.replay, args.keep_project)
         return
+    if args.surface_chance is not None:
+        from tests.fuzz import mutations
+
+        mutations.SURFACE_CHANCE = args.surface_chance
     tally = Tally(args.out, args.keep)
     pending: queue.Queue[Case | None] = queue.Queue(maxsize=4 * args.workers)
     scratch = Path(tempfile.mkdtemp(prefix="pz-fuzz-"))
@@ -240,6 +250,7 @@ def main() -> None:
     t0 = time.perf_counter()
     command = (
         f"python benchmarks/fuzz_projects.py -n {args.cases} --workers {args.workers} --seed {args.seed}"
+        + (f" --surface-chance {args.surface_chance}" if args.surface_chance is not None else "")
     )
     reporter = threading.Thread(
         target=_progress, args=(tally, args.cases, t0, args.out, command), daemon=True
