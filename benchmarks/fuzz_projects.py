@@ -159,7 +159,8 @@ def replay(path: Path, keep: bool) -> None:
     """Run a saved case as a user would (one `pz` process per command) and print what each command printed."""
     import shutil
 
-    from tests.fuzz.harness import clear_project, placeholders, run_signalled
+    from tests.fuzz.guards import run_signalled
+    from tests.fuzz.harness import clear_project, placeholders
 
     case = Case.from_json(json.loads(path.read_text()))
     root = Path(tempfile.mkdtemp(prefix="pz-fuzz-replay-"))
@@ -178,9 +179,11 @@ def replay(path: Path, keep: bool) -> None:
     if case.signal is not None:
         print(f"$ pz -p {project} {' '.join(case.first)}   # {case.signal[0]} after {case.signal[1]}")
         (root / "home").mkdir()
-        result = run_signalled(root, case.first, case.env, case.signal, root / "home", 120)
-        print(result.output + f"exit {result.exit_code} {result.abnormal}\n")
-        code = result.exit_code if result.exit_code is not None else -1
+        exit_code, output, abnormal = run_signalled(
+            root, case.first, case.env, case.signal, root / "home", 120
+        )
+        print(output + f"exit {exit_code} {abnormal}\n")
+        code = exit_code if exit_code is not None else -1
     else:
         code = _pz(root, case.first, case.env)
     if case.then is not None and (code == 0 or case.force_then):

@@ -43,7 +43,7 @@ GARBAGE = (
     "html", "not_json", "truncated", "no_content", "big_length", "records_object", "records_scalar", "deep",
     "gzip_claimed", "bad_utf8", "nan",
 )  # fmt: skip
-BEHAVIOURS = {
+BEHAVIOURS: dict[str, list[list[str]]] = {
     "ok": [[]],
     "redirect": [
         [str(code), where]
@@ -171,7 +171,8 @@ def _handler(owner: MisbehavingApi) -> type[BaseHTTPRequestHandler]:
             method = getattr(self, f"_{behaviour}", None)
             if method is None:
                 return self._send(404, {"error": f"no behaviour {behaviour}"})
-            return method(case, args, query, seen)
+            method(case, args, query, seen)
+            return None
 
         # --- answers -------------------------------------------------------------------------------
 
@@ -209,7 +210,7 @@ def _handler(owner: MisbehavingApi) -> type[BaseHTTPRequestHandler]:
         def _redirect(self, case: str, args: list[str], query: dict[str, list[str]], seen: int) -> None:
             code = int(args[0]) if args and args[0].isdigit() else 302
             where = args[1] if len(args) > 1 else "same"
-            port = self.server.server_address[1]
+            port = owner.port
             q = urlsplit(self.path).query
             target = {
                 "same": f"/{case}/ok?{q}",

@@ -190,15 +190,12 @@ def _watermark_filter(draw: Draw, typ: str, hostile: bool) -> str:
         op = _choose(draw, [">", ">=", "<", "=", "<>"])
         exprs = exprs + ODD_EXPRS
     expr = _choose(draw, exprs)
-    return _choose(
-        draw,
-        [
-            f"WHERE {side} {op} {expr}\n",
-            f"WHERE n >= 0 AND {side} {op} {expr}\n",
-            f"WHERE {side} {op} {expr} OR n IS NULL\n",
-        ]
-        + ([f"WHERE {expr} < {side}\n"] if hostile else []),
-    )
+    shapes = [
+        f"WHERE {side} {op} {expr}\n",
+        f"WHERE n >= 0 AND {side} {op} {expr}\n",
+        f"WHERE {side} {op} {expr} OR n IS NULL\n",
+    ]
+    return str(_choose(draw, shapes + ([f"WHERE {expr} < {side}\n"] if hostile else [])))
 
 
 def incremental(draw: Draw, tree: Tree) -> Surface:

@@ -255,7 +255,7 @@ def test_a_malformed_pin_is_explained_on_one_line() -> None:
 def test_pip_failing_is_quoted_on_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     said = "ERROR: Could not find a version\nERROR: No matching distribution found for pz-numbers\n"
     failed = subprocess.CompletedProcess(args=[], returncode=1, stdout="", stderr=said)
-    monkeypatch.setattr(restore.subprocess, "run", lambda *a, **k: failed)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: failed)
     want = restore._Want("numbers", "pz-numbers>=0.1", None, None)
     with pytest.raises(RestoreError) as caught:
         restore._pip([want], restore.PipOptions(no_index=True), [])
