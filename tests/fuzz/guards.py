@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,7 +64,9 @@ def overwritten(project: Path, before: dict[str, bytes], command: str) -> list[t
 # --- a signal during a command --------------------------------------------------------------------------
 
 SIGNAL_GRACE = 30.0  # seconds a signalled pz may take to end (spec: "promptly")
-FIRST_LINE_WAIT = 20.0  # seconds to wait for the first output line of a "first-line" case
+FIRST_LINE_WAIT = 20.0  # seconds to wait for the run's first node line
+STARTUP_DELAY = 0.2  # seconds after the interpreter is up that a "startup" signal is sent
+NODE_LINE = re.compile(rb"^(ok|FAIL|WARN|SKIP|CANCEL|RETRY) \S")
 
 
 def _await_interpreter(proc: subprocess.Popen[bytes], limit: float = 10.0) -> None:
@@ -85,10 +88,12 @@ def _await_interpreter(proc: subprocess.Popen[bytes], limit: float = 10.0) -> No
 def run_signalled(
     root: Path, args: list[str], env: dict[str, str], sig: list[Any], home: Path, timeout: float
 ) -> tuple[int | None, str, str]:
-    """Run `pz args` as its own process and send it `sig[0]` `sig[1]` seconds after its interpreter is up
-    (or once it printed its first line); it gets SIGNAL_GRACE seconds to end, then is killed (a
-    `timeout`). A process the signal killed has exit code 128 + the signal's number, as a shell shows.
-    Returns the exit code (None: it had to be killed), the output and why there is no exit code."""
+    """Run `pz args` as its own process and send it `sig[0]`: at `sig[1]` == "startup", STARTUP_DELAY
+    seconds after its interpreter is up (pz is importing or validating); else `sig[1]` seconds after the
+    run's first node line (`ok …`, `FAIL …`: the run is under way), and not at all when the process ends
+    first, so the signal never races the process's own exit. It gets SIGNAL_GRACE seconds to end, then is
+    killed (a `timeout`). A process the signal killed has exit code 128 + the signal's number, as a shell
+    shows. Returns the exit code (None: it had to be killed), the output and why there is no exit code."""
     name, delay = str(sig[0]), sig[1]
     command = [sys.executable, "-c", "from pipelinez.cli.entry import main; main()"]
     base_env = {k: v for k, v in os.environ.items() if k != "FZ_TOKEN"}
@@ -104,26 +109,29 @@ def run_signalled(
         start_new_session=True,
     )
     chunks: list[bytes] = []
-    first_line = threading.Event()
+    running = threading.Event()
 
     def read() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             chunks.append(line)
-            if line.strip():
-                first_line.set()
+            if NODE_LINE.match(line):
+                running.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     _await_interpreter(proc)
-    if delay == "first-line":
-        deadline = time.monotonic() + FIRST_LINE_WAIT
-        while not first_line.is_set() and proc.poll() is None and time.monotonic() < deadline:
-            first_line.wait(0.05)
-    else:
+    if delay == "startup":
         with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(float(delay))
-    sent = proc.poll() is None
+            proc.wait(STARTUP_DELAY)
+    else:
+        deadline = time.monotonic() + FIRST_LINE_WAIT
+        while not running.is_set() and proc.poll() is None and time.monotonic() < deadline:
+            running.wait(0.05)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            if running.is_set():
+                proc.wait(float(delay))
+    sent = proc.poll() is None and (delay == "startup" or running.is_set())
     if sent:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(getattr(signal, name))

@@ -55,7 +55,7 @@ class Case:
     force_then: bool = False
     env: dict[str, str] = field(default_factory=dict)
     prelude: Tree | None = None  # a valid tree run once before `tree` replaces it (existing targets)
-    signal: list[Any] | None = None  # [SIGTERM|SIGINT, seconds or "first-line"]: see run_signalled
+    signal: list[Any] | None = None  # [SIGTERM|SIGINT, "startup" or seconds]: see run_signalled
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -33,8 +33,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 PAGE_BUDGET = 300  # requests per case before every answer is 410 Gone
-CASE_SECONDS = 8.0  # seconds after a case's first request before every answer is 410 Gone
-TRICKLE_SECONDS = 2.5  # the longest any one answer takes
+CASE_SECONDS = 6.0  # seconds after a case's first request before every answer is 410 Gone
+TRICKLE_SECONDS = 1.5  # the longest any one answer takes
 RECORDS = 5  # records of a well-behaved dataset (pages of 2)
 PAGE_SIZE = 2
 
@@ -287,7 +287,7 @@ def _handler(owner: MisbehavingApi) -> type[BaseHTTPRequestHandler]:
                         break
                     self.wfile.write(data[i : i + step])
                     self.wfile.flush()
-                    time.sleep(0.05)
+                    time.sleep(0.03)
                 if how == "short":
                     self.close_connection = True
             except OSError:  # pz gave up on the answer: fine

@@ -31,7 +31,7 @@ class Surface:
     first: list[str] | None = None  # the case's first command, when the surface decides it
     then: list[str] | None = None
     force_then: bool = False
-    signal: list[Any] | None = None  # [signal name, seconds after start or "first-line"]
+    signal: list[Any] | None = None  # [signal name, "startup" or seconds after the first node line]
 
 
 def _choose(draw: Draw, items: list[Any]) -> Any:
@@ -375,13 +375,13 @@ def misbehaving_http(draw: Draw, tree: Tree) -> Surface:
 
 # --- signals during a run -----------------------------------------------------------------------------
 
-SIGNAL_DELAYS: list[float | str] = [0.2, 0.5, 1.0, 1.5, 2.5, "first-line", "first-line"]
+SIGNAL_DELAYS: list[float | str] = ["startup", 0.0, 0.0, 0.3, 1.0]  # see guards.run_signalled
 
 
 def signalled_run(draw: Draw, tree: Tree) -> Surface:
-    """`pz run` as its own process, sent SIGTERM or SIGINT after a drawn delay (or after its first output
-    line), with a slow node so that the signal lands while something runs; then another command on the
-    same project (the lock must be free, the records readable)."""
+    """`pz run` as its own process, sent SIGTERM or SIGINT as it starts or a drawn delay after the run's
+    first node line, with a slow node so that the signal lands while something runs; then another command
+    on the same project (the lock must be free, the records readable)."""
     slow = _choose(draw, ["http", "http", "sql"])
     if slow == "http":
         tree["sources/fz_slow.yml"] = (
@@ -403,7 +403,7 @@ def signalled_run(draw: Draw, tree: Tree) -> Surface:
     delay = _choose(draw, SIGNAL_DELAYS)
     then = _choose(draw, [["run"], ["run"], ["retry"], ["runs"]])
     return Surface(
-        f"{sig} {'after the first line' if delay == 'first-line' else f'{delay}s after start'}, "
+        f"{sig} {'at startup' if delay == 'startup' else f'{delay}s after the first node line'}, "
         f"slow node: {slow}; then pz {' '.join(then)}",
         first=["run"],
         then=then,

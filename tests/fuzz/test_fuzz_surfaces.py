@@ -149,9 +149,7 @@ def test_a_signalled_run_is_a_process_of_its_own_and_ends(tmp_path: Path, sig: s
         "INSERT INTO {{ sink('fz_out', 'slow') }}\n"
         "SELECT count(*) AS n FROM range(60000) a, range(60000) b WHERE (a.range + b.range) % 7 = 3\n",
     )
-    case = Case(
-        "tiny", tree, [], ["run"], ["runs"], force_then=True, env=dict(ENV), signal=[sig, "first-line"]
-    )
+    case = Case("tiny", tree, [], ["run"], ["runs"], force_then=True, env=dict(ENV), signal=[sig, 0.0])
     (tmp_path / "home").mkdir()
     worker = Worker(tmp_path / "home")
     try:
