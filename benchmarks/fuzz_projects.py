@@ -5,8 +5,10 @@
     .venv/bin/python benchmarks/fuzz_projects.py --replay fuzz-failures/timeout/0001/case.json
 
 Cases come from the hypothesis strategies in tests/fuzz/mutations.py (valid seed projects with zero to three
-mutations: YAML shape, types, identifiers, SQL text, file-system oddities, data files) and run in worker
-processes (CLI in-process, a time limit per command). Outcomes: clean exit 0, refused before running (exit 2)
+mutations: YAML shape, types, identifiers, SQL text, file-system oddities, data files; a quarter of them also
+get one of tests/fuzz/surfaces.py: incremental cursors, overlapping outputs, a misbehaving http API, a signal
+during the run) and run in worker processes (CLI in-process, a time limit per command; a signalled command
+runs as a `pz` process of its own). Outcomes: clean exit 0, refused before running (exit 2)
 per PZ code, failed at run time (exit 1) per PZ code, and violations of the error contract. Each violation
 is saved (case.json, output.txt, README) under --out for reproduction with --replay.
 """
@@ -157,18 +159,33 @@ def replay(path: Path, keep: bool) -> None:
     """Run a saved case as a user would (one `pz` process per command) and print what each command printed."""
     import shutil
 
-    from tests.fuzz.harness import clear_project
+    from tests.fuzz.guards import run_signalled
+    from tests.fuzz.harness import clear_project, placeholders
 
     case = Case.from_json(json.loads(path.read_text()))
     root = Path(tempfile.mkdtemp(prefix="pz-fuzz-replay-"))
     project = root / "project"
     print(f"seed {case.seed}; mutations:\n" + "".join(f"  - {m}\n" for m in case.mutations))
+    base = ""
+    if "__FZ_HTTP__" in placeholders(case.tree) | placeholders(case.prelude or {}):
+        from tests.fuzz.misbehaving_http import api
+
+        base = api().base(1)
     if case.prelude is not None:
-        materialize(project, case.prelude)
+        materialize(project, case.prelude, base)
         _pz(root, ["run"], case.env)
         clear_project(project)
-    materialize(project, case.tree)
-    code = _pz(root, case.first, case.env)
+    materialize(project, case.tree, base)
+    if case.signal is not None:
+        print(f"$ pz -p {project} {' '.join(case.first)}   # {case.signal[0]} after {case.signal[1]}")
+        (root / "home").mkdir()
+        exit_code, output, abnormal = run_signalled(
+            root, case.first, case.env, case.signal, root / "home", 120
+        )
+        print(output + f"exit {exit_code} {abnormal}\n")
+        code = exit_code if exit_code is not None else -1
+    else:
+        code = _pz(root, case.first, case.env)
     if case.then is not None and (code == 0 or case.force_then):
         _pz(root, case.then, case.env)
     if keep:
@@ -208,12 +225,22 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("fuzz-failures"))
     parser.add_argument("--keep", type=int, default=20, help="violation examples saved per class")
     parser.add_argument("--max-minutes", type=float, default=0, help="start no case after this (0: no limit)")
+    parser.add_argument(
+        "--surface-chance",
+        type=float,
+        default=None,
+        help="share of cases that get an issue-20 surface (tests/fuzz/surfaces.py; default 0.25)",
+    )
     parser.add_argument("--replay", type=Path, help="run one saved case.json as a subprocess and print")
     parser.add_argument("--keep-project", action="store_true", help="with --replay: keep the project folder")
     args = parser.parse_args()
     if args.replay:
         replay(args.replay, args.keep_project)
         return
+    if args.surface_chance is not None:
+        from tests.fuzz import mutations
+
+        mutations.SURFACE_CHANCE = args.surface_chance
     tally = Tally(args.out, args.keep)
     pending: queue.Queue[Case | None] = queue.Queue(maxsize=4 * args.workers)
     scratch = Path(tempfile.mkdtemp(prefix="pz-fuzz-"))
@@ -226,6 +253,7 @@ def main() -> None:
     t0 = time.perf_counter()
     command = (
         f"python benchmarks/fuzz_projects.py -n {args.cases} --workers {args.workers} --seed {args.seed}"
+        + (f" --surface-chance {args.surface_chance}" if args.surface_chance is not None else "")
     )
     reporter = threading.Thread(
         target=_progress, args=(tally, args.cases, t0, args.out, command), daemon=True

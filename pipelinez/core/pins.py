@@ -91,7 +91,8 @@ def parse_pin(connector: str, text: str) -> Pin:
             return Pin(connector, text, SpecifierSet(written))
         req = Requirement(written)
     except (InvalidSpecifier, InvalidRequirement) as exc:
-        raise PinError(str(exc)) from None
+        # packaging draws the text and a caret under the spot on two more lines: a message is one line
+        raise PinError(str(exc).splitlines()[0]) from None
     if req.extras or req.marker:
         raise PinError("extras and environment markers are not supported in a connector pin")
     return Pin(connector, text, req.specifier, req.name, req.url)

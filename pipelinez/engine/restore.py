@@ -280,12 +280,16 @@ def _pip(wanted: Sequence[_Want], options: PipOptions, flags: list[str]) -> None
         ) from None
     if proc.returncode != 0:
         tail = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()][-PIP_TAIL:]
-        said = "\n    ".join(redact_urls(line) for line in tail) if tail else f"exit status {proc.returncode}"
+        said = (
+            " | ".join(redact_urls(line.strip()) for line in tail)
+            if tail
+            else f"exit status {proc.returncode}"
+        )
         raise RestoreError(
             [
                 error(
                     "PZ0703",
-                    f"pip could not install {', '.join(w.shown for w in wanted)}; pip said:\n    {said}",
+                    f"pip could not install {', '.join(w.shown for w in wanted)}; pip said: {said}",
                 )
             ]
         )

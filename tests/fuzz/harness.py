@@ -8,7 +8,12 @@ replaced (outcome `timeout`), one that dies (a segfault) is replaced (outcome `c
 The invariants (reference section 8 and issue 6): exit code 0, 1 or 2; every error line carries a registered
 PZ code (`error: PZ0xxx ...`, and each `FAIL node` line is followed by `  PZ0xxx: ...`); exit 2 prints at
 least one error, exit 1 at least one failed node or error; never PZ0512 (internal error); never a Python
-traceback or native panic text; never a hang.
+traceback or native panic text; never a hang. Issue 20 adds two: a command never changes or removes a file
+of the project it was given (outside `.pz/` and `out/`), and a secret never reaches another origin.
+
+A case with a `signal` runs its first command as a `pz` process of its own (signals reach it as they reach a
+user's), sends it SIGTERM or SIGINT, and waits a bounded time for it to end. A case whose tree names
+`__FZ_HTTP__` reads from or writes to the loopback API of `tests.fuzz.misbehaving_http`.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import itertools
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -29,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.fuzz.guards import overwritten, run_signalled, snapshot
 from tests.fuzz.seeds import Tree
 
 # --- cases ---------------------------------------------------------------------------------------------
@@ -48,6 +55,7 @@ class Case:
     force_then: bool = False
     env: dict[str, str] = field(default_factory=dict)
     prelude: Tree | None = None  # a valid tree run once before `tree` replaces it (existing targets)
+    signal: list[Any] | None = None  # [SIGTERM|SIGINT, "startup" or seconds]: see run_signalled
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +67,7 @@ class Case:
             "env": self.env,
             "tree": _tree_json(render(self.tree)),
             "prelude": _tree_json(render(self.prelude)) if self.prelude is not None else None,
+            "signal": self.signal,
         }
 
     @classmethod
@@ -72,6 +81,7 @@ class Case:
             force_then=data["force_then"],
             env=data["env"],
             prelude=_tree_from_json(data["prelude"]) if data.get("prelude") is not None else None,
+            signal=data.get("signal"),
         )
 
 
@@ -111,10 +121,22 @@ def _tree_from_json(data: dict[str, list[Any]]) -> Tree:
     return {p: ((k, base64.b64decode(v)) if k == "bytes" else (k, v)) for p, (k, v) in data.items()}
 
 
-def materialize(root: Path, tree: Tree) -> None:
-    """Write `tree` under `root`. Entries that the file system refuses (a file under a file) are left out."""
+PLACEHOLDERS = ("__FZ_HTTP__", "__FZ_ROOT__")
+
+
+def placeholders(tree: Tree) -> set[str]:
+    """The placeholders (`__FZ_HTTP__`, `__FZ_ROOT__`) the rendered tree's text names."""
+    texts = [v for k, v in render(tree).values() if k == "text"]
+    return {p for p in PLACEHOLDERS if any(p in t for t in texts)}
+
+
+def materialize(root: Path, tree: Tree, http_base: str = "") -> None:
+    """Write `tree` under `root`, with `__FZ_ROOT__` replaced by `root` and `__FZ_HTTP__` by `http_base`.
+    Entries that the file system refuses (a file under a file) are left out."""
     root.mkdir(parents=True, exist_ok=True)
     for rel, (kind, value) in sorted(render(tree).items(), key=lambda kv: (kv[0].count("/"), kv[0])):
+        if kind == "text":
+            value = value.replace("__FZ_ROOT__", str(root)).replace("__FZ_HTTP__", http_base)
         path = root / rel
         with contextlib.suppress(OSError, ValueError):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -277,7 +299,7 @@ ERRORISH = re.compile(r"^\s*(error|fatal|panic)\b|^\s*\w*(Error|Exception):", re
 # every line `pz validate` / `pz run` print in text mode (reference section 8); anything else is a message's
 # second line leaking (a multi-line driver error) or output that is not pz's own
 LINE_GRAMMAR = re.compile(
-    r"^((ok|FAIL|WARN|SKIP|CANCEL) \S|(note|warning|error): |  next: |  PZ0[1-7]\d\d: |"
+    r"^((ok|FAIL|WARN|SKIP|CANCEL|RETRY|BREAKER) \S|(note|warning|error): |  next: |  PZ0[1-7]\d\d: |"
     r"\d+ (errors?|warnings?)(, \d+ warnings?)?$|ok: project is valid|$)"
 )
 TRACEBACK = re.compile(
@@ -295,6 +317,8 @@ VIOLATIONS = (
     "exit code without error",
     "timeout",
     "crash (process died)",
+    "project file overwritten",
+    "secret sent to another origin",
 )
 
 
@@ -442,24 +466,56 @@ def classify(results: list[CommandResult]) -> Outcome:
 
 
 def run_case(case: Case, worker: Worker, workdir: Path, timeout: float) -> Outcome:
-    """Materialize `case` under `workdir/project` (emptied first) and run its commands in `worker`."""
+    """Materialize `case` under `workdir/project` (emptied first) and run its commands in `worker` (the
+    first one as a process of its own when the case sends a signal)."""
     shutil.rmtree(workdir, ignore_errors=True)
     project = workdir / "project"
     results: list[CommandResult] = []
+    extra: list[tuple[str, str]] = []
+    uses = placeholders(case.tree) | (placeholders(case.prelude) if case.prelude is not None else set())
+    api, number = (_http_api(), next(_CASE_NUMBERS)) if "__FZ_HTTP__" in uses else (None, 0)
+    base = api.base(number) if api is not None else ""
     if case.prelude is not None:
-        materialize(project, case.prelude)
+        materialize(project, case.prelude, base)
+        before = snapshot(project)
         results.append(worker.call(workdir, ["run"], case.env, timeout))
+        extra += overwritten(project, before, "run (prelude)")
         clear_project(project)
-    materialize(project, case.tree)
-    first = worker.call(workdir, case.first, case.env, timeout)
+    materialize(project, case.tree, base)
+    before = snapshot(project)
+    if case.signal is not None:
+        code, output, abnormal = run_signalled(
+            workdir, case.first, case.env, case.signal, worker.home, timeout
+        )
+        first = CommandResult(case.first, code, output, abnormal)
+    else:
+        first = worker.call(workdir, case.first, case.env, timeout)
     results.append(first)
+    extra += overwritten(project, before, " ".join(case.first))
     if case.then is not None and (first.exit_code == 0 or (case.force_then and first.exit_code is not None)):
         results.append(worker.call(workdir, case.then, case.env, timeout))
+        extra += overwritten(project, before, " ".join(case.then))
+    if api is not None:
+        extra += [("secret sent to another origin", leak) for leak in api.leaked(number)]
+        api.forget(number)
     for r in results:
         if m := CRASH_LOG.search(r.output):
             with contextlib.suppress(OSError):
                 r.crash_log = Path(m.group(1)).read_text(errors="replace")[-6000:]
-    return classify(results)
+    outcome = classify(results)
+    if extra:
+        outcome.violations += list(dict.fromkeys(extra))
+        outcome.kind = "violation"
+    return outcome
+
+
+def _http_api() -> Any:
+    from tests.fuzz.misbehaving_http import api
+
+    return api()
+
+
+_CASE_NUMBERS = itertools.count(1)
 
 
 CRASH_LOG = re.compile(r"PZ0512 .*please report it with (\S+)")

@@ -3,7 +3,9 @@
 Every mutation is a function `(draw, tree) -> description` that edits `tree` in place with values drawn
 from hypothesis, so a case is reproducible from hypothesis' choices alone. The families follow issue 6:
 YAML shape, types, identifiers, SQL text, file-system oddities and data files; `cases()` combines zero to
-three of them with a command line.
+three of them with a command line. A quarter of the cases then also get one of issue 20's surfaces
+(`tests.fuzz.surfaces`: incremental cursors, overlapping outputs, misbehaving http APIs, signals), drawn
+last so that the rest of a case is what it was before they existed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.harness import Case, dump_yaml
 from tests.fuzz.seeds import ENV, SEEDS, Tree
+from tests.fuzz.surfaces import SURFACES
 
 Draw = Callable[..., Any]
 Path_ = tuple[str | int, ...]
@@ -1042,6 +1045,7 @@ MUTATIONS: list[Callable[[Draw, Tree], str]] = [
     data_parquet, contract_drop, contract_drop, dataset_path,
 ]  # fmt: skip
 RARE_MUTATIONS: list[Callable[[Draw, Tree], str]] = [fs_fifo, fs_huge_file]
+SURFACE_CHANCE = 0.25  # cases that also get an issue-20 surface
 
 
 @st.composite
@@ -1071,7 +1075,7 @@ def cases(hdraw: Callable[..., Any]) -> Case:
             env_change
         ]
     run = [*glob, "run", *run_flags, *tail]
-    return Case(
+    case = Case(
         seed=seed,
         tree=tree,
         mutations=described + ([f"env FZ_TOKEN: {env_change}"] if env_change != "keep" else []),
@@ -1081,3 +1085,17 @@ def cases(hdraw: Callable[..., Any]) -> Case:
         env=env,
         prelude=prelude,
     )
+    if chance(draw, SURFACE_CHANCE):
+        op = choose(draw, SURFACES)
+        if chance(draw, 0.5):  # the surface alone on the clean seed, so that it reaches the run
+            case.tree = tree = SEEDS[seed]()
+            case.prelude = None
+            case.mutations = [m for m in case.mutations if m.startswith("env ")]
+        surface = op(draw, tree)
+        case.mutations.append(f"{op.__name__}: {surface.description}")
+        if surface.prelude is not None:
+            case.prelude = surface.prelude
+        if surface.first is not None:
+            case.first, case.then, case.force_then = surface.first, surface.then, surface.force_then
+        case.signal = surface.signal
+    return case
