@@ -15,6 +15,8 @@ from pipelinez.compile.append_duplicates import check_append_duplicates, yaml_in
 from pipelinez.compile.bounds import read_bounds
 from pipelinez.compile.connector_static import validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
+from pipelinez.compile.described import Described
+from pipelinez.compile.described import describe as describe_tables
 from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
 from pipelinez.compile.graph import descendants
 from pipelinez.compile.incremental import IncrementalSpec
@@ -43,6 +45,7 @@ class CompileResult:
     warnings: list[Diagnostic] = field(default_factory=list)
     # every incremental dataset by (source, dataset), whichever route declared it
     incremental: dict[tuple[str, str], IncrementalSpec] = field(default_factory=dict)
+    described: Described | None = None  # with compile_project(describe=True)
 
     @property
     def ok(self) -> bool:
@@ -79,11 +82,13 @@ def compile_project(
     overrides: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
     watermarks: Mapping[tuple[str, str], str] | None = None,
+    describe: bool = False,
 ) -> CompileResult:
     """Tiers 2-4. `watermarks` holds the committed watermark of each (source, dataset) as the text of its
     value (`2024-05-01 10:00:00.5`, `42`; from `.pz/state.duckdb`, none for a full refresh): watermark()
     renders it cast to the cursor's type (none given: the start value, or a literal admitting every row), and
-    it sets each incremental load's read bounds."""
+    it sets each incremental load's read bounds. `describe`: also gather what lineage and `pz docs` read
+    (`CompileResult.described`)."""
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     values, found = resolve_values(project, overrides or {}, environ)
@@ -150,13 +155,14 @@ def compile_project(
         found, warned = compiler.run(nodes)
         found += _write_columns(project, nodes, compiler)
         found += result_column_clashes(nodes, good, compiler.columns_of, compiler.query_columns)
+        described = describe_tables(compiler.con, good) if describe else None
     finally:
         compiler.close()
     errors += found
     warnings += warned
 
     dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor, staging)
-    return CompileResult(dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs)
+    return CompileResult(dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs, described)
 
 
 def _write_columns(project: Project, nodes: dict[str, Node], compiler: DryCompiler) -> list[Diagnostic]:

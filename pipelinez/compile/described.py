@@ -1,0 +1,60 @@
+"""What column lineage and `pz docs` read of a compiled project beyond its nodes: the columns and types tier 4
+bound for every staging table (source loads from their contracts or the schema cache, pipelines as DuckDB
+binds them, ephemeral pipelines as their inlined query describes), and each pipeline's query as written, with
+every ref() as the name of the pipeline it reads (an ephemeral one too, so lineage passes through it).
+
+Gathered only when asked (`compile_project(..., describe=True)`): validate, plan and run never pay for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pipelinez.compile.inlining import inline, strip_trailing_semicolons
+from pipelinez.compile.templating import REF_TOKEN_RE
+from pipelinez.core.sqlnames import quote_ident
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from pipelinez.compile.semantic import PipelineInfo
+
+Columns = tuple[tuple[str, str], ...]  # (name, DuckDB type) in the table's order
+
+
+@dataclass(frozen=True)
+class Described:
+    columns: dict[str, Columns] = field(default_factory=dict)  # staging table or pipeline -> its columns
+    queries: dict[str, str] = field(default_factory=dict)  # pipeline -> its query, refs as pipeline names
+    ephemeral: frozenset[str] = frozenset()
+
+
+def own_query(info: PipelineInfo) -> str:
+    """The pipeline's query with secrets masked and each ref() as the name of the pipeline it reads."""
+    text = REF_TOKEN_RE.sub(lambda match: quote_ident(match.group(1)), info.display_query)
+    return strip_trailing_semicolons(text)
+
+
+def describe(con: duckdb.DuckDBPyConnection, infos: dict[str, PipelineInfo]) -> Described:
+    """Every table tier 4 bound on `con` (one catalog query), plus each ephemeral pipeline's columns."""
+    import duckdb
+
+    columns: dict[str, list[tuple[str, str]]] = {}
+    rows = con.execute(
+        "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+        "WHERE database_name = current_database() ORDER BY table_name, column_index"
+    ).fetchall()
+    for table, column, kind in rows:
+        if column != "__pz_no_columns":
+            columns.setdefault(str(table), []).append((str(column), str(kind)))
+    ephemeral = frozenset(name for name, info in infos.items() if info.ephemeral)
+    for name in sorted(ephemeral):
+        query = strip_trailing_semicolons(inline(infos[name].display_query, infos, name, display=True)[0])
+        try:
+            described = con.execute("DESCRIBE " + query).fetchall()
+        except duckdb.Error:  # it did not bind (tier 4 reported why): its columns are unknown
+            continue
+        columns[name] = [(str(r[0]), str(r[1])) for r in described]
+    queries = {name: own_query(info) for name, info in infos.items()}
+    return Described({k: tuple(v) for k, v in columns.items()}, queries, ephemeral)
