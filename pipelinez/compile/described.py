@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipelinez.compile.inlining import inline, strip_trailing_semicolons
-from pipelinez.compile.templating import REF_TOKEN_RE
+from pipelinez.compile.templating import REF_TOKEN_RE, staging_table
 from pipelinez.core.sqlnames import quote_ident
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ class Described:
     columns: dict[str, Columns] = field(default_factory=dict)  # staging table or pipeline -> its columns
     queries: dict[str, str] = field(default_factory=dict)  # pipeline -> its query, refs as pipeline names
     ephemeral: frozenset[str] = frozenset()
+    reads: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pipeline -> staging tables and refs
 
 
 def own_query(info: PipelineInfo) -> str:
@@ -57,4 +58,8 @@ def describe(con: duckdb.DuckDBPyConnection, infos: dict[str, PipelineInfo]) -> 
             continue
         columns[name] = [(str(r[0]), str(r[1])) for r in described]
     queries = {name: own_query(info) for name, info in infos.items()}
-    return Described({k: tuple(v) for k, v in columns.items()}, queries, ephemeral)
+    reads = {
+        name: (*dict.fromkeys(staging_table(s, d) for s, d in info.reads), *dict.fromkeys(info.refs))
+        for name, info in infos.items()
+    }
+    return Described({k: tuple(v) for k, v in columns.items()}, queries, ephemeral, reads)

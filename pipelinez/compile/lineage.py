@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.compile.described import Described
+from pipelinez.compile.nodes import Node, SourceLoadNode
 
 if TYPE_CHECKING:
     from sqlglot import exp
@@ -86,6 +87,11 @@ class ProjectLineage:
                 "unresolved": line.unresolved,
             }
         return out
+
+
+def staging_tables(nodes: Mapping[str, Node]) -> dict[str, str]:
+    """Each source load's staging table -> "<source>.<dataset>"."""
+    return {n.table: f"{n.source}.{n.dataset}" for n in nodes.values() if isinstance(n, SourceLoadNode)}
 
 
 def project_lineage(described: Described, staging_tables: Mapping[str, str]) -> ProjectLineage:

@@ -659,6 +659,21 @@ REGISTRY: tuple[Code, ...] = (
         "(the --staging URL's bucket) and endpoint/region (engine.staging for the staging); pz never "
         "creates one",
     ),
+    Code(
+        "PZ0539",
+        "LineageColumnUnknown",
+        "`pz lineage` (or `Project.lineage`) names no column of a pipeline: not of the form PIPELINE.COLUMN, "
+        "no such pipeline, or the pipeline has no such result column",
+        "name a pipeline and one of its result columns (the message lists them), e.g. "
+        "pz lineage orders_enriched.customer",
+    ),
+    Code(
+        "PZ0540",
+        "DocsFolderTaken",
+        "`pz docs generate --out DIR` names a file, or a folder holding files an earlier `pz docs generate` "
+        "did not write: pz never overwrites them",
+        "pass --out with an empty or new folder, or the folder of an earlier pz docs generate",
+    ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(
         "PZ0601",
