@@ -29,12 +29,12 @@ from pipelinez.engine.events import Event
 from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:
+    from pipelinez.docs_site.site import DocsServer, DocsSite
     from pipelinez.engine.restore import LockedConnector, RestoreReport
     from pipelinez.engine.retry_command import RetryOutcome, RetryRefused
     from pipelinez.engine.retry_select import RetrySelection
     from pipelinez.engine.run_results import NodeResult, RunResults
     from pipelinez.engine.runs import RunSummary
-    from pipelinez.docs_site.site import DocsServer, DocsSite
     from pipelinez.engine.session import RunOutcome
 
 # the result types of running, retrying and restoring, imported on first use: `pz validate` and `pz plan`
@@ -303,7 +303,9 @@ class Project:
         PzValidationError when the project is not valid, PzError PZ0539 when there is no such column."""
         from pipelinez.compile.lineage import project_lineage, staging_tables
 
-        the_plan, described, _ = workflow.described_plan(self.root, overrides=vars, environ=self.environ, describe=True)
+        the_plan, described, _ = workflow.described_plan(
+            self.root, overrides=vars, environ=self.environ, describe=True
+        )
         assert described is not None
         lineage = project_lineage(described, staging_tables(the_plan.dag.nodes))
         pipeline, _, name = column.partition(".")
@@ -389,7 +391,9 @@ class ColumnLineageReport:
 def _unknown_column(column: str, pipeline: str, tables: Mapping[str, Any]) -> Diagnostic:
     from pipelinez.core.diagnostics import error
 
-    known = tables.get(pipeline) or next((v for k, v in tables.items() if k.lower() == pipeline.lower()), None)
+    known = tables.get(pipeline) or next(
+        (v for k, v in tables.items() if k.lower() == pipeline.lower()), None
+    )
     if "." not in column:
         why = "it is not of the form PIPELINE.COLUMN"
     elif known is None:

@@ -568,7 +568,9 @@ _OUT_HELP = "Folder of the site (default: .pz/target/docs in the project)."
 
 @docs.command("generate")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None, help=_OUT_HELP)
-@click.option("--runs", "last_runs", type=click.IntRange(min=1), default=20, show_default=True, help="Runs shown.")
+@click.option(
+    "--runs", "last_runs", type=click.IntRange(min=1), default=20, show_default=True, help="Runs shown."
+)
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Override a var.")
 @click.pass_obj
 @guarded
@@ -578,7 +580,13 @@ def docs_generate(settings: Settings, out: Path | None, last_runs: int, variable
 
     site = Project(settings.project).docs(out, vars=_parse_vars(variables), runs=last_runs)
     if settings.log_format == "json":
-        data = {"event": "docs", "ts": utc_now(), "index": str(site.index), "nodes": site.nodes, "runs": site.runs}
+        data = {
+            "event": "docs",
+            "ts": utc_now(),
+            "index": str(site.index),
+            "nodes": site.nodes,
+            "runs": site.runs,
+        }
         click.echo(json.dumps(data))
         return
     click.echo(f"wrote {site.index} ({site.nodes} nodes, {site.runs} runs)")
@@ -587,7 +595,9 @@ def docs_generate(settings: Settings, out: Path | None, last_runs: int, variable
 @docs.command("serve")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None, help=_OUT_HELP)
 @click.option("--port", type=click.IntRange(min=0, max=65535), default=8080, show_default=True)
-@click.option("--runs", "last_runs", type=click.IntRange(min=1), default=20, show_default=True, help="Runs shown.")
+@click.option(
+    "--runs", "last_runs", type=click.IntRange(min=1), default=20, show_default=True, help="Runs shown."
+)
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Override a var.")
 @click.pass_obj
 @guarded

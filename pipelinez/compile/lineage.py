@@ -95,10 +95,12 @@ def staging_tables(nodes: Mapping[str, Node]) -> dict[str, str]:
 
 
 def project_lineage(described: Described, staging_tables: Mapping[str, str]) -> ProjectLineage:
-    """Lineage of every pipeline of `described`. `staging_tables`: source staging table -> "source.dataset"."""
+    """Lineage of every pipeline of `described`; `staging_tables`: staging table -> "source.dataset"."""
     from sqlglot.schema import MappingSchema
 
-    types = {table: dict(columns) for table, columns in described.columns.items() if columns}
+    types: dict[str, object] = {
+        table: dict(columns) for table, columns in described.columns.items() if columns
+    }
     schema = MappingSchema(types, dialect="duckdb")
     names = _Names(described, staging_tables)
     lineage = ProjectLineage()
@@ -148,7 +150,9 @@ def _pipeline_lineage(
         reason = f"sqlglot cannot read this pipeline's query ({_first_line(exc)})"
         return [ColumnLineage(pipeline, c, (), reason) for c, _ in columns]
     if scope is None or not isinstance(qualified, exp.Query):
-        return [ColumnLineage(pipeline, c, (), "the query is not a SELECT sqlglot can trace") for c, _ in columns]
+        return [
+            ColumnLineage(pipeline, c, (), "the query is not a SELECT sqlglot can trace") for c, _ in columns
+        ]
     selects = {s.alias_or_name.lower(): s for s in qualified.selects}
     out = []
     for column, _ in columns:

@@ -168,12 +168,12 @@ def _dataset(doc: YamlDoc, name: str, entry: dict[str, Any]) -> DatasetSpec:
         retry=build_retry(entry.get("retry")),
         checks=build_checks(doc, (*path, "checks")),
         place=doc.positions.place(path),
-        description=_text(entry.get("description")),
+        description=_optional_text(entry.get("description")),
         column_docs=_column_docs(columns),
     )
 
 
-def _text(value: Any) -> str | None:
+def _optional_text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
@@ -204,7 +204,7 @@ def _output(doc: YamlDoc, name: str, entry: dict[str, Any]) -> OutputSpec:
         allow_empty=bool(entry.get("allow_empty", False)),
         retry=build_retry(entry.get("retry")),
         place=doc.positions.place(("outputs", name)),
-        description=_text(entry.get("description")),
+        description=_optional_text(entry.get("description")),
     )
 
 

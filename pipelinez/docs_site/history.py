@@ -7,6 +7,7 @@ that writes it) and events.jsonl, both redacted when written; nothing else is co
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -119,7 +120,9 @@ def _row(result: NodeResult, spans: list[dict[str, Any]], deps_end: float | None
         "attempts": result.attempts,
         "provenance": None if result.provenance is None else str(result.provenance),
         "reused_from": result.reused_from,
-        "error": None if result.error is None else f"{result.error.code or ''} {result.error.message}".strip(),
+        "error": None
+        if result.error is None
+        else f"{result.error.code or ''} {result.error.message}".strip(),
         "skipped_because": result.skipped_because,
         "message": result.message,
         "queued_from": deps_end if deps_end is not None and start is not None and deps_end < start else None,
@@ -181,7 +184,7 @@ def run_history(state_dir: Path, deps: Mapping[str, Sequence[str]], last: int) -
         timelines.append(run_timeline(folder, results, deps))
         if len(timelines) > last:  # one more than shown: the oldest shown is compared with it
             break
-    for newer, older in zip(timelines, timelines[1:], strict=False):
+    for newer, older in itertools.pairwise(timelines):
         _compare(newer, older)
     return timelines[:last]
 

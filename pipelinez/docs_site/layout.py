@@ -37,10 +37,10 @@ def layered_layout(deps: Mapping[str, Sequence[str]]) -> dict[str, tuple[int, in
         names = by_layer[index]
         order = {name: i for i, name in enumerate(names)}
 
-        def centre(name: str) -> float:
+        def centre(name: str, order: dict[str, int] = order) -> tuple[float, int]:
             rows = [row[d] for d in deps[name] if d in row]
-            return sum(rows) / len(rows) if rows else float(order[name])
+            return (sum(rows) / len(rows) if rows else float(order[name]), order[name])
 
-        for i, name in enumerate(sorted(names, key=lambda n: (centre(n), order[n]))):
+        for i, name in enumerate(sorted(names, key=centre)):
             row[name] = i
     return {name: (layer[name], row[name]) for name in deps}

@@ -127,14 +127,23 @@ def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> 
         kind, label, panel = SOURCE, f"{node.source}.{node.dataset}", _source_panel(node, planned, inputs)
     elif isinstance(node, PipelineNode):
         reads = list(inputs.described.reads.get(node.name, deps))
-        deps = reads + [d for d in deps if d not in reads and isinstance(inputs.plan.dag.nodes.get(d), CheckNode)]
+        deps = reads + [
+            d for d in deps if d not in reads and isinstance(inputs.plan.dag.nodes.get(d), CheckNode)
+        ]
         kind, label, panel = PIPELINE, node.name, _pipeline_panel(node.name, node, inputs)
     elif isinstance(node, CheckNode):
         kind, label, panel = CHECK, node.name, _check_panel(node)
     else:
         assert isinstance(node, SinkWriteNode)
         kind, label, panel = SINK, f"{node.sink}.{node.output}", _sink_panel(node, planned, inputs)
-    return {"id": node.name, "kind": kind, "label": label, "deps": deps, "tags": list(node.tags), "panel": panel}
+    return {
+        "id": node.name,
+        "kind": kind,
+        "label": label,
+        "deps": deps,
+        "tags": list(node.tags),
+        "panel": panel,
+    }
 
 
 def _ephemeral_node(name: str, inputs: DocsInputs) -> dict[str, Any]:
@@ -153,15 +162,19 @@ def docs_document(inputs: DocsInputs) -> dict[str, Any]:
     dag = inputs.plan.dag
     planned = {p.node.name: p for p in inputs.plan.nodes}
     nodes = [_graph_node(node, planned.get(name), inputs) for name, node in dag.nodes.items()]
-    nodes += [_ephemeral_node(name, inputs) for name in sorted(inputs.described.ephemeral) if name not in dag.nodes]
+    nodes += [
+        _ephemeral_node(name, inputs) for name in sorted(inputs.described.ephemeral) if name not in dag.nodes
+    ]
     deps = {n["id"]: n["deps"] for n in nodes}
-    runs = run_history(dag.project.state_dir, {name: node.deps for name, node in dag.nodes.items()}, inputs.runs)
+    runs = run_history(
+        dag.project.state_dir, {name: node.deps for name, node in dag.nodes.items()}, inputs.runs
+    )
     last = _last_status(runs)
     positions = layered_layout(deps)
     for node in nodes:
         node["status"] = last.get(node["id"])
         node["layer"], node["row"] = positions[node["id"]]
-    return dag.redactor.deep(
+    document: dict[str, Any] = dag.redactor.deep(
         {
             "project": _project(dag.project),
             "nodes": nodes,
@@ -169,10 +182,16 @@ def docs_document(inputs: DocsInputs) -> dict[str, Any]:
             "checks": check_history(runs),
         }
     )
+    return document
 
 
 def _project(project: Project) -> dict[str, Any]:
-    return {"name": project.name, "generated_at": utc_now(), "pz_version": __version__, "root": str(Path(project.root).name)}
+    return {
+        "name": project.name,
+        "generated_at": utc_now(),
+        "pz_version": __version__,
+        "root": str(Path(project.root).name),
+    }
 
 
 def _last_status(runs: Sequence[dict[str, Any]]) -> dict[str, str]:

@@ -89,13 +89,13 @@ def generate(
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:  # the base class's name
         pass
 
 
 @dataclass
 class DocsServer:
-    """The site served on loopback: `url`; `serve_forever()` blocks, `shutdown()` stops it (another thread)."""
+    """The site served on loopback at `url`: `serve_forever()` blocks, `shutdown()` stops it."""
 
     server: http.server.ThreadingHTTPServer
 

@@ -92,7 +92,9 @@ def plan(
     full_refresh: bool = False,
 ) -> tuple[Plan, list[Diagnostic]]:
     """(plan, warnings); raises PzValidationError with every error."""
-    the_plan, _described, warnings = described_plan(project_dir, select, exclude, overrides, environ, full_refresh)
+    the_plan, _described, warnings = described_plan(
+        project_dir, select, exclude, overrides, environ, full_refresh
+    )
     return the_plan, warnings
 
 

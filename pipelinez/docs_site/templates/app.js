@@ -31,7 +31,7 @@
       var nx = x(n), ny = y(n);
       maxX = Math.max(maxX, nx + NODE_W); maxY = Math.max(maxY, ny + NODE_H);
       var status = n.status ? '<rect class="status st-' + esc(n.status) + '" x="' + (nx + NODE_W - 8) + '" y="' + ny +
-        '" width="8" height="' + NODE_H + '" style="fill:var(--' + esc(n.status) + ',#ccc)"></rect>' : "";
+        '" width="8" height="' + NODE_H + '"></rect>' : "";
       parts.push('<g class="node ' + esc(n.kind) + '" data-id="' + esc(n.id) + '" data-status="' + esc(n.status || "") +
         '"><rect x="' + nx + '" y="' + ny + '" width="' + NODE_W + '" height="' + NODE_H + '"></rect>' + status +
         '<text x="' + (nx + 6) + '" y="' + (ny + 17) + '">' + esc(short(n.label)) + "</text><title>" + esc(n.kind + ": " + n.label) +
@@ -286,6 +286,7 @@
   }
   function showRun(i) {
     var run = DATA.runs[i];
+    currentRun = i;
     document.querySelectorAll("#runs-list tr").forEach(function (tr) { tr.classList.toggle("active", tr.getAttribute("data-run") === run.run_id); });
     var box = document.getElementById("timeline"); box.innerHTML = "";
     box.setAttribute("data-run", run.run_id);
@@ -351,7 +352,9 @@
     box.appendChild(t);
   }
 
+  var currentRun = 0;
   function showView(name) {
+    if (name === "runs" && DATA.runs.length) setTimeout(function () { showRun(currentRun); }, 0);
     document.querySelectorAll(".view").forEach(function (v) { v.hidden = v.id !== "view-" + name; });
     document.querySelectorAll("nav .tab").forEach(function (b) { b.classList.toggle("active", b.getAttribute("data-view") === name); });
   }
