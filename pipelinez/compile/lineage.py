@@ -158,7 +158,7 @@ def _pipeline_lineage(
     for column, _ in columns:
         select = selects.get(column.lower())
         if select is None:
-            reason = "sqlglot cannot tell which select item makes this column (a * over unknown columns?)"
+            reason = "no select item sqlglot reads makes this column (COLUMNS(), a struct.* or a * it cannot expand)"
             out.append(ColumnLineage(pipeline, column, (), reason))
             continue
         try:
