@@ -158,7 +158,7 @@ def _pipeline_lineage(
     for column, _ in columns:
         select = selects.get(column.lower())
         if select is None:
-            reason = "no select item sqlglot reads makes this column (COLUMNS(), a struct.* or a * it cannot expand)"
+            reason = "no select item sqlglot reads makes it (COLUMNS(), a struct.* or a * it cannot expand)"
             out.append(ColumnLineage(pipeline, column, (), reason))
             continue
         try:

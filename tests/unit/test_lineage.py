@@ -10,8 +10,10 @@ from pipelinez.compile.described import Described
 from pipelinez.compile.lineage import PIPELINE, SOURCE, ColumnRef, ProjectLineage, project_lineage
 
 TABLES = {
-    "src_shop__orders": "id BIGINT, customer_id BIGINT, amount DECIMAL(10,2), status VARCHAR, placed TIMESTAMP",
-    "src_shop__customers": "id BIGINT, name VARCHAR, country VARCHAR, address STRUCT(city VARCHAR, zip VARCHAR)",
+    "src_shop__orders": "id BIGINT, customer_id BIGINT, amount DECIMAL(10,2), status VARCHAR, "
+    "placed TIMESTAMP",
+    "src_shop__customers": "id BIGINT, name VARCHAR, country VARCHAR, "
+    "address STRUCT(city VARCHAR, zip VARCHAR)",
 }
 STAGING = {"src_shop__orders": "shop.orders", "src_shop__customers": "shop.customers"}
 
@@ -75,7 +77,10 @@ CORPUS = [
     ),
     pytest.param(
         "SELECT id, status AS label FROM src_shop__orders UNION ALL SELECT id, name FROM src_shop__customers",
-        {"id": {"shop.orders.id", "shop.customers.id"}, "label": {"shop.orders.status", "shop.customers.name"}},
+        {
+            "id": {"shop.orders.id", "shop.customers.id"},
+            "label": {"shop.orders.status", "shop.customers.name"},
+        },
         id="union-all",
     ),
     pytest.param(
@@ -89,8 +94,8 @@ CORPUS = [
         id="lateral-column-alias",
     ),
     pytest.param(
-        "SELECT x.c AS country, count(*) AS n, 42 AS answer FROM (SELECT country AS c FROM src_shop__customers) "
-        "AS x GROUP BY ALL",
+        "SELECT x.c AS country, count(*) AS n, 42 AS answer "
+        "FROM (SELECT country AS c FROM src_shop__customers) AS x GROUP BY ALL",
         {"country": {"shop.customers.country"}, "n": set(), "answer": set()},
         id="subquery-count-star-constant",
     ),
