@@ -87,7 +87,9 @@
       var q = input.value.trim().toLowerCase();
       clearClass("match"); list.innerHTML = "";
       if (!q) { list.hidden = true; return; }
+      var rank = function (n) { var l = n.label.toLowerCase(); return l === q ? 0 : l.indexOf(q) === 0 ? 1 : l.indexOf(q) >= 0 ? 2 : 3; };
       var hits = DATA.nodes.filter(function (n) { return n.label.toLowerCase().indexOf(q) >= 0 || n.id.toLowerCase().indexOf(q) >= 0; });
+      hits.sort(function (a, b) { return rank(a) - rank(b) || a.label.length - b.label.length || (a.label < b.label ? -1 : 1); });
       hits.slice(0, 50).forEach(function (n) {
         var li = el("li", { "data-id": n.id }, n.label);
         li.appendChild(el("span", { "class": "badge" }, n.kind));
