@@ -10,6 +10,7 @@ sqlglot is imported only here, and only when lineage is asked for.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from pipelinez.compile.nodes import Node, SourceLoadNode
 if TYPE_CHECKING:
     from sqlglot import exp
 
+_LAST_PART = re.compile(r'(?:"((?:[^"]|"")*)"|([^."]+))$')
 SOURCE = "source"
 PIPELINE = "pipeline"
 
@@ -162,7 +164,15 @@ def _pipeline_lineage(
             out.append(ColumnLineage(pipeline, column, (), reason))
             continue
         try:
-            node = lineage(select.alias_or_name, qualified, schema=schema, dialect="duckdb", scope=scope)
+            node = lineage(
+                select.alias_or_name,
+                qualified,
+                schema=schema,
+                dialect="duckdb",
+                scope=scope,
+                trim_selects=False,  # nor copy: the qualified tree is read, never changed, for every column
+                copy=False,
+            )
         except (SqlglotError, KeyError, ValueError, RecursionError) as exc:
             out.append(ColumnLineage(pipeline, column, (), f"sqlglot cannot trace it ({_first_line(exc)})"))
             continue
@@ -197,9 +207,12 @@ def _reads_a_column(expression: exp.Expression) -> bool:
 
 
 def _column_name(dotted: str) -> str:
-    from sqlglot import exp
-
-    return exp.to_column(dotted, dialect="duckdb").name
+    """The last part of the name sqlglot gives a leaf (`"o"."id"`, `o.id`), unquoted."""
+    found = _LAST_PART.search(dotted)
+    if found is None:
+        return dotted
+    quoted, plain = found.groups()
+    return quoted.replace('""', '"') if quoted is not None else plain
 
 
 def _first_line(exc: BaseException) -> str:
