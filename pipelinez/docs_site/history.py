@@ -68,6 +68,9 @@ def _spans(node: str, events: Sequence[dict[str, Any]], t0: float) -> list[dict[
         elif kind == "node_completed":
             attempt = max(started) if started else 1
             begin = started.get(attempt, at - int(e.get("duration_ms") or 0))
+            if e.get("status") == "carried_forward":  # recorded at the start, never run
+                spans.append({"kind": "carried", "start": at, "end": at, "ok": True})
+                continue
             ok = e.get("status") in ("success", "warn")
             spans.append({"kind": "attempt", "attempt": attempt, "start": begin, "end": at, "ok": ok})
     return spans

@@ -79,7 +79,7 @@ def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) ->
         "description": sidecar.description if sidecar else None,
         "file": source.file,
         "materialized": source.materialized,
-        "sql": inputs.described.queries.get(name, ""),
+        "sql": inputs.described.queries.get(name, "").strip("\n"),  # the lines its sink clauses held
         "sinks": [f"{s}.{o}" for s, o in node.sinks] if node is not None else [],
         "columns": _columns(columns, docs),
         "lineage": lineage,

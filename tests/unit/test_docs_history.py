@@ -128,3 +128,13 @@ def test_the_layout_puts_each_node_right_of_all_its_inputs() -> None:
     assert at["s"][0] == 3
     cells = list(at.values())
     assert len(set(cells)) == len(cells)  # no two nodes in one place
+
+
+def test_a_carried_forward_write_is_a_mark_not_a_failed_attempt(tmp_path: Path) -> None:
+    carried = node("s.o", NodeKind.SINK_WRITE, NodeStatus.CARRIED_FORWARD, 0, 10)
+    carried.provenance = Provenance.CARRIED_FORWARD
+    write_run(tmp_path, "20261130T020000000Z-cccc", [carried], [completed("s.o", 5, "carried_forward")], 50)
+    (run,) = run_history(tmp_path, DEPS, last=1)
+    (row,) = run["nodes"]
+    assert row["provenance"] == "carried_forward"
+    assert row["spans"] == [{"kind": "carried", "start": 5, "end": 5, "ok": True}]

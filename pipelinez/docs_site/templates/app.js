@@ -2,7 +2,7 @@
 (function () {
   "use strict";
   var DATA = JSON.parse(document.getElementById("pz-data").textContent);
-  var NODE_W = 200, NODE_H = 26, GAP_X = 70, GAP_Y = 10, PAD = 16;
+  var NODE_W = 190, NODE_H = 26, GAP_X = 44, GAP_Y = 10, PAD = 16;
   var byId = {}, byLabel = {}, selected = null;
   DATA.nodes.forEach(function (n) { byId[n.id] = n; byLabel[n.label] = n; });
   var pipelineLineage = {};  // pipeline -> column -> {upstream, unresolved}
@@ -93,7 +93,7 @@
       hits.slice(0, 50).forEach(function (n) {
         var li = el("li", { "data-id": n.id }, n.label);
         li.appendChild(el("span", { "class": "badge" }, n.kind));
-        li.addEventListener("click", function () { list.hidden = true; showView("graph"); select(n.id, true); });
+        li.addEventListener("click", function () { list.hidden = true; clearClass("match"); showView("graph"); select(n.id, true); });
         list.appendChild(li);
       });
       hits.forEach(function (n) { var g = nodeEl(n.id); if (g) g.classList.add("match"); });
@@ -310,8 +310,8 @@
       parts.push('<text class="label" x="4" y="' + (top + 14) + '">' + esc(short(n.name)) + "</text>");
       if (n.queued_from !== null && n.start !== null) parts.push('<rect class="bar queued" x="' + sx(n.queued_from) + '" y="' + (top + 6) + '" width="' + Math.max(1, sx(n.start) - sx(n.queued_from)) + '" height="6"><title>queued</title></rect>');
       n.spans.forEach(function (s) {
-        var cls2 = s.kind === "backoff" ? "backoff" : s.ok ? "ok" : "failed";
-        var label = s.kind === "backoff" ? "retry back-off" : "attempt " + s.attempt + (s.ok ? "" : " failed");
+        var cls2 = s.kind === "backoff" ? "backoff" : s.kind === "carried" ? "carried" : s.ok ? "ok" : "failed";
+        var label = s.kind === "backoff" ? "retry back-off" : s.kind === "carried" ? "carried forward" : "attempt " + s.attempt + (s.ok ? "" : " failed");
         parts.push('<rect class="bar ' + cls2 + '" data-kind="' + s.kind + '" x="' + sx(s.start) + '" y="' + (top + 3) + '" width="' + Math.max(2, sx(s.end) - sx(s.start)) + '" height="12"><title>' + esc(label + ", " + fmtMs(s.end - s.start)) + "</title></rect>");
       });
       var mark = n.provenance === "reused" ? "reused from " + (n.reused_from || "") : n.provenance === "carried_forward" || n.status === "carried_forward" ? "carried forward" : n.status === "skipped" ? "skipped" : n.status === "cancelled" ? "cancelled" : n.status === "failed" ? "failed" : "";
