@@ -70,7 +70,8 @@ def main() -> None:
     loads = page_load_ms(site / "index.html", args.chromium, args.loads)
     print(f"pipelines={args.pipelines} graph nodes={nodes} site={size_mb:.1f} MiB cpus={os.cpu_count()}")
     print(f"pz docs generate: {generate_s:.2f} s")
-    print("page load to first paint: " + ", ".join(f"{t:.0f} ms" for t in loads) + f" (best {min(loads):.0f} ms)")
+    each = ", ".join(f"{t:.0f} ms" for t in loads)
+    print(f"page load to first paint: {each} (best {min(loads):.0f} ms)")
 
 
 if __name__ == "__main__":
