@@ -15,7 +15,7 @@ from pipelinez.compile.append_duplicates import check_append_duplicates, yaml_in
 from pipelinez.compile.bounds import read_bounds
 from pipelinez.compile.connector_static import validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
-from pipelinez.compile.described import Described
+from pipelinez.compile.described import Described, unknown_doc_columns
 from pipelinez.compile.described import describe as describe_tables
 from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
 from pipelinez.compile.graph import descendants
@@ -155,6 +155,7 @@ def compile_project(
         found, warned = compiler.run(nodes)
         found += _write_columns(project, nodes, compiler)
         found += result_column_clashes(nodes, good, compiler.columns_of, compiler.query_columns)
+        warned += unknown_doc_columns(project, good, compiler.columns_of)
         described = describe_tables(compiler.con, good) if describe else None
     finally:
         compiler.close()

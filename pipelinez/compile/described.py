@@ -8,11 +8,14 @@ Gathered only when asked (`compile_project(..., describe=True)`): validate, plan
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipelinez.compile.inlining import inline, strip_trailing_semicolons
 from pipelinez.compile.templating import REF_TOKEN_RE, staging_table
+from pipelinez.config.model import Project
+from pipelinez.core.diagnostics import Diagnostic, warning
 from pipelinez.core.sqlnames import quote_ident
 
 if TYPE_CHECKING:
@@ -29,6 +32,32 @@ class Described:
     queries: dict[str, str] = field(default_factory=dict)  # pipeline -> its query, refs as pipeline names
     ephemeral: frozenset[str] = frozenset()
     reads: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pipeline -> staging tables and refs
+
+
+def unknown_doc_columns(
+    project: Project, pipelines: Iterable[str], columns_of: Callable[[str], list[str] | None]
+) -> list[Diagnostic]:
+    """PZ0123 (warning): a sidecar `columns:` entry naming no result column of its pipeline (case-insensitive,
+    as DuckDB names are). Pipelines tier 4 did not bind (ephemeral, loose, broken) are not judged."""
+    found = []
+    for name in pipelines:
+        sidecar = project.pipelines[name].sidecar
+        columns = columns_of(name) if sidecar is not None and sidecar.column_docs else None
+        if sidecar is None or columns is None:
+            continue
+        known = {c.lower() for c in columns}
+        for column in sidecar.column_docs:
+            if column.lower() not in known:
+                found.append(
+                    warning(
+                        "PZ0123",
+                        f"pipeline '{name}': columns: documents '{column}', which is not a column of its "
+                        f"result (columns: {', '.join(columns)})",
+                        place=project.locate(sidecar.file, ("columns", column)),
+                        next_step="name one of those columns, or remove the entry",
+                    )
+                )
+    return found
 
 
 def own_query(info: PipelineInfo) -> str:

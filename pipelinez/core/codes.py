@@ -168,6 +168,13 @@ REGISTRY: tuple[Code, ...] = (
         "a `retry:` block is malformed (max_attempts < 1, base_delay > max_delay)",
         "write retry as { max_attempts: 3, base_delay: 1s, max_delay: 30s }",
     ),
+    Code(
+        "PZ0123",
+        "ColumnDocUnknown",
+        "a sidecar's `columns:` documents a column the pipeline's result does not have (a warning: the doc "
+        "is shown nowhere; found when tier 4 binds the query)",
+        "name one of the pipeline's result columns (the message lists them), or remove the entry",
+    ),
     # --- 02: semantic ------------------------------------------------------------------------
     Code(
         "PZ0201",

@@ -231,3 +231,17 @@ def test_validate_and_plan_never_import_sqlglot(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_column_doc_naming_no_result_column_is_warning_pz0123(tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "p",
+        {**SMALL, "pipelines/p.yml": "columns:\n  ID: { description: fine }\n  idd: { description: typo }\n"},
+    )
+    result = pz(root, "validate")
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.lines if line.startswith("warning:")]
+    assert warned == [
+        "warning: PZ0123 pipelines/p.yml:3:3: pipeline 'p': columns: documents 'idd', which is not a column "
+        "of its result (columns: id)"
+    ]
