@@ -108,6 +108,25 @@ def test_a_columns_lineage_highlights_exactly_its_upstream_columns(page: Page) -
         "src_files__orders",
     ]
     assert page.texts("#graph .node.lin-self", "data-id") == ["customer_revenue"]
+    p.locator('#graph .node[data-id="src_files__orders"]').click()  # and forward from a source column
+    p.locator('button.lin[data-column="amount"]').click()
+    assert page.texts("#lineage ul.lineage-up li", "data-column") == []
+    assert sorted(page.texts("#lineage ul.lineage-down li", "data-column")) == [
+        "customer_revenue.revenue",
+        "lake.orders_enriched.amount",
+        "orders_enriched.amount",
+        "shipped_orders.amount",
+        "warehouse.customer_revenue.revenue",
+    ]
+
+
+def test_the_graph_zooms(page: Page) -> None:
+    p = page.page
+    width = float(p.get_attribute("#graph", "width") or 0)
+    p.click("#zoom-out")
+    assert float(p.get_attribute("#graph", "width") or 0) == round(width * 0.8)
+    p.click("#zoom-reset")
+    assert float(p.get_attribute("#graph", "width") or 0) == width
 
 
 def test_the_timelines_show_the_failed_node_then_what_the_retry_reused_and_carried_forward(

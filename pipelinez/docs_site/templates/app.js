@@ -42,14 +42,34 @@
         edges.push("M" + x1 + " " + y1 + "C" + cx + " " + y1 + " " + cx + " " + y2 + " " + x2 + " " + y2);
       });
     });
-    svg.setAttribute("width", maxX + PAD); svg.setAttribute("height", maxY + PAD);
+    graphSize = [maxX + PAD, maxY + PAD];
+    svg.setAttribute("viewBox", "0 0 " + graphSize[0] + " " + graphSize[1]);
+    zoom(1);
     svg.innerHTML = '<path class="edges" d="' + edges.join("") + '"></path><path class="edges hl" id="edges-hl" d=""></path>' + parts.join("");
     svg.addEventListener("click", function (ev) {
       var g = ev.target.closest && ev.target.closest(".node");
       if (g) select(g.getAttribute("data-id"), false);
     });
   }
-  function nodeEl(id) { return document.querySelector('.node[data-id="' + CSS.escape(id) + '"]'); }
+  var nodeEls = null;  // id -> its <g>, built once after the graph is drawn
+  var graphSize = [0, 0], scale = 1;
+  function zoom(factor) {
+    var svg = document.getElementById("graph");
+    scale = factor === 1 ? 1 : Math.min(2, Math.max(0.05, scale * factor));
+    svg.setAttribute("width", Math.round(graphSize[0] * scale)); svg.setAttribute("height", Math.round(graphSize[1] * scale));
+    svg.setAttribute("data-scale", scale.toFixed(2));
+  }
+  function fit() {
+    var wrap = document.getElementById("graph-wrap");
+    scale = 1; zoom(Math.min(1, wrap.clientWidth / graphSize[0], wrap.clientHeight / graphSize[1]) / 1);
+  }
+  function nodeEl(id) {
+    if (nodeEls === null) {
+      nodeEls = {};
+      document.querySelectorAll("#graph .node").forEach(function (g) { nodeEls[g.getAttribute("data-id")] = g; });
+    }
+    return nodeEls[id];
+  }
   function clearClass(cls) { document.querySelectorAll("." + cls).forEach(function (e) { e.classList.remove(cls); }); }
   function highlightEdges(id) {
     var n = byId[id], d = [];
@@ -72,8 +92,8 @@
       g.classList.add("selected");
       if (scroll) {
         var wrap = document.getElementById("graph-wrap");
-        wrap.scrollLeft = Math.max(0, x(n) - wrap.clientWidth / 2);
-        wrap.scrollTop = Math.max(0, y(n) - wrap.clientHeight / 2);
+        wrap.scrollLeft = Math.max(0, x(n) * scale - wrap.clientWidth / 2);
+        wrap.scrollTop = Math.max(0, y(n) * scale - wrap.clientHeight / 2);
       }
     }
     highlightEdges(id);
@@ -187,7 +207,7 @@
       p.appendChild(el("h3", null, "Written from"));
       var a = el("a", { "class": "ref" }, P.pipeline); a.addEventListener("click", function () { select(P.pipeline, true); }); p.appendChild(a);
     }
-    if (P.columns && P.columns.length) { p.appendChild(el("h3", null, "Columns")); p.appendChild(columnsTable(n, n.kind === "pipeline" || n.kind === "sink")); }
+    if (P.columns && P.columns.length) { p.appendChild(el("h3", null, "Columns")); p.appendChild(columnsTable(n, n.kind !== "check")); }
     p.appendChild(el("div", { id: "lineage" }));
     if (P.sql) { p.appendChild(el("h3", null, "SQL")); p.appendChild(sqlWithLinks(P.sql)); }
     var checks = n.kind === "check" ? [n] : checksOf(n);
@@ -217,15 +237,21 @@
       if (r[0] === "pipeline") upstream(r[1], r[2], out, seen);
     });
   }
+  var readers = null;  // "kind|table|column" -> the pipeline columns computed from it (built once)
   function downstream(kind, table, column, out, seen) {
-    Object.keys(pipelineLineage).forEach(function (p) {
-      var cols = pipelineLineage[p];
-      Object.keys(cols).forEach(function (c) {
-        if (!cols[c].upstream.some(function (r) { return r[0] === kind && r[1] === table && r[2] === column; })) return;
-        var key = p + "." + c; if (seen[key]) return; seen[key] = true;
-        out.push({ kind: "pipeline", table: p, column: c });
-        downstream("pipeline", p, c, out, seen);
+    if (readers === null) {
+      readers = {};
+      Object.keys(pipelineLineage).forEach(function (p) {
+        var cols = pipelineLineage[p];
+        Object.keys(cols).forEach(function (c) {
+          cols[c].upstream.forEach(function (r) { (readers[r.join("|")] = readers[r.join("|")] || []).push([p, c]); });
+        });
       });
+    }
+    (readers[[kind, table, column].join("|")] || []).forEach(function (pc) {
+      var key = pc[0] + "." + pc[1]; if (seen[key]) return; seen[key] = true;
+      out.push({ kind: "pipeline", table: pc[0], column: pc[1] });
+      downstream("pipeline", pc[0], pc[1], out, seen);
     });
   }
   function sinksOf(pipeline, column) {
@@ -233,20 +259,21 @@
       .map(function (n) { return { kind: "sink", table: n.label, column: column, id: n.id }; });
   }
   function showLineage(n, column) {
+    var source = n.kind === "source";
     var pipeline = n.kind === "sink" ? n.panel.pipeline : n.id;
     var up = [], down = [];
-    upstream(pipeline, column, up, {});
-    downstream("pipeline", pipeline, column, down, {});
-    var sinks = sinksOf(pipeline, column);
+    if (!source) upstream(pipeline, column, up, {});
+    downstream(source ? "source" : "pipeline", source ? n.label : pipeline, column, down, {});
+    var sinks = source ? [] : sinksOf(pipeline, column);
     down.forEach(function (d) { sinks = sinks.concat(sinksOf(d.table, d.column)); });
     clearClass("lin-up"); clearClass("lin-down"); clearClass("lin-self");
-    var self = nodeEl(pipeline); if (self) self.classList.add("lin-self");
+    var self = nodeEl(source ? n.id : pipeline); if (self) self.classList.add("lin-self");
     up.forEach(function (u) { var m = refNode(u.kind, u.table); var g = m && nodeEl(m.id); if (g) g.classList.add("lin-up"); });
     down.forEach(function (d) { var g = nodeEl(d.table); if (g) g.classList.add("lin-down"); });
     sinks.forEach(function (s) { var g = nodeEl(s.id); if (g) g.classList.add("lin-down"); });
     var box = document.getElementById("lineage"); box.innerHTML = "";
-    var div = el("div", { "class": "lineage-box", "data-column": pipeline + "." + column });
-    div.appendChild(el("strong", null, "Lineage of " + pipeline + "." + column));
+    var div = el("div", { "class": "lineage-box", "data-column": (source ? n.label : pipeline) + "." + column });
+    div.appendChild(el("strong", null, "Lineage of " + (source ? n.label : pipeline) + "." + column));
     var own = (pipelineLineage[pipeline] || {})[column];
     if (own && own.unresolved) div.appendChild(el("div", { "class": "unresolved" }, "unresolved: " + own.unresolved));
     function list(title, items, cls) {
@@ -366,6 +393,9 @@
       var s = el("span"), i = el("i"); i.style.background = "var(--" + k[0] + ")"; s.appendChild(i); s.appendChild(document.createTextNode(k[1])); box.appendChild(s);
     });
     box.appendChild(el("span", { "class": "muted" }, DATA.nodes.length + " nodes; right edge = last run status"));
+    [["zoom-out", "\u2212", function () { zoom(0.8); }], ["zoom-in", "+", function () { zoom(1.25); }], ["zoom-fit", "fit", fit], ["zoom-reset", "100%", function () { zoom(1); }]].forEach(function (b) {
+      var button = el("button", { id: b[0], "class": "zoom" }, b[1]); button.addEventListener("click", b[2]); box.appendChild(button);
+    });
   }
 
   document.getElementById("project-name").textContent = DATA.project.name;
