@@ -311,7 +311,7 @@ class Project:
         pipeline, _, name = column.partition(".")
         found = lineage.of(pipeline, name)
         if found is None:
-            raise PzError([_unknown_column(column, pipeline, described.columns)])
+            raise PzError([_unknown_column(column, pipeline, described.columns, described.queries)])
         types = dict(described.columns.get(found.pipeline, ()))
         steps = tuple(
             LineageStep(depth, str(ref), ref.kind, inner.unresolved if inner else None)
@@ -388,7 +388,9 @@ class ColumnLineageReport:
     unresolved_upstream: tuple[str, ...] = ()  # the same, for columns further up
 
 
-def _unknown_column(column: str, pipeline: str, tables: Mapping[str, Any]) -> Diagnostic:
+def _unknown_column(
+    column: str, pipeline: str, tables: Mapping[str, Any], pipelines: Mapping[str, str]
+) -> Diagnostic:
     from pipelinez.core.diagnostics import error
 
     known = tables.get(pipeline) or next(
@@ -396,8 +398,13 @@ def _unknown_column(column: str, pipeline: str, tables: Mapping[str, Any]) -> Di
     )
     if "." not in column:
         why = "it is not of the form PIPELINE.COLUMN"
+    elif known is None and pipeline.lower() in {p.lower() for p in pipelines}:
+        why = (
+            f"the columns of pipeline '{pipeline}' are unknown: a dataset it reads has no columns: contract "
+            "and no cached schema (warning PZ0406), so tier 4 did not bind it"
+        )
     elif known is None:
-        why = f"there is no pipeline '{pipeline}' whose columns are known"
+        why = f"there is no pipeline '{pipeline}'"
     else:
         why = f"pipeline '{pipeline}' has no such column (columns: {', '.join(c for c, _ in known)})"
     return error(

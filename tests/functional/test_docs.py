@@ -245,3 +245,26 @@ def test_a_column_doc_naming_no_result_column_is_warning_pz0123(tmp_path: Path) 
         "warning: PZ0123 pipelines/p.yml:3:3: pipeline 'p': columns: documents 'idd', which is not a column "
         "of its result (columns: id)"
     ]
+
+
+def test_lineage_of_a_pipeline_tier_4_could_not_bind_says_why(tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "p",
+        {
+            **SMALL,
+            "sources/api.yml": """
+                connector: http
+                connection: { base_url: "http://127.0.0.1:9" }
+                datasets:
+                  items: { path: /items }
+            """,
+            "pipelines/q.sql": "SELECT * FROM {{ source('api', 'items') }}\n",
+        },
+    )
+    result = pz(root, "lineage", "q.id")
+    assert result.exit_code == 2, result.output
+    assert "PZ0539" in result.output and "no columns: contract and no cached schema" in result.output
+    out = tmp_path / "site"
+    assert pz(root, "docs", "generate", "--out", str(out)).exit_code == 0  # shown, without columns
+    node = {n["id"]: n for n in document(out / "index.html")["nodes"]}
+    assert node["q"]["panel"]["columns"] == [] and node["p"]["panel"]["columns"][0]["name"] == "id"
