@@ -579,6 +579,7 @@ def docs_generate(settings: Settings, out: Path | None, last_runs: int, variable
     from pipelinez.api import Project
 
     site = Project(settings.project).docs(out, vars=_parse_vars(variables), runs=last_runs)
+    settings.emit_diagnostics(site.warnings)
     if settings.log_format == "json":
         data = {
             "event": "docs",
@@ -609,6 +610,7 @@ def docs_serve(
 
     project = Project(settings.project)
     site = project.docs(out, vars=_parse_vars(variables), runs=last_runs)
+    settings.emit_diagnostics(site.warnings)
     server = project.docs_server(site.folder, port=port)
     click.echo(f"serving {site.folder} at {server.url} (Ctrl-C stops)")
     try:

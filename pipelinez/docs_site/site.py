@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez.compile.lineage import project_lineage, staging_tables
-from pipelinez.core.diagnostics import PzConfigError, error
+from pipelinez.core.diagnostics import Diagnostic, PzConfigError, error
 from pipelinez.docs_site.model import DocsInputs, docs_document
 from pipelinez.engine import workflow
 
@@ -33,6 +33,7 @@ class DocsSite:
     index: Path
     nodes: int
     runs: int
+    warnings: tuple[Diagnostic, ...] = ()  # the project's validation warnings (as `pz plan` prints them)
 
 
 def _template(name: str) -> str:
@@ -54,7 +55,7 @@ def _refuse_foreign(out: Path) -> None:
         raise PzConfigError([_taken(out, "it holds files pz docs did not write")])
 
 
-def _taken(out: Path, why: str) -> Any:
+def _taken(out: Path, why: str) -> Diagnostic:
     return error(
         "PZ0540",
         f"pz docs cannot write its site into '{out}': {why}",
@@ -77,7 +78,7 @@ def generate(
     runs: int = 20,
 ) -> DocsSite:
     _refuse_foreign(out)
-    plan, described, _warnings = workflow.described_plan(root, (), (), overrides, environ, describe=True)
+    plan, described, warnings = workflow.described_plan(root, (), (), overrides, environ, describe=True)
     assert described is not None
     lineage = project_lineage(described, staging_tables(plan.dag.nodes))
     document = docs_document(DocsInputs(plan, described, lineage, runs))
@@ -85,7 +86,7 @@ def generate(
     (out / "index.html").write_text(page(document), encoding="utf-8")
     for asset in ASSETS:
         (out / asset).write_text(_template(asset), encoding="utf-8")
-    return DocsSite(out, out / "index.html", len(document["nodes"]), len(document["runs"]))
+    return DocsSite(out, out / "index.html", len(document["nodes"]), len(document["runs"]), tuple(warnings))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
