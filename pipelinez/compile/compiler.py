@@ -15,7 +15,7 @@ from pipelinez.compile.append_duplicates import check_append_duplicates, yaml_in
 from pipelinez.compile.bounds import read_bounds
 from pipelinez.compile.connector_static import validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
-from pipelinez.compile.described import Described, unknown_doc_columns
+from pipelinez.compile.described import Described, LastStaging, unknown_doc_columns
 from pipelinez.compile.described import describe as describe_tables
 from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
 from pipelinez.compile.graph import descendants
@@ -56,7 +56,11 @@ class CompileResult:
 _QUERY_STILL_BINDS = frozenset({"PZ0118", "PZ0201", "PZ0206", "PZ0208", "PZ0218", "PZ0228"})
 
 
-def static_schema_lookup(project: Project) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
+def static_schema_lookup(
+    project: Project, last_staging: LastStaging | None = None
+) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
+    """A dataset's columns: its contract, the schema cache, what the connector tells cheaply; with
+    `last_staging` (lineage and `pz docs` only), else what the newest run staged."""
     cache = cached_schemas(project.state_dir)
 
     def lookup(node: SourceLoadNode) -> list[tuple[str, str]] | None:
@@ -65,14 +69,18 @@ def static_schema_lookup(project: Project) -> Callable[[SourceLoadNode], list[tu
             return list(request.columns.items())
         if f"{node.source}.{node.dataset}" in cache:
             return cache[f"{node.source}.{node.dataset}"]
+        told = None
         try:
             connector = node.work.endpoint.connect()
             try:
-                return connector.static_schema(request)
+                told = connector.static_schema(request)
             finally:
                 connector.close()
         except Exception:  # a schema we can't tell cheaply: compile loosely (PZ0406 says so)
-            return None
+            told = None
+        if told is None and last_staging is not None:
+            return last_staging.columns(node.table)
+        return told
 
     return lookup
 
@@ -147,8 +155,9 @@ def compile_project(
     errors += tier_gates(nodes, project)  # tier 3: what a node's tier cannot honour (PZ0312, PZ0313)
 
     # tier 4
+    last_staging = LastStaging(project.state_dir) if describe else None
     compiler = DryCompiler(
-        static_schema_lookup(project),
+        static_schema_lookup(project, last_staging),
         lambda name: inline(good[name].display_query, good, name, display=True)[1] if name in good else [],
     )
     try:
@@ -159,6 +168,8 @@ def compile_project(
         described = describe_tables(compiler.con, good) if describe else None
     finally:
         compiler.close()
+        if last_staging is not None:
+            last_staging.close()
     errors += found
     warnings += warned
 

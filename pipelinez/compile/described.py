@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelinez.compile.inlining import inline, strip_trailing_semicolons
@@ -58,6 +59,48 @@ def unknown_doc_columns(
                     )
                 )
     return found
+
+
+class LastStaging:
+    """The columns of a dataset with no contract and no cached schema, as the newest run that staged it
+    landed them (`.pz/runs/<id>/staging.duckdb`, opened read-only, newest first; a run still writing its
+    file is passed over). Asked only with `describe`: validate, plan and run never read old runs."""
+
+    def __init__(self, state_dir: Path):
+        self.files = sorted((state_dir / "runs").glob("*/staging.duckdb"), reverse=True)
+        self.open: list[duckdb.DuckDBPyConnection] | None = None
+
+    def _connections(self) -> list[duckdb.DuckDBPyConnection]:
+        import duckdb
+
+        if self.open is None:
+            self.open = []
+            for path in self.files[:5]:  # the newest few: an older schema is a worse guess than none
+                try:
+                    self.open.append(duckdb.connect(str(path), read_only=True))
+                except duckdb.Error:  # being written, or not a database any more: pass it over
+                    continue
+        return self.open
+
+    def columns(self, table: str) -> list[tuple[str, str]] | None:
+        import duckdb
+
+        for con in self._connections():
+            try:
+                rows = con.execute(
+                    "SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main' "
+                    "AND table_name = ? ORDER BY column_index",
+                    [table],
+                ).fetchall()
+            except duckdb.Error:
+                continue
+            if rows:
+                return [(str(c), str(t)) for c, t in rows]
+        return None
+
+    def close(self) -> None:
+        for con in self.open or ():
+            con.close()
 
 
 def own_query(info: PipelineInfo) -> str:

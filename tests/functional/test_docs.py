@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pipelinez.api import Project, PzError, init_project
-from tests.conftest import SMALL, pz, write_project
+from tests.conftest import SMALL, fresh_pg_database, pz, write_project
 
 DATA = re.compile(r'<script id="pz-data" type="application/json">(.*?)</script>', re.S)
 
@@ -272,3 +272,37 @@ def test_lineage_of_a_pipeline_tier_4_could_not_bind_says_why(tmp_path: Path) ->
     assert "warning: PZ0406" in generated.output  # its warnings printed as by pz plan
     node = {n["id"]: n for n in document(out / "index.html")["nodes"]}
     assert node["q"]["panel"]["columns"] == [] and node["p"]["panel"]["columns"][0]["name"] == "id"
+
+
+def test_a_dataset_without_contract_takes_its_columns_from_the_newest_run_that_staged_it(
+    tmp_path: Path,
+) -> None:
+    setup = "CREATE TABLE customers (id bigint, name text); INSERT INTO customers VALUES (1, 'Ada');"
+    with fresh_pg_database(setup) as database:
+        root = write_project(
+            tmp_path / "p",
+            {
+                **SMALL,
+                "sources/pg.yml": f"""
+                    connector: postgres
+                    connection: {{ host: 127.0.0.1, port: 5432, user: postgres, database: {database} }}
+                    datasets:
+                      customers: {{ table: public.customers }}
+                """,
+                "pipelines/names.sql": """
+                    INSERT INTO {{ sink('lake', 'names') }}
+                    SELECT upper(name) AS shout FROM {{ source('pg', 'customers') }}
+                """,
+            },
+        )
+        before = pz(root, "lineage", "names.shout")
+        assert before.exit_code == 2 and "no columns: contract" in before.output  # nothing staged yet
+        assert pz(root, "run").exit_code == 0
+        after = pz(root, "lineage", "names.shout")
+    assert after.exit_code == 0, after.output
+    assert after.lines[1] == "  <- pg.customers.name  [source]"
+    assert "PZ0406" in pz(root, "validate").output  # validate still does not read old runs
+    out = tmp_path / "site"
+    assert pz(root, "docs", "generate", "--out", str(out)).exit_code == 0
+    node = {n["id"]: n for n in document(out / "index.html")["nodes"]}
+    assert [c["name"] for c in node["src_pg__customers"]["panel"]["columns"]] == ["id", "name"]

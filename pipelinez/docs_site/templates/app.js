@@ -193,7 +193,7 @@
     if (P.incremental) { kv(facts, "cursor", P.incremental.cursor); kv(facts, "watermark", P.incremental.watermark || "(none committed)"); kv(facts, "reads", P.incremental.reads); }
     if (P.retry) kv(facts, "retry", ["max_attempts", "base_delay", "max_delay"].map(function (k) { return k + "=" + JSON.stringify(P.retry[k]); }).join(", "));
     if (n.kind === "check") { kv(facts, "type", P.type); kv(facts, "severity", P.severity); kv(facts, "checks", P.target); kv(facts, "check options", P.options); }
-    if (n.kind === "source" && !P.contract) kv(facts, "columns from", "the schema cache (no columns: contract)");
+    if (n.kind === "source" && !P.contract) kv(facts, "columns from", "no columns: contract: the schema cache, the file, or the newest run that staged it");
     p.appendChild(facts);
     if (P.sinks && P.sinks.length) {
       p.appendChild(el("h3", null, "Writes to"));
