@@ -41,6 +41,7 @@ from pipelinez.engine.events import Event
 from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:
+    from pipelinez.docs_site.site import DocsServer, DocsSite
     from pipelinez.engine.restore import LockedConnector, RestoreReport
     from pipelinez.engine.retry_command import RetryOutcome, RetryRefused
     from pipelinez.engine.retry_select import RetrySelection
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 # the result types of running, retrying and restoring, imported on first use: `pz validate` and `pz plan`
 # never load the engine that runs
 _LAZY = {
+    "DocsServer": "pipelinez.docs_site.site",
+    "DocsSite": "pipelinez.docs_site.site",
     "LockedConnector": "pipelinez.engine.restore",
     "PipOptions": "pipelinez.engine.restore",
     "RestoreReport": "pipelinez.engine.restore",
@@ -76,8 +79,12 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BreakerPolicy",
+    "ColumnLineageReport",
     "Diagnostic",
+    "DocsServer",
+    "DocsSite",
     "EventCallbackError",
+    "LineageStep",
     "LockedConnector",
     "NodeResult",
     "NodeStatus",
@@ -383,6 +390,56 @@ class Project:
         given.check()
         return workflow.history(self.root, limit)
 
+    def lineage(self, column: str, *, vars: Mapping[str, str] | None = None) -> ColumnLineageReport:
+        """Where `column` ("<pipeline>.<column>") comes from: every upstream column, pipeline by pipeline,
+        back to the source datasets' columns, and the sink outputs it is written to (`pz lineage`). Raises
+        PzValidationError when the project is not valid, PzError PZ0539 when there is no such column."""
+        from pipelinez.compile.lineage import project_lineage, staging_tables
+
+        the_plan, described, _ = workflow.described_plan(
+            self.root, overrides=vars, environ=self.environ, describe=True
+        )
+        assert described is not None
+        lineage = project_lineage(described, staging_tables(the_plan.dag.nodes))
+        pipeline, _, name = column.partition(".")
+        found = lineage.of(pipeline, name)
+        if found is None:
+            raise PzError([_unknown_column(column, pipeline, described.columns, described.queries)])
+        types = dict(described.columns.get(found.pipeline, ()))
+        steps = tuple(
+            LineageStep(depth, str(ref), ref.kind, inner.unresolved if inner else None)
+            for depth, ref, inner in lineage.walk_up(found.pipeline, found.column)
+        )
+        node = the_plan.dag.nodes.get(found.pipeline)
+        sinks = getattr(node, "sinks", ())
+        return ColumnLineageReport(
+            f"{found.pipeline}.{found.column}",
+            types.get(found.column),
+            steps,
+            tuple(str(ref) for ref in lineage.source_columns(found.pipeline, found.column)),
+            tuple(f"{sink}.{output}.{found.column}" for sink, output in sinks),
+            found.unresolved,
+            tuple(f"{s.column}: {s.unresolved}" for s in steps if s.unresolved),
+        )
+
+    def docs(
+        self, out: PathLike | None = None, *, vars: Mapping[str, str] | None = None, runs: int = 20
+    ) -> DocsSite:
+        """Write the static docs site (`pz docs generate`) into `out` (default .pz/target/docs): the graph,
+        each node's panel, column lineage, the last `runs` runs' timelines and each check's history.
+        Raises PzValidationError when the project is not valid, PzConfigError PZ0540 when `out` holds
+        files pz docs did not write."""
+        from pipelinez.docs_site.site import generate
+
+        folder = Path(out) if out is not None else self.root / ".pz" / "target" / "docs"
+        return generate(self.root, folder, vars, self.environ, runs)
+
+    def docs_server(self, folder: PathLike, *, port: int = 8080) -> DocsServer:
+        """A server of a generated site on 127.0.0.1:`port` (`pz docs serve`); call `serve_forever()`."""
+        from pipelinez.docs_site.site import server
+
+        return server(Path(folder), port)
+
     def restore(
         self,
         *,
@@ -401,6 +458,54 @@ class Project:
         """Delete every run's staging database (history stays): `removed`, the ids of the runs cleaned;
         `kept`, in words, what a Ray run staged on an object store that stays, and why."""
         return workflow.clean(self.root, self.environ)
+
+
+@dataclass(frozen=True)
+class LineageStep:
+    """One upstream column of a lineage: how many steps up, the column, whether it traced."""
+
+    depth: int
+    column: str  # "<pipeline>.<column>" or "<source>.<dataset>.<column>"
+    kind: str  # "pipeline" | "source"
+    unresolved: str | None = None  # why this column's own upstream could not be traced
+
+
+@dataclass(frozen=True)
+class ColumnLineageReport:
+    column: str  # "<pipeline>.<column>"
+    type: str | None
+    upstream: tuple[LineageStep, ...]  # depth first
+    sources: tuple[str, ...]  # the source datasets' columns it is computed from, in the end
+    sinks: tuple[str, ...]  # "<sink>.<output>.<column>": where the pipeline writes it
+    unresolved: str | None  # why its own upstream could not be traced
+    unresolved_upstream: tuple[str, ...] = ()  # the same, for columns further up
+
+
+def _unknown_column(
+    column: str, pipeline: str, tables: Mapping[str, Any], pipelines: Mapping[str, str]
+) -> Diagnostic:
+    from pipelinez.core.diagnostics import error
+
+    known = tables.get(pipeline) or next(
+        (v for k, v in tables.items() if k.lower() == pipeline.lower()), None
+    )
+    if "." not in column:
+        why = "it is not of the form PIPELINE.COLUMN"
+    elif known is None and pipeline.lower() in {p.lower() for p in pipelines}:
+        why = (
+            f"the columns of pipeline '{pipeline}' are unknown: a dataset it reads has no columns: contract "
+            "and no cached schema (warning PZ0406), so tier 4 did not bind it"
+        )
+    elif known is None:
+        why = f"there is no pipeline '{pipeline}'"
+    else:
+        why = f"pipeline '{pipeline}' has no such column (columns: {', '.join(c for c, _ in known)})"
+    return error(
+        "PZ0539",
+        f"pz lineage '{column}': {why}",
+        file="command line",
+        next_step="name a pipeline and one of its result columns, e.g. pz lineage orders_enriched.customer",
+    )
 
 
 def init_project(directory: PathLike, *, force: bool = False) -> list[Path]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from pipelinez.core.diagnostics import Diagnostic
 
 if TYPE_CHECKING:
-    from pipelinez.api import RetryOutcome, RunPlan, RunSummary
+    from pipelinez.api import ColumnLineageReport, RetryOutcome, RunPlan, RunSummary
 
 
 def diagnostic_lines(d: Diagnostic) -> list[str]:
@@ -205,6 +205,23 @@ def runs_lines(runs: Sequence[RunSummary]) -> list[str]:
             f"{r.run_id:<26} {r.started_at:<25} {duration:>9} {r.status:<8} {counts:<40} "
             f"{r.reused:>6} {r.carried_forward:>7}"
         )
+    return lines
+
+
+def lineage_lines(report: ColumnLineageReport) -> list[str]:
+    """The column, its upstream as an indented tree (source datasets marked), where it is written, and what
+    could not be traced."""
+    lines = [report.column + (f" ({report.type})" if report.type else "")]
+    if report.unresolved:
+        lines.append(f"  unresolved: {report.unresolved}")
+    for step in report.upstream:
+        mark = "  [source]" if step.kind == "source" else ""
+        lines.append("  " * step.depth + f"<- {step.column}{mark}")
+        if step.unresolved:
+            lines.append("  " * (step.depth + 1) + f"unresolved: {step.unresolved}")
+    if not report.upstream and not report.unresolved:
+        lines.append("  computed from no column (a constant or count(*))")
+    lines += [f"  -> {sink}  [sink]" for sink in report.sinks]
     return lines
 
 

@@ -15,6 +15,8 @@ from pipelinez.compile.append_duplicates import check_incremental_outputs, yaml_
 from pipelinez.compile.bounds import read_bounds
 from pipelinez.compile.connector_static import validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
+from pipelinez.compile.described import Described, LastStaging, unknown_doc_columns
+from pipelinez.compile.described import describe as describe_tables
 from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
 from pipelinez.compile.graph import descendants
 from pipelinez.compile.incremental import IncrementalSpec
@@ -47,6 +49,7 @@ class CompileResult:
     warnings: list[Diagnostic] = field(default_factory=list)
     # every incremental dataset by (source, dataset), whichever route declared it
     incremental: dict[tuple[str, str], IncrementalSpec] = field(default_factory=dict)
+    described: Described | None = None  # with compile_project(describe=True)
 
     @property
     def ok(self) -> bool:
@@ -60,10 +63,13 @@ _QUERY_STILL_BINDS = frozenset(
 
 
 def static_schema_lookup(
-    project: Project, fetched: Mapping[str, list[tuple[str, str]]] | None = None
+    project: Project,
+    fetched: Mapping[str, list[tuple[str, str]]] | None = None,
+    last_staging: LastStaging | None = None,
 ) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
     """A dataset's columns: its contract, else the schema `--connect` fetched (this run's, then the cache's),
-    else what its connector tells without connecting."""
+    else what its connector tells without connecting; with `last_staging` (lineage and `pz docs` only), else
+    what the newest run staged."""
     cache = {**cached_schemas(project.state_dir), **(fetched or {})}
 
     def lookup(node: SourceLoadNode) -> list[tuple[str, str]] | None:
@@ -72,14 +78,18 @@ def static_schema_lookup(
             return list(request.columns.items())
         if f"{node.source}.{node.dataset}" in cache:
             return cache[f"{node.source}.{node.dataset}"]
+        told = None
         try:
             connector = node.work.endpoint.connect()
             try:
-                return connector.static_schema(request)
+                told = connector.static_schema(request)
             finally:
                 connector.close()
         except Exception:  # a schema we can't tell cheaply: compile loosely (PZ0406 says so)
-            return None
+            told = None
+        if told is None and last_staging is not None:
+            return last_staging.columns(node.table)
+        return told
 
     return lookup
 
@@ -90,6 +100,7 @@ def compile_project(
     environ: Mapping[str, str] | None = None,
     watermarks: Mapping[tuple[str, str], str | Watermark] | None = None,
     schemas: Mapping[str, list[tuple[str, str]]] | None = None,
+    describe: bool = False,
 ) -> CompileResult:
     """Tiers 2-4. `watermarks` holds the committed watermark of each (source, dataset) from
     `.pz/state.duckdb` (none for a full refresh), or only the text of its value (`2024-05-01 10:00:00.5`,
@@ -97,7 +108,7 @@ def compile_project(
     admitting every row), and it sets each incremental load's read bounds. One that no longer fits its
     dataset (another cursor column, not a finite value of its type) is PZ0235. `schemas` are the datasets'
     schemas `validate --connect` has just fetched ("<source>.<dataset>" -> columns), bound before the cached
-    ones."""
+    ones. `describe`: also gather what lineage and `pz docs` read (`CompileResult.described`)."""
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     values, found = resolve_values(project, overrides or {}, environ)
@@ -167,8 +178,9 @@ def compile_project(
     errors += tier_gates(nodes, project)  # tier 3: what a node's tier cannot honour (PZ0312, PZ0313)
 
     # tier 4
+    last_staging = LastStaging(project.state_dir) if describe else None
     compiler = DryCompiler(
-        static_schema_lookup(project, schemas),
+        static_schema_lookup(project, schemas, last_staging),
         lambda name: inline(good[name].display_query, good, name, display=True)[1] if name in good else [],
         external_access=project.engine.external_access,
     )
@@ -176,15 +188,19 @@ def compile_project(
         found, warned = compiler.run(nodes)
         found += _write_columns(project, nodes, compiler)
         found += result_column_clashes(nodes, good, compiler.columns_of, compiler.query_columns)
+        warned += unknown_doc_columns(project, good, compiler.columns_of)
+        described = describe_tables(compiler.con, good) if describe else None
     finally:
         compiler.close()
+        if last_staging is not None:
+            last_staging.close()
     errors += found
     warnings += warned
     # a watermark() expression that does not type-check: tier 4 said so in the pipeline, else PZ0224 does
     errors += [d for d in lowers.unless_bound if not any(e.place.file == d.place.file for e in errors)]
 
     dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor, staging)
-    return CompileResult(dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs)
+    return CompileResult(dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs, described)
 
 
 def _stored(

@@ -164,12 +164,32 @@ def _dataset(doc: YamlDoc, name: str, entry: dict[str, Any]) -> DatasetSpec:
     return DatasetSpec(
         name=name,
         options={k: v for k, v in entry.items() if k not in DATASET_ENGINE_KEYS},
-        columns=None if columns is None else {str(k): str(v) for k, v in columns.items()},
+        columns=None if columns is None else {str(k): _column_type(v) for k, v in columns.items()},
         sync=None if sync is None else dict(sync),
         retry=build_retry(entry.get("retry")),
         checks=build_checks(doc, (*path, "checks")),
         place=doc.positions.place(path),
+        description=_optional_text(entry.get("description")),
+        column_docs=_column_docs(columns),
     )
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _column_type(entry: Any) -> str:
+    """A contract column: `name: type`, or `name: { type: ..., description: ... }`."""
+    return str(entry["type"]) if isinstance(entry, dict) else str(entry)
+
+
+def _column_docs(columns: Any) -> dict[str, str]:
+    """The `description:` of each column entry that has one (contract long form or sidecar `columns:`)."""
+    return {
+        str(name): str(entry["description"])
+        for name, entry in (columns or {}).items()
+        if isinstance(entry, dict) and entry.get("description") is not None
+    }
 
 
 def _output(doc: YamlDoc, name: str, entry: dict[str, Any]) -> OutputSpec:
@@ -185,6 +205,7 @@ def _output(doc: YamlDoc, name: str, entry: dict[str, Any]) -> OutputSpec:
         allow_empty=bool(entry.get("allow_empty", False)),
         retry=build_retry(entry.get("retry")),
         place=doc.positions.place(("outputs", name)),
+        description=_optional_text(entry.get("description")),
     )
 
 
@@ -197,6 +218,7 @@ def build_sidecar(doc: YamlDoc) -> SidecarSpec:
         materialized=str(data.get("materialized", "table")),
         tags=tuple(str(t) for t in data.get("tags") or ()),
         checks=build_checks(doc, ("checks",)),
+        column_docs=_column_docs(data.get("columns")),
     )
 
 

@@ -17,8 +17,10 @@ STRATEGIES = ("replace", "merge", "append")
 DEFAULT_MEMORY_LIMIT = "384MB"
 STAGING_COMPRESSIONS = ("fast", "auto", "uncompressed")
 DEFAULT_STAGING_COMPRESSION = "fast"
-DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks"})
-OUTPUT_ENGINE_KEYS = frozenset({"strategy", "keys", "on_delete", "duplicates", "allow_empty", "retry"})
+DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks", "description"})
+OUTPUT_ENGINE_KEYS = frozenset(
+    {"strategy", "keys", "on_delete", "duplicates", "allow_empty", "retry", "description"}
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,8 @@ class DatasetSpec:
     retry: RetrySpec
     checks: tuple[CheckSpec, ...]
     place: Place
+    description: str | None = None  # docs only (pz docs)
+    column_docs: dict[str, str] = field(default_factory=dict)  # column -> its description (docs only)
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,7 @@ class OutputSpec:
     retry: RetrySpec
     place: Place
     declared: bool = True  # False when created by a sink() call with no entry in the sink file
+    description: str | None = None  # docs only (pz docs)
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,7 @@ class SidecarSpec:
     materialized: str
     tags: tuple[str, ...]
     checks: tuple[CheckSpec, ...]
+    column_docs: dict[str, str] = field(default_factory=dict)  # column -> its description (docs only)
 
 
 @dataclass(frozen=True)

@@ -253,11 +253,25 @@ def source_schema() -> dict[str, Any]:
         "type": ["object", "null"],
         "additionalProperties": True,
         "properties": {
+            "description": {"type": "string", "description": "what the dataset holds (pz docs)"},
             "columns": {
                 "type": ["object", "null"],
-                "description": "the contract: column name -> DuckDB type",
+                "description": "the contract: column name -> DuckDB type, or { type, description }",
                 "propertyNames": {"minLength": 1},
-                "additionalProperties": {"type": "string", "minLength": 1},
+                "additionalProperties": {
+                    "oneOf": [
+                        {"type": "string", "minLength": 1},
+                        {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["type"],
+                            "properties": {
+                                "type": {"type": "string", "minLength": 1},
+                                "description": {"type": "string"},
+                            },
+                        },
+                    ]
+                },
             },
             "sync": sync,
             "retry": _ref("retry"),
@@ -278,6 +292,7 @@ def sink_schema() -> dict[str, Any]:
         "additionalProperties": True,
         "properties": {
             "strategy": {"enum": list(STRATEGIES), "description": "replace (default) | merge | append"},
+            "description": {"type": "string", "description": "what the output holds (pz docs)"},
             "keys": {
                 "type": "array",
                 "items": {"type": "string", "minLength": 1},
@@ -317,6 +332,17 @@ def sidecar_schema() -> dict[str, Any]:
             "description": "selectable with --select tag:<t>",
         },
         "checks": _ref("checks"),
+        "columns": {
+            "type": ["object", "null"],
+            "description": "column docs of the pipeline's result (pz docs): name -> { description }",
+            "propertyNames": {"minLength": 1},
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["description"],
+                "properties": {"description": {"type": "string"}},
+            },
+        },
     }
     return _document("PipelineZ pipeline sidecar (pipelines/<name>.yml)", properties, [], check_defs())
 

@@ -175,6 +175,13 @@ REGISTRY: tuple[Code, ...] = (
         "letters and digits in every message, so pz refuses it",
         "set the variable to the real secret, or declare it without `secret: true` when it is not one",
     ),
+    Code(
+        "PZ0123",
+        "ColumnDocUnknown",
+        "a sidecar's `columns:` documents a column the pipeline's result does not have (a warning: the doc "
+        "is shown nowhere; found when tier 4 binds the query)",
+        "name one of the pipeline's result columns (the message lists them), or remove the entry",
+    ),
     # --- 02: semantic ------------------------------------------------------------------------
     Code(
         "PZ0201",
@@ -784,6 +791,21 @@ REGISTRY: tuple[Code, ...] = (
         "forever",
         "if the API really holds that many pages, raise pagination.page_cap on the dataset; to read only "
         "the first pages on purpose, set max_pages",
+    ),
+    Code(
+        "PZ0539",
+        "LineageColumnUnknown",
+        "`pz lineage` (or `Project.lineage`) names no column of a pipeline: not of the form PIPELINE.COLUMN, "
+        "no such pipeline, or the pipeline has no such result column",
+        "name a pipeline and one of its result columns (the message lists them), e.g. "
+        "pz lineage orders_enriched.customer",
+    ),
+    Code(
+        "PZ0540",
+        "DocsFolderTaken",
+        "`pz docs generate --out DIR` names a file, or a folder holding files an earlier `pz docs generate` "
+        "did not write: pz never overwrites them",
+        "pass --out with an empty or new folder, or the folder of an earlier pz docs generate",
     ),
     # --- 06: connectivity --------------------------------------------------------------------
     Code(

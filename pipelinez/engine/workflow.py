@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelinez.compile.compiler import CompileResult, compile_project
 from pipelinez.compile.dag import CompiledDag
+from pipelinez.compile.described import Described
 from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.compile.staging import resolve_staging
 from pipelinez.compile.templating import Templater
@@ -53,9 +54,11 @@ def validate(
     environ: Mapping[str, str] | None = None,
     connect: bool = False,
     full_refresh: bool = False,
+    describe: bool = False,
 ) -> Validation:
     """Tiers 1-4 (and 5 with `connect`); every diagnostic gathered. Never raises for user errors.
-    Incremental datasets are compiled against their committed watermarks, none with `full_refresh`."""
+    Incremental datasets are compiled against their committed watermarks, none with `full_refresh`.
+    `describe`: also gather the tables' columns and queries lineage and `pz docs` read."""
     root = find_project_root(project_dir or Path.cwd())
     project, diags = load_project(root, partial=True)
     errors = [d for d in diags if d.is_error]
@@ -67,7 +70,7 @@ def validate(
         unreadable: list[Diagnostic] = []
     except StateFileError as exc:  # a broken or locked state file matters to incremental datasets only
         watermarks, unreadable = {}, list(exc.diagnostics)
-    compiled = compile_project(project, overrides, environ, watermarks)
+    compiled = compile_project(project, overrides, environ, watermarks, describe=describe)
     if compiled.incremental:
         errors += unreadable
     found: list[Diagnostic] = []
@@ -76,7 +79,7 @@ def validate(
         found, warned, fetched = check_connectivity(compiled.dag)
         if fetched and any(w.code == "PZ0406" for w in compiled.warnings):
             # tier 4 bound loosely what tier 5 has just fetched: bind it now, in this same command
-            compiled = compile_project(project, overrides, environ, watermarks, fetched)
+            compiled = compile_project(project, overrides, environ, watermarks, fetched, describe=describe)
     errors += compiled.errors + found
     warnings += compiled.warnings + warned
     return Validation(project, errors, warnings, compiled)
@@ -98,14 +101,31 @@ def plan(
     full_refresh: bool = False,
 ) -> tuple[Plan, list[Diagnostic]]:
     """(plan, warnings); raises PzValidationError with every error."""
-    checked = validate(project_dir, overrides, environ, full_refresh=full_refresh)
+    the_plan, _described, warnings = described_plan(
+        project_dir, select, exclude, overrides, environ, full_refresh
+    )
+    return the_plan, warnings
+
+
+def described_plan(
+    project_dir: Path | None,
+    select: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    overrides: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    full_refresh: bool = False,
+    describe: bool = False,
+) -> tuple[Plan, Described | None, list[Diagnostic]]:
+    """(plan, with `describe` the described tables lineage and `pz docs` read, warnings); raises
+    PzValidationError with every error."""
+    checked = validate(project_dir, overrides, environ, full_refresh=full_refresh, describe=describe)
     if checked.errors or checked.compiled is None or checked.compiled.dag is None:
         raise PzValidationError([*checked.errors, *checked.warnings])
     the_plan, diags = build_plan(checked.compiled.dag, select, exclude)
     errors = [d for d in diags if d.is_error]
     if errors:
         raise PzValidationError([*errors, *checked.warnings])
-    return the_plan, checked.warnings
+    return the_plan, checked.compiled.described, checked.warnings
 
 
 def run(

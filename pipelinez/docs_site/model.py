@@ -1,0 +1,203 @@
+"""The one document the docs page shows: the compiled project as the plan sees it (every source dataset,
+pipeline, ephemeral pipeline, check and sink output as a graph node with its panel), column lineage, the run
+history and each check's outcomes over time. Built from the plan, tier 4's described tables and the run
+artifacts; redacted with the project's secrets before it leaves (the same `Redactor` as every artifact).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pipelinez import __version__
+from pipelinez.compile.described import Described
+from pipelinez.compile.lineage import ProjectLineage
+from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode, SourceLoadNode
+from pipelinez.config.model import Project
+from pipelinez.docs_site.history import check_history, run_history
+from pipelinez.docs_site.layout import layered_layout
+from pipelinez.engine.events import utc_now
+from pipelinez.plan.planner import Plan, PlannedNode
+
+SOURCE, PIPELINE, CHECK, SINK = "source", "pipeline", "check", "sink"
+
+
+@dataclass
+class DocsInputs:
+    plan: Plan
+    described: Described
+    lineage: ProjectLineage
+    runs: int  # how many runs of the history the page shows
+
+    @cached_property
+    def lineage_by_pipeline(self) -> dict[str, dict[str, Any]]:
+        return self.lineage.to_dict()
+
+
+def _columns(columns: Sequence[tuple[str, str]], docs: Mapping[str, str]) -> list[dict[str, Any]]:
+    return [{"name": c, "type": t, "description": docs.get(c)} for c, t in columns]
+
+
+def _retry(planned: PlannedNode | None) -> dict[str, object] | None:
+    return planned.retry.to_dict() if planned is not None else None
+
+
+def _source_panel(node: SourceLoadNode, planned: PlannedNode | None, inputs: DocsInputs) -> dict[str, Any]:
+    project = inputs.plan.dag.project
+    source = project.sources[node.source]
+    spec = source.datasets[node.dataset]
+    bounds = planned.bounds if planned is not None else None
+    return {
+        "title": f"{node.source}.{node.dataset}",
+        "description": spec.description,
+        "file": source.file,
+        "connector": source.connector,
+        "options": spec.options,
+        "columns": _columns(inputs.described.columns.get(node.table, ()), spec.column_docs),
+        "contract": spec.columns is not None,
+        "tier": None if planned is None or planned.tier is None else str(planned.tier),
+        "incremental": None
+        if bounds is None or bounds.cursor is None
+        else {"cursor": bounds.cursor, "watermark": bounds.committed, "reads": bounds.describe()},
+        "retry": _retry(planned),
+        "staging_table": node.table,
+    }
+
+
+def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) -> dict[str, Any]:
+    project = inputs.plan.dag.project
+    source = project.pipelines[name]
+    sidecar = source.sidecar
+    columns = inputs.described.columns.get(name, ())
+    docs = sidecar.column_docs if sidecar is not None else {}
+    lineage = inputs.lineage_by_pipeline.get(name, {})
+    return {
+        "title": name,
+        "description": sidecar.description if sidecar else None,
+        "file": source.file,
+        "materialized": source.materialized,
+        "sql": inputs.described.queries.get(name, "").strip("\n"),  # the lines its sink clauses held
+        "sinks": [f"{s}.{o}" for s, o in node.sinks] if node is not None else [],
+        "columns": _columns(columns, docs),
+        "lineage": lineage,
+    }
+
+
+def _check_panel(node: CheckNode) -> dict[str, Any]:
+    check = node.check
+    return {
+        "title": node.name,
+        "target": node.target,
+        "type": check.type,
+        "options": check.options,
+        "severity": check.severity,
+        "file": check.place.file,
+        "sql": node.sql,
+    }
+
+
+def _sink_panel(node: SinkWriteNode, planned: PlannedNode | None, inputs: DocsInputs) -> dict[str, Any]:
+    project = inputs.plan.dag.project
+    sink = project.sinks[node.sink]
+    spec = sink.outputs.get(node.output)
+    request = node.work.request
+    return {
+        "title": f"{node.sink}.{node.output}",
+        "description": spec.description if spec is not None else None,
+        "file": sink.file,
+        "connector": sink.connector,
+        "options": spec.options if spec is not None else {},
+        "strategy": str(request.strategy),
+        "keys": list(request.keys),
+        "duplicates": node.work.duplicates,
+        "guarantee": planned.guarantee if planned is not None else None,
+        "tier": str(node.work.tier),
+        "retry": _retry(planned),
+        "pipeline": node.pipeline,
+        "columns": _columns(inputs.described.columns.get(node.pipeline, ()), {}),
+    }
+
+
+def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> dict[str, Any]:
+    deps = list(node.deps)
+    if isinstance(node, SourceLoadNode):
+        kind, label, panel = SOURCE, f"{node.source}.{node.dataset}", _source_panel(node, planned, inputs)
+    elif isinstance(node, PipelineNode):
+        reads = list(inputs.described.reads.get(node.name, deps))
+        deps = reads + [
+            d for d in deps if d not in reads and isinstance(inputs.plan.dag.nodes.get(d), CheckNode)
+        ]
+        kind, label, panel = PIPELINE, node.name, _pipeline_panel(node.name, node, inputs)
+    elif isinstance(node, CheckNode):
+        kind, label, panel = CHECK, node.name, _check_panel(node)
+    else:
+        assert isinstance(node, SinkWriteNode)
+        kind, label, panel = SINK, f"{node.sink}.{node.output}", _sink_panel(node, planned, inputs)
+    return {
+        "id": node.name,
+        "kind": kind,
+        "label": label,
+        "deps": deps,
+        "tags": list(node.tags),
+        "panel": panel,
+    }
+
+
+def _ephemeral_node(name: str, inputs: DocsInputs) -> dict[str, Any]:
+    pipeline = inputs.plan.dag.project.pipelines[name]
+    return {
+        "id": name,
+        "kind": PIPELINE,
+        "label": name,
+        "deps": list(inputs.described.reads.get(name, ())),
+        "tags": list(pipeline.tags),
+        "panel": _pipeline_panel(name, None, inputs),
+    }
+
+
+def docs_document(inputs: DocsInputs) -> dict[str, Any]:
+    dag = inputs.plan.dag
+    planned = {p.node.name: p for p in inputs.plan.nodes}
+    nodes = [_graph_node(node, planned.get(name), inputs) for name, node in dag.nodes.items()]
+    nodes += [
+        _ephemeral_node(name, inputs) for name in sorted(inputs.described.ephemeral) if name not in dag.nodes
+    ]
+    deps = {n["id"]: n["deps"] for n in nodes}
+    runs = run_history(
+        dag.project.state_dir, {name: node.deps for name, node in dag.nodes.items()}, inputs.runs
+    )
+    last = _last_status(runs)
+    positions = layered_layout(deps)
+    for node in nodes:
+        node["status"] = last.get(node["id"])
+        node["layer"], node["row"] = positions[node["id"]]
+    document: dict[str, Any] = dag.redactor.deep(
+        {
+            "project": _project(dag.project),
+            "nodes": nodes,
+            "runs": runs,
+            "checks": check_history(runs),
+        }
+    )
+    return document
+
+
+def _project(project: Project) -> dict[str, Any]:
+    return {
+        "name": project.name,
+        "generated_at": utc_now(),
+        "pz_version": __version__,
+        "root": str(Path(project.root).name),
+    }
+
+
+def _last_status(runs: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Each node's status in the newest run that recorded it."""
+    last: dict[str, str] = {}
+    for run in runs:  # newest first
+        for node in run["nodes"]:
+            last.setdefault(node["name"], node["status"])
+    return last
