@@ -17,4 +17,10 @@ def main() -> None:
             raise
         sys.stderr.write("error: PZ0514 interrupted while pz was starting: nothing ran\n")
         interrupts.exit_now(1)
-    run()
+    try:
+        run()
+    except KeyboardInterrupt:  # a stop signal in the instant between the command's end and `ending`
+        if not interrupts.tripped():
+            raise
+        sys.stderr.write("error: PZ0514 interrupted as pz was ending\n")
+        interrupts.exit_now(1)

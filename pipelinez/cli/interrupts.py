@@ -63,3 +63,16 @@ def exit_now(code: int) -> None:
         except Exception:  # a closed pipe: nothing more to say
             continue
     os._exit(code)
+
+
+def ending(code: int) -> None:
+    """The command has ended and said all it had to (exit `code`): a stop signal from now on ends the
+    process at once with that code, never as a traceback out of Python's own shutdown (which joins the
+    worker threads)."""
+
+    def _now(_signum: int, _frame: object) -> None:
+        exit_now(code)
+
+    if threading.current_thread() is threading.main_thread():
+        for signum in stop_signals.STOP_SIGNALS:
+            signal.signal(signum, _now)

@@ -22,13 +22,59 @@ EXIT_SIGTERM = 128 + signal.SIGTERM  # what a process ended by SIGTERM exits wit
 _tripped = threading.Event()
 _received: list[str] = []  # the signals that came, in order
 _cleanups: list[Callable[[], None]] = []
+_held = 0  # how many `held()` blocks the main thread is in
+_pending = False  # a stop signal came while held: raised at the next `take_pending()` or the block's end
 
 
 def on_stop_signal(signum: int, _frame: FrameType | None) -> None:
-    """The handler of SIGINT and SIGTERM: record it and stop the main thread like Ctrl-C."""
+    """The handler of SIGINT and SIGTERM: record it and stop the main thread like Ctrl-C (or, inside
+    `held()`, at the block's next safe point)."""
+    global _pending
     _received.append(signal.Signals(signum).name)
     _tripped.set()
+    if _held:
+        _pending = True
+        return
     raise KeyboardInterrupt
+
+
+def _ours() -> bool:
+    """pz's handler stops the main thread for both signals, and this is the main thread."""
+    return threading.current_thread() is threading.main_thread() and all(
+        signal.getsignal(signum) is on_stop_signal for signum in STOP_SIGNALS
+    )
+
+
+@contextlib.contextmanager
+def held() -> Iterator[bool]:
+    """A block whose bookkeeping a stop signal must never cut in two (the scheduler: a node counted as
+    started but never submitted, a finished attempt's message taken from the queue but not recorded, would
+    leave it waiting forever for a result that never comes). Inside, a stop signal is only recorded; the
+    block raises it as KeyboardInterrupt where it is safe (`take_pending`), or at its end. Yields whether
+    signals are held (pz's own handler is in place, in the main thread): if not, it changes nothing."""
+    global _held, _pending
+    if not _ours():
+        yield False
+        return
+    _held += 1
+    try:
+        yield True
+    except KeyboardInterrupt:  # the block stops already: a signal held meanwhile says nothing more
+        _pending = False
+        raise
+    finally:
+        _held -= 1
+    if not _held and _pending:
+        _pending = False
+        raise KeyboardInterrupt
+
+
+def take_pending() -> None:
+    """Inside `held()`, at a safe point: raise the stop signal that came meanwhile, if one did."""
+    global _pending
+    if _pending:
+        _pending = False
+        raise KeyboardInterrupt
 
 
 def tripped() -> bool:
@@ -61,6 +107,11 @@ def sigterm_stops_the_run() -> Iterator[None]:
         return
     seen = len(_received)
     signal.signal(signal.SIGTERM, on_stop_signal)
+    # Python's own Ctrl-C handler raises KeyboardInterrupt at once, anywhere: pz's raises the same, but can
+    # hold it out of the scheduler's bookkeeping (`held`); a handler the caller installed stays
+    sigint = signal.getsignal(signal.SIGINT)
+    if sigint is signal.default_int_handler:
+        signal.signal(signal.SIGINT, on_stop_signal)
     try:
         yield
     except BaseException:
@@ -73,6 +124,8 @@ def sigterm_stops_the_run() -> Iterator[None]:
         raise SystemExit(EXIT_SIGTERM) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if sigint is signal.default_int_handler:
+            signal.signal(signal.SIGINT, sigint)
 
 
 def exit_cleanup(fn: Callable[[], None]) -> Callable[[], None]:

@@ -35,6 +35,7 @@ KC = TypeVar("KC", bound=Hashable, contravariant=True)
 FAIL_FAST = "cancelled by fail-fast"
 INTERRUPTED = "interrupted (SIGINT)"  # by SIGTERM: "interrupted (SIGTERM)" (`interrupted_reason`)
 REINTERRUPT_SECONDS = 0.25  # after Ctrl-C, running work is interrupted again this often until it stopped
+STOP_POLL_SECONDS = 0.1  # how long a stop signal held out of the loop's bookkeeping may wait
 
 
 def interrupted_reason() -> str:
@@ -217,24 +218,28 @@ class Scheduler(Generic[K, R]):
     # -- the loop ------------------------------------------------------------------------------------
     def run(self) -> dict[K, bool]:
         """Run to the end; returns ok per node. KeyboardInterrupt is re-raised after cancelling."""
-        for key in self.graph.order:
-            if self._waiting_on[key] == 0 and key not in self.ok:
-                self._became_ready(key)
-        try:
-            while len(self.ok) < len(self._rank):
-                self._pump()
-                if len(self.ok) == len(self._rank):
-                    break  # the gate refused the last nodes
-                if not self._running and not self._timers:
-                    stuck = [k for k in self.graph.order if k not in self.ok]
-                    raise RuntimeError(f"scheduler stalled with nodes {stuck}")
-                timeout = self._timers[0].at - self.clock.now() if self._timers else None
-                message = self.clock.next_message(self._inbox, timeout, bool(self._running))
-                if message is not None:
-                    self._settle(*message)
-        except KeyboardInterrupt:
-            self._interrupted()
-            raise
+        with stop_signals.held() as holding:  # a signal stops the loop only between two steps
+            try:
+                for key in self.graph.order:
+                    if self._waiting_on[key] == 0 and key not in self.ok:
+                        self._became_ready(key)
+                while len(self.ok) < len(self._rank):
+                    stop_signals.take_pending()
+                    self._pump()
+                    if len(self.ok) == len(self._rank):
+                        break  # the gate refused the last nodes
+                    if not self._running and not self._timers:
+                        stuck = [k for k in self.graph.order if k not in self.ok]
+                        raise RuntimeError(f"scheduler stalled with nodes {stuck}")
+                    timeout = self._timers[0].at - self.clock.now() if self._timers else None
+                    if holding:  # a held signal waits for the next step: wake up to look for one
+                        timeout = STOP_POLL_SECONDS if timeout is None else min(timeout, STOP_POLL_SECONDS)
+                    message = self.clock.next_message(self._inbox, timeout, bool(self._running))
+                    if message is not None:
+                        self._settle(*message)
+            except KeyboardInterrupt:
+                self._interrupted()
+                raise
         unsettled = [k for k in self.graph.order if k not in self.ok]
         if unsettled:  # the invariant: every node ran, failed, or was reported skipped or cancelled
             raise Unschedulable("nodes the run ended without settling or reporting", unsettled)

@@ -703,3 +703,25 @@ def test_runs_shows_a_killed_run_as_interrupted(project_dir: Path) -> None:
     history = pz(project_dir, "runs")
     assert "interrupted" in history.lines[1], history.output
     assert pz(project_dir, "run").exit_code == 0  # the dead run's lock did not block this one
+
+
+def test_a_stop_signal_while_pz_ends_is_no_traceback_and_keeps_the_exit_code() -> None:
+    """The command has ended (its exit code is known) but the interpreter still joins a worker thread: a
+    SIGINT then used to surface as 'Exception ignored in threading._shutdown' with a traceback."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal, sys, threading, time\n"
+        "sys.argv = ['pz', '--version']\n"
+        "threading.Thread(target=time.sleep, args=(3,)).start()  # joined at interpreter shutdown\n"
+        "def later():\n"
+        "    time.sleep(1)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "threading.Thread(target=later, daemon=True).start()\n"
+        "from pipelinez.cli.main import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr

@@ -330,3 +330,58 @@ def test_every_node_ends_with_an_outcome_whatever_fails() -> None:
             _graph(deps), nodes, slots=rng.randint(1, 3), fail_fast=rng.random() < 0.3, clock=nodes.clock
         ).run()
         assert set(ok) == set(names) and set(nodes.outcomes) == set(names)
+
+
+class SignalledNodes(FakeNodes):
+    """A stop signal reaches pz in the middle of the scheduler's bookkeeping: while a node is being
+    submitted (counted as running, not yet handed to a worker) and while a finished attempt is recorded."""
+
+    signalled_in: tuple[str, ...] = ("submit",)
+
+    def _signal(self, where: str) -> None:
+        import os
+        import signal
+
+        if where in self.signalled_in:
+            self.signalled_in = tuple(w for w in self.signalled_in if w != where)
+            os.kill(os.getpid(), signal.SIGINT)  # the handler runs at the next bytecode, in this thread
+
+    def submit(self, key: str, attempt: int, done: Callable[[Any], None]) -> None:
+        self._signal("submit")
+        super().submit(key, attempt, done)
+
+    def settle(self, key: str, attempt: int, result: Any, may_retry: bool) -> Verdict:
+        self._signal("settle")
+        return super().settle(key, attempt, result, may_retry)
+
+    def interrupt(self) -> None:
+        super().interrupt()
+        if self.interrupts > 40:  # about 10 s of waiting for a result that never comes
+            raise AssertionError("the scheduler waits for an attempt that was never handed to a worker")
+
+
+@pytest.mark.parametrize("where", ["submit", "settle"])
+def test_a_stop_signal_in_the_bookkeeping_never_loses_an_attempt(where: str) -> None:
+    """With pz's own handler in place (the `pz` process), a SIGINT landing while a node is submitted or a
+    result recorded is held to the loop's next step: every node still gets its outcome, no hang. Before,
+    the KeyboardInterrupt cut `submit` in two and the scheduler waited forever for that node."""
+    import signal
+
+    from pipelinez.core import stop_signals
+
+    previous = {s: signal.getsignal(s) for s in stop_signals.STOP_SIGNALS}
+    for s in stop_signals.STOP_SIGNALS:
+        signal.signal(s, stop_signals.on_stop_signal)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            nodes = SignalledNodes(FakeClock(), {}, {}, pool)
+            nodes.signalled_in = (where,)
+            deps: dict[str, list[str]] = {"a": [], "b": ["a"], "c": ["b"]}
+            sched: Scheduler[str, Any] = Scheduler(_graph(deps), nodes, slots=2, clock=nodes.clock)
+            with pytest.raises(KeyboardInterrupt):
+                sched.run()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    assert set(nodes.outcomes) == {"a", "b", "c"}, nodes.outcomes
+    assert nodes.outcomes["c"] == "cancelled"
