@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pipelinez.compile.inlining import inline, strip_trailing_semicolons
 from pipelinez.compile.templating import REF_TOKEN_RE, staging_table
 from pipelinez.config.model import Project
+from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import Diagnostic, warning
 from pipelinez.core.sqlnames import quote_ident
 
@@ -77,7 +78,7 @@ class LastStaging:
             self.open = []
             for path in self.files[:5]:  # the newest few: an older schema is a worse guess than none
                 try:
-                    self.open.append(duckdb.connect(str(path), read_only=True))
+                    self.open.append(duck_connect.connect(str(path), read_only=True))
                 except duckdb.Error:  # being written, or not a database any more: pass it over
                     continue
         return self.open

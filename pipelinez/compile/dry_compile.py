@@ -19,6 +19,7 @@ from pipelinez.compile.name_checks import column_clash, column_clash_error
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
 from pipelinez.compile.null_columns import MAX_BIND_ERRORS, Shift, null_at, null_call_at, unshifted
 from pipelinez.compile.sql_inputs import OutsideRead, line_col, outside_reads, refused_statement
+from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import Diagnostic, error, warning
 from pipelinez.core.duck_messages import condense
 from pipelinez.core.sqlnames import quote_ident
@@ -133,9 +134,8 @@ class DryCompiler:
     def __init__(
         self, schema_of: SchemaLookup, origins: OriginLookup | None = None, external_access: bool = False
     ):
-        import duckdb
 
-        self.con: duckdb.DuckDBPyConnection = duckdb.connect(":memory:")
+        self.con: duckdb.DuckDBPyConnection = duck_connect.connect()
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET threads = 1")  # nothing here reads data: no worker threads to wake
         self.external_access = external_access

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipelinez.compile.watermark_sql import parse_queries
+from pipelinez.core import duck_connect
 
 # not CONSISTENT for DuckDB, yet the same on every run of a project: they name the session, or raise
 SAME_EVERY_RUN = frozenset(
@@ -33,9 +34,8 @@ def volatile_calls(queries: Sequence[str]) -> list[tuple[str, ...]]:
     cannot parse it: taken as volatile, so nothing is vouched for that cannot be shown)."""
     if not queries:
         return []
-    import duckdb
 
-    con = duckdb.connect(":memory:")
+    con = duck_connect.connect()
     try:
         rows = con.execute(
             "SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE stability <> 'CONSISTENT'"

@@ -33,6 +33,7 @@ from pipelinez.compile.templating import WATERMARK_TOKEN_RE
 from pipelinez.compile.watermark_literal import ZONED
 from pipelinez.compile.watermark_rules import Declaration, SqlIncremental
 from pipelinez.compile.watermark_sql import Json, token_index
+from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.duck_messages import condense
 
@@ -135,9 +136,8 @@ def _order(text: str, cursor_type: str | None) -> Any:
 def _evaluate(
     pending: list[tuple[Key, Declaration]], result: SqlIncremental, literals: Mapping[str, list[str]]
 ) -> dict[int, LowerBound | str]:
-    import duckdb
 
-    con = duckdb.connect(":memory:")
+    con = duck_connect.connect()
     try:
         changing = _changing_functions(con)
         texts = _sql_texts(con, [d.value for _, d in pending])

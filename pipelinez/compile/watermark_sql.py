@@ -34,6 +34,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.compile.templating import REF_TOKEN_RE, WATERMARK_TOKEN_RE
+from pipelinez.core import duck_connect
 
 if TYPE_CHECKING:
     import duckdb
@@ -107,10 +108,9 @@ def parse_queries(queries: Sequence[str], con: duckdb.DuckDBPyConnection | None 
     `con` or on a private in-memory connection."""
     if not queries:
         return []
-    import duckdb
 
     own = con is None
-    use = duckdb.connect(":memory:") if con is None else con
+    use = duck_connect.connect() if con is None else con
     try:
         # one JSON text, not a Python list: binding a list converts (and type-sniffs) every element
         sql = """SELECT list_transform(from_json(?, '["VARCHAR"]'), q -> json_serialize_sql(q))"""

@@ -9,15 +9,16 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from pipelinez.core import duck_connect
+
 _local = threading.local()
 
 
 def _connection() -> Any:
-    import duckdb
 
     con = getattr(_local, "con", None)
     if con is None:
-        con = duckdb.connect(":memory:")
+        con = duck_connect.connect()
         _local.con = con
     return con
 

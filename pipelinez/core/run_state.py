@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import Diagnostic, PzError, error
 from pipelinez.core.duck_messages import condense
 
@@ -111,9 +112,8 @@ class RunState:
             con.close()
 
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
-        import duckdb
 
-        con = duckdb.connect(str(self.path), read_only=read_only)
+        con = duck_connect.connect(str(self.path), read_only=read_only)
         if not read_only:
             for statement in _SCHEMA:
                 con.execute(statement)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pipelinez.compile.dag import CompiledDag
 from pipelinez.config.model import Project
-from pipelinez.core import duck_catalog
+from pipelinez.core import duck_catalog, duck_connect
 from pipelinez.core.sqlnames import quote_literal
 from pipelinez.engine.events import EventBus, Note
 from pipelinez.engine.failures import NodeFailure
@@ -88,11 +88,10 @@ STAGING_STORAGE = "v1.2.0"
 
 
 def open_staging(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
-    import duckdb
 
     # A new staging file is created in DuckDB's v1.2 storage format, which compresses text with zstd
     # (engine.staging_compression: fast); files the run attaches (DuckDB sinks) keep DuckDB's default format.
-    con = duckdb.connect(str(path), config={"storage_compatibility_version": STAGING_STORAGE})
+    con = duck_connect.connect(str(path), config={"storage_compatibility_version": STAGING_STORAGE})
     con.execute("RESET storage_compatibility_version")
     con.execute(f"SET memory_limit = {quote_literal(memory_limit)}")
     con.execute("SET TimeZone = 'UTC'")

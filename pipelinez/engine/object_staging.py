@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.files.objects import io_error
 from pipelinez.connectors.s3.connector import S3Store
+from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import PzConfigError, PzConnectorError, error
 from pipelinez.core.sqlnames import quote_literal
 from pipelinez.engine.executor_choice import S3
@@ -163,7 +164,7 @@ class ObjectStagingRoot(StagingRoot):
         import duckdb
 
         probe = self._uri(self._key(f".pz-write-probe-{secrets.token_hex(6)}.parquet"))
-        con = duckdb.connect()
+        con = duck_connect.connect()
         try:
             self.attach(con)
             con.execute(f"COPY (SELECT 1 AS ok) TO {quote_literal(probe)} (FORMAT parquet)")

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from pipelinez.core import duck_connect
 from pipelinez.core.sqlnames import quote_ident
 
 if TYPE_CHECKING:
@@ -40,9 +41,8 @@ def sink_stream(cur: duckdb.DuckDBPyConnection, source: str, batch_rows: int) ->
     reader = cur.execute(f"SELECT * FROM {source}").to_arrow_reader(batch_rows)
     if not typed:
         return reader
-    import duckdb
 
-    private = duckdb.connect()
+    private = duck_connect.connect()
     private.execute("SET arrow_lossless_conversion = true")
     names = list(reader.schema.names)
     select = ", ".join(f"CAST({quote_ident(n)} AS {typed[n]}) AS {quote_ident(n)}" for n in typed)

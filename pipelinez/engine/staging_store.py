@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from pipelinez.core import duck_catalog
+from pipelinez.core import duck_catalog, duck_connect
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.engine.runs import SEED_PREFIX, STAGING_FILE
 
@@ -284,7 +284,7 @@ def _attach(path: Path) -> duckdb.DuckDBPyConnection | str:
     """A connection with `path` attached read-only as `old`, or why it cannot be opened."""
     import duckdb
 
-    con = duckdb.connect()
+    con = duck_connect.connect()
     try:
         con.execute(f"ATTACH {quote_literal(str(path))} AS old (READ_ONLY)")
     except duckdb.Error as exc:

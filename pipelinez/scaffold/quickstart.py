@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.oserrors import os_error
 
@@ -129,7 +130,6 @@ def write_quickstart(directory: Path, force: bool = False) -> list[Path]:
 
 
 def _write_quickstart(directory: Path, force: bool) -> list[Path]:
-    import duckdb
 
     if directory.exists() and any(directory.iterdir()) and not force:
         raise PzConfigError(
@@ -149,7 +149,7 @@ def _write_quickstart(directory: Path, force: bool) -> list[Path]:
         path.write_text(text, encoding="utf-8")
         written.append(path)
     orders = directory / "data" / "orders.parquet"
-    con = duckdb.connect()
+    con = duck_connect.connect()
     try:
         con.execute(ORDERS_SQL.format(path=orders.as_posix().replace("'", "''")))
     finally:

@@ -231,3 +231,22 @@ def test_a_failed_append_records_the_rows_that_landed() -> None:
     )
     failure = classify(exc, "PZ0501", "sink 'wh' output 'events'")
     assert (failure.batches_committed, failure.rows) == (2, 2_000_000)
+
+
+def test_no_duckdb_connection_of_pz_draws_a_progress_bar() -> None:
+    """DuckDB draws a progress bar on stdout for queries over two seconds, into pz's own output lines; pz
+    opens every connection through core.duck_connect, which turns it off (cursors inherit it)."""
+    import pathlib
+    import re
+
+    from pipelinez.core import duck_connect
+
+    con = duck_connect.connect()
+    assert con.cursor().sql("SELECT current_setting('enable_progress_bar')").fetchall() == [(False,)]
+    package = pathlib.Path(duck_connect.__file__).parents[1]
+    direct = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.name != "duck_connect.py" and re.search(r"\bduckdb\.connect\(", path.read_text())
+    ]
+    assert direct == [], f"connect through pipelinez.core.duck_connect instead: {direct}"

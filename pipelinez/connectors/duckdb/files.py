@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipelinez.core import duck_connect
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 
 if TYPE_CHECKING:
@@ -98,11 +99,10 @@ def attached(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> 
 @contextlib.contextmanager
 def connected(path: Path, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
     """A separate connection to the file (its own database instance), under the file's lock."""
-    import duckdb
 
     lock = file_lock(path)
     with lock.reading() if read_only else lock.writing():
-        con = duckdb.connect(str(path), read_only=read_only)
+        con = duck_connect.connect(str(path), read_only=read_only)
         try:
             # its own buffer pool beside the run's staging database: bounded too (larger work spills)
             con.execute(f"SET memory_limit = '{SEPARATE_MEMORY_LIMIT}'")

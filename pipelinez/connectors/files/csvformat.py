@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from pipelinez.connectors.files.netfail import is_network_failure
 from pipelinez.connectors.files.store import FileRef, file_list
 from pipelinez.connectors.sdk_sql import summary, with_schema
+from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 
@@ -289,7 +290,7 @@ def universal_batches(
     """Arrow batches of `files`: pyarrow splits text fields, DuckDB converts them; one file at a time."""
     import duckdb
 
-    con = duckdb.connect()
+    con = duck_connect.connect()
     try:
         con.execute("SET arrow_lossless_conversion = true")
         con.execute("SET preserve_insertion_order = true")

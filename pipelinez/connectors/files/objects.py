@@ -52,7 +52,7 @@ from pipelinez.connectors.files import ownership, promoting
 from pipelinez.connectors.files.formats import glob_escaped, glob_regex, has_glob, safe_token
 from pipelinez.connectors.files.netfail import is_network_failure
 from pipelinez.connectors.files.store import FileRef
-from pipelinez.core import failpoints
+from pipelinez.core import duck_connect, failpoints
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 
@@ -319,7 +319,7 @@ class ObjectStore(ABC):
         """A private in-memory DuckDB able to read the store (secret kept for the connection's life)."""
         import duckdb
 
-        con = duckdb.connect()
+        con = duck_connect.connect()
         try:
             self.install(con, "__pz_store")
         except (duckdb.Error, PzConnectorError) as exc:

@@ -28,6 +28,7 @@ from pipelinez.connectors.files.formats import format_of_path, root_output_probl
 from pipelinez.connectors.files.store import FileRef
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
 from pipelinez.connectors.sdk_sql import peek_rows
+from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 
@@ -247,7 +248,7 @@ def _write_stream(fmt: str, dest: Path, schema: pa.Schema, batches: _Counted) ->
                 raise
 
         stream = pa.RecordBatchReader.from_batches(schema, guarded())
-        con = duckdb.connect()
+        con = duck_connect.connect()
         try:
             con.register("pz_sink_stream", stream)
             dest_sql = quote_literal(str(dest))
@@ -280,7 +281,7 @@ def _write_partitioned_stream(
             refused.append(exc)
             raise
 
-    con = duckdb.connect()
+    con = duck_connect.connect()
     try:
         con.register("pz_sink_stream", pa.RecordBatchReader.from_batches(schema, guarded()))
 
@@ -325,7 +326,6 @@ def partition_options(out: FileOutput, names: list[str]) -> str:
 
 def write_batches(out: FileOutput, folder: OutputFolder, reader: pa.RecordBatchReader) -> WriteResult:
     """Write the engine's Arrow stream into a folder whose locations are local paths (universal tier)."""
-    import duckdb
 
     first, rest = peek_rows(reader)
     if first is None and out.strategy == "replace" and not out.allow_empty:
@@ -341,7 +341,7 @@ def write_batches(out: FileOutput, folder: OutputFolder, reader: pa.RecordBatchR
         return WriteResult(counted.rows)
     if first is None:
         return WriteResult(0, batches_committed=0)
-    helper = duckdb.connect()
+    helper = duck_connect.connect()
     try:
         check_append_columns(helper, out, folder, list(reader.schema.names))
     finally:

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# The JSON-file rules (depth guard, inference bounds) of the SDK's file-format kit, as for JSON files.
 from pipelinez.connectors.files.jsondepth import refuse_too_deep
 from pipelinez.connectors.files.jsonread import INFER_DEPTH, INFER_SAMPLE
 from pipelinez.connectors.sdk_sql import summary
+
+# The JSON-file rules (depth guard, inference bounds) of the SDK's file-format kit, as for JSON files.
+from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 
@@ -47,14 +49,13 @@ class PageReader:
         contract: Sequence[tuple[str, str]] | None,
         note: Callable[[str], None] = lambda _m: None,
     ):
-        import duckdb
 
         self.records_path = records_path
         self.schema: tuple[tuple[str, str], ...] | None = tuple(contract) if contract else None
         self.inferred = not contract  # the schema comes from the first page's records
         self._note = note
         self._unread: set[str] = set()  # keys of later pages that the inferred schema does not read
-        self._con: duckdb.DuckDBPyConnection = duckdb.connect()
+        self._con: duckdb.DuckDBPyConnection = duck_connect.connect()
         self._con.execute("SET TimeZone = 'UTC'")
         self._dir = tempfile.TemporaryDirectory(prefix="pz-http-")
         self._pages = 0

@@ -17,6 +17,7 @@ from pipelinez.connectors.http.settings import HttpConnection, HttpOutput
 from pipelinez.connectors.http.source import endpoint_url
 from pipelinez.connectors.sdk import WriteResult
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint, deliver
+from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident
 
@@ -58,7 +59,7 @@ class BodyEncoder:
         import duckdb
 
         self.fmt = fmt
-        self._con: duckdb.DuckDBPyConnection = duckdb.connect()
+        self._con: duckdb.DuckDBPyConnection = duck_connect.connect()
         self._con.execute("SET TimeZone = 'UTC'")
 
     def encode(self, table: pa.Table) -> bytes:

@@ -37,6 +37,7 @@ from pipelinez.connectors.sdk import (
     WriteResult,
 )
 from pipelinez.connectors.sdk_sql import bounded_batches, bounded_select, land, os_error, wrap
+from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.vocabulary import Strategy
 
@@ -143,11 +144,10 @@ class LocalFilesConnector(Connector):
         """A private in-memory DuckDB the connector describes parquet files with, opened once per connector
         (a partition worker reads all its partitions through one connector: opening a database per
         partition cost more than reading a small file)."""
-        import duckdb
 
         with self._lock:
             if self._helper is None:
-                self._helper = duckdb.connect()
+                self._helper = duck_connect.connect()
             return self._helper
 
     def close(self) -> None:
@@ -223,7 +223,7 @@ class LocalFilesConnector(Connector):
         if latest is None:
             return None
         try:
-            con = duckdb.connect()
+            con = duck_connect.connect()
             try:
                 cols = writing.parquet_columns(con, latest)
             finally:
@@ -276,7 +276,6 @@ class LocalFilesConnector(Connector):
 
     def _schema(self, ds: reading.FileDataset, dataset: DatasetRequest) -> ReadSchema:
         """The dataset's schema, decided once per connector instance over all of the dataset's files."""
-        import duckdb
 
         key = json.dumps([dataset.name, dataset.options, ds.contract], sort_keys=True, default=str)
         with self._lock:
@@ -284,7 +283,7 @@ class LocalFilesConnector(Connector):
             if cached is not None:
                 return cached
             files = ds.absolute(ds.require_files())
-            con = duckdb.connect()
+            con = duck_connect.connect()
             try:
                 schema = reading.resolve_schema(con, ds, files)
             finally:

@@ -15,6 +15,7 @@ from pipelinez.connectors.files import ownership
 from pipelinez.connectors.files.store import FileRef, local_ref
 from pipelinez.connectors.localfiles.folders import append_file, append_tree, replace_folder
 from pipelinez.connectors.localfiles.paths import list_files, under_root
+from pipelinez.core import duck_connect
 
 if TYPE_CHECKING:
     import duckdb
@@ -34,9 +35,8 @@ class LocalStore:
         return local_ref(under_root(self.root, name))
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        import duckdb
 
-        return duckdb.connect()
+        return duck_connect.connect()
 
 
 def files_under(folder: Path) -> list[str]:
