@@ -217,10 +217,8 @@ def commit_run(
             skipped[name] = decision.reason
     try:
         state.commit_watermarks(marks.values())
-    except StateFileError as exc:  # broken, or another process holding the file
-        reason = exc.diagnostics[0].message
-    except Exception as exc:  # the disk, permissions
-        reason = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # broken, another process holding the file (StateFileError); the disk
+        reason = exc.diagnostics[0].message if isinstance(exc, StateFileError) else f"{type(exc).__name__}: {exc}"
         unwritten = dict.fromkeys(marks, "the state file could not be written")
         return RunCommit({}, {**skipped, **unwritten}, reason)
     return RunCommit(marks, skipped)

@@ -167,3 +167,35 @@ def test_a_stored_watermark_that_no_longer_fits_is_pz0235(
     run_ok(project, "--full-refresh")  # the way out: reads from the start and stores a fitting watermark
     assert state(project)[("src", "items")] == "30"
     run_ok(project)
+
+
+def test_a_state_file_that_refuses_the_commit_is_pz0525_and_no_watermark_is_reported_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state file readable at the start but refusing the end-of-run commit (another process took its
+    lock meanwhile, or it broke): nothing is committed, the run says so (PZ0525), no `watermark` line
+    claims otherwise, and the next run reads the same delta again. Before, a StateFileError here fell
+    through and the run reported the watermarks as committed."""
+    from pipelinez.core.diagnostics import error
+    from pipelinez.core.run_state import RunState, StateFileError
+
+    project, _ = _incremental_project(tmp_path)
+    before = state(project)
+    with backend("duckdb_native", tmp_path) as src:
+        src.insert(CURSORS["int"], [(4, 4), (5, 5)])
+
+    def refuse(self: RunState, marks: object) -> None:
+        raise StateFileError(
+            [error("PZ0528", "the state file .pz/state.duckdb is held open by another process")]
+        )
+
+    monkeypatch.setattr(RunState, "commit_watermarks", refuse)
+    result = pz(project, "run")
+    assert "PZ0525" in result.output, result.output
+    assert not any(line.startswith("watermark ") for line in result.lines), result.output
+    node = next(n for n in result.run_results()["nodes"] if n["name"] == "src_src__items")
+    assert node["watermark"]["committed"] is False, node["watermark"]
+    monkeypatch.undo()
+    assert state(project) == before
+    run_ok(project)  # the same delta again: merged, so no duplicates
+    assert sink_ids(project) == [1, 2, 3, 4, 5]
