@@ -32,7 +32,7 @@ def on_stop_signal(signum: int, _frame: FrameType | None) -> None:
     global _pending
     _received.append(signal.Signals(signum).name)
     _tripped.set()
-    if _held:
+    if _held and not _pending:  # a second signal while one is held stops the block at once
         _pending = True
         return
     raise KeyboardInterrupt
@@ -59,8 +59,9 @@ def held() -> Iterator[bool]:
     _held += 1
     try:
         yield True
-    except KeyboardInterrupt:  # the block stops already: a signal held meanwhile says nothing more
-        _pending = False
+    except BaseException:  # the block ends already: a signal held meanwhile is not raised in a later one
+        if _held == 1:
+            _pending = False
         raise
     finally:
         _held -= 1

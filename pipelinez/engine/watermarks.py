@@ -218,7 +218,9 @@ def commit_run(
     try:
         state.commit_watermarks(marks.values())
     except Exception as exc:  # broken, another process holding the file (StateFileError); the disk
-        reason = exc.diagnostics[0].message if isinstance(exc, StateFileError) else f"{type(exc).__name__}: {exc}"
+        reason = (
+            exc.diagnostics[0].message if isinstance(exc, StateFileError) else f"{type(exc).__name__}: {exc}"
+        )
         unwritten = dict.fromkeys(marks, "the state file could not be written")
         return RunCommit({}, {**skipped, **unwritten}, reason)
     return RunCommit(marks, skipped)

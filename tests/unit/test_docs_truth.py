@@ -139,7 +139,7 @@ def test_windowed_reads_in_docs_match_the_manifests() -> None:
 
 
 def _opts(command: click.Command) -> set[str]:
-    """A command's own flags; a group's (`pz docs`) are its subcommands' together (one section documents them)."""
+    """A command's own flags; a group's (`pz docs`) are its subcommands' together (one section)."""
     if isinstance(command, click.Group) and command is not cli:
         return {opt for sub in command.commands.values() if not sub.hidden for opt in _opts(sub)}
     return {

@@ -76,3 +76,18 @@ def test_a_glob_reaches_into_a_folder_only_where_it_can_match(
     glob: tuple[str, ...], rest: tuple[str, ...], below: bool, reaches: bool
 ) -> None:
     assert glob_reaches(glob, rest, below) is reaches
+
+
+def test_a_file_browser_s_clutter_is_nobody_s_data() -> None:
+    """Opening an output folder in macOS Finder or Windows Explorer leaves .DS_Store, ._* or Thumbs.db
+    there: that must not stop every later replace as PZ0530."""
+    files = ["part-00000.parquet", ".DS_Store", "._part-00000.parquet", "sub/Thumbs.db", "desktop.ini"]
+    ownership.check_replace(
+        files, ownership.manifest_bytes(["part-00000.parquet"]), "out/o", foreign_ok=False
+    )
+    ownership.check_replace(files, None, "out/o", foreign_ok=False)  # an older pz's folder: still pz's
+    with pytest.raises(PzConnectorError) as caught:
+        ownership.check_replace([*files, "notes.txt"], None, "out/o", foreign_ok=False)
+    message = str(caught.value)
+    assert "notes.txt" in message and ".DS_Store" not in message and "Thumbs.db" not in message
+    assert "Next:" not in message  # the registry's next step is the one next: line

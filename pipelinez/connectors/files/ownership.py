@@ -39,6 +39,16 @@ def pz_named(rel: str) -> bool:
     return bool(_PZ_DATA.fullmatch(name)) and all(_PARTITION_DIR.fullmatch(f) for f in folders)
 
 
+_OS_CLUTTER = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})
+
+
+def os_clutter(rel: str) -> bool:
+    """A file an operating system's file browser leaves in any folder it shows (macOS Finder's .DS_Store and
+    ._* files, Windows' Thumbs.db and desktop.ini): nobody's data, so a replace removes it with the folder."""
+    name = rel.rsplit("/", 1)[-1]
+    return name in _OS_CLUTTER or name.startswith("._")
+
+
 def pz_scratch(rel: str) -> bool:
     """pz's own leftovers inside the folder (an interrupted append's hidden temp file or folder) and the
     manifest itself."""
@@ -63,9 +73,7 @@ def read_manifest(data: bytes, where: str) -> frozenset[str]:
     except (ValueError, KeyError, TypeError) as exc:
         raise PzConnectorError(
             f"the manifest {where} that records which files pz wrote there cannot be read ({exc}); nothing "
-            "was written. Next: if every file there is pz's, delete the manifest (a folder holding only "
-            "pz-named part-* files counts as pz's), or set foreign_files: replace on the output to let the "
-            "replace remove everything there",
+            "was written (a folder without a manifest that holds only pz-named part-* files counts as pz's)",
             code="PZ0532",
         ) from None
 
@@ -78,7 +86,7 @@ class Ownership:
 
 def classify(files: list[str], manifest: bytes | None, where: str) -> Ownership:
     """Split a folder's files (every file under it, '/'-separated relative paths) into pz's and foreign."""
-    present = [f for f in files if not pz_scratch(f)]
+    present = [f for f in files if not pz_scratch(f) and not os_clutter(f)]
     if manifest is not None:
         named = read_manifest(manifest, where)
         owned = frozenset(f for f in present if f in named)
@@ -99,8 +107,7 @@ def refuse_foreign(where: str, foreign: tuple[str, ...]) -> None:
     )
     raise PzConnectorError(
         f"{where} holds {len(foreign)} file(s) pz did not write ({shown}); a replace empties the folder, so "
-        "nothing was written. Next: move those files elsewhere, point the output's path at a folder of its "
-        "own, or set foreign_files: replace on the output to let the replace remove them",
+        "nothing was written",
         code="PZ0530",
     )
 
