@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pipelinez.compile.inlining import inline_text
 from pipelinez.compile.nodes import Node, PipelineNode
 from pipelinez.compile.semantic import PipelineInfo
+from pipelinez.compile.sql_inputs import CATALOG_VIEWS
 from pipelinez.compile.templating import staging_table
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, Place, error
@@ -53,6 +54,15 @@ def case_clashes(project: Project) -> tuple[list[Diagnostic], set[tuple[str, str
     diags: list[Diagnostic] = []
     lost: set[tuple[str, str]] = set()
     for item in named:
+        if item.name.casefold() in CATALOG_VIEWS:
+            diags.append(
+                error(
+                    "PZ0238",
+                    f"{item.what} has the name of one of DuckDB's own catalog views, which staging cannot "
+                    "hold as a table",
+                    place=item.place,
+                )
+            )
         earlier = first.setdefault(item.name.casefold(), item)
         if earlier is item or earlier.name == item.name:  # the same name exactly: PZ0204 / PZ0216
             continue

@@ -99,6 +99,7 @@ class OutsideRead:
 
     what: str  # "table function read_csv()", "table pg.public.orders"
     offset: int | None  # 0-based character offset in the SQL, when DuckDB gives one
+    view: str | None = None  # the catalog view's name, when the read is one
 
 
 def _calls(sql: str) -> Iterator[tuple[str, int]]:
@@ -136,8 +137,22 @@ def outside_reads(con: duckdb.DuckDBPyConnection, sql: str) -> list[OutsideRead]
     if tree.get("error"):
         # a PIVOT is several statements that DuckDB will not serialize: judge its calls by name
         return _named_table_functions(con, sql) if tree.get("error_type") == "not implemented" else []
-    found = [_read_of(node) for node in _nodes(tree)]
-    return [_at_char(sql, read) for read in found if read is not None]
+    nodes = list(_nodes(tree))
+    found = [read for read in map(_read_of, nodes) if read is not None]
+    if any(read.view for read in found):  # a CTE of that name is no catalog view (a table can't be: PZ0238)
+        ctes = _cte_names(nodes)
+        found = [read for read in found if read.view is None or read.view.lower() not in ctes]
+    return [_at_char(sql, read) for read in found]
+
+
+def _cte_names(nodes: list[dict[str, Any]]) -> set[str]:
+    return {
+        str(entry.get("key", "")).lower()
+        for node in nodes
+        if isinstance(node.get("cte_map"), dict)
+        for entry in node["cte_map"].get("map", [])
+        if isinstance(entry, dict)
+    }
 
 
 def _named_table_functions(con: duckdb.DuckDBPyConnection, sql: str) -> list[OutsideRead]:
@@ -187,7 +202,7 @@ def _read_of(node: dict[str, Any]) -> OutsideRead | None:
         catalog, schema = str(node.get("catalog_name") or ""), str(node.get("schema_name") or "")
         name = str(node.get("table_name", ""))
         if not catalog and schema in ("", "main", "pg_catalog") and name.lower() in CATALOG_VIEWS:
-            return OutsideRead(f"the catalog view {name}", _location(node))
+            return OutsideRead(f"the catalog view {name}", _location(node), name)
         if catalog or schema not in ("", "main"):
             qualified = ".".join(p for p in (catalog, schema, name) if p)
             return OutsideRead(f"table {qualified} of another database or schema", _location(node))
@@ -204,7 +219,7 @@ def _at_char(sql: str, read: OutsideRead) -> OutsideRead:
     if read.offset is None or sql.isascii():
         return read
     prefix = sql.encode("utf-8")[: read.offset].decode("utf-8", errors="ignore")
-    return OutsideRead(read.what, len(prefix))
+    return OutsideRead(read.what, len(prefix), read.view)
 
 
 def line_col(sql: str, offset: int) -> tuple[int, int]:

@@ -434,6 +434,13 @@ REGISTRY: tuple[Code, ...] = (
         "give the output a path: of its own (e.g. out/orders.parquet), outside those project folders",
     ),
     Code(
+        "PZ0238",
+        "NameReservedByDuckDB",
+        "a pipeline is named like one of DuckDB's own catalog views (pg_settings, duckdb_tables, "
+        "sqlite_master, ...): the staging database cannot create a table of that name",
+        "rename the pipeline's file (and the ref() calls that read it)",
+    ),
+    Code(
         "PZ0232",
         "LockMismatch",
         "the project has a pz.lock, and a connector it pins or uses is not installed as the lock records "

@@ -107,6 +107,31 @@ def test_computing_table_functions_stay_allowed(project_dir: Path) -> None:
     assert "2 rows" in result.output
 
 
+def test_an_input_or_cte_named_like_a_catalog_view_is_no_outside_read(project_dir: Path) -> None:
+    """A CTE called pg_tables is the query's own: not DuckDB's catalog view (it was PZ0413: found by review).
+    A pipeline cannot take such a name at all: staging cannot hold a table called pg_settings (PZ0238 at
+    validate; it failed at run time)."""
+    files = {
+        **SMALL,
+        "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'p') }}\n"
+        "WITH pg_tables AS (SELECT id FROM {{ source('files', 'orders') }}) SELECT id FROM pg_tables\n",
+    }
+    write_project(project_dir, files)
+    result = pz(project_dir, "run")
+    assert result.exit_code == 0, result.output
+    assert "ok lake.p 1 rows" in result.output
+    write_project(project_dir, {"pipelines/pg_settings.sql": "SELECT 1 AS id\n"})
+    reserved = pz(project_dir, "validate")
+    assert reserved.exit_code == 2, reserved.output
+    assert [line.split()[1] for line in reserved.lines if line.startswith("error:")] == ["PZ0238"], (
+        reserved.output
+    )
+    (project_dir / "pipelines" / "pg_settings.sql").unlink()
+    write_project(project_dir, _pipeline("SELECT count(*) AS id FROM pg_tables"))  # the real view: refused
+    refused = pz(project_dir, "validate")
+    assert refused.exit_code == 2 and "reads the catalog view pg_tables" in refused.output, refused.output
+
+
 def test_engine_external_access_opts_out(project_dir: Path) -> None:
     files = {
         **_pipeline(f"SELECT id FROM read_csv('{project_dir / 'data' / 'orders.csv'}')"),
