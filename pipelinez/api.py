@@ -396,6 +396,10 @@ class Project:
         PzValidationError when the project is not valid, PzError PZ0539 when there is no such column."""
         from pipelinez.compile.lineage import project_lineage, staging_tables
 
+        given = Arguments("Project.lineage")
+        given.text("column", column, optional=False)
+        given.variables("vars", vars)
+        given.check()
         the_plan, described, _ = workflow.described_plan(
             self.root, overrides=vars, environ=self.environ, describe=True
         )
@@ -431,6 +435,11 @@ class Project:
         files pz docs did not write."""
         from pipelinez.docs_site.site import generate
 
+        given = Arguments("Project.docs")
+        given.path("out", out)
+        given.variables("vars", vars)
+        given.count("runs", runs, optional=False)
+        given.check()
         folder = Path(out) if out is not None else self.root / ".pz" / "target" / "docs"
         return generate(self.root, folder, vars, self.environ, runs)
 
@@ -438,6 +447,10 @@ class Project:
         """A server of a generated site on 127.0.0.1:`port` (`pz docs serve`); call `serve_forever()`."""
         from pipelinez.docs_site.site import server
 
+        given = Arguments("Project.docs_server")
+        given.path("folder", folder, optional=False)
+        given.port("port", port)
+        given.check()
         return server(Path(folder), port)
 
     def restore(

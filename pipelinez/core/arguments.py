@@ -8,6 +8,7 @@ raises them together. Values are never converted: what a call accepts is exactly
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +48,18 @@ class Arguments:
             name, value, "a whole number of at least 1" + (" (or None)" if optional else ""), f"{name}=4"
         )
 
+    def port(self, name: str, value: Any) -> None:
+        """A TCP port: a whole number from 0 (any free port) to 65535."""
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 65535:
+            return
+        self._bad(name, value, "a port number from 0 to 65535", f"{name}=8080")
+
+    def path(self, name: str, value: Any, optional: bool = True) -> None:
+        """A path: a string or an os.PathLike (or None, when `optional`)."""
+        if (optional and value is None) or isinstance(value, str | os.PathLike):
+            return
+        self._bad(name, value, "a path (a string or pathlib.Path)", f'{name}="out/docs"')
+
     def names(self, name: str, value: Any) -> None:
         """A list or tuple of strings (one selector per item; a bare string would be split into letters)."""
         if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
@@ -54,12 +67,13 @@ class Arguments:
         example = f"{name}=[{value!r}]" if isinstance(value, str) else f'{name}=["orders_enriched"]'
         self._bad(name, value, "a list of strings", example)
 
-    def text(self, name: str, value: Any, choices: tuple[str, ...] = ()) -> None:
-        """A string (one of `choices`, when given), or None."""
-        if value is None or (isinstance(value, str) and (not choices or value in choices)):
+    def text(self, name: str, value: Any, choices: tuple[str, ...] = (), optional: bool = True) -> None:
+        """A string (one of `choices`, when given), or None (when `optional`)."""
+        if (optional and value is None) or (isinstance(value, str) and (not choices or value in choices)):
             return
         wanted = "one of " + ", ".join(repr(c) for c in choices) if choices else "a string"
-        self._bad(name, value, wanted + " (or None)", f"{name}={(choices or ('...',))[0]!r}")
+        or_none = " (or None)" if optional else ""
+        self._bad(name, value, wanted + or_none, f"{name}={(choices or ('...',))[0]!r}")
 
     def variables(self, name: str, value: Any) -> None:
         """A mapping of variable names to their values as strings, exactly what `--var name=value` gives."""

@@ -156,6 +156,15 @@ def test_arguments_of_the_wrong_type_are_one_usage_error_and_nothing_runs(shop: 
         project.retry(dry_run="yes")  # type: ignore[arg-type]
     with pytest.raises(PzUsageError):
         project.runs(limit=0)
+    # the docs site's calls too (they raised TypeError, AttributeError, OverflowError: found by review)
+    for call in (
+        lambda: project.docs(runs="5"),  # type: ignore[arg-type]
+        lambda: project.docs(runs=0),
+        lambda: project.lineage(5),  # type: ignore[arg-type]
+        lambda: project.docs_server(shop, port=70000),
+    ):
+        with pytest.raises(PzUsageError):
+            call()
     assert not (shop / ".pz" / "runs").exists()  # refused before any run started
 
 
