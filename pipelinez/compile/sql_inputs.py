@@ -8,10 +8,13 @@ function but the few that only compute (`range`, `unnest`, …), the system cata
 `pg_settings`, …) and every table named in another catalog or schema. `refused_statement` names a statement
 of the kinds above.
 
-A text scan decides first whether the parse is needed: a table function is always called with `(`, so SQL
-whose every `name(` is a known scalar function or keyword, and that names no catalog view, reads none of
-these, and most pipelines never reach the parser. Any other name (a table function, a CTE's column list, an
-unusual function) is looked up on the parse tree, so the scan can cost time, never a miss.
+In tier 4 a text scan decides first whether the parse is needed: a table function is always called with `(`,
+so SQL whose every `name(` is a known scalar function or keyword, and that names no catalog view, calls no
+table function nor view, and most pipelines never reach the parser. Any other name (a table function, a
+CTE's column list, an unusual function) is looked up on the parse tree. The scan does not look for tables
+named with a catalog or schema (`wh.orders`): tier 4 binds every query in a database holding only its
+inputs, where such a name does not bind (PZ0402). The run parses every pipeline's and check's SQL, scan or
+not, so there a qualified name (an attached sink's table) is refused as well.
 """
 
 from __future__ import annotations
@@ -124,11 +127,11 @@ def may_read_outside(sql: str) -> bool:
     return any(stem in lowered for stem in _CATALOG_STEMS) and any(hint in lowered for hint in _CATALOG_HINTS)
 
 
-def outside_reads(con: duckdb.DuckDBPyConnection, sql: str) -> list[OutsideRead]:
+def outside_reads(con: duckdb.DuckDBPyConnection, sql: str, prescan: bool = True) -> list[OutsideRead]:
     """Every table function (but the computing ones) and every table of another catalog or schema the
     query reads, in the order DuckDB's parse tree holds them. SQL that does not parse reads nothing here:
-    the binder reports it."""
-    if not may_read_outside(sql):
+    the binder reports it. `prescan`: skip the parse when the text scan finds no call (tier 4)."""
+    if prescan and not may_read_outside(sql):
         return []
     row = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchone()
     tree = json.loads(str(row[0])) if row else {}

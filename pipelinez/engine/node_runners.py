@@ -572,7 +572,7 @@ def run_check(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOutpu
 def refuse_outside_reads(cur: duckdb.DuckDBPyConnection, sql: str, allowed: bool, what: str) -> None:
     """The run's own guard (validate refused the same SQL with its secrets masked): a query reads only its
     inputs unless the project set engine.external_access."""
-    reads = [] if allowed else outside_reads(cur, sql)
+    reads = [] if allowed else outside_reads(cur, sql, prescan=False)  # one parse: the run never skips it
     if reads:
         raise NodeFailure("PZ0413", f"{what} reads {reads[0].what}, not one of its inputs; nothing ran")
 

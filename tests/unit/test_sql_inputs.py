@@ -39,6 +39,17 @@ def test_the_run_refuses_an_outside_read_unless_allowed() -> None:
     refuse_outside_reads(con, sql, True, "pipeline 'p'")  # engine.external_access: true
 
 
+def test_the_run_refuses_a_qualified_table_the_scan_lets_by() -> None:
+    """No call, no catalog view: tier 4's scan skips the parse (the name does not bind there), but the run
+    parses every query, so a table of an attached database (a DuckDB sink's) is refused there."""
+    con = duckdb.connect()
+    sql = "SELECT * FROM wh.main.orders"
+    assert not may_read_outside(sql)
+    with pytest.raises(NodeFailure) as caught:
+        refuse_outside_reads(con, sql, False, "pipeline 'p'")
+    assert caught.value.code == "PZ0413" and "wh.main.orders" in caught.value.message
+
+
 def test_no_name_the_scan_lets_by_is_a_table_function() -> None:
     """The text scan skips the parser only for names that are never a table function in this DuckDB."""
     from pipelinez.compile import sql_inputs
