@@ -94,6 +94,16 @@ def map_sql_error(
             line=line,
             col=col,
         )
+    extension = _NEEDED_EXTENSION.search(summary)
+    if extension:  # an autoloaded type or function: tier 4's locked database loads no extension
+        return error(
+            "PZ0414",
+            f"pipeline '{node}' needs DuckDB's '{extension.group(1)}' extension{where}, which tier 4 cannot "
+            "load: binding runs with external access off",
+            file=place_file,
+            line=line,
+            col=col,
+        )
     if err.kind == "Parser":
         code = "PZ0401"
     elif err.kind == "Catalog":
@@ -104,6 +114,9 @@ def map_sql_error(
         code = "PZ0403"
     text = condense(summary)
     return error(code, f"pipeline '{node}': {text}{where}", file=place_file, line=line, col=col)
+
+
+_NEEDED_EXTENSION = re.compile(r"(?:install|load) the required extension '([\w-]+)'", re.IGNORECASE)
 
 
 def _in_file(

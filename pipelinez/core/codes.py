@@ -552,6 +552,14 @@ REGISTRY: tuple[Code, ...] = (
     ),
     # --- 05: runtime -------------------------------------------------------------------------
     Code(
+        "PZ0414",
+        "ExtensionNotLoadable",
+        "a pipeline uses a type or function of a DuckDB extension that DuckDB loads on first use (inet, "
+        "spatial, excel, ...): tier 4 binds with DuckDB's external access off, so it loads no extension",
+        "write the query without the extension's types and functions, or set `engine: { external_access: "
+        "true }` in project.yml (it also lifts PZ0413's guard: pipelines may then read files and URLs)",
+    ),
+    Code(
         "PZ0501",
         "SinkWriteFailed",
         "writing an output failed",

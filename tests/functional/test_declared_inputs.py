@@ -132,6 +132,19 @@ def test_an_input_or_cte_named_like_a_catalog_view_is_no_outside_read(project_di
     assert refused.exit_code == 2 and "reads the catalog view pg_tables" in refused.output, refused.output
 
 
+def test_an_extension_type_is_named_for_what_it_is(project_dir: Path) -> None:
+    """A type DuckDB loads from an extension on first use (INET) cannot bind in tier 4's locked database:
+    PZ0414 names the extension and the opt-out, never PZ0403's 'add an explicit CAST' (found by review)."""
+    write_project(
+        project_dir, _pipeline("SELECT id, '127.0.0.1'::INET AS ip FROM {{ source('files', 'orders') }}")
+    )
+    result = pz(project_dir, "validate")
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.lines if line.startswith("error:")]
+    assert errors == [errors[0]] and errors[0].startswith("error: PZ0414 pipelines/p.sql:"), result.output
+    assert "DuckDB's 'inet' extension" in errors[0] and "external_access: true" in result.output
+
+
 def test_engine_external_access_opts_out(project_dir: Path) -> None:
     files = {
         **_pipeline(f"SELECT id FROM read_csv('{project_dir / 'data' / 'orders.csv'}')"),
