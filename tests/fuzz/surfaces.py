@@ -395,8 +395,9 @@ def signalled_run(draw: Draw, tree: Tree) -> Surface:
             },
         )  # fmt: skip
         query = "SELECT * FROM {{ source('fz_slow', 'items') }}"
-    else:  # a query that keeps DuckDB busy for about a second
-        query = "SELECT count(*) AS n FROM range(30000) a, range(30000) b WHERE (a.range + b.range) % 7 = 3"
+    else:  # a query that keeps DuckDB busy for a second or a few (under load): the signal lands while
+        # it runs, and a later `pz retry` that runs it again still ends well within the command's time limit
+        query = "SELECT count(*) AS n FROM range(8000) a, range(8000) b WHERE (a.range + b.range) % 7 = 3"
     _out_sink(tree, {"slow": {"table": "main.slow"}})
     tree["pipelines/fz_slow.sql"] = ("text", "INSERT INTO {{ sink('fz_out', 'slow') }}\n" + query + "\n")
     sig = _choose(draw, ["SIGTERM", "SIGTERM", "SIGINT"])
