@@ -144,9 +144,10 @@ def doc_reference_problems(
             problems.append(
                 error(
                     "PZ0124",
-                    f"{what}: {_short(written)} is not a doc() pz renders: write {{{{ doc('name') }}}} "
-                    "with one quoted block name, alone in its {{ }}",
+                    f"{what}: {_short(written)} is not a doc() pz renders (one quoted block name, "
+                    "alone in its {{ }})",
                     place=place,
+                    next_step="write it as {{ doc('block_name') }}",
                 )
             )
         elif name not in blocks:
