@@ -1,4 +1,4 @@
-"""The `{% docs %}` block parser and the `{{ doc('name') }}` renderer of descriptions (config/doc_blocks.py)."""
+"""The `{% docs %}` block parser and the `{{ doc('name') }}` renderer of descriptions (config.doc_blocks)."""
 
 from __future__ import annotations
 
@@ -36,13 +36,15 @@ def test_every_block_comes_back_with_its_stripped_text_and_line(
 
 
 def test_whitespace_control_and_spacing_are_accepted() -> None:
-    found, problems = parse_doc_blocks("{%-docs  a-%}\n  one\n{%- enddocs -%}{%docs b%}two{%enddocs%}", "f.md")
+    text = "{%-docs  a-%}\n  one\n{%- enddocs -%}{%docs b%}two{%enddocs%}"
+    found, problems = parse_doc_blocks(text, "f.md")
     assert problems == []
     assert [(b.name, b.text) for b in found] == [("a", "one"), ("b", "two")]
 
 
 def test_other_tags_are_text_and_a_docs_prefix_is_no_tag() -> None:
-    found, problems = parse_doc_blocks("{% raw %}{% docs a %}{% if x %}{% endif %}{% enddocs %}{% docsx %}", "f")
+    text = "{% raw %}{% docs a %}{% if x %}{% endif %}{% enddocs %}{% docsx %}"
+    found, problems = parse_doc_blocks(text, "f.md")
     assert problems == []
     assert [(b.name, b.text) for b in found] == [("a", "{% if x %}{% endif %}")]
 
