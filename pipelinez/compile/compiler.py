@@ -17,6 +17,7 @@ from pipelinez.compile.connector_static import validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
 from pipelinez.compile.described import Described, LastStaging, unknown_doc_columns
 from pipelinez.compile.described import describe as describe_tables
+from pipelinez.compile.doc_refs import doc_problems
 from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
 from pipelinez.compile.graph import descendants
 from pipelinez.compile.incremental import IncrementalSpec
@@ -124,7 +125,7 @@ def compile_project(
     errors += found
     warnings += warned
     found, clashed = case_clashes(project)
-    errors += found + unsafe_output_names(infos)
+    errors += found + unsafe_output_names(infos) + doc_problems(project)
     yaml_route, found = yaml_specs(project, templater)
     errors += found
     found = not_built.check(project) + check_pins(project)

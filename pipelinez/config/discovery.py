@@ -1,10 +1,11 @@
-"""Finding a project's files: project.yml, sources/*.yml, sinks/*.yml, pipelines/**/*.sql and their sidecars.
+"""Finding a project's files: project.yml, sources/*.yml, sinks/*.yml, pipelines/**/*.sql and their sidecars,
+and docs/**/*.md (Markdown holding `{% docs name %}` blocks; nothing else of docs/ is read).
 
 Hidden files and folders (a name starting with '.', e.g. `.pz/`) are skipped. `.yaml` is accepted next to
 `.yml`. Paths come back sorted, so loading is deterministic. Symbolic links are followed; a link whose target
 does not exist is PZ0110 and links that loop are PZ0111, never a silently skipped file. `sources`, `sinks` or
 `pipelines` being a file, and a project file that is a named pipe, socket or device (reading one would
-block), are PZ0114. Each of the three folders is walked for at most MAX_ENTRIES entries: a link to a large
+block), are PZ0114. Each of the four folders is walked for at most MAX_ENTRIES entries: a link to a large
 folder (`pipelines/shared -> /tmp`) stops the walk with PZ0117, naming the link, instead of reading for
 minutes.
 """
@@ -21,7 +22,8 @@ from pipelinez.core.diagnostics import Diagnostic, error
 
 PROJECT_FILE = "project.yml"
 YAML_SUFFIXES = (".yml", ".yaml")
-MAX_ENTRIES = 50_000  # file system entries looked at under one of sources/, sinks/, pipelines/
+MAX_ENTRIES = 50_000  # file system entries looked at under one of sources/, sinks/, pipelines/, docs/
+DOC_SUFFIX = ".md"
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class ProjectFiles:
     sinks: list[Path] = field(default_factory=list)
     pipelines: list[Path] = field(default_factory=list)  # the .sql files
     sidecars: list[Path] = field(default_factory=list)  # .yml/.yaml files under pipelines/
+    docs: list[Path] = field(default_factory=list)  # .md files under docs/ (their {% docs %} blocks)
     problems: list[Diagnostic] = field(default_factory=list)  # broken links among the project's files
 
     def rel(self, path: Path) -> str:
@@ -44,14 +47,16 @@ class ProjectFiles:
 
 def discover(root: Path) -> ProjectFiles:
     problems: list[Diagnostic] = []
-    pipelines, sidecars = _tree(root, root / "pipelines", problems)
+    found = _tree(root, root / "pipelines", (".sql", *YAML_SUFFIXES), problems)
+    pipelines = [p for p in found if p.suffix == ".sql"]
     return ProjectFiles(
         root=root,
         project=root / PROJECT_FILE,
         sources=_flat(root, root / "sources", problems),
         sinks=_flat(root, root / "sinks", problems),
         pipelines=pipelines,
-        sidecars=sidecars,
+        sidecars=[p for p in found if p.suffix != ".sql"],
+        docs=_tree(root, root / "docs", (DOC_SUFFIX,), problems),
         problems=problems,
     )
 
@@ -166,23 +171,22 @@ def _flat(root: Path, folder: Path, problems: list[Diagnostic]) -> list[Path]:
     return sorted(found)
 
 
-def _tree(root: Path, folder: Path, problems: list[Diagnostic]) -> tuple[list[Path], list[Path]]:
-    """(.sql files, .yml/.yaml files) under `folder`, following links to folders; a folder reached again
-    through a link (a loop) is PZ0111. Entries are judged from what the directory listing tells (no stat for
-    a plain file or folder), so a large tree costs little before the MAX_ENTRIES bound stops it."""
-    sql: list[Path] = []
-    yml: list[Path] = []
+def _tree(root: Path, folder: Path, wanted: tuple[str, ...], problems: list[Diagnostic]) -> list[Path]:
+    """The files under `folder` whose suffix is `wanted`, sorted, following links to folders; a folder
+    reached again through a link (a loop) is PZ0111. Entries are judged from what the directory listing
+    tells (no stat for a plain file or folder), so a large tree costs little before the MAX_ENTRIES bound
+    stops it."""
+    files: list[Path] = []
     link = broken_link(root, folder)
     if link:
         problems.append(link)
-        return sql, yml
+        return files
     odd = _not_a_folder(root, folder)
     if odd:
         problems.append(odd)
-        return sql, yml
+        return files
     if not folder.is_dir():
-        return sql, yml
-    wanted = (".sql", *YAML_SUFFIXES)
+        return files
     start = os.path.realpath(folder)
     pending = [(folder, start, frozenset({start}), _outside(root, folder))]
     looked, before = 0, len(problems)
@@ -196,7 +200,7 @@ def _tree(root: Path, folder: Path, problems: list[Diagnostic]) -> tuple[list[Pa
                     if looked > MAX_ENTRIES:
                         del problems[before:]  # none of it: a part of a tree is no project
                         problems.append(_too_large(root, folder, via))
-                        return [], []
+                        return []
                     if _visible(entry.name):
                         entries.append(entry)
         except OSError:
@@ -237,5 +241,5 @@ def _tree(root: Path, folder: Path, problems: list[Diagnostic]) -> tuple[list[Pa
                 if special:
                     problems.append(special)
                 else:
-                    (sql if suffix == ".sql" else yml).append(path)
-    return sorted(sql), sorted(yml)
+                    files.append(path)
+    return sorted(files)

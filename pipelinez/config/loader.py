@@ -76,6 +76,7 @@ class _Loading:
         sources = self._instances(self.files.sources, "source", build_source)
         sinks = self._instances(self.files.sinks, "sink", build_sink)
         pipelines = self._pipelines()
+        doc_files = self._doc_files()
         for source in sources.values():
             for dataset in source.datasets.values():
                 self.diagnostics += duplicate_check_names(
@@ -103,6 +104,7 @@ class _Loading:
             pipelines=pipelines,
             positions=dict(sorted(self.positions.items())),
             broken=frozenset(self.broken),
+            doc_files=doc_files,
         )
         return project, found
 
@@ -179,6 +181,19 @@ class _Loading:
                 spec = self._yaml(path, "sidecar", build_sidecar)
                 specs.setdefault(base, spec)
         return specs
+
+    # --- docs/ ------------------------------------------------------------------------------------------
+
+    def _doc_files(self) -> dict[str, str]:
+        """The text of each docs/**/*.md (parsed for `{% docs %}` blocks in tier 2)."""
+        texts: dict[str, str] = {}
+        for path in self.files.docs:
+            file = self.files.rel(path)
+            text, problems = read_text(path, file)
+            self.diagnostics += problems
+            if text is not None:
+                texts[file] = text
+        return texts
 
     # --- names ---------------------------------------------------------------------------------------
 

@@ -178,6 +178,8 @@ class Project:
     positions: dict[str, Positions] = field(default_factory=dict, repr=False, compare=False)
     # with a partial load: "source:<name>" / "sink:<name>" whose files failed tier 1 (left out above)
     broken: frozenset[str] = frozenset()
+    # docs/**/*.md by project-relative path -> text: the `{% docs name %}` blocks descriptions' doc() name
+    doc_files: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def state_dir(self) -> Path:

@@ -182,6 +182,21 @@ REGISTRY: tuple[Code, ...] = (
         "is shown nowhere; found when tier 4 binds the query)",
         "name one of the pipeline's result columns (the message lists them), or remove the entry",
     ),
+    Code(
+        "PZ0124",
+        "UnknownDocBlock",
+        "a `description:` calls `{{ doc('name') }}` with a name no `{% docs name %}` block of docs/**/*.md "
+        "holds, or writes doc() any other way than `{{ doc('name') }}` (tier 2)",
+        "fix the name (the message suggests the nearest block), or add the block to a Markdown file under "
+        "docs/",
+    ),
+    Code(
+        "PZ0125",
+        "InvalidDocBlock",
+        "a `{% docs %}` block of docs/**/*.md is malformed (no or a bad name, no `{% enddocs %}`, opened "
+        "inside another block, an `{% enddocs %}` closing none), or two blocks have one name (tier 2)",
+        "write each block as `{% docs name %} ... {% enddocs %}` with a name used once in docs/",
+    ),
     # --- 02: semantic ------------------------------------------------------------------------
     Code(
         "PZ0201",

@@ -16,6 +16,7 @@ from pipelinez import __version__
 from pipelinez.compile.described import Described
 from pipelinez.compile.lineage import ProjectLineage
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode, SourceLoadNode
+from pipelinez.config.doc_blocks import DocBlock, collect_doc_blocks, render_description
 from pipelinez.config.model import Project
 from pipelinez.docs_site.history import check_history, run_history
 from pipelinez.docs_site.layout import layered_layout
@@ -36,9 +37,20 @@ class DocsInputs:
     def lineage_by_pipeline(self) -> dict[str, dict[str, Any]]:
         return self.lineage.to_dict()
 
+    @cached_property
+    def doc_blocks(self) -> dict[str, DocBlock]:
+        """The docs/ blocks descriptions' `{{ doc('name') }}` render (tier 2 refused any problem)."""
+        return collect_doc_blocks(self.plan.dag.project.doc_files)[0]
 
-def _columns(columns: Sequence[tuple[str, str]], docs: Mapping[str, str]) -> list[dict[str, Any]]:
-    return [{"name": c, "type": t, "description": docs.get(c)} for c, t in columns]
+    def describe(self, description: str | None) -> str | None:
+        """A description as the page shows it: each `{{ doc('name') }}` rendered."""
+        return None if description is None else render_description(description, self.doc_blocks)
+
+
+def _columns(
+    columns: Sequence[tuple[str, str]], docs: Mapping[str, str], inputs: DocsInputs
+) -> list[dict[str, Any]]:
+    return [{"name": c, "type": t, "description": inputs.describe(docs.get(c))} for c, t in columns]
 
 
 def _retry(planned: PlannedNode | None) -> dict[str, object] | None:
@@ -52,11 +64,11 @@ def _source_panel(node: SourceLoadNode, planned: PlannedNode | None, inputs: Doc
     bounds = planned.bounds if planned is not None else None
     return {
         "title": f"{node.source}.{node.dataset}",
-        "description": spec.description,
+        "description": inputs.describe(spec.description),
         "file": source.file,
         "connector": source.connector,
         "options": spec.options,
-        "columns": _columns(inputs.described.columns.get(node.table, ()), spec.column_docs),
+        "columns": _columns(inputs.described.columns.get(node.table, ()), spec.column_docs, inputs),
         "contract": spec.columns is not None,
         "tier": None if planned is None or planned.tier is None else str(planned.tier),
         "incremental": None
@@ -76,12 +88,12 @@ def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) ->
     lineage = inputs.lineage_by_pipeline.get(name, {})
     return {
         "title": name,
-        "description": sidecar.description if sidecar else None,
+        "description": inputs.describe(sidecar.description if sidecar else None),
         "file": source.file,
         "materialized": source.materialized,
         "sql": inputs.described.queries.get(name, "").strip("\n"),  # the lines its sink clauses held
         "sinks": [f"{s}.{o}" for s, o in node.sinks] if node is not None else [],
-        "columns": _columns(columns, docs),
+        "columns": _columns(columns, docs, inputs),
         "lineage": lineage,
     }
 
@@ -106,7 +118,7 @@ def _sink_panel(node: SinkWriteNode, planned: PlannedNode | None, inputs: DocsIn
     request = node.work.request
     return {
         "title": f"{node.sink}.{node.output}",
-        "description": spec.description if spec is not None else None,
+        "description": inputs.describe(spec.description if spec is not None else None),
         "file": sink.file,
         "connector": sink.connector,
         "options": spec.options if spec is not None else {},
@@ -117,7 +129,7 @@ def _sink_panel(node: SinkWriteNode, planned: PlannedNode | None, inputs: DocsIn
         "tier": str(node.work.tier),
         "retry": _retry(planned),
         "pipeline": node.pipeline,
-        "columns": _columns(inputs.described.columns.get(node.pipeline, ()), {}),
+        "columns": _columns(inputs.described.columns.get(node.pipeline, ()), {}, inputs),
     }
 
 
