@@ -51,9 +51,12 @@ def was_reported() -> bool:
 
 
 def exit_now(code: int) -> None:
-    """End the process after an interruption was reported: flush what was printed, ignore further signals,
-    remove pz's temp files (os._exit runs no atexit handler), and exit without waiting for threads (their
-    work was interrupted; the run's records are written)."""
+    """End the process once its command has said all it had to (after an interruption was reported, or at
+    the command's normal end): ignore further signals, remove pz's temp files (os._exit runs no atexit
+    handler), flush what was printed, and exit without the interpreter's shutdown. No thread is waited for
+    (an interrupted run's work was stopped and its records written; a finished command has none left), and
+    no signal can land in Python's own shutdown, where it would print a traceback or, once Python has put
+    the default handlers back, kill the process with 143 after the command succeeded."""
     for signum in stop_signals.STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     stop_signals.run_exit_cleanups()
@@ -64,15 +67,3 @@ def exit_now(code: int) -> None:
             continue
     os._exit(code)
 
-
-def ending(code: int) -> None:
-    """The command has ended and said all it had to (exit `code`): a stop signal from now on ends the
-    process at once with that code, never as a traceback out of Python's own shutdown (which joins the
-    worker threads)."""
-
-    def _now(_signum: int, _frame: object) -> None:
-        exit_now(code)
-
-    if threading.current_thread() is threading.main_thread():
-        for signum in stop_signals.STOP_SIGNALS:
-            signal.signal(signum, _now)
