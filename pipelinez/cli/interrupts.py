@@ -66,4 +66,3 @@ def exit_now(code: int) -> None:
         except Exception:  # a closed pipe: nothing more to say
             continue
     os._exit(code)
-

@@ -28,14 +28,14 @@ from pipelinez.compile.name_checks import case_clashes, result_column_clashes, u
 from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.output_overlaps import owned_overlaps
 from pipelinez.compile.pins import check_pins
-from pipelinez.compile.semantic import analyse_pipelines
+from pipelinez.compile.semantic import PipelineInfo, analyse_pipelines
 from pipelinez.compile.staging import resolve_staging
 from pipelinez.compile.stored_watermarks import StoredMark, check_stored
 from pipelinez.compile.targets import shared_targets
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.tier_gates import tier_gates
 from pipelinez.compile.values import resolve_values
-from pipelinez.compile.watermark_bounds import sql_lower_bounds
+from pipelinez.compile.watermark_bounds import SqlLowerBounds, sql_lower_bounds
 from pipelinez.compile.watermark_rules import check_sql_incremental, render_literals, substitute
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, error, sort_diagnostics
@@ -132,21 +132,9 @@ def compile_project(
     errors += [d for d in found if d.is_error]
     warnings += [d for d in found if not d.is_error]
 
-    # the SQL route of incremental reads (PZ0224-PZ0227), then PZ0214 and PZ0231 over both routes
-    sql_route = check_sql_incremental(project, infos)
-    errors += sql_route.errors
-    # both routes resolve to one IncrementalSpec per dataset (PZ0225 keeps them apart); a stored watermark
-    # that no longer fits its spec is PZ0235
-    specs = {**yaml_route, **sql_route.specs}
-    committed, found = check_stored(specs, _stored(watermarks), RunState(project.state_dir).shown)
-    errors += found
-    if any(key in committed for key in sql_route.declared):
-        sql_route.literals = render_literals(project, infos, sql_route, committed)
-    substitute(infos, sql_route.literals)
-    lowers = sql_lower_bounds(sql_route, sql_route.literals, committed)
-    errors += lowers.errors
-    incremental = yaml_incremental(project) | set(sql_route.declared)
-    errors += check_incremental_outputs(project, infos, incremental)
+    reads = _incremental_reads(project, infos, yaml_route, watermarks)
+    errors += reads.errors
+    specs, committed, lowers = reads.specs, reads.committed, reads.lowers
 
     # tier 3
     by_file = {inst.spec.file: inst for inst in [*sources.values(), *sinks.values()]}
@@ -154,21 +142,7 @@ def compile_project(
     errors += shared_targets(project, infos, sinks)
     errors += owned_overlaps(project, infos, sources, sinks)
 
-    # drop pipelines with tier-2 errors and their dependents before building nodes
-    bad_files = {d.place.file for d in errors if d.code not in _QUERY_STILL_BINDS}
-    bad = {
-        n
-        for n, i in infos.items()
-        if i.source.file in bad_files
-        or any(r not in infos for r in i.refs)
-        or any(s not in project.sources or d not in project.sources[s].datasets for s, d in i.reads)
-        or any(read in clashed for read in i.reads)
-    }
-    edges = {n: [r for r in i.refs if r in infos] for n, i in infos.items()}
-    bad |= descendants(edges, sorted(bad))
-    if any(d.code == "PZ0205" for d in errors):
-        bad = set(infos)
-    good = {n: i for n, i in infos.items() if n not in bad}
+    good = _bindable(project, infos, errors, clashed)
     # each incremental load's read bounds: from the committed watermark, the SQL route's from what its
     # comparisons evaluate to
     bounds = {
@@ -202,6 +176,65 @@ def compile_project(
 
     dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor, staging)
     return CompileResult(dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs, described)
+
+
+@dataclass
+class _IncrementalReads:
+    """Both routes of incremental reads resolved: one IncrementalSpec per dataset, the committed watermarks
+    that still fit them, the SQL route's lower bounds, and every error found on the way."""
+
+    specs: dict[tuple[str, str], IncrementalSpec]
+    committed: dict[tuple[str, str], str]  # the watermark values that still fit their specs
+    lowers: SqlLowerBounds
+    errors: list[Diagnostic]
+
+
+def _incremental_reads(
+    project: Project,
+    infos: dict[str, PipelineInfo],
+    yaml_route: dict[tuple[str, str], IncrementalSpec],
+    watermarks: Mapping[tuple[str, str], str | Watermark] | None,
+) -> _IncrementalReads:
+    """The SQL route of incremental reads (PZ0224-PZ0227, its watermark() literals substituted into the
+    pipelines), then PZ0214 and PZ0231 over both routes. Both routes resolve to one IncrementalSpec per
+    dataset (PZ0225 keeps them apart); a stored watermark that no longer fits its spec is PZ0235."""
+    sql_route = check_sql_incremental(project, infos)
+    errors = list(sql_route.errors)
+    specs = {**yaml_route, **sql_route.specs}
+    committed, found = check_stored(specs, _stored(watermarks), RunState(project.state_dir).shown)
+    errors += found
+    if any(key in committed for key in sql_route.declared):
+        sql_route.literals = render_literals(project, infos, sql_route, committed)
+    substitute(infos, sql_route.literals)
+    lowers = sql_lower_bounds(sql_route, sql_route.literals, committed)
+    errors += lowers.errors
+    incremental = yaml_incremental(project) | set(sql_route.declared)
+    errors += check_incremental_outputs(project, infos, incremental)
+    return _IncrementalReads(specs, committed, lowers, errors)
+
+
+def _bindable(
+    project: Project,
+    infos: dict[str, PipelineInfo],
+    errors: list[Diagnostic],
+    clashed: set[tuple[str, str]],
+) -> dict[str, PipelineInfo]:
+    """The pipelines tier 4 binds: not those with a tier-2 error about what they read (or a read of a
+    dataset that lost a case clash), nor their dependents; none at all behind a cycle (PZ0205)."""
+    if any(d.code == "PZ0205" for d in errors):
+        return {}
+    bad_files = {d.place.file for d in errors if d.code not in _QUERY_STILL_BINDS}
+    bad = {
+        n
+        for n, i in infos.items()
+        if i.source.file in bad_files
+        or any(r not in infos for r in i.refs)
+        or any(s not in project.sources or d not in project.sources[s].datasets for s, d in i.reads)
+        or any(read in clashed for read in i.reads)
+    }
+    edges = {n: [r for r in i.refs if r in infos] for n, i in infos.items()}
+    bad |= descendants(edges, sorted(bad))
+    return {n: i for n, i in infos.items() if n not in bad}
 
 
 def _stored(
