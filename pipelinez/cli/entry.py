@@ -1,5 +1,9 @@
 """The `pz` console script. Records SIGINTs and SIGTERMs before anything heavy is imported, so a Ctrl-C (or a
-SIGTERM) while pz starts up is one PZ0514 line too (see `interrupts`), then runs the command line."""
+SIGTERM) while pz starts up is one PZ0514 line too (see `interrupts`), then runs the command line. When the
+command has ended, the process leaves at once with its exit code (`interrupts.exit_now`): a signal can then
+never land in Python's own shutdown, where it printed a traceback or, once Python had put the default
+handlers back, killed a finished run with 143. (`pipelinez.cli.main.main`, called from Python, still ends
+with SystemExit.)"""
 
 from __future__ import annotations
 
@@ -19,7 +23,9 @@ def main() -> None:
         interrupts.exit_now(1)
     try:
         run()
-    except KeyboardInterrupt:  # a stop signal in the instant between the command's end and `ending`
+    except SystemExit as done:  # the command has ended: the `pz` process leaves now, no shutdown window
+        interrupts.exit_now(done.code if isinstance(done.code, int) else int(done.code is not None))
+    except KeyboardInterrupt:  # a stop signal in the instant between the command's end and the exit
         if not interrupts.tripped():
             raise
         sys.stderr.write("error: PZ0514 interrupted as pz was ending\n")

@@ -633,8 +633,6 @@ def main() -> None:
         cli(prog_name="pz")
     except (SystemExit, KeyboardInterrupt) as exc:
         if not interrupts.tripped():
-            if isinstance(exc, SystemExit):  # the command has ended: leave now, with no shutdown window
-                interrupts.exit_now(exc.code if isinstance(exc.code, int) else int(exc.code is not None))
             raise
         if not interrupts.was_reported():  # interrupted outside a command (while click parsed the flags)
             click.echo("error: PZ0514 interrupted: nothing ran", err=True)

@@ -721,7 +721,7 @@ def test_a_stop_signal_while_pz_ends_is_no_traceback_and_keeps_the_exit_code() -
         "    time.sleep(1)\n"
         "    os.kill(os.getpid(), signal.SIGINT)\n"
         "threading.Thread(target=later, daemon=True).start()\n"
-        "from pipelinez.cli.main import main\n"
+        "from pipelinez.cli.entry import main  # the `pz` console script\n"
         "main()\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
