@@ -47,9 +47,11 @@ def _relation(target: tuple[str, ...], other: tuple[str, ...], owns: bool) -> st
 
 
 def glob_reaches(glob: tuple[str, ...], rest: tuple[str, ...], below: bool) -> bool:
-    """Whether the glob segments can match the path `rest` itself or (`below`) a path under it."""
+    """Whether the glob segments can match the path `rest` itself (a file target) or, with `below` (a folder
+    target), a path under it: a glob reads files, so one that ends at the folder's own name reads nothing in
+    it."""
     if not rest:
-        return below or all(seg == "**" for seg in glob)
+        return bool(glob) if below else all(seg == "**" for seg in glob)
     if not glob:
         return False
     if glob[0] == "**":

@@ -62,7 +62,8 @@ def test_a_replace_over_foreign_files_is_pz0530_unless_opted_in() -> None:
     ("glob", "rest", "below", "reaches"),
     [
         (("*.csv",), ("sub",), True, False),  # files of data/ only: data/sub/... is out of its reach
-        (("*.csv",), ("x.csv",), True, True),  # a folder named like the files it reads
+        (("*.csv",), ("x.csv",), True, False),  # a folder named like the files it reads: nothing in it
+        (("*.csv",), ("x.csv",), False, True),  # a file of that name: read
         (("*", "*.csv"), ("sub",), True, True),
         (("**", "*.csv"), ("a", "b"), True, True),
         (("2026", "**"), ("2025",), True, False),
