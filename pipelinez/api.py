@@ -43,12 +43,12 @@ from pipelinez.plan.planner import PlannedNode
 if TYPE_CHECKING:
     from pipelinez.docs_site.lineage_report import ColumnLineageReport, LineageStep
     from pipelinez.docs_site.site import DocsServer, DocsSite
-    from pipelinez.engine.restore import LockedConnector, RestoreReport
-    from pipelinez.engine.retry_command import RetryOutcome, RetryRefused
-    from pipelinez.engine.retry_select import RetrySelection
-    from pipelinez.engine.run_results import NodeResult, RunResults
-    from pipelinez.engine.runs import RunSummary
-    from pipelinez.engine.session import RunOutcome
+    from pipelinez.engine.packages.restore import LockedConnector, RestoreReport
+    from pipelinez.engine.retry.retry_command import RetryOutcome, RetryRefused
+    from pipelinez.engine.retry.retry_select import RetrySelection
+    from pipelinez.engine.run.session import RunOutcome
+    from pipelinez.engine.state.run_results import NodeResult, RunResults
+    from pipelinez.engine.state.runs import RunSummary
 
 # the result types of running, retrying and restoring, imported on first use: `pz validate` and `pz plan`
 # never load the engine that runs
@@ -57,16 +57,16 @@ _LAZY = {
     "DocsSite": "pipelinez.docs_site.site",
     "ColumnLineageReport": "pipelinez.docs_site.lineage_report",
     "LineageStep": "pipelinez.docs_site.lineage_report",
-    "LockedConnector": "pipelinez.engine.restore",
-    "PipOptions": "pipelinez.engine.restore",
-    "RestoreReport": "pipelinez.engine.restore",
-    "RetryOutcome": "pipelinez.engine.retry_command",
-    "RetryRefused": "pipelinez.engine.retry_command",
-    "RetrySelection": "pipelinez.engine.retry_select",
-    "NodeResult": "pipelinez.engine.run_results",
-    "RunResults": "pipelinez.engine.run_results",
-    "RunSummary": "pipelinez.engine.runs",
-    "RunOutcome": "pipelinez.engine.session",
+    "LockedConnector": "pipelinez.engine.packages.restore",
+    "PipOptions": "pipelinez.engine.packages.restore",
+    "RestoreReport": "pipelinez.engine.packages.restore",
+    "RetryOutcome": "pipelinez.engine.retry.retry_command",
+    "RetryRefused": "pipelinez.engine.retry.retry_command",
+    "RetrySelection": "pipelinez.engine.retry.retry_select",
+    "NodeResult": "pipelinez.engine.state.run_results",
+    "RunResults": "pipelinez.engine.state.run_results",
+    "RunSummary": "pipelinez.engine.state.runs",
+    "RunOutcome": "pipelinez.engine.run.session",
 }
 
 
@@ -442,7 +442,7 @@ class Project:
         """Install the connector packages project.yml pins (`connectors:`) into the running environment and
         write pz.lock; with a pz.lock, exactly the versions it records. Raises RestoreError (PZ07xx) with
         every problem when a pin cannot be satisfied."""
-        from pipelinez.engine.restore import PipOptions, restore
+        from pipelinez.engine.packages.restore import PipOptions, restore
 
         return restore(self.root, PipOptions(index_url, tuple(find_links), no_index))
 

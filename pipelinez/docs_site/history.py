@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez.core.vocabulary import NodeKind
-from pipelinez.engine.run_results import NodeResult, RunResults, read_results
-from pipelinez.engine.runs import run_ids, runs_dir
+from pipelinez.engine.state.run_results import NodeResult, RunResults, read_results
+from pipelinez.engine.state.runs import run_ids, runs_dir
 
 SLOWER_RATIO = 1.2  # a node "got slower" when it took this much longer than in the previous run
 SLOWER_MIN_MS = 50  # ... and at least this many milliseconds more (noise below that)

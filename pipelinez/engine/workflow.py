@@ -25,18 +25,18 @@ from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
 from pipelinez.core.run_state import RunState, StateFileError, Watermark
 from pipelinez.core.vocabulary import RunStatus
-from pipelinez.engine.connectivity import check_connectivity
+from pipelinez.engine.connect.connectivity import check_connectivity
 from pipelinez.engine.events import Subscriber
 
 if TYPE_CHECKING:  # what runs, retries and cleans imports when it is called: `pz validate` never needs it
-    from pipelinez.engine.backend import BackendProvider
-    from pipelinez.engine.executor_choice import ExecutorChoice
-    from pipelinez.engine.retry_command import RetryOutcome
-    from pipelinez.engine.retry_select import RetrySelection
-    from pipelinez.engine.run_results import RunArgs, RunResults
-    from pipelinez.engine.runs import RunSummary
-    from pipelinez.engine.session import RunOutcome
-    from pipelinez.engine.staging_store import StagingStore
+    from pipelinez.engine.retry.retry_command import RetryOutcome
+    from pipelinez.engine.retry.retry_select import RetrySelection
+    from pipelinez.engine.run.backend import BackendProvider
+    from pipelinez.engine.run.executor_choice import ExecutorChoice
+    from pipelinez.engine.run.session import RunOutcome
+    from pipelinez.engine.staging.staging_store import StagingStore
+    from pipelinez.engine.state.run_results import RunArgs, RunResults
+    from pipelinez.engine.state.runs import RunSummary
 from pipelinez.plan.planner import Plan, build_plan, plan_named
 
 
@@ -144,9 +144,9 @@ def run(
     staging: str | None = None,
 ) -> RunOutcome:
     """`executor`/`staging`: --executor and --staging (else PZ_EXECUTOR, PZ_STAGING_URL; else local)."""
-    from pipelinez.engine.executor_choice import choose_executor
-    from pipelinez.engine.run_results import RunArgs
-    from pipelinez.engine.session import execute
+    from pipelinez.engine.run.executor_choice import choose_executor
+    from pipelinez.engine.run.session import execute
+    from pipelinez.engine.state.run_results import RunArgs
 
     root = find_project_root(project_dir or Path.cwd())
     choice = choose_executor(executor, staging, environ, root / ".pz")
@@ -183,12 +183,12 @@ def executing(
 ) -> Iterator[tuple[Plan, BackendProvider | None, list[str]]]:
     """The plan as the chosen executor runs it, its backend provider (None: local threads) and notes. Ray:
     the cluster is joined (or started) and checked before the run, and left (or stopped) after it."""
-    from pipelinez.engine.shared_staging import staging_root
+    from pipelinez.engine.staging.shared_staging import staging_root
 
     if not choice.is_ray:
         yield the_plan, None, []
         return
-    from pipelinez.engine.ray_backend import adapt_plan, connect
+    from pipelinez.engine.distributed.ray_backend import adapt_plan, connect
 
     assert choice.staging is not None
     root = staging_root(choice.staging, the_plan.dag.staging)
@@ -213,21 +213,21 @@ def retry(
     """Finish the last run (the retry article): refusals PZ0502/PZ0503/PZ0504/PZ0526, then the project is
     validated with the last run's vars, the retry selected by node id, and run (or only shown: `dry_run`).
     Everything is decided under the project lock, which the retry's run keeps until it ends."""
-    from pipelinez.engine.checkpoints import checkpoints_from
-    from pipelinez.engine.executor_choice import ExecutorChoice, choose_executor
-    from pipelinez.engine.lock import ProjectLock
-    from pipelinez.engine.retry_command import (
+    from pipelinez.engine.retry.checkpoints import checkpoints_from
+    from pipelinez.engine.retry.retry_command import (
         NOTHING,
         NOTHING_CHANGED,
         RetryOutcome,
         last_run,
         project_changed,
     )
-    from pipelinez.engine.retry_select import select_retry
-    from pipelinez.engine.runs import runs_dir
-    from pipelinez.engine.session import Resumption, execute
-    from pipelinez.engine.shared_staging import SharedStagingStore, staging_root
-    from pipelinez.engine.staging_store import LocalStagingStore
+    from pipelinez.engine.retry.retry_select import select_retry
+    from pipelinez.engine.run.executor_choice import ExecutorChoice, choose_executor
+    from pipelinez.engine.run.session import Resumption, execute
+    from pipelinez.engine.staging.shared_staging import SharedStagingStore, staging_root
+    from pipelinez.engine.staging.staging_store import LocalStagingStore
+    from pipelinez.engine.state.lock import ProjectLock
+    from pipelinez.engine.state.runs import runs_dir
 
     root = find_project_root(project_dir or Path.cwd())
     state_dir = root / ".pz"
@@ -334,7 +334,7 @@ def _incremental_loads(the_plan: Plan) -> list[tuple[str, str]]:
 
 
 def history(project_dir: Path | None, limit: int | None = None) -> list[RunSummary]:
-    from pipelinez.engine.runs import history as run_history
+    from pipelinez.engine.state.runs import history as run_history
 
     return run_history(find_project_root(project_dir or Path.cwd()) / ".pz", limit)
 
@@ -352,9 +352,9 @@ def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) ->
     engine.staging credentials); refused (PZ0511) while a run holds the project lock. When engine.staging
     cannot be rendered (a broken project.yml, an unset secret variable), what runs staged on an object store
     is kept (never deleted anonymously, nor at another endpoint) for a later pz clean that can render it."""
-    from pipelinez.engine.lock import ProjectLock
-    from pipelinez.engine.runs import clean as clean_runs
-    from pipelinez.engine.shared_staging import remove_staged
+    from pipelinez.engine.staging.shared_staging import remove_staged
+    from pipelinez.engine.state.lock import ProjectLock
+    from pipelinez.engine.state.runs import clean as clean_runs
 
     root = find_project_root(project_dir or Path.cwd())
     state_dir = root / ".pz"

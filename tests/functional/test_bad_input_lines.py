@@ -141,7 +141,7 @@ def test_crash_log_is_appended_never_overwritten(project_dir: Path, monkeypatch:
 
 
 def test_orchestrator_failure_appends_to_the_runs_debug_log(tmp_path: Path) -> None:
-    from pipelinez.engine.session import _write_log
+    from pipelinez.engine.run.session import _write_log
 
     log = tmp_path / "pz.log"
     log.write_text("2026-11-30 node x: full message:\nduckdb said\n")

@@ -10,13 +10,13 @@ from typing import Any
 from pipelinez.core.redact import Redactor
 from pipelinez.core.vocabulary import NodeStatus
 from pipelinez.engine import workflow
-from pipelinez.engine.backend import AttemptResult, Done, ThreadBackend, WorkItem
-from pipelinez.engine.context import RunContext, open_staging
-from pipelinez.engine.executor import Executor, NodeGate
-from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.run_results import NodeResult, RunArgs, RunResults
-from pipelinez.engine.scheduler import Defer
-from pipelinez.engine.session import RunSession
+from pipelinez.engine.run.backend import AttemptResult, Done, ThreadBackend, WorkItem
+from pipelinez.engine.run.context import RunContext, open_staging
+from pipelinez.engine.run.executor import Executor, NodeGate
+from pipelinez.engine.run.failures import NodeFailure
+from pipelinez.engine.run.scheduler import Defer
+from pipelinez.engine.run.session import RunSession
+from pipelinez.engine.state.run_results import NodeResult, RunArgs, RunResults
 from pipelinez.plan.planner import PlannedNode
 from tests.conftest import write_project
 from tests.functional.test_run_core import BASE, ORDERS_COPY

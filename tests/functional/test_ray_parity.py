@@ -365,7 +365,7 @@ def test_without_ray_installed_the_ray_executor_is_pz0707_with_the_install_comma
 def test_a_cluster_running_another_pipelinez_is_refused_by_the_version_probe(
     tmp_path: Path, ray_instance: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipelinez.engine import ray_backend
+    from pipelinez.engine.distributed import ray_backend
 
     project = write_project(tmp_path / "p", FILES)
     real = ray_backend.versions()

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 
-from pipelinez.engine.shared_staging import staging_root
+from pipelinez.engine.staging.shared_staging import staging_root
 from tests.conftest import pz, write_project
 from tests.functional.test_ray_parity import FILES, _node_lines, _outcome
 from tests.objstores import S3_KEY_ID, S3_SECRET, S3Server, free_port, moto_server
@@ -202,8 +202,8 @@ def test_an_s3_publish_writes_its_manifest_after_its_parquet_and_a_failed_attemp
 ) -> None:
     import duckdb
 
-    from pipelinez.engine.shared_staging import SharedStagingStore
-    from pipelinez.engine.staging_store import ReuseUnavailable
+    from pipelinez.engine.staging.shared_staging import SharedStagingStore
+    from pipelinez.engine.staging.staging_store import ReuseUnavailable
 
     settings = {"endpoint": s3.endpoint, "access_key_id": S3_KEY_ID, "secret_access_key": S3_SECRET}
     root = staging_root(f"s3://{bucket}/st", settings)
@@ -290,7 +290,7 @@ def test_an_s3_removal_is_recorded_so_later_sweeps_never_ask_the_store_again_and
 def test_pz_clean_without_the_staging_secret_keeps_what_runs_staged_on_s3_and_deletes_staged_folders(
     tmp_path: Path, s3: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipelinez.engine.object_staging import ObjectStagingRoot
+    from pipelinez.engine.staging.object_staging import ObjectStagingRoot
 
     s3_run, folder_run = "20261201T000000000Z-aaaa", "20261201T000001000Z-bbbb"
     project = write_project(tmp_path / "p", _files(s3))

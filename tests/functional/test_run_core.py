@@ -682,8 +682,8 @@ def test_sigint_at_any_moment_stops_pz_promptly(project_dir: Path, after: float)
 
 
 def test_a_node_that_gets_its_cursor_after_an_interrupt_never_starts_its_query(tmp_path: Path) -> None:
-    from pipelinez.engine.context import RunContext, open_staging
-    from pipelinez.engine.failures import NodeFailure
+    from pipelinez.engine.run.context import RunContext, open_staging
+    from pipelinez.engine.run.failures import NodeFailure
 
     staging = open_staging(tmp_path / "staging.duckdb", "1GB")
     ctx = RunContext("r", tmp_path, None, None, staging)  # type: ignore[arg-type]

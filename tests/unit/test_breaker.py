@@ -19,11 +19,11 @@ from pipelinez.compile.policy import (
     effective_policy,
 )
 from pipelinez.config.model import BreakerSpec, RetrySpec
-from pipelinez.engine.breaker import Breaker, GiveUp, Go, Outcome, State, Transition, Wait
-from pipelinez.engine.breaker_gate import outcome_of
-from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.retry import backoff_delay, retry_delay
-from pipelinez.engine.scheduler import Defer, Finished, Graph, Refuse, RetryIn, Scheduler, Verdict
+from pipelinez.engine.resilience.breaker import Breaker, GiveUp, Go, Outcome, State, Transition, Wait
+from pipelinez.engine.resilience.breaker_gate import outcome_of
+from pipelinez.engine.resilience.retry import backoff_delay, retry_delay
+from pipelinez.engine.run.failures import NodeFailure
+from pipelinez.engine.run.scheduler import Defer, Finished, Graph, Refuse, RetryIn, Scheduler, Verdict
 from tests.unit.test_scheduler import FakeClock
 
 # --- the state machine ------------------------------------------------------------------------------------

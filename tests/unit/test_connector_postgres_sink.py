@@ -25,7 +25,7 @@ from pipelinez.connectors.postgres.connector import PostgresConnector
 from pipelinez.connectors.postgres.sink import AppendFailed
 from pipelinez.connectors.sdk import ConnectorContext, DatasetRequest, OutputRequest, Partition, WriteResult
 from pipelinez.core.diagnostics import PzConnectorError
-from pipelinez.engine.failures import classify as engine_classify
+from pipelinez.engine.run.failures import classify as engine_classify
 from tests.conftest import fresh_pg_database
 
 pytestmark = pytest.mark.postgres

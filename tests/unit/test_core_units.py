@@ -20,8 +20,8 @@ from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident, quote_qualified
 from pipelinez.engine import events
-from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.retry import backoff_delay, retry_delay
+from pipelinez.engine.resilience.retry import backoff_delay, retry_delay
+from pipelinez.engine.run.failures import NodeFailure
 
 
 def test_codes_are_well_formed_unique_and_documented() -> None:
@@ -224,7 +224,7 @@ def test_node_failure_is_data() -> None:
 
 def test_a_failed_append_records_the_rows_that_landed() -> None:
     from pipelinez.connectors.postgres.sink import AppendFailed
-    from pipelinez.engine.failures import classify
+    from pipelinez.engine.run.failures import classify
 
     exc = AppendFailed(
         "boom", batches_committed=2, rows_committed=2_000_000, is_transient=False, retry_after=None

@@ -11,7 +11,7 @@ from typing import Any
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, Provenance, RunStatus
 from pipelinez.docs_site.history import check_history, run_history
 from pipelinez.docs_site.layout import layered_layout
-from pipelinez.engine.run_results import NodeResult, RunArgs, RunResults
+from pipelinez.engine.state.run_results import NodeResult, RunArgs, RunResults
 
 DEPS = {"src_a__x": (), "p": ("src_a__x",), "chk_p__c": ("p",), "s.o": ("p", "chk_p__c")}
 

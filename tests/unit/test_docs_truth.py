@@ -19,7 +19,7 @@ from pipelinez.connectors import registry
 from pipelinez.core import codes
 from pipelinez.core.diagnostics import RestoreError
 from pipelinez.core.pins import PinError, parse_pin
-from pipelinez.engine import restore
+from pipelinez.engine.packages import restore
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"

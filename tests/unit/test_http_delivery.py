@@ -125,7 +125,7 @@ def test_small_parsers() -> None:
 def test_a_failure_and_a_work_item_carry_their_checkpoint_across_a_pickle() -> None:
     import pickle
 
-    from pipelinez.engine.failures import NodeFailure, classify
+    from pipelinez.engine.run.failures import NodeFailure, classify
 
     cp = DeliveryCheckpoint(2, (AckedBatch(0, 2, "sha256:ab"),))
     exc = PzConnectorError("HTTP 503", is_transient=True, retry_after=1.5)

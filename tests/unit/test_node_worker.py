@@ -15,7 +15,7 @@ import duckdb
 from pipelinez.compile.compiler import compile_project
 from pipelinez.config.loader import load_project
 from pipelinez.core.vocabulary import NodeStatus, Tier
-from pipelinez.engine.node_runners import RUNNERS, NodeOutput
+from pipelinez.engine.nodes.node_runners import RUNNERS, NodeOutput
 from pipelinez.plan.planner import build_plan
 from tests.conftest import write_project
 

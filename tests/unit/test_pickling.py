@@ -18,12 +18,12 @@ from pipelinez.core.diagnostics import (
     warning,
 )
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus
-from pipelinez.engine.backend import AttemptResult
-from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.lock import ProjectLocked
-from pipelinez.engine.node_runners import NodeOutput
-from pipelinez.engine.run_results import NodeResult, RunArgs, RunResults
-from pipelinez.engine.session import RunOutcome
+from pipelinez.engine.nodes.node_runners import NodeOutput
+from pipelinez.engine.run.backend import AttemptResult
+from pipelinez.engine.run.failures import NodeFailure
+from pipelinez.engine.run.session import RunOutcome
+from pipelinez.engine.state.lock import ProjectLocked
+from pipelinez.engine.state.run_results import NodeResult, RunArgs, RunResults
 
 
 def _round_trip(value: Any) -> Any:

@@ -10,10 +10,15 @@ import pytest
 
 from pipelinez.core.diagnostics import PzConfigError
 from pipelinez.core.redact import Redactor
-from pipelinez.engine.executor_choice import ExecutorChoice, choose_executor, staging_location
-from pipelinez.engine.ray_address import RayAddress, check_reachable, parse
-from pipelinez.engine.ray_backend import RayCluster, _check_resources, _probe_versions, memory_bytes
-from pipelinez.engine.shared_staging import LocalStagingRoot, staging_root
+from pipelinez.engine.distributed.ray_address import RayAddress, check_reachable, parse
+from pipelinez.engine.distributed.ray_backend import (
+    RayCluster,
+    _check_resources,
+    _probe_versions,
+    memory_bytes,
+)
+from pipelinez.engine.run.executor_choice import ExecutorChoice, choose_executor, staging_location
+from pipelinez.engine.staging.shared_staging import LocalStagingRoot, staging_root
 
 
 def test_staging_urls_are_folders_or_s3_prefixes_and_other_object_stores_are_refused(tmp_path: Path) -> None:

@@ -23,9 +23,9 @@ from pipelinez.core.vocabulary import (
     RunStatus,
     Tier,
 )
-from pipelinez.engine import run_results
-from pipelinez.engine.failures import NodeFailure, StreamedQuery
-from pipelinez.engine.run_results import (
+from pipelinez.engine.run.failures import NodeFailure, StreamedQuery
+from pipelinez.engine.state import run_results
+from pipelinez.engine.state.run_results import (
     NodeResult,
     PartitionResult,
     ResultsWriter,
@@ -34,7 +34,7 @@ from pipelinez.engine.run_results import (
     UnreadableResults,
     read_results,
 )
-from pipelinez.engine.runs import history
+from pipelinez.engine.state.runs import history
 
 V1 = Path(__file__).parents[1] / "fixtures" / "run_results" / "v1_failed_run.json"
 
@@ -262,7 +262,7 @@ def test_a_streamed_pipeline_settles_as_its_query_ended(
 ) -> None:
     """Its write succeeded (so did the query), failed (the query's own outcome decides), or never computed it
     (refused, cancelled): then neither did the pipeline, which is never `success` for a query not run."""
-    from pipelinez.engine.streamed import settle_pipeline
+    from pipelinez.engine.nodes.streamed import settle_pipeline
 
     pipeline = _streamed_pipeline()
     write = NodeResult("w1", "wh.p", NodeKind.SINK_WRITE, write_status, rows=9 if failure is None else 0)

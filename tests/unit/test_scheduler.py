@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pipelinez.engine.scheduler import (
+from pipelinez.engine.run.scheduler import (
     FAIL_FAST,
     INTERRUPTED,
     Defer,

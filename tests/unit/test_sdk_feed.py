@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 
 from pipelinez.connectors.sdk_feed import ArrowFeed
-from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.node_runners import ingest_batches
+from pipelinez.engine.nodes.node_runners import ingest_batches
+from pipelinez.engine.run.failures import NodeFailure
 
 
 def _batches(n: int, size: int = 10) -> list[pa.RecordBatch]:

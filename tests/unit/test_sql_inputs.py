@@ -7,8 +7,8 @@ import duckdb
 import pytest
 
 from pipelinez.compile.sql_inputs import may_read_outside, outside_reads
-from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.node_runners import refuse_outside_reads
+from pipelinez.engine.nodes.node_runners import refuse_outside_reads
+from pipelinez.engine.run.failures import NodeFailure
 
 TABLE_FUNCTIONS = ["read_csv", "read_text", "read_blob", "query", "duckdb_settings", "glob", "parquet_scan"]
 

@@ -15,9 +15,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelinez.engine import staging_store
-from pipelinez.engine.runs import SEED_PREFIX, STAGING_FILE, sweep
-from pipelinez.engine.staging_store import LocalStagingStore, Reuse, StagedLoad, copy_file
+from pipelinez.engine.staging import staging_store
+from pipelinez.engine.staging.staging_store import LocalStagingStore, Reuse, StagedLoad, copy_file
+from pipelinez.engine.state.runs import SEED_PREFIX, STAGING_FILE, sweep
 
 RUN = "20261130T200000000Z-abcd"
 

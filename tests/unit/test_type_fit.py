@@ -7,7 +7,7 @@ import pytest
 
 from pipelinez.connectors.mysql.target_types import normalize as mysql_normalize
 from pipelinez.connectors.postgres.target_types import normalize as pg_normalize
-from pipelinez.engine.type_fit import ResultColumn, Target, misfit
+from pipelinez.engine.nodes.type_fit import ResultColumn, Target, misfit
 
 FITS = [
     ("INTEGER", "INTEGER"),

@@ -11,7 +11,7 @@ from pipelinez.compile.bounds import read_bounds, shift
 from pipelinez.compile.incremental import IncrementalRoute, IncrementalSpec
 from pipelinez.connectors.sdk import ReadBounds, bounds_predicate
 from pipelinez.core.vocabulary import NodeStatus, Provenance
-from pipelinez.engine.watermarks import Capture, LoadOutcome, decide, trim_and_capture
+from pipelinez.engine.nodes.watermarks import Capture, LoadOutcome, decide, trim_and_capture
 
 
 def spec(**kw: object) -> IncrementalSpec:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pipelinez.core.redact import Redactor
-from pipelinez.engine.failures import DEBUG_LOG
+from pipelinez.engine.run.failures import DEBUG_LOG
 
 
 class _Masked(logging.Formatter):

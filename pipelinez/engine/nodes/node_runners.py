@@ -30,13 +30,13 @@ from pipelinez.core import duck_catalog, failpoints
 from pipelinez.core.diagnostics import ConnectorHostError
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, Provenance, Severity, Strategy, Tier
-from pipelinez.engine.failures import NodeFailure, classify
-from pipelinez.engine.run_results import PartitionResult
-from pipelinez.engine.sink_checks import check_target, refuse_duplicate_keys, refuse_null_keys
-from pipelinez.engine.sink_stream import sink_stream
-from pipelinez.engine.staging_store import Reuse, ReuseUnavailable, StagedPart
-from pipelinez.engine.streamed import with_query_outcome
-from pipelinez.engine.watermarks import Capture, trim_and_capture
+from pipelinez.engine.nodes.sink_checks import check_target, refuse_duplicate_keys, refuse_null_keys
+from pipelinez.engine.nodes.sink_stream import sink_stream
+from pipelinez.engine.nodes.streamed import with_query_outcome
+from pipelinez.engine.nodes.watermarks import Capture, trim_and_capture
+from pipelinez.engine.run.failures import NodeFailure, classify
+from pipelinez.engine.staging.staging_store import Reuse, ReuseUnavailable, StagedPart
+from pipelinez.engine.state.run_results import PartitionResult
 from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:

@@ -24,9 +24,6 @@ from pipelinez.core.oserrors import os_reason
 from pipelinez.core.redact import Redactor
 from pipelinez.core.run_state import RunState
 from pipelinez.core.vocabulary import NodeError, NodeStatus, RunStatus
-from pipelinez.engine.backend import BackendProvider
-from pipelinez.engine.context import RunContext, open_staging
-from pipelinez.engine.debug_log import debug_log
 from pipelinez.engine.events import (
     EventBus,
     JsonlWriter,
@@ -37,14 +34,17 @@ from pipelinez.engine.events import (
     WarningEvent,
     utc_now,
 )
-from pipelinez.engine.executor import OK_STATUSES, Executor, NodeGate, node_completed
-from pipelinez.engine.lock import ProjectLock
-from pipelinez.engine.run_results import NodeResult, ResultsWriter, RunArgs, RunResults
-from pipelinez.engine.runs import STAGING_FILE, new_run_id, runs_dir, sweep
-from pipelinez.engine.shared_staging import remove_staged
-from pipelinez.engine.staging_store import Reuse, kept_tables, prune, seed_source, unseed
-from pipelinez.engine.statedir import state_error
-from pipelinez.engine.watermarks import Capture, commit_run
+from pipelinez.engine.nodes.watermarks import Capture, commit_run
+from pipelinez.engine.run.backend import BackendProvider
+from pipelinez.engine.run.context import RunContext, open_staging
+from pipelinez.engine.run.debug_log import debug_log
+from pipelinez.engine.run.executor import OK_STATUSES, Executor, NodeGate, node_completed
+from pipelinez.engine.staging.shared_staging import remove_staged
+from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
+from pipelinez.engine.state.lock import ProjectLock
+from pipelinez.engine.state.run_results import NodeResult, ResultsWriter, RunArgs, RunResults
+from pipelinez.engine.state.runs import STAGING_FILE, new_run_id, runs_dir, sweep
+from pipelinez.engine.state.statedir import state_error
 from pipelinez.plan.planner import Plan
 
 if TYPE_CHECKING:

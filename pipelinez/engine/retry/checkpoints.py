@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.vocabulary import NodeKind, NodeStatus
-from pipelinez.engine.run_results import RunResults
+from pipelinez.engine.state.run_results import RunResults
 from pipelinez.plan.planner import Plan
 
 

@@ -17,7 +17,7 @@ from pipelinez.core.duck_messages import condense
 from pipelinez.core.printable import printable
 from pipelinez.core.transient import is_transient_native
 from pipelinez.core.vocabulary import NodeError
-from pipelinez.engine.run_results import PartitionResult
+from pipelinez.engine.state.run_results import PartitionResult
 
 # what a node error message leaves out (a DuckDB error's full text); a run writes it to .pz/runs/<id>/pz.log
 DEBUG_LOG = logging.getLogger("pipelinez.node_errors")

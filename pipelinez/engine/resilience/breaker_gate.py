@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 from pipelinez.compile.policy import BreakerPolicy
 from pipelinez.core.durations import format_duration
-from pipelinez.engine.breaker import Breaker, GiveUp, Outcome, Transition, Wait
-from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.scheduler import Defer, GateDecision, Refuse
+from pipelinez.engine.resilience.breaker import Breaker, GiveUp, Outcome, Transition, Wait
+from pipelinez.engine.run.failures import NodeFailure
+from pipelinez.engine.run.scheduler import Defer, GateDecision, Refuse
 from pipelinez.plan.planner import PlannedNode
 
 

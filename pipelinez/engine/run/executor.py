@@ -14,15 +14,16 @@ from pipelinez.compile.policy import BreakerPolicy
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core import vocabulary
 from pipelinez.core.vocabulary import NodeStatus, Provenance
-from pipelinez.engine.backend import AttemptResult, Done, ExecutorBackend, ThreadBackend, WorkItem
-from pipelinez.engine.breaker import Transition
-from pipelinez.engine.breaker_gate import BreakerGate
-from pipelinez.engine.context import RunContext
 from pipelinez.engine.events import BreakerStateChanged, NodeCompleted, NodeRetry, NodeStarted
-from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.retry import retry_delay
-from pipelinez.engine.run_results import NodeResult, ResultsWriter
-from pipelinez.engine.scheduler import (
+from pipelinez.engine.nodes.streamed import settle_pipeline
+from pipelinez.engine.nodes.watermarks import Capture
+from pipelinez.engine.resilience.breaker import Transition
+from pipelinez.engine.resilience.breaker_gate import BreakerGate
+from pipelinez.engine.resilience.retry import retry_delay
+from pipelinez.engine.run.backend import AttemptResult, Done, ExecutorBackend, ThreadBackend, WorkItem
+from pipelinez.engine.run.context import RunContext
+from pipelinez.engine.run.failures import NodeFailure
+from pipelinez.engine.run.scheduler import (
     Clock,
     Finished,
     GateDecision,
@@ -33,9 +34,8 @@ from pipelinez.engine.scheduler import (
     Verdict,
     interrupted_reason,
 )
-from pipelinez.engine.staging_store import Reuse
-from pipelinez.engine.streamed import settle_pipeline
-from pipelinez.engine.watermarks import Capture
+from pipelinez.engine.staging.staging_store import Reuse
+from pipelinez.engine.state.run_results import NodeResult, ResultsWriter
 from pipelinez.plan.planner import PlannedNode
 
 OK_STATUSES = vocabulary.OK_STATUSES

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pipelinez.core import duck_catalog, duck_connect
 from pipelinez.core.sqlnames import quote_ident, quote_literal
-from pipelinez.engine.runs import SEED_PREFIX, STAGING_FILE
+from pipelinez.engine.state.runs import SEED_PREFIX, STAGING_FILE
 
 if TYPE_CHECKING:
     import duckdb

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 from pipelinez.connectors.files.objects import io_error
 from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.sqlnames import quote_ident, quote_literal
-from pipelinez.engine.executor_choice import is_object_store
-from pipelinez.engine.staging_store import ReuseUnavailable, first_line
+from pipelinez.engine.run.executor_choice import is_object_store
+from pipelinez.engine.staging.staging_store import ReuseUnavailable, first_line
 
 if TYPE_CHECKING:
     import duckdb
@@ -381,7 +381,7 @@ def staging_root(location: str, settings: Mapping[str, Any] | None = None) -> St
     """The staging at `location` (as `executor_choice.staging_location` returns it); `settings`: the
     engine.staging block (endpoint, region, credentials) of an s3:// location."""
     if is_object_store(location):
-        from pipelinez.engine.object_staging import ObjectStagingRoot
+        from pipelinez.engine.staging.object_staging import ObjectStagingRoot
 
         return ObjectStagingRoot.of(location, settings or {})
     return LocalStagingRoot(Path(location))

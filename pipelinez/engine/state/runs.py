@@ -14,9 +14,9 @@ from pathlib import Path
 
 from pipelinez.core.oserrors import os_reason
 from pipelinez.core.vocabulary import Provenance, RunStatus
-from pipelinez.engine.failures import DEBUG_LOG
-from pipelinez.engine.run_results import RunResults, UnreadableResults
-from pipelinez.engine.statedir import state_error
+from pipelinez.engine.run.failures import DEBUG_LOG
+from pipelinez.engine.state.run_results import RunResults, UnreadableResults
+from pipelinez.engine.state.statedir import state_error
 
 STAGING_FILE = "staging.duckdb"
 SEED_PREFIX = ".retry-seed-"  # files in the runs folder: a retry's copy of the staging it reuses, being made

@@ -15,7 +15,7 @@ from pipelinez.config.model import SinkSpec, SourceSpec
 from pipelinez.connectors.sdk import Connector
 from pipelinez.core.diagnostics import Diagnostic, PzConnectorError, error, warning
 from pipelinez.core.duck_types import parse_type
-from pipelinez.engine.statedir import state_error
+from pipelinez.engine.state.statedir import state_error
 
 
 def _same_type(declared: str, live: str) -> bool:

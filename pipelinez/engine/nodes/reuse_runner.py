@@ -12,14 +12,14 @@ from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.core import failpoints
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import Provenance
-from pipelinez.engine.node_runners import (
+from pipelinez.engine.nodes.node_runners import (
     NodeContext,
     NodeOutput,
     capture_watermark,
     drop_quietly,
     run_source_load,
 )
-from pipelinez.engine.staging_store import Reuse, ReuseUnavailable
+from pipelinez.engine.staging.staging_store import Reuse, ReuseUnavailable
 from pipelinez.plan.planner import PlannedNode
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from pipelinez.core.codes import lookup
 from pipelinez.core.diagnostics import Diagnostic, PzError, error
 from pipelinez.core.vocabulary import RunStatus
-from pipelinez.engine.retry_select import RetrySelection
-from pipelinez.engine.run_results import RESULTS_FILE, RunResults
-from pipelinez.engine.runs import runs_dir, unreadable_reason
-from pipelinez.engine.session import RunOutcome
+from pipelinez.engine.retry.retry_select import RetrySelection
+from pipelinez.engine.run.session import RunOutcome
+from pipelinez.engine.state.run_results import RESULTS_FILE, RunResults
+from pipelinez.engine.state.runs import runs_dir, unreadable_reason
 
 NOTHING = "nothing to retry"
 NOTHING_CHANGED = "nothing to retry (project changed)"

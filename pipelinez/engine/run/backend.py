@@ -16,11 +16,11 @@ from typing import Protocol
 
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.vocabulary import NodeKind
-from pipelinez.engine.context import RunContext
-from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.node_runners import RUNNERS, NodeContext, NodeOutput, run_sink_write
-from pipelinez.engine.reuse_runner import run_reused_source_load
-from pipelinez.engine.staging_store import Reuse
+from pipelinez.engine.nodes.node_runners import RUNNERS, NodeContext, NodeOutput, run_sink_write
+from pipelinez.engine.nodes.reuse_runner import run_reused_source_load
+from pipelinez.engine.run.context import RunContext
+from pipelinez.engine.run.failures import NodeFailure
+from pipelinez.engine.staging.staging_store import Reuse
 from pipelinez.plan.planner import PlannedNode
 
 

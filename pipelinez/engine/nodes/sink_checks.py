@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from pipelinez.connectors.sdk import Connector, OutputRequest, TargetColumn
 from pipelinez.core.sqlnames import quote_ident
-from pipelinez.engine.failures import NodeFailure
-from pipelinez.engine.type_fit import ResultColumn, Target, misfit, needs_lengths, parse_kind
+from pipelinez.engine.nodes.type_fit import ResultColumn, Target, misfit, needs_lengths, parse_kind
+from pipelinez.engine.run.failures import NodeFailure
 
 if TYPE_CHECKING:
     import duckdb

@@ -32,8 +32,8 @@ from pipelinez.connectors.s3.connector import S3Store
 from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import PzConfigError, PzConnectorError, error
 from pipelinez.core.sqlnames import quote_literal
-from pipelinez.engine.executor_choice import S3
-from pipelinez.engine.shared_staging import StagingRoot
+from pipelinez.engine.run.executor_choice import S3
+from pipelinez.engine.staging.shared_staging import StagingRoot
 
 if TYPE_CHECKING:
     import duckdb

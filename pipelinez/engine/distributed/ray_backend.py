@@ -43,13 +43,8 @@ from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeStatus, Tier
-from pipelinez.engine.backend import AttemptResult, Done, ThreadBackend, WorkItem
-from pipelinez.engine.context import RunContext
-from pipelinez.engine.executor_choice import ExecutorChoice
-from pipelinez.engine.failures import DEBUG_LOG, NodeFailure, classify
-from pipelinez.engine.node_runners import NodeOutput, make_connector, partition_fingerprint
-from pipelinez.engine.ray_address import INSTALL, check_reachable
-from pipelinez.engine.remote_task import (
+from pipelinez.engine.distributed.ray_address import INSTALL, check_reachable
+from pipelinez.engine.distributed.remote_task import (
     STAGING_PROBLEM,
     RemoteResult,
     RemoteTask,
@@ -61,9 +56,14 @@ from pipelinez.engine.remote_task import (
     run_task,
     versions,
 )
-from pipelinez.engine.run_results import PartitionResult
-from pipelinez.engine.shared_staging import StagingRoot, TableManifest
-from pipelinez.engine.staging_store import ReuseUnavailable, first_line
+from pipelinez.engine.nodes.node_runners import NodeOutput, make_connector, partition_fingerprint
+from pipelinez.engine.run.backend import AttemptResult, Done, ThreadBackend, WorkItem
+from pipelinez.engine.run.context import RunContext
+from pipelinez.engine.run.executor_choice import ExecutorChoice
+from pipelinez.engine.run.failures import DEBUG_LOG, NodeFailure, classify
+from pipelinez.engine.staging.shared_staging import StagingRoot, TableManifest
+from pipelinez.engine.staging.staging_store import ReuseUnavailable, first_line
+from pipelinez.engine.state.run_results import PartitionResult
 from pipelinez.plan.planner import Plan, PlannedNode
 
 TASK_CPUS = 1  # each task: one CPU, so its DuckDB runs one thread; memory: engine.memory_limit

@@ -30,13 +30,18 @@ from pipelinez.core.diagnostics import PzConfigError
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeStatus, Tier
-from pipelinez.engine.backend import AttemptResult, WorkItem, run_attempt
-from pipelinez.engine.context import open_staging
-from pipelinez.engine.failures import NodeFailure, classify
-from pipelinez.engine.node_runners import NodeOutput, drop_quietly, make_connector, partition_fingerprint
-from pipelinez.engine.node_runners import _land_partition as land_partition
-from pipelinez.engine.run_results import PartitionResult
-from pipelinez.engine.shared_staging import StagingRoot, TableManifest, transient_io
+from pipelinez.engine.nodes.node_runners import (
+    NodeOutput,
+    drop_quietly,
+    make_connector,
+    partition_fingerprint,
+)
+from pipelinez.engine.nodes.node_runners import _land_partition as land_partition
+from pipelinez.engine.run.backend import AttemptResult, WorkItem, run_attempt
+from pipelinez.engine.run.context import open_staging
+from pipelinez.engine.run.failures import NodeFailure, classify
+from pipelinez.engine.staging.shared_staging import StagingRoot, TableManifest, transient_io
+from pipelinez.engine.state.run_results import PartitionResult
 from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ from pipelinez.compile.ids import id_parts
 from pipelinez.compile.nodes import CheckNode, PipelineNode, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.volatility import volatile_calls
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, Provenance
-from pipelinez.engine.run_results import NodeResult, RunResults
-from pipelinez.engine.staging_store import Reuse, StagedLoad, StagedPart, StagingStore
+from pipelinez.engine.staging.staging_store import Reuse, StagedLoad, StagedPart, StagingStore
+from pipelinez.engine.state.run_results import NodeResult, RunResults
 
 FULL_PASS = "run 'pz run' for a full pass if needed"
 UNFINISHED = frozenset(

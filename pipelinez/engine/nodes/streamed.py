@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import OK_STATUSES, NodeError, NodeStatus
-from pipelinez.engine.failures import DEBUG_LOG, NodeFailure, StreamedQuery, classify, duck_summary
-from pipelinez.engine.run_results import NodeResult
+from pipelinez.engine.run.failures import DEBUG_LOG, NodeFailure, StreamedQuery, classify, duck_summary
+from pipelinez.engine.state.run_results import NodeResult
 
 if TYPE_CHECKING:
     import duckdb

@@ -10,7 +10,7 @@ import random
 from collections.abc import Callable
 
 from pipelinez.compile.policy import RetryPolicy
-from pipelinez.engine.failures import NodeFailure
+from pipelinez.engine.run.failures import NodeFailure
 
 
 def backoff_delay(

@@ -12,7 +12,7 @@ from pipelinez.config.model import Project
 from pipelinez.core import duck_catalog, duck_connect
 from pipelinez.core.sqlnames import quote_literal
 from pipelinez.engine.events import EventBus, Note
-from pipelinez.engine.failures import NodeFailure
+from pipelinez.engine.run.failures import NodeFailure
 from pipelinez.plan.planner import Plan
 
 if TYPE_CHECKING:

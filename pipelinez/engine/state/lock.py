@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 
 from pipelinez.core.diagnostics import PzError, error
-from pipelinez.engine.statedir import ensure_state_dir, state_error
+from pipelinez.engine.state.statedir import ensure_state_dir, state_error
 
 
 class ProjectLocked(PzError):

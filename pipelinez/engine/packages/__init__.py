@@ -1,0 +1,1 @@
+"""`pz restore`: installing the connector packages project.yml pins and writing `pz.lock`."""
