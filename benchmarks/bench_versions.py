@@ -1,0 +1,121 @@
+"""A/B of two pz source trees on the same work: whole `pz` processes, alternating A B B A …, because the
+machine's speed drifts. Reports the median of per-pair ratios (B time / A time) for wall and CPU, with each
+tree's median wall time and peak RSS. Used to show a refactor costs nothing (issue 21):
+
+    git archive <old-commit> | (mkdir -p /tmp/old && tar -x -C /tmp/old)
+    .venv/bin/python benchmarks/bench_versions.py --a /tmp/old --b . --pairs 5
+
+Work measured: `pz validate` of a generated diamond project (`--pipelines`, gen_diamond_project.py), and
+`pz run` of the core benchmark's CSV → pipeline → Parquet project (`--rows`, bench_core.py). Both trees run
+with this interpreter; each process gets PYTHONPATH=<tree> and runs from a neutral folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench_core import generate_csv, write_project
+from gen_diamond_project import generate
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / ".data"
+
+
+def timed(tree: Path, args: list[str], expect: str) -> tuple[float, float, int]:
+    env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pipelinez.cli.entry import main; sys.argv[0] = 'pz'; main()",
+            *args,
+        ],
+        cwd=DATA,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0 or expect not in out:
+        raise SystemExit(f"{tree}: pz {' '.join(args)} failed:\n{out[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024
+
+
+def compare(name: str, a: Path, b: Path, args: list[str], expect: str, pairs: int) -> str:
+    walls: dict[str, list[float]] = {"a": [], "b": []}
+    ratios_wall: list[float] = []
+    ratios_cpu: list[float] = []
+    rss = {"a": 0, "b": 0}
+    timed(a, args, expect), timed(b, args, expect)  # warm the page cache and bytecode
+    for i in range(pairs):
+        order = [("a", a), ("b", b)] if i % 2 == 0 else [("b", b), ("a", a)]
+        got = {key: timed(tree, args, expect) for key, tree in order}
+        for key in ("a", "b"):
+            walls[key].append(got[key][0])
+            rss[key] = max(rss[key], got[key][2])
+        ratios_wall.append(got["b"][0] / got["a"][0])
+        ratios_cpu.append(got["b"][1] / got["a"][1])
+    return (
+        f"| {name} | {statistics.median(walls['a']):.2f} s | {statistics.median(walls['b']):.2f} s "
+        f"| {statistics.median(ratios_wall):.3f}x | {statistics.median(ratios_cpu):.3f}x "
+        f"| {rss['a']} / {rss['b']} MiB |"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--a", type=Path, required=True, help="the reference tree (holds pipelinez/)")
+    ap.add_argument("--b", type=Path, required=True, help="the tree measured against it")
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--pipelines", type=int, default=2000)
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ns = ap.parse_args()
+    DATA.mkdir(parents=True, exist_ok=True)
+    for tree in (ns.a, ns.b):
+        compileall.compile_dir(str(tree / "pipelinez"), quiet=1)
+    diamond = DATA / f"versions_diamond_{ns.pipelines}"
+    if not (diamond / "pz" / "project.yml").exists():
+        generate(diamond, ns.pipelines, dbt=False)
+    csv = DATA / f"orders_{ns.rows}.csv"
+    generate_csv(csv, ns.rows)
+    core = DATA / "versions_core"
+    write_project(core, csv)
+    print(f"A = {ns.a}, B = {ns.b}, {ns.pairs} alternating pairs; ratios are B / A (below 1: B faster)\n")
+    print("| work | A wall | B wall | wall B/A | CPU B/A | peak RSS A / B |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    print(
+        compare(
+            f"validate {ns.pipelines} pipelines",
+            ns.a,
+            ns.b,
+            ["validate", "-p", str(diamond / "pz")],
+            "valid",
+            ns.pairs,
+        )
+    )
+    print(
+        compare(
+            f"run CSV {ns.rows:,} rows → Parquet",
+            ns.a,
+            ns.b,
+            ["run", "-p", str(core), "--quiet"],
+            "",
+            ns.pairs,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
