@@ -3,10 +3,18 @@
 DuckDB's Python client draws a progress bar on stdout for any query that runs longer than two seconds, into
 the middle of pz's own output lines (and of `--log-format json`). The setting is per connection (DuckDB
 refuses it as a global or startup option); a connection's cursors inherit it.
+
+DuckDB's Python client also tries `import pandas` whenever it binds Python parameters or converts a
+result, to recognise pandas objects. pz never uses pandas; where it is not installed every attempt is a
+failed search of `sys.path` (thousands of them in a large `pz validate`, a third of its profile). The first
+connection records that pandas is absent (`sys.modules["pandas"] = None`), so later attempts fail at once
+with the same ModuleNotFoundError. Where pandas is installed nothing changes, and pz still never imports it.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -21,6 +29,12 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     import duckdb
 
+    _settle_absent_pandas()
     con = duckdb.connect(database, read_only=read_only, config=config or {})
     con.execute("SET enable_progress_bar = false")
     return con
+
+
+def _settle_absent_pandas() -> None:
+    if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
+        sys.modules["pandas"] = None  # type: ignore[assignment]
