@@ -62,12 +62,16 @@ import importlib.util, sys
 from pipelinez.core.duck_connect import connect
 con = connect()
 con.execute("SELECT ?::INTEGER", [1]).fetchone()
-print("INSTALLED" if importlib.util.find_spec("pandas") is not None else repr(sys.modules.get("pandas", "unset")))
+installed = importlib.util.find_spec("pandas") is not None
+print("INSTALLED" if installed else repr(sys.modules.get("pandas", "unset")))
 """
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() in ("None", "INSTALLED")
     if done.stdout.strip() == "None":  # an import attempt now fails at once, as before, without a search
-        attempt = "import sys; sys.modules['pandas'] = None\ntry:\n import pandas\nexcept ImportError: print('refused')"
+        attempt = (
+            "import sys; sys.modules['pandas'] = None\n"
+            "try:\n import pandas\nexcept ImportError: print('refused')"
+        )
         assert (
             subprocess.run([sys.executable, "-c", attempt], capture_output=True, text=True).stdout
             == "refused\n"
