@@ -36,6 +36,7 @@ from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import Severity
 
+_REF_CALL = re.compile(r"""^\s*ref\(\s*['"]([A-Za-z_]\w*)['"]\s*\)\s*$""")
 _SOURCE_CALL = re.compile(r"""^\s*source\(\s*['"]([A-Za-z_]\w*)['"]\s*,\s*['"]([A-Za-z_]\w*)['"]\s*\)\s*$""")
 
 
@@ -83,7 +84,11 @@ class _RefResolver:
 
 
 def check_target(to: str, project: Project, infos: dict[str, PipelineInfo]) -> str | None:
-    """The node name a relationships `to:` names: a pipeline or source('src', 'dataset')."""
+    """The node name a relationships `to:` names: a pipeline (`name` or dbt's `ref('name')`) or
+    source('src', 'dataset')."""
+    ref_call = _REF_CALL.match(to)
+    if ref_call:
+        to = ref_call.group(1)
     match = _SOURCE_CALL.match(to)
     if match:
         src, dataset = match.groups()
@@ -195,7 +200,7 @@ class _NodeBuilder:
                         error(
                             "PZ0219",
                             f"check '{check.name}' on '{target}': `to: {check.options.get('to')}` names no "
-                            "pipeline or declared source dataset",
+                            "pipeline (name or ref('name')) or declared source dataset",
                             place=check.place,
                         )
                     )
@@ -214,6 +219,7 @@ class _NodeBuilder:
                 check,
                 engine_retry(self.project),
                 self.project.engine.external_access,
+                thresholds=(check.warn_if, check.error_if),
             )
             self.nodes[name] = CheckNode(name, CHECK, "", tuple(deps), check.place, tags, work=work)
             if check.severity == Severity.ERROR:
@@ -231,10 +237,13 @@ class _NodeBuilder:
                 check.place,
                 (lambda path: self.project.locate(file, (*block, *path), at="value")) if block else None,
             )[0]
+            where = check.where
+            if where is not None:  # config.where: a string value like any other
+                where = str(self.templater.render_value(where, file, check.place)[0])
         except TemplateFailure as exc:
             self.diags.extend(exc.diagnostics)
             return None
-        return dataclasses.replace(check, options=options)
+        return dataclasses.replace(check, options=options, where=where)
 
     def finish(self) -> dict[str, Node]:
         # write-audit-publish: whatever reads a checked table also waits for its error-severity checks

@@ -81,6 +81,11 @@ class CheckSpec:
     place: Place
     # where `options` is in its file (each templated value's own place); () unknown
     options_path: JsonPath = field(default=(), compare=False)
+    where: str | None = None  # config.where: only rows matching this SQL predicate are checked
+    warn_if: str = "!=0"  # config.warn_if / error_if: comparisons of the failure count (dbt's)
+    error_if: str = "!=0"
+    nulls_pass: bool = False  # expression: NULL is no failure (dbt spellings: dbt_utils.expression_is_true)
+    column: str | None = None  # the column a dbt-style column test is listed under
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
-from pipelinez.config.checks import CHECK_KEYS, CHECK_TYPES, example
+from pipelinez.config.checks import CHECK_KEYS, CHECK_TYPES, THRESHOLD_PATTERN, example
 from pipelinez.config.positions import JsonPath, dotted
 from pipelinez.config.regions import Region, region_of
 from pipelinez.config.suggest import did_you_mean, expected_types, kind_of, one_of, show
@@ -287,6 +287,16 @@ def _pattern(ctx: _Ctx) -> list[Finding]:
             Finding(
                 "PZ0107",
                 f"{show(value)} is not a valid {what}: use letters, digits and _, not starting with a digit",
+                path,
+                at,
+            )
+        ]
+    if pattern == THRESHOLD_PATTERN:
+        return [
+            Finding(
+                "PZ0103",
+                f"{_subject(ctx)} is not a failure-count threshold: {show(value)} "
+                "(write a comparison and a whole number, as dbt: >10, >=1, !=0, =0, <5)",
                 path,
                 at,
             )

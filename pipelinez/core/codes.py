@@ -197,6 +197,19 @@ REGISTRY: tuple[Code, ...] = (
         "inside another block, an `{% enddocs %}` closing none), or two blocks have one name (tier 2)",
         "write each block as `{% docs name %} ... {% enddocs %}` with a name used once in docs/",
     ),
+    Code(
+        "PZ0135",
+        "CheckConfigTwice",
+        "a check or dbt-style test sets its config twice: `severity:` beside the type key and "
+        "`config: {severity}`, or `config:` both beside the type key and inside its options",
+        "keep one of them: `config: { severity: warn }` (dbt's spelling) or `severity: warn`",
+    ),
+    Code(
+        "PZ0136",
+        "RowCountNoBound",
+        "a row_count check or test sets neither min nor max (only `config:`): it could never fail",
+        "add `min:` and/or `max:`, e.g. - row_count: { min: 1 }",
+    ),
     # --- 02: semantic ------------------------------------------------------------------------
     Code(
         "PZ0201",

@@ -1,0 +1,199 @@
+"""dbt's test spellings in pz, end to end: column `tests:`/`data_tests:`, bare `- unique`, pipeline-level
+`data_tests:`, `config: {severity, where, warn_if, error_if}`, `relationships.to: ref('x')`, dbt's NULL
+semantics of `expression`, and singular tests (`tests/**/*.sql`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import PzResult, pz, write_project
+
+BASE = {
+    "project.yml": "name: shop\n",
+    "sources/files.yml": """
+        connector: localfiles
+        connection: { root: data }
+        datasets:
+          orders: { format: csv, path: orders.csv, columns: { id: bigint, status: varchar, amount: int } }
+          customers: { format: csv, path: customers.csv }
+    """,
+    "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\n",
+    "pipelines/orders.sql": """
+        INSERT INTO {{ sink('lake', 'orders') }}
+        SELECT id, status, amount FROM {{ source('files', 'orders') }}
+    """,
+    "pipelines/items.sql": """
+        SELECT * FROM (VALUES (1, 1), (2, 2), (3, 9)) AS t(item_id, order_id)
+    """,
+    "data/orders.csv": "id,status,amount\n1,placed,10\n2,shipped,\n2,lost,-5\n",
+    "data/customers.csv": "name\nada\n",
+}
+
+
+def _run(project: Path, files: dict[str, str], *args: str) -> PzResult:
+    write_project(project, {**BASE, **files})
+    return pz(project, "run", *args)
+
+
+def _status(result: PzResult, node: str) -> str:
+    return str(result.node(node)["status"])
+
+
+def _line(result: PzResult, start: str) -> str:
+    return next((line for line in result.lines if line.startswith(start)), "")
+
+
+def test_column_tests_bare_and_mapping_spellings_become_checks(project_dir: Path) -> None:
+    sidecar = """
+        columns:
+          id:
+            description: the order
+            tests:
+              - unique
+              - not_null
+          status:
+            data_tests:
+              - accepted_values: { values: [placed, shipped], config: { severity: warn } }
+    """
+    result = _run(project_dir, {"pipelines/orders.yml": sidecar})
+    assert result.exit_code == 1, result.output
+    assert _line(result, "FAIL chk_orders__unique_id 2 rows"), result.output
+    assert _status(result, "chk_orders__not_null_id") == "success"
+    assert _line(result, "WARN chk_orders__accepted_values_status 1 rows"), result.output
+    assert _status(result, "lake.orders") == "skipped"  # the error-severity test blocks the write
+
+
+def test_pipeline_data_tests_and_config_where(project_dir: Path) -> None:
+    sidecar = """
+        data_tests:
+          - unique: { columns: [id], config: { where: "status <> 'lost'" } }
+          - not_null: { columns: [amount] }
+            config: { where: "id = 1" }
+    """
+    result = _run(project_dir, {"pipelines/orders.yml": sidecar})
+    assert result.exit_code == 0, result.output
+    assert _status(result, "chk_orders__unique_id") == "success"  # the duplicate id 2 is 'lost'
+    assert _status(result, "chk_orders__not_null_amount") == "success"  # the NULL amount is id 2
+
+
+def test_where_filter_still_finds_failures_in_the_rows_it_keeps(project_dir: Path) -> None:
+    sidecar = """
+        data_tests:
+          - not_null: { columns: [amount], config: { where: "status = 'shipped'" } }
+    """
+    result = _run(project_dir, {"pipelines/orders.yml": sidecar})
+    assert result.exit_code == 1, result.output
+    assert _line(result, "FAIL chk_orders__not_null_amount 1 rows"), result.output
+
+
+def test_thresholds_compare_the_failure_count(project_dir: Path) -> None:
+    sidecar = """
+        columns:
+          id:
+            tests:
+              - unique: { config: { warn_if: ">1", error_if: ">5" } }
+          amount:
+            tests:
+              - not_null: { config: { error_if: ">=1" } }
+          status:
+            tests:
+              - accepted_values: { values: [placed], config: { warn_if: ">10", error_if: ">10" } }
+    """
+    result = _run(project_dir, {"pipelines/orders.yml": sidecar})
+    # unique: 2 failing rows > 1 -> warn, not > 5 -> no error
+    assert _line(result, "WARN chk_orders__unique_id 2 rows"), result.output
+    assert "duplicated value(s) of (id) (warn_if >1)" in result.output
+    # not_null: 1 failing row >= 1 -> error
+    assert _line(result, "FAIL chk_orders__not_null_amount 1 rows"), result.output
+    assert "1 row(s) with NULL in amount (error_if >=1)" in result.output
+    # accepted_values: 2 failing rows, neither threshold reached -> passes
+    assert _status(result, "chk_orders__accepted_values_status") == "success"
+    assert result.exit_code == 1
+
+
+def test_severity_warn_ignores_error_if(project_dir: Path) -> None:
+    sidecar = """
+        columns:
+          id:
+            tests:
+              - unique: { config: { severity: warn, error_if: ">=1" } }
+    """
+    result = _run(project_dir, {"pipelines/orders.yml": sidecar})
+    assert result.exit_code == 0, result.output
+    assert _line(result, "WARN chk_orders__unique_id 2 rows"), result.output
+    assert _status(result, "lake.orders") == "success"
+
+
+def test_relationships_to_ref_and_source_spellings(project_dir: Path) -> None:
+    sidecar = """
+        columns:
+          order_id:
+            tests:
+              - relationships: { to: ref('orders'), field: id }
+          item_id:
+            tests:
+              - relationships: { to: "source('files', 'orders')", field: id, config: { severity: warn } }
+    """
+    result = _run(project_dir, {"pipelines/items.yml": sidecar})
+    assert _line(result, "FAIL chk_items__relationships_order_id 1 rows"), result.output
+    assert _line(result, "WARN chk_items__relationships_item_id 1 rows"), result.output
+
+
+def test_dbt_expression_nulls_pass_but_checks_expression_nulls_fail(project_dir: Path) -> None:
+    sidecar = """
+        checks:
+          - expression: { sql: "amount >= -10", name: pz_spelling }
+        data_tests:
+          - expression: { sql: "amount >= -10", name: dbt_spelling }
+    """
+    result = _run(project_dir, {"pipelines/orders.yml": sidecar})
+    # the NULL amount: a failure for pz's checks: expression, not for dbt's expression_is_true
+    assert _line(result, "FAIL chk_orders__expression_pz_spelling 1 rows"), result.output
+    assert _status(result, "chk_orders__expression_dbt_spelling") == "success"
+
+
+def test_source_dataset_column_tests(project_dir: Path) -> None:
+    files = {
+        "sources/files.yml": """
+            connector: localfiles
+            connection: { root: data }
+            datasets:
+              orders:
+                format: csv
+                path: orders.csv
+                columns:
+                  id: { type: bigint, tests: [unique] }
+                  status: varchar
+                  amount: { type: int, data_tests: [{ not_null: { config: { severity: warn } } }] }
+        """
+    }
+    result = _run(project_dir, files)
+    assert _line(result, "FAIL chk_src_files__orders__unique_id 2 rows"), result.output
+    assert _line(result, "WARN chk_src_files__orders__not_null_amount 1 rows"), result.output
+
+
+def test_config_given_twice_is_refused(project_dir: Path) -> None:
+    sidecar = """
+        checks:
+          - unique: { columns: [id] }
+            severity: warn
+            config: { severity: error }
+    """
+    write_project(project_dir, {**BASE, "pipelines/orders.yml": sidecar})
+    result = pz(project_dir, "validate")
+    assert result.exit_code != 0
+    assert "PZ0135" in result.output and "orders.yml" in result.output
+
+
+def test_unknown_bare_test_and_bad_threshold_are_refused(project_dir: Path) -> None:
+    sidecar = """
+        columns:
+          id:
+            tests:
+              - uniq
+              - not_null: { config: { warn_if: "more than 3" } }
+    """
+    write_project(project_dir, {**BASE, "pipelines/orders.yml": sidecar})
+    result = pz(project_dir, "validate")
+    assert result.exit_code != 0
+    assert result.output.count("PZ0113") >= 2, result.output
