@@ -154,6 +154,8 @@ def outcome(check: CheckSpec, target: str, failing: int, observed: str | None) -
         msg = f"{head}: {failing} row(s) where NOT ({o['sql']})"
     elif check.type == "relationships":
         msg = f"{head}: {failing} row(s) with {o['column']} not found in {o['to']}.{o['field']}"
+    elif check.type == "singular":
+        msg = f"singular test {o['file']}: its query returned {failing} row(s); it must return none"
     else:  # freshness
         age = human_age(float(observed)) if observed not in (None, "") else None
         max_age = o["max_age"]

@@ -29,6 +29,7 @@ from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.output_overlaps import owned_overlaps
 from pipelinez.compile.pins import check_pins
 from pipelinez.compile.semantic import PipelineInfo, analyse_pipelines
+from pipelinez.compile.singular import analyse_singular
 from pipelinez.compile.staging import resolve_staging
 from pipelinez.compile.stored_watermarks import StoredMark, check_stored
 from pipelinez.compile.targets import shared_targets
@@ -124,6 +125,8 @@ def compile_project(
     infos, found, warned = analyse_pipelines(project, templater)
     errors += found
     warnings += warned
+    singular, found = analyse_singular(project, templater)
+    errors += found
     found, clashed = case_clashes(project)
     errors += found + unsafe_output_names(infos) + doc_problems(project)
     yaml_route, found = yaml_specs(project, templater)
@@ -148,7 +151,8 @@ def compile_project(
     bounds = {
         key: read_bounds(spec, committed.get(key), lowers.bounds.get(key)) for key, spec in specs.items()
     }
-    nodes, found = build_nodes(project, good, sources, sinks, templater, bounds)
+    tests = {k: i for k, i in singular.items() if all(r in good for r in i.refs)}
+    nodes, found = build_nodes(project, good, sources, sinks, templater, bounds, tests)
     errors += found
     errors += tier_gates(nodes, project)  # tier 3: what a node's tier cannot honour (PZ0312, PZ0313)
 

@@ -114,7 +114,7 @@ def _check_names(project: Project, infos: dict[str, PipelineInfo]) -> list[Diagn
     diags, staging_names = _staging_collisions(project)
     claimed: dict[tuple[str, str], tuple[str, Place]] = {}
     for name, info in infos.items():
-        diags += [d for call in info.rendered.calls if (d := _call_problem(project, call))]
+        diags += [d for call in info.rendered.calls if (d := call_problem(project, call))]
         for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
             if f"sink:{sink}" in project.broken:
                 continue  # its file failed tier 1 and was reported there
@@ -175,7 +175,7 @@ def _staging_collisions(project: Project) -> tuple[list[Diagnostic], dict[str, t
     return diags, staging_names
 
 
-def _call_problem(project: Project, call: Call) -> Diagnostic | None:
+def call_problem(project: Project, call: Call) -> Diagnostic | None:
     """What is wrong with the names a source() or ref() call uses (PZ0202, PZ0203), if anything."""
     if call.function == "ref" and call.args[0] not in project.pipelines:
         return error(

@@ -168,6 +168,15 @@ class PipelineSource:
 
 
 @dataclass(frozen=True)
+class SingularTest:
+    """tests/**/*.sql: a query (ref/source/var/env) that must return no rows; node chk_test__<name>."""
+
+    name: str  # the file stem
+    file: str  # project-relative path
+    text: str
+
+
+@dataclass(frozen=True)
 class Project:
     root: Path
     name: str
@@ -185,6 +194,7 @@ class Project:
     broken: frozenset[str] = frozenset()
     # docs/**/*.md by project-relative path -> text: the `{% docs name %}` blocks descriptions' doc() name
     doc_files: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    singular_tests: dict[str, SingularTest] = field(default_factory=dict)  # by file stem
 
     @property
     def state_dir(self) -> Path:

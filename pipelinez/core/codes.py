@@ -476,6 +476,26 @@ REGISTRY: tuple[Code, ...] = (
         "lock was written)",
         "run `pz restore` to install exactly what pz.lock records (after a pin change it updates pz.lock)",
     ),
+    Code(
+        "PZ0245",
+        "SingularTestWrites",
+        "a singular test (tests/**/*.sql) calls sink() or watermark(): a test only reads",
+        "remove the call; a singular test reads with source() and ref() and returns the rows that break "
+        "its rule",
+    ),
+    Code(
+        "PZ0246",
+        "SingularTestEmpty",
+        "a singular test (tests/**/*.sql) holds no query",
+        "write a SELECT returning the rows that break the rule (no rows: the test passes)",
+    ),
+    Code(
+        "PZ0247",
+        "SingularTestName",
+        "a singular test's node name chk_test__<file stem> is already the name of a check (of a pipeline "
+        "named `test`)",
+        "rename the test file, or give that check its own `name:`",
+    ),
     # --- 03: connectors and tiers ------------------------------------------------------------
     Code(
         "PZ0301",

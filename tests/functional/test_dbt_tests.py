@@ -4,6 +4,7 @@ semantics of `expression`, and singular tests (`tests/**/*.sql`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.conftest import PzResult, pz, write_project
@@ -197,3 +198,56 @@ def test_unknown_bare_test_and_bad_threshold_are_refused(project_dir: Path) -> N
     result = pz(project_dir, "validate")
     assert result.exit_code != 0
     assert result.output.count("PZ0113") >= 2, result.output
+
+
+SINGULAR_PASS = """
+    -- no order of a known status without an amount, across two pipelines
+    SELECT o.id FROM {{ ref('orders') }} AS o JOIN {{ ref('items') }} AS i ON i.order_id = o.id
+    WHERE o.amount IS NULL AND o.status = 'placed';
+"""
+SINGULAR_FAIL = """
+    SELECT * FROM {{ ref('orders') }} WHERE amount < 0
+"""
+
+
+def test_singular_tests_pass_and_fail_and_gate_nothing(project_dir: Path) -> None:
+    files = {"tests/ok.sql": SINGULAR_PASS, "tests/sub/negative_amounts.sql": SINGULAR_FAIL}
+    result = _run(project_dir, files)
+    assert result.exit_code == 1, result.output
+    assert _status(result, "chk_test__ok") == "success"
+    assert _line(result, "FAIL chk_test__negative_amounts 1 rows"), result.output
+    assert "tests/sub/negative_amounts.sql: its query returned 1 row(s)" in result.output
+    assert _status(result, "lake.orders") == "success"  # gates nothing: the write went ahead
+    assert "PZ0223" in result.output and "'items'" in result.output  # items: still a dead leaf
+    assert "test__ok" not in " ".join(line for line in result.lines if "PZ0223" in line)
+
+
+def test_singular_test_runs_after_every_pipeline_it_reads(project_dir: Path) -> None:
+    write_project(project_dir, {**BASE, "tests/ok.sql": SINGULAR_PASS})
+    result = pz(project_dir, "--log-format", "json", "plan")
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in result.lines]
+    nodes = {e["name"]: e for e in events if e["event"] == "plan_node"}
+    assert set(nodes["chk_test__ok"]["deps"]) == {"orders", "items"}
+    assert not any("chk_test__ok" in n["deps"] for n in nodes.values())
+
+
+def test_singular_test_that_writes_or_reads_unknown_names_is_refused(project_dir: Path) -> None:
+    files = {
+        "tests/writes.sql": "INSERT INTO {{ sink('lake', 'x') }} SELECT 1",
+        "tests/unknown.sql": "SELECT * FROM {{ ref('nope') }}",
+        "tests/empty.sql": "-- nothing\n",
+    }
+    write_project(project_dir, {**BASE, **files})
+    result = pz(project_dir, "validate")
+    assert result.exit_code != 0
+    assert "PZ0245" in result.output and "tests/writes.sql" in result.output
+    assert "PZ0203" in result.output and "tests/unknown.sql" in result.output
+    assert "PZ0246" in result.output and "tests/empty.sql" in result.output
+
+
+def test_singular_test_sql_error_is_found_before_data_moves(project_dir: Path) -> None:
+    write_project(project_dir, {**BASE, "tests/bad.sql": "SELECT no_such_column FROM {{ ref('orders') }}"})
+    result = pz(project_dir, "validate")
+    assert result.exit_code != 0
+    assert "PZ0405" in result.output and "no_such_column" in result.output, result.output
