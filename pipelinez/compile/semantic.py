@@ -226,6 +226,7 @@ def _unused_vars(project: Project, used: set[str], unrendered: list[str]) -> lis
     yaml_text += " ".join(
         str(s.connection) + str([o.options for o in s.outputs.values()]) for s in project.sinks.values()
     )
+    yaml_text += " ".join(t.text for t in project.singular_tests.values()) + _check_texts(project)
     diags = []
     for name, spec in project.vars.items():
         if name not in used and name not in yaml_text:
@@ -239,6 +240,13 @@ def _unused_vars(project: Project, used: set[str], unrendered: list[str]) -> lis
                 )
             )
     return diags
+
+
+def _check_texts(project: Project) -> str:
+    """The options and `where` of every check: a var() there is used."""
+    checks = [c for s in project.sources.values() for d in s.datasets.values() for c in d.checks]
+    checks += [c for p in project.pipelines.values() if p.sidecar for c in p.sidecar.checks]
+    return " ".join(f"{c.options} {c.where or ''}" for c in checks)
 
 
 def _dead_leaves(infos: dict[str, PipelineInfo]) -> list[Diagnostic]:

@@ -290,7 +290,20 @@ EXAMPLES: dict[str, str] = {
 }
 
 
-def example(check_type: str) -> str:
+COLUMN_EXAMPLES: dict[str, str] = {  # a column test: its column is implied
+    "not_null": "",
+    "unique": "",
+    "accepted_values": ": { values: [open, shipped] }",
+    "row_count": ": { min: 1 }",
+    "expression": ': { sql: "amount >= 0" }',
+    "relationships": ": { to: ref('customers'), field: id }",
+    "freshness": ": { max_age: 1d }",
+}
+
+
+def example(check_type: str, column_test: bool = False) -> str:
+    if column_test:
+        return f"- {check_type}{COLUMN_EXAMPLES.get(check_type, ': { ... }')}"
     return f"- {check_type}: {EXAMPLES.get(check_type, '{ ... }')}"
 
 

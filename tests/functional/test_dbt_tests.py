@@ -192,12 +192,22 @@ def test_unknown_bare_test_and_bad_threshold_are_refused(project_dir: Path) -> N
           id:
             tests:
               - uniq
+              - accepted_values
               - not_null: { config: { warn_if: "more than 3" } }
+              - relationships: { to: ref('orders'), field: id, arguments: {} }
     """
     write_project(project_dir, {**BASE, "pipelines/orders.yml": sidecar})
     result = pz(project_dir, "validate")
     assert result.exit_code != 0
-    assert result.output.count("PZ0113") >= 2, result.output
+    assert (
+        "PZ0113 pipelines/orders.yml:4:9: unknown column test 'uniq' (did you mean 'unique'?)"
+        in result.output
+    )
+    assert "column test 'accepted_values' needs options" in result.output
+    assert "write it as - accepted_values: { values: [open, shipped] }" in result.output
+    assert "'columns.id.tests[2].not_null.config.warn_if' is not a failure-count threshold" in result.output
+    assert "unknown option 'arguments' for check 'relationships'" in result.output
+    assert result.output.count("PZ0113") == 4, result.output
 
 
 SINGULAR_PASS = """
@@ -250,4 +260,32 @@ def test_singular_test_sql_error_is_found_before_data_moves(project_dir: Path) -
     write_project(project_dir, {**BASE, "tests/bad.sql": "SELECT no_such_column FROM {{ ref('orders') }}"})
     result = pz(project_dir, "validate")
     assert result.exit_code != 0
-    assert "PZ0405" in result.output and "no_such_column" in result.output, result.output
+    assert "PZ0405 tests/bad.sql: singular test tests/bad.sql:" in result.output, result.output
+    assert "no_such_column" in result.output
+
+
+def test_where_renders_var_and_the_var_counts_as_used(project_dir: Path) -> None:
+    files = {
+        "project.yml": "name: shop\nvars:\n  skip: { type: string, default: lost }\n",
+        "pipelines/orders.yml": """
+            data_tests:
+              - unique: { columns: [id], config: { where: "status <> '{{ var('skip') }}'" } }
+        """,
+    }
+    result = _run(project_dir, files)
+    assert result.exit_code == 0, result.output
+    assert "PZ0222" not in result.output
+    failing = pz(project_dir, "run", "--var", "skip=placed")
+    assert failing.exit_code == 1, failing.output
+    assert _line(failing, "FAIL chk_orders__unique_id 2 rows"), failing.output
+
+
+def test_column_level_expression_takes_a_whole_expression_and_lets_null_pass(project_dir: Path) -> None:
+    sidecar = """
+        columns:
+          amount:
+            tests:
+              - expression: { sql: "amount >= 0" }
+    """
+    result = _run(project_dir, {"pipelines/orders.yml": sidecar})
+    assert _line(result, "FAIL chk_orders__expression_1 1 rows"), result.output  # -5 fails, NULL passes
