@@ -366,6 +366,11 @@ class DryCompiler:
             alone = self.con.extract_statements("SELECT " + str(node.check.options["sql"]) + "\n")
             if len(alone) != 1:
                 raise ValueError("the check expression must be a single SQL expression")
+        if node.check.where is not None:
+            # as the expression: `x) OR (1=1` or `x; DROP …` in config.where are refused
+            alone = self.con.extract_statements("SELECT 1 WHERE " + node.check.where + "\n")
+            if len(alone) != 1:
+                raise ValueError("config.where must be a single SQL predicate")
         if len(self.con.extract_statements(node.sql)) != 1:
             raise ValueError("the check expression must be a single SQL expression")
 

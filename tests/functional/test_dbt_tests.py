@@ -289,3 +289,17 @@ def test_column_level_expression_takes_a_whole_expression_and_lets_null_pass(pro
     """
     result = _run(project_dir, {"pipelines/orders.yml": sidecar})
     assert _line(result, "FAIL chk_orders__expression_1 1 rows"), result.output  # -5 fails, NULL passes
+
+
+def test_where_that_is_not_one_predicate_is_refused(project_dir: Path) -> None:
+    sidecar = """
+        data_tests:
+          - unique: { columns: [id], config: { where: "1=0) OR (1=1" } }
+          - not_null: { columns: [id], config: { where: "true; DROP TABLE x" } }
+          - not_null: { columns: [amount], config: { where: "no_such_column > 1" } }
+    """
+    write_project(project_dir, {**BASE, "pipelines/orders.yml": sidecar})
+    result = pz(project_dir, "validate")
+    assert result.exit_code != 0
+    assert result.output.count("PZ0405") == 3, result.output
+    assert "check 'not_null_amount' on 'orders'" in result.output and "no_such_column" in result.output
