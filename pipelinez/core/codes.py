@@ -327,7 +327,8 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0219",
         "UnknownCheckTarget",
         "a relationships check's `to` names no pipeline or declared source dataset",
-        "name a pipeline, or write to: \"source('src', 'dataset')\"",
+        "name a non-ephemeral pipeline (`orders` or `ref('orders')`), or write "
+        "to: \"source('src', 'dataset')\"",
     ),
     Code(
         "PZ0220",
