@@ -23,7 +23,7 @@ from pipelinez.core.diagnostics import Diagnostic, error
 
 PROJECT_FILE = "project.yml"
 YAML_SUFFIXES = (".yml", ".yaml")
-MAX_ENTRIES = 50_000  # file system entries looked at under one of sources/, sinks/, pipelines/, docs/
+MAX_ENTRIES = 50_000  # file system entries looked at under one of sources/ sinks/ pipelines/ docs/ tests/
 DOC_SUFFIX = ".md"
 
 
