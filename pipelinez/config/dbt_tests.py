@@ -24,7 +24,7 @@ _COLUMN_LIST = ("not_null", "unique")
 
 def build_all_checks(doc: YamlDoc, base: JsonPath, block: Any) -> tuple[CheckSpec, ...]:
     """The checks of the sidecar (`base` ()) or dataset (`base` ("datasets", name)) whose mapping is
-    `block`: `checks:`, then `data_tests:` (sidecars), then the column tests."""
+    `block`: `checks:`, then `data_tests:`, then the column tests."""
     block = block if isinstance(block, dict) else {}
     found: list[CheckSpec] = []
     for key, dbt in (("checks", False), ("data_tests", True)):

@@ -17,7 +17,7 @@ STRATEGIES = ("replace", "merge", "append")
 DEFAULT_MEMORY_LIMIT = "384MB"
 STAGING_COMPRESSIONS = ("fast", "auto", "uncompressed")
 DEFAULT_STAGING_COMPRESSION = "fast"
-DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks", "description"})
+DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks", "data_tests", "description"})
 OUTPUT_ENGINE_KEYS = frozenset(
     {"strategy", "keys", "on_delete", "duplicates", "allow_empty", "retry", "description"}
 )

@@ -43,7 +43,7 @@ def region_of(kind: str, path: JsonPath) -> Region | None:
             inner = path[2]
             if inner == "retry":
                 return Region("retry", path[:3])
-            if kind == "source" and inner == "checks":
+            if kind == "source" and inner in ("checks", "data_tests"):
                 return Region("check", path[:3])
             if kind == "source" and inner == "columns" and len(path) >= 5 and path[4] in TEST_KEYS:
                 return Region("check", path[:5])
@@ -76,6 +76,7 @@ def check_lists(kind: str, data: dict[str, Any]) -> Iterator[tuple[JsonPath, Any
         yield from column_test_lists((), data.get("columns"))
     elif kind == "source":
         yield from _per_entry(kind, data, "checks")
+        yield from _per_entry(kind, data, "data_tests")
         entries = data.get("datasets")
         for name, entry in entries.items() if isinstance(entries, dict) else ():
             if isinstance(entry, dict):

@@ -277,6 +277,10 @@ def source_schema() -> dict[str, Any]:
             "sync": sync,
             "retry": _ref("retry"),
             "checks": _ref("checks"),
+            "data_tests": {
+                **_ref("checks"),
+                "description": "dbt-style table-level tests (they become checks)",
+            },
         },
     }
     properties = _instance_properties("source")

@@ -166,11 +166,16 @@ def test_source_dataset_column_tests(project_dir: Path) -> None:
                   id: { type: bigint, tests: [unique] }
                   status: varchar
                   amount: { type: int, data_tests: [{ not_null: { config: { severity: warn } } }] }
+                data_tests:
+                  - expression: { sql: "amount > -10" }
+                  - row_count: { max: 2, config: { severity: warn } }
         """
     }
     result = _run(project_dir, files)
     assert _line(result, "FAIL chk_src_files__orders__unique_id 2 rows"), result.output
     assert _line(result, "WARN chk_src_files__orders__not_null_amount 1 rows"), result.output
+    assert _status(result, "chk_src_files__orders__expression_1") == "success"  # NULL amount passes
+    assert _line(result, "WARN chk_src_files__orders__row_count"), result.output
 
 
 def test_config_given_twice_is_refused(project_dir: Path) -> None:
