@@ -151,7 +151,7 @@ def compile_project(
     bounds = {
         key: read_bounds(spec, committed.get(key), lowers.bounds.get(key)) for key, spec in specs.items()
     }
-    tests = {k: i for k, i in singular.items() if all(r in good for r in i.refs)}
+    tests = {k: i for k, i in singular.items() if _test_bindable(project, i, good)}
     nodes, found = build_nodes(project, good, sources, sinks, templater, bounds, tests)
     errors += found
     errors += tier_gates(nodes, project)  # tier 3: what a node's tier cannot honour (PZ0312, PZ0313)
@@ -239,6 +239,14 @@ def _bindable(
     edges = {n: [r for r in i.refs if r in infos] for n, i in infos.items()}
     bad |= descendants(edges, sorted(bad))
     return {n: i for n, i in infos.items() if n not in bad}
+
+
+def _test_bindable(project: Project, test: PipelineInfo, good: Mapping[str, PipelineInfo]) -> bool:
+    """A singular test becomes a node when all it reads is there: bindable pipelines, declared datasets
+    (a source whose file failed tier 1 is reported there, not here)."""
+    return all(r in good for r in test.refs) and all(
+        s in project.sources and d in project.sources[s].datasets for s, d in test.reads
+    )
 
 
 def _stored(

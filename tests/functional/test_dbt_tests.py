@@ -308,3 +308,15 @@ def test_where_that_is_not_one_predicate_is_refused(project_dir: Path) -> None:
     assert result.exit_code != 0
     assert result.output.count("PZ0405") == 3, result.output
     assert "check 'not_null_amount' on 'orders'" in result.output and "no_such_column" in result.output
+
+
+def test_singular_test_reading_a_broken_source_reports_the_source_only(project_dir: Path) -> None:
+    files = {
+        "sources/broken.yml": "connector: localfiles\nconnection: [not, a, mapping]\n",
+        "tests/reads_broken.sql": "SELECT * FROM {{ source('broken', 'x') }}",
+    }
+    write_project(project_dir, {**BASE, **files})
+    result = pz(project_dir, "validate")
+    assert result.exit_code != 0
+    assert "sources/broken.yml" in result.output, result.output
+    assert "Traceback" not in result.output
