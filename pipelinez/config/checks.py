@@ -193,10 +193,11 @@ def _column_options(check_type: str) -> dict[str, Any]:
 def column_test_defs() -> dict[str, Any]:
     """`columns: {c: {tests: [...]}}`: `- unique`, or `- <type>: { options, config }` without column(s)."""
     defs: dict[str, Any] = {f"column_test_{t}": _column_options(t) for t in CHECK_TYPES}
+    siblings = {k: v for k, v in check_item_schema()["properties"].items() if k in CHECK_KEYS}
     item = {
         "description": "one dbt-style column test: `- unique`, `- not_null` or `- <type>: { options }`",
         "type": "object",
-        "properties": {t: {"$ref": f"#/$defs/column_test_{t}"} for t in CHECK_TYPES},
+        "properties": {**{t: {"$ref": f"#/$defs/column_test_{t}"} for t in CHECK_TYPES}, **siblings},
         "additionalProperties": False,
         "oneOf": [{"required": [t]} for t in CHECK_TYPES],
     }

@@ -50,7 +50,9 @@ def build_column_test(item: Any, column: str, index: int, doc: YamlDoc, path: Js
         options = {"columns": [column], **options}
     elif check_type in _ONE_COLUMN:
         options = {"column": column, **options}
-    name = default_check_name(check_type, {k: v for k, v in options.items() if k != "config"}, index)
+    name = item.get("name") or default_check_name(
+        check_type, {k: v for k, v in options.items() if k != "config"}, index
+    )
     place = doc.positions.place(path)
     spec = build_check({**item, check_type: options, "name": name}, index, place, path, dbt=True)
     return replace(spec, column=column)

@@ -320,3 +320,37 @@ def test_singular_test_reading_a_broken_source_reports_the_source_only(project_d
     assert result.exit_code != 0
     assert "sources/broken.yml" in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_column_tests_take_name_severity_and_config_siblings(project_dir: Path) -> None:
+    sidecar = """
+        columns:
+          status:
+            tests:
+              - accepted_values: { values: [placed, shipped, lost] }
+              - accepted_values: { values: [placed] }
+                name: only_placed
+                severity: warn
+              - not_null:
+                config: { where: "id = 1" }
+    """
+    result = _run(project_dir, {"pipelines/orders.yml": sidecar})
+    assert result.exit_code == 0, result.output
+    assert _status(result, "chk_orders__accepted_values_status") == "success"
+    assert _line(result, "WARN chk_orders__only_placed 2 rows"), result.output
+    assert _status(result, "chk_orders__not_null_status") == "success"
+
+
+def test_two_column_tests_of_one_default_name_are_refused(project_dir: Path) -> None:
+    sidecar = """
+        columns:
+          status:
+            tests:
+              - accepted_values: { values: [placed] }
+            data_tests:
+              - accepted_values: { values: [shipped] }
+    """
+    write_project(project_dir, {**BASE, "pipelines/orders.yml": sidecar})
+    result = pz(project_dir, "validate")
+    assert result.exit_code != 0
+    assert "PZ0204" in result.output and "'accepted_values_status'" in result.output, result.output
