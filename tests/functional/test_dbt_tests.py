@@ -354,3 +354,15 @@ def test_two_column_tests_of_one_default_name_are_refused(project_dir: Path) -> 
     result = pz(project_dir, "validate")
     assert result.exit_code != 0
     assert "PZ0204" in result.output and "'accepted_values_status'" in result.output, result.output
+
+
+def test_row_count_with_only_config_is_refused(project_dir: Path) -> None:
+    sidecar = """
+        data_tests:
+          - row_count: { config: { severity: warn } }
+    """
+    write_project(project_dir, {**BASE, "pipelines/orders.yml": sidecar})
+    result = pz(project_dir, "validate")
+    assert result.exit_code != 0
+    assert "PZ0136 pipelines/orders.yml:2:5" in result.output, result.output
+    assert "neither min nor max" in result.output
