@@ -193,9 +193,10 @@ class PlanNode:
     note: str | None = None
     breaker: str | None = None  # the instance whose circuit breaker guards this node (engine.breaker set)
     incremental: dict[str, Any] | None = None  # an incremental load: cursor, watermark, next read's bounds
+    description: str | None = None  # its dataset's, pipeline's, output's or column's `description:`
 
     @staticmethod
-    def of(planned: PlannedNode, breaker: bool = False) -> PlanNode:
+    def of(planned: PlannedNode, breaker: bool = False, description: str | None = None) -> PlanNode:
         node = planned.node
         return PlanNode(
             node.name,
@@ -210,6 +211,7 @@ class PlanNode:
             planned.note,
             node.instance if breaker else None,
             _incremental(planned.bounds),
+            description,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -225,6 +227,7 @@ class PlanNode:
             "retry": self.retry.to_dict() if self.retry else None,
             "breaker": self.breaker,
             "incremental": self.incremental,
+            "description": self.description,
         }
 
 
@@ -294,7 +297,10 @@ class Project:
         the_plan, warnings = workflow.plan(self.root, select, exclude, vars, self.environ)
         engine_retry = engine_retry_policy(the_plan.dag.project)
         return RunPlan(
-            tuple(PlanNode.of(p, the_plan.breaker is not None) for p in the_plan.nodes),
+            tuple(
+                PlanNode.of(p, the_plan.breaker is not None, the_plan.descriptions.get(p.node.name))
+                for p in the_plan.nodes
+            ),
             tuple(the_plan.selection),
             tuple(warnings),
             engine_retry if the_plan.dag.project.engine.retry != RetrySpec() else None,

@@ -26,6 +26,13 @@ def column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     return {str(r[0]): str(r[1]) for r in con.execute(f"DESCRIBE {quote_ident(table)}").fetchall()}
 
 
+def check_label(node: CheckNode) -> str:
+    """How messages name a check: `check 'x' on 'table'`, or `singular test tests/x.sql`."""
+    if node.check.type == "singular":
+        return f"singular test {node.check.place.file}"
+    return f"check '{node.check.name}' on '{node.target}'"
+
+
 def _family(duck_type: str) -> str:
     for name, pattern in (("temporal", _TEMPORAL), ("numeric", _NUMERIC), ("text", _TEXT)):
         if pattern.match(duck_type):

@@ -6,14 +6,30 @@ offending rows (0 for table-level checks such as row_count and freshness).
 
 from __future__ import annotations
 
+import operator
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pipelinez.config.model import CheckSpec
 from pipelinez.core.durations import parse_duration
 from pipelinez.core.sqlnames import quote_ident, quote_literal
+from pipelinez.core.vocabulary import Severity
 
 TABLE_LEVEL = frozenset({"row_count", "freshness"})
+DEFAULT_THRESHOLD = "!=0"
+_THRESHOLD = re.compile(r"^\s*(>=|<=|!=|<>|==|=|>|<)\s*(\d+)\s*$")
+_COMPARE: dict[str, Callable[[int, int], bool]] = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    "!=": operator.ne,
+    "<>": operator.ne,
+    "==": operator.eq,
+    "=": operator.eq,
+    ">": operator.gt,
+    "<": operator.lt,
+}
 
 
 @dataclass(frozen=True)
@@ -21,6 +37,32 @@ class CheckOutcome:
     failed: bool
     rows: int
     message: str
+    severity: Severity = Severity.ERROR  # when failed: error blocks, warn only reports (config thresholds)
+
+
+def threshold_hit(count: int, threshold: str) -> bool:
+    """Whether the failure count matches a dbt threshold such as `>10` or `!=0`."""
+    match = _THRESHOLD.match(threshold)
+    if match is None:
+        raise ValueError(f"not a threshold: {threshold!r}")
+    return _COMPARE[match.group(1)](count, int(match.group(2)))
+
+
+def _verdict(check: CheckSpec, count: int) -> tuple[Severity | None, str]:
+    """dbt's order: with severity error, error_if is tried first, then warn_if; with severity warn only
+    warn_if. (the severity reached or None, the threshold that decided it when it is not the default)."""
+    if check.severity == Severity.ERROR and threshold_hit(count, check.error_if):
+        return Severity.ERROR, "" if check.error_if == DEFAULT_THRESHOLD else f"error_if {check.error_if}"
+    if threshold_hit(count, check.warn_if):
+        return Severity.WARN, "" if check.warn_if == DEFAULT_THRESHOLD else f"warn_if {check.warn_if}"
+    return None, ""
+
+
+def checked_table(check: CheckSpec, table: str) -> str:
+    """`table`, or with config.where the subquery of its rows that match it (dbt's `where`)."""
+    if not check.where:
+        return table
+    return f"(SELECT * FROM {table} WHERE (\n{check.where}\n))"
 
 
 def human_age(seconds: float) -> str:
@@ -38,6 +80,7 @@ def _value_literal(value: Any) -> str:
 def check_sql(check: CheckSpec, table: str, ref_table: str | None = None) -> str:
     """The check's query against `table` (quoted). `ref_table` (quoted) is a relationships target."""
     o = check.options
+    table = checked_table(check, table)
     if check.type == "not_null":
         cond = " OR ".join(f"{quote_ident(c)} IS NULL" for c in o["columns"])
         return f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} WHERE {cond}"
@@ -68,6 +111,8 @@ def check_sql(check: CheckSpec, table: str, ref_table: str | None = None) -> str
         )
     if check.type == "expression":
         # on lines of its own, so a trailing -- comment in the expression cannot swallow the closing paren
+        if check.nulls_pass:  # dbt_utils.expression_is_true: a NULL result is not a failure
+            return f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} WHERE NOT (\n{o['sql']}\n)"
         return (
             f"SELECT count(*)::BIGINT, NULL::VARCHAR FROM {table} WHERE NOT coalesce((\n{o['sql']}\n), FALSE)"
         )
@@ -93,7 +138,8 @@ def outcome(check: CheckSpec, target: str, failing: int, observed: str | None) -
     """The check's result and the message printed for it."""
     o = check.options
     head = f"check '{check.name}' on '{target}'"
-    failed = failing > 0
+    severity, why = _verdict(check, failing)
+    failed = severity is not None
     if check.type == "not_null":
         msg = f"{head}: {failing} row(s) with NULL in {', '.join(o['columns'])}"
     elif check.type == "unique":
@@ -103,11 +149,13 @@ def outcome(check: CheckSpec, target: str, failing: int, observed: str | None) -
     elif check.type == "row_count":
         bounds = f"min {o.get('min', '-')}, max {o.get('max', '-')}"
         msg = f"{head}: {observed} row(s), outside {bounds}"
-        return CheckOutcome(failed, 0, msg)
+        return _decided(failed, 0, msg, severity, why)
     elif check.type == "expression":
         msg = f"{head}: {failing} row(s) where NOT ({o['sql']})"
     elif check.type == "relationships":
         msg = f"{head}: {failing} row(s) with {o['column']} not found in {o['to']}.{o['field']}"
+    elif check.type == "singular":
+        msg = f"singular test {o['file']}: its query returned {failing} row(s); it must return none"
     else:  # freshness
         age = human_age(float(observed)) if observed not in (None, "") else None
         max_age = o["max_age"]
@@ -116,5 +164,9 @@ def outcome(check: CheckSpec, target: str, failing: int, observed: str | None) -
             if age
             else f"{head}: no {o['column']} values at all (max_age {max_age})"
         )
-        return CheckOutcome(failed, 0, msg)
-    return CheckOutcome(failed, failing, msg)
+        return _decided(failed, 0, msg, severity, why)
+    return _decided(failed, failing, msg, severity, why)
+
+
+def _decided(failed: bool, rows: int, message: str, severity: Severity | None, why: str) -> CheckOutcome:
+    return CheckOutcome(failed, rows, f"{message} ({why})" if why else message, severity or Severity.ERROR)

@@ -29,6 +29,7 @@ from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.output_overlaps import owned_overlaps
 from pipelinez.compile.pins import check_pins
 from pipelinez.compile.semantic import PipelineInfo, analyse_pipelines
+from pipelinez.compile.singular import analyse_singular
 from pipelinez.compile.staging import resolve_staging
 from pipelinez.compile.stored_watermarks import StoredMark, check_stored
 from pipelinez.compile.targets import shared_targets
@@ -124,6 +125,8 @@ def compile_project(
     infos, found, warned = analyse_pipelines(project, templater)
     errors += found
     warnings += warned
+    singular, found = analyse_singular(project, templater)
+    errors += found
     found, clashed = case_clashes(project)
     errors += found + unsafe_output_names(infos) + doc_problems(project)
     yaml_route, found = yaml_specs(project, templater)
@@ -148,7 +151,8 @@ def compile_project(
     bounds = {
         key: read_bounds(spec, committed.get(key), lowers.bounds.get(key)) for key, spec in specs.items()
     }
-    nodes, found = build_nodes(project, good, sources, sinks, templater, bounds)
+    tests = {k: i for k, i in singular.items() if _test_bindable(project, i, good)}
+    nodes, found = build_nodes(project, good, sources, sinks, templater, bounds, tests)
     errors += found
     errors += tier_gates(nodes, project)  # tier 3: what a node's tier cannot honour (PZ0312, PZ0313)
 
@@ -235,6 +239,14 @@ def _bindable(
     edges = {n: [r for r in i.refs if r in infos] for n, i in infos.items()}
     bad |= descendants(edges, sorted(bad))
     return {n: i for n, i in infos.items() if n not in bad}
+
+
+def _test_bindable(project: Project, test: PipelineInfo, good: Mapping[str, PipelineInfo]) -> bool:
+    """A singular test becomes a node when all it reads is there: bindable pipelines, declared datasets
+    (a source whose file failed tier 1 is reported there, not here)."""
+    return all(r in good for r in test.refs) and all(
+        s in project.sources and d in project.sources[s].datasets for s, d in test.reads
+    )
 
 
 def _stored(

@@ -26,6 +26,7 @@ from pipelinez.compile.nodes import (
     SourceLoadNode,
 )
 from pipelinez.compile.semantic import PipelineInfo
+from pipelinez.compile.singular import singular_check, singular_sql
 from pipelinez.compile.templating import TemplateFailure, Templater, staging_table
 from pipelinez.compile.values import ResolvedValues
 from pipelinez.compile.work import CheckWork, PipelineWork, engine_retry, sink_write_work, source_load_work
@@ -36,6 +37,7 @@ from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import Severity
 
+_REF_CALL = re.compile(r"""^\s*ref\(\s*['"]([A-Za-z_]\w*)['"]\s*\)\s*$""")
 _SOURCE_CALL = re.compile(r"""^\s*source\(\s*['"]([A-Za-z_]\w*)['"]\s*,\s*['"]([A-Za-z_]\w*)['"]\s*\)\s*$""")
 
 
@@ -83,7 +85,11 @@ class _RefResolver:
 
 
 def check_target(to: str, project: Project, infos: dict[str, PipelineInfo]) -> str | None:
-    """The node name a relationships `to:` names: a pipeline or source('src', 'dataset')."""
+    """The node name a relationships `to:` names: a pipeline (`name` or dbt's `ref('name')`) or
+    source('src', 'dataset')."""
+    ref_call = _REF_CALL.match(to)
+    if ref_call:
+        to = ref_call.group(1)
     match = _SOURCE_CALL.match(to)
     if match:
         src, dataset = match.groups()
@@ -107,8 +113,10 @@ class _NodeBuilder:
         sinks: dict[str, ResolvedInstance],
         templater: Templater | None,
         bounds: Mapping[tuple[str, str], ReadBounds] | None = None,
+        singular: Mapping[str, PipelineInfo] | None = None,
     ):
         self.project, self.infos, self.sources, self.sinks = project, infos, sources, sinks
+        self.singular = dict(singular or {})
         self.bounds = bounds or {}
         self.templater = templater
         self.resolver = _RefResolver(infos)
@@ -131,6 +139,8 @@ class _NodeBuilder:
             for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
                 if sink in self.project.sinks:
                     self.add_sink_write(name, info, sink, output, place)
+        for key, info in sorted(self.singular.items()):
+            self.add_singular(key, info)
         return self.finish(), self.diags
 
     def add_source_load(self, src: str, dataset: str) -> None:
@@ -195,7 +205,7 @@ class _NodeBuilder:
                         error(
                             "PZ0219",
                             f"check '{check.name}' on '{target}': `to: {check.options.get('to')}` names no "
-                            "pipeline or declared source dataset",
+                            "pipeline (name or ref('name')) or declared source dataset",
                             place=check.place,
                         )
                     )
@@ -214,10 +224,38 @@ class _NodeBuilder:
                 check,
                 engine_retry(self.project),
                 self.project.engine.external_access,
+                thresholds=(check.warn_if, check.error_if),
             )
             self.nodes[name] = CheckNode(name, CHECK, "", tuple(deps), check.place, tags, work=work)
             if check.severity == Severity.ERROR:
                 self.blocking_checks.setdefault(target, []).append(name)
+
+    def add_singular(self, key: str, info: PipelineInfo) -> None:
+        """A singular test (tests/*.sql): a check after all it reads, which gates nothing."""
+        name = f"chk_{key}"
+        if name in self.nodes:
+            self.diags.append(
+                error(
+                    "PZ0247",
+                    f"singular test {info.source.file} would be node '{name}', which is already the name of "
+                    f"a check of '{self.nodes[name].deps[0]}'",
+                    file=info.source.file,
+                    next_step="rename the test file, or give that check its own `name:`",
+                )
+            )
+            return
+        infos = {**self.infos, key: info}
+        resolver = _RefResolver(infos)
+        reads, tables = resolver.reads(key)
+        for src, dataset in reads:
+            self.add_source_load(src, dataset)
+        deps = tuple(dict.fromkeys([self.loads[r] for r in reads] + tables))
+        sql = singular_sql(resolver.resolve(key))
+        check = singular_check(info)
+        target = deps[0] if deps else name
+        outside = self.project.engine.external_access
+        work = CheckWork(target, sql, Severity.ERROR, deps, check, engine_retry(self.project), outside)
+        self.nodes[name] = CheckNode(name, CHECK, "", deps, check.place, (), work=work)
 
     def _rendered(self, check: CheckSpec) -> CheckSpec | None:
         """{{ var() }} / {{ env() }} may appear in any YAML string, check options included."""
@@ -231,10 +269,13 @@ class _NodeBuilder:
                 check.place,
                 (lambda path: self.project.locate(file, (*block, *path), at="value")) if block else None,
             )[0]
+            where = check.where
+            if where is not None:  # config.where: a string value like any other
+                where = str(self.templater.render_value(where, file, check.place)[0])
         except TemplateFailure as exc:
             self.diags.extend(exc.diagnostics)
             return None
-        return dataclasses.replace(check, options=options)
+        return dataclasses.replace(check, options=options, where=where)
 
     def finish(self) -> dict[str, Node]:
         # write-audit-publish: whatever reads a checked table also waits for its error-severity checks
@@ -270,7 +311,9 @@ def build_nodes(
     sinks: dict[str, ResolvedInstance],
     templater: Templater | None = None,
     bounds: Mapping[tuple[str, str], ReadBounds] | None = None,
+    singular: Mapping[str, PipelineInfo] | None = None,
 ) -> tuple[dict[str, Node], list[Diagnostic]]:
     """Every node of the pipelines in `infos` (those that passed tier 2), typed, ordered, with their ids;
-    an incremental dataset's load carries its read `bounds` (part of its id)."""
-    return _NodeBuilder(project, infos, sources, sinks, templater, bounds).build()
+    an incremental dataset's load carries its read `bounds` (part of its id); the `singular` tests
+    (`test__<stem>` -> info) as check nodes."""
+    return _NodeBuilder(project, infos, sources, sinks, templater, bounds, singular).build()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelinez.compile.batched_ddl import BatchedDdl
-from pipelinez.compile.check_types import type_problem
+from pipelinez.compile.check_types import check_label, type_problem
 from pipelinez.compile.duck_errors import DuckError, in_file, map_sql_error, parse_duck_error, unknown_name
 from pipelinez.compile.inlining import Origin
 from pipelinez.compile.name_checks import column_clash, column_clash_error
@@ -334,7 +334,7 @@ class DryCompiler:
         assert node.check is not None
         if self.external_access:
             return []
-        what = f"check '{node.check.name}' on '{node.target}'"
+        what = check_label(node)
         return [
             error("PZ0413", _outside_message(what, read, ""), place=node.check.place)
             for read in outside_reads(self.con, node.sql)
@@ -366,6 +366,11 @@ class DryCompiler:
             alone = self.con.extract_statements("SELECT " + str(node.check.options["sql"]) + "\n")
             if len(alone) != 1:
                 raise ValueError("the check expression must be a single SQL expression")
+        if node.check.where is not None:
+            # as the expression: `x) OR (1=1` or `x; DROP …` in config.where are refused
+            alone = self.con.extract_statements("SELECT 1 WHERE " + node.check.where + "\n")
+            if len(alone) != 1:
+                raise ValueError("config.where must be a single SQL predicate")
         if len(self.con.extract_statements(node.sql)) != 1:
             raise ValueError("the check expression must be a single SQL expression")
 
@@ -383,7 +388,7 @@ class DryCompiler:
             summary = parse_duck_error(str(exc), node.sql).summary if _is_duck_error(exc) else str(exc)
             return error(
                 "PZ0405",
-                f"check '{node.check.name}' on '{node.target}': {condense(summary)}",
+                f"{check_label(node)}: {condense(summary)}",
                 place=node.check.place,
             )
         return None

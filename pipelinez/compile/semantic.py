@@ -114,7 +114,7 @@ def _check_names(project: Project, infos: dict[str, PipelineInfo]) -> list[Diagn
     diags, staging_names = _staging_collisions(project)
     claimed: dict[tuple[str, str], tuple[str, Place]] = {}
     for name, info in infos.items():
-        diags += [d for call in info.rendered.calls if (d := _call_problem(project, call))]
+        diags += [d for call in info.rendered.calls if (d := call_problem(project, call))]
         for (sink, output), place in zip(info.sinks, info.sink_places, strict=True):
             if f"sink:{sink}" in project.broken:
                 continue  # its file failed tier 1 and was reported there
@@ -175,7 +175,7 @@ def _staging_collisions(project: Project) -> tuple[list[Diagnostic], dict[str, t
     return diags, staging_names
 
 
-def _call_problem(project: Project, call: Call) -> Diagnostic | None:
+def call_problem(project: Project, call: Call) -> Diagnostic | None:
     """What is wrong with the names a source() or ref() call uses (PZ0202, PZ0203), if anything."""
     if call.function == "ref" and call.args[0] not in project.pipelines:
         return error(
@@ -226,6 +226,7 @@ def _unused_vars(project: Project, used: set[str], unrendered: list[str]) -> lis
     yaml_text += " ".join(
         str(s.connection) + str([o.options for o in s.outputs.values()]) for s in project.sinks.values()
     )
+    yaml_text += " ".join(t.text for t in project.singular_tests.values()) + _check_texts(project)
     diags = []
     for name, spec in project.vars.items():
         if name not in used and name not in yaml_text:
@@ -239,6 +240,13 @@ def _unused_vars(project: Project, used: set[str], unrendered: list[str]) -> lis
                 )
             )
     return diags
+
+
+def _check_texts(project: Project) -> str:
+    """The options and `where` of every check: a var() there is used."""
+    checks = [c for s in project.sources.values() for d in s.datasets.values() for c in d.checks]
+    checks += [c for p in project.pipelines.values() if p.sidecar for c in p.sidecar.checks]
+    return " ".join(f"{c.options} {c.where or ''}" for c in checks)
 
 
 def _dead_leaves(infos: dict[str, PipelineInfo]) -> list[Diagnostic]:

@@ -116,6 +116,7 @@ class CheckWork:
     check: CheckSpec = field(metadata=RUN_ONLY)  # name, type and options for the outcome message
     retry: RetryPolicy = field(metadata=RUN_ONLY)
     external_access: bool = field(default=False, metadata=RUN_ONLY)  # engine.external_access: the guard off
+    thresholds: tuple[str, str] = ("!=0", "!=0")  # config warn_if, error_if: they decide the outcome
 
 
 WorkItem = SourceLoadWork | SinkWriteWork | PipelineWork | CheckWork

@@ -10,14 +10,13 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from pipelinez.config.checks import build_check
+from pipelinez.config.dbt_tests import build_all_checks
 from pipelinez.config.model import (
     DATASET_ENGINE_KEYS,
     DEFAULT_MEMORY_LIMIT,
     DEFAULT_STAGING_COMPRESSION,
     OUTPUT_ENGINE_KEYS,
     BreakerSpec,
-    CheckSpec,
     DatasetSpec,
     EngineSpec,
     EnvSpec,
@@ -167,7 +166,7 @@ def _dataset(doc: YamlDoc, name: str, entry: dict[str, Any]) -> DatasetSpec:
         columns=None if columns is None else {str(k): _column_type(v) for k, v in columns.items()},
         sync=None if sync is None else dict(sync),
         retry=build_retry(entry.get("retry")),
-        checks=build_checks(doc, (*path, "checks")),
+        checks=build_all_checks(doc, path, entry),
         place=doc.positions.place(path),
         description=_optional_text(entry.get("description")),
         column_docs=_column_docs(columns),
@@ -217,30 +216,9 @@ def build_sidecar(doc: YamlDoc) -> SidecarSpec:
         description=None if description is None else str(description),
         materialized=str(data.get("materialized", "table")),
         tags=tuple(str(t) for t in data.get("tags") or ()),
-        checks=build_checks(doc, ("checks",)),
+        checks=build_all_checks(doc, (), data),
         column_docs=_column_docs(data.get("columns")),
     )
-
-
-def build_checks(doc: YamlDoc, path: JsonPath) -> tuple[CheckSpec, ...]:
-    items = _lookup(doc.data, path)
-    if not isinstance(items, list):
-        return ()
-    return tuple(
-        build_check(item, index + 1, doc.positions.place((*path, index)), (*path, index))
-        for index, item in enumerate(items)
-    )
-
-
-def _lookup(data: Any, path: JsonPath) -> Any:
-    for part in path:
-        if isinstance(data, dict) and isinstance(part, str):
-            data = data.get(part)
-        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
-            data = data[part]
-        else:
-            return None
-    return data
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """The check catalogue (types and their options, as JSON Schema) and building CheckSpecs with their names.
 
 A check in a sidecar or under a dataset is a one-key mapping `{type: options}`, with optional siblings
-`severity: error|warn` and `name:`. The default name is derived from the type and its columns.
+`severity: error|warn`, `name:` and `config:`. The default name is derived from the type and its columns.
+The dbt spellings (column `tests:`/`data_tests:`, pipeline `data_tests:`, bare `- unique`) are built in
+`config.dbt_tests`; `config: {severity, where, warn_if, error_if}` is read here for every spelling.
 """
 
 from __future__ import annotations
@@ -16,7 +18,35 @@ from pipelinez.core.durations import DURATION_PATTERN
 from pipelinez.core.sqlnames import NAME_PATTERN
 
 SEVERITIES = ("error", "warn")
-CHECK_KEYS = ("severity", "name")  # siblings of the type key in a check item
+CHECK_KEYS = ("severity", "name", "config")  # siblings of the type key in a check item
+CONFIG_KEYS = ("severity", "where", "warn_if", "error_if")
+DEFAULT_THRESHOLD = "!=0"
+THRESHOLD_PATTERN = r"^\s*(>=|<=|!=|<>|==|=|>|<)\s*\d+\s*$"
+
+CONFIG: dict[str, Any] = {
+    "description": "dbt-style test config: severity, a where filter and failure-count thresholds",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "severity": {"enum": list(SEVERITIES), "description": "error (default) | warn"},
+        "where": {
+            "type": "string",
+            "minLength": 1,
+            "description": "SQL predicate: only the rows it keeps are checked",
+        },
+        "warn_if": {
+            "type": "string",
+            "pattern": THRESHOLD_PATTERN,
+            "description": "warn when the failure count matches this comparison (default !=0)",
+        },
+        "error_if": {
+            "type": "string",
+            "pattern": THRESHOLD_PATTERN,
+            "description": "fail when the failure count matches this comparison "
+            "(default !=0; with severity error only)",
+        },
+    },
+}
 
 _COLUMN = {"type": "string", "minLength": 1, "description": "a column of the checked table"}
 _COLUMNS = {
@@ -35,7 +65,7 @@ def _options(
     schema: dict[str, Any] = {
         "description": description,
         "type": "object",
-        "properties": properties,
+        "properties": {**properties, "config": {"$ref": "#/$defs/check_config"}},
         "additionalProperties": False,
     }
     if required:
@@ -115,6 +145,7 @@ def check_item_schema() -> dict[str, Any]:
         "pattern": NAME_PATTERN,
         "description": "the check's name (default: derived from type and columns)",
     }
+    properties["config"] = {"$ref": "#/$defs/check_config"}
     return {
         "description": "one check: `- <type>: { options }` with optional severity and name",
         "type": "object",
@@ -126,11 +157,59 @@ def check_item_schema() -> dict[str, Any]:
 
 def check_defs() -> dict[str, Any]:
     defs: dict[str, Any] = {f"check_{t}": schema for t, schema in CHECK_TYPES.items()}
+    defs["check_config"] = CONFIG
     defs["check"] = check_item_schema()
     defs["checks"] = {
         "type": ["array", "null"],
         "items": {"$ref": "#/$defs/check"},
         "description": "data tests run in staging after the table is built",
+    }
+    defs.update(column_test_defs())
+    return defs
+
+
+BARE_TESTS = ("not_null", "unique")  # column tests written as a bare name: `- unique`
+_COLUMN_KEYS = ("column", "columns")  # implied by the column a test is listed under
+
+
+def _column_options(check_type: str) -> dict[str, Any]:
+    """The options of a column-level test: the check's, without the column(s) it is listed under."""
+    schema = CHECK_TYPES[check_type]
+    properties = {k: v for k, v in schema["properties"].items() if k not in _COLUMN_KEYS}
+    required = [k for k in schema.get("required", []) if k not in _COLUMN_KEYS]
+    options: dict[str, Any] = {
+        "description": schema["description"],
+        "type": "object" if required or "minProperties" in schema else ["object", "null"],
+        "properties": {**properties, "config": {"$ref": "#/$defs/check_config"}},
+        "additionalProperties": False,
+    }
+    if required:
+        options["required"] = required
+    if "minProperties" in schema:
+        options["minProperties"] = schema["minProperties"]
+    return options
+
+
+def column_test_defs() -> dict[str, Any]:
+    """`columns: {c: {tests: [...]}}`: `- unique`, or `- <type>: { options, config }` without column(s)."""
+    defs: dict[str, Any] = {f"column_test_{t}": _column_options(t) for t in CHECK_TYPES}
+    siblings = {k: v for k, v in check_item_schema()["properties"].items() if k in CHECK_KEYS}
+    item = {
+        "description": "one dbt-style column test: `- unique`, `- not_null` or `- <type>: { options }`",
+        "type": "object",
+        "properties": {**{t: {"$ref": f"#/$defs/column_test_{t}"} for t in CHECK_TYPES}, **siblings},
+        "additionalProperties": False,
+        "oneOf": [{"required": [t]} for t in CHECK_TYPES],
+    }
+    defs["column_test"] = {
+        "if": {"type": "string"},
+        "then": {"enum": list(BARE_TESTS), "description": "a test without options"},
+        "else": item,
+    }
+    defs["column_tests"] = {
+        "type": ["array", "null"],
+        "items": {"$ref": "#/$defs/column_test"},
+        "description": "dbt-style data tests of this column (they become checks)",
     }
     return defs
 
@@ -159,14 +238,46 @@ def default_check_name(check_type: str, options: dict[str, Any], index: int) -> 
     return _NOT_NAME.sub("_", name).strip("_") or check_type
 
 
-def build_check(item: dict[str, Any], index: int, place: Place, item_path: JsonPath = ()) -> CheckSpec:
+def build_check(
+    item: dict[str, Any], index: int, place: Place, item_path: JsonPath = (), *, dbt: bool = False
+) -> CheckSpec:
     """A CheckSpec from a shape-valid check item; `index` is its 1-based position in the list, `item_path`
-    the item's path in its file (when known)."""
+    the item's path in its file (when known). `dbt`: a `data_tests:` item (dbt's NULL semantics)."""
     check_type = check_type_of(item)
     options = dict(item[check_type] or {})
+    config = {**dict(item.get("config") or {}), **dict(options.pop("config", None) or {})}
     name = item.get("name") or default_check_name(check_type, options, index)
     options_path = (*item_path, check_type) if item_path else ()
-    return CheckSpec(check_type, options, str(item.get("severity", "error")), str(name), place, options_path)
+    severity = str(item.get("severity") or config.get("severity") or "error")
+    return CheckSpec(
+        check_type,
+        options,
+        severity,
+        str(name),
+        place,
+        options_path,
+        where=None if config.get("where") is None else str(config["where"]),
+        warn_if=str(config.get("warn_if", DEFAULT_THRESHOLD)).strip(),
+        error_if=str(config.get("error_if", DEFAULT_THRESHOLD)).strip(),
+        nulls_pass=dbt,
+    )
+
+
+def config_twice(item: Any) -> str | None:
+    """Why a check item sets its config twice (`severity:` and `config: {severity}`; `config:` beside the
+    type key and inside its options), or None."""
+    if not isinstance(item, dict):
+        return None
+    types = [k for k in item if k in CHECK_TYPES]
+    inner = item.get(types[0]) if len(types) == 1 else None
+    inner_config = inner.get("config") if isinstance(inner, dict) else None
+    outer_config = item.get("config")
+    if isinstance(inner_config, dict) and isinstance(outer_config, dict):
+        return "`config:` both beside the check type and inside its options"
+    config = inner_config if isinstance(inner_config, dict) else outer_config
+    if "severity" in item and isinstance(config, dict) and "severity" in config:
+        return "`severity:` both beside the check type and in its `config:`"
+    return None
 
 
 EXAMPLES: dict[str, str] = {
@@ -180,7 +291,20 @@ EXAMPLES: dict[str, str] = {
 }
 
 
-def example(check_type: str) -> str:
+COLUMN_EXAMPLES: dict[str, str] = {  # a column test: its column is implied
+    "not_null": "",
+    "unique": "",
+    "accepted_values": ": { values: [open, shipped] }",
+    "row_count": ": { min: 1 }",
+    "expression": ': { sql: "amount >= 0" }',
+    "relationships": ": { to: ref('customers'), field: id }",
+    "freshness": ": { max_age: 1d }",
+}
+
+
+def example(check_type: str, column_test: bool = False) -> str:
+    if column_test:
+        return f"- {check_type}{COLUMN_EXAMPLES.get(check_type, ': { ... }')}"
     return f"- {check_type}: {EXAMPLES.get(check_type, '{ ... }')}"
 
 

@@ -15,7 +15,7 @@ from typing import TypeVar
 from pipelinez.config.build import build_settings, build_sidecar, build_sink, build_source
 from pipelinez.config.checks import duplicate_check_names
 from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, broken_link, discover
-from pipelinez.config.model import PipelineSource, Project, SidecarSpec
+from pipelinez.config.model import PipelineSource, Project, SidecarSpec, SingularTest
 from pipelinez.config.positions import Positions
 from pipelinez.config.shape import validate_shape
 from pipelinez.config.textfile import read_text
@@ -77,6 +77,7 @@ class _Loading:
         sinks = self._instances(self.files.sinks, "sink", build_sink)
         pipelines = self._pipelines()
         doc_files = self._doc_files()
+        singular_tests = self._singular_tests()
         for source in sources.values():
             for dataset in source.datasets.values():
                 self.diagnostics += duplicate_check_names(
@@ -105,6 +106,7 @@ class _Loading:
             positions=dict(sorted(self.positions.items())),
             broken=frozenset(self.broken),
             doc_files=doc_files,
+            singular_tests=singular_tests,
         )
         return project, found
 
@@ -181,6 +183,21 @@ class _Loading:
                 spec = self._yaml(path, "sidecar", build_sidecar)
                 specs.setdefault(base, spec)
         return specs
+
+    # --- tests/ ---------------------------------------------------------------------------------------
+
+    def _singular_tests(self) -> dict[str, SingularTest]:
+        """tests/**/*.sql by file stem: each a query that must return no rows."""
+        tests: dict[str, SingularTest] = {}
+        for name, group in _by_stem(self.files.tests).items():
+            self._check_name(group[0], "singular test")
+            self._check_unique(name, group, "singular test")
+            file = self.files.rel(group[0])
+            text, problems = read_text(group[0], file)
+            self.diagnostics += problems
+            if text is not None:
+                tests[name] = SingularTest(name, file, text)
+        return tests
 
     # --- docs/ ------------------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ STRATEGIES = ("replace", "merge", "append")
 DEFAULT_MEMORY_LIMIT = "384MB"
 STAGING_COMPRESSIONS = ("fast", "auto", "uncompressed")
 DEFAULT_STAGING_COMPRESSION = "fast"
-DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks", "description"})
+DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks", "data_tests", "description"})
 OUTPUT_ENGINE_KEYS = frozenset(
     {"strategy", "keys", "on_delete", "duplicates", "allow_empty", "retry", "description"}
 )
@@ -81,6 +81,11 @@ class CheckSpec:
     place: Place
     # where `options` is in its file (each templated value's own place); () unknown
     options_path: JsonPath = field(default=(), compare=False)
+    where: str | None = None  # config.where: only rows matching this SQL predicate are checked
+    warn_if: str = "!=0"  # config.warn_if / error_if: comparisons of the failure count (dbt's)
+    error_if: str = "!=0"
+    nulls_pass: bool = False  # expression: NULL is no failure (dbt spellings: dbt_utils.expression_is_true)
+    column: str | None = None  # the column a dbt-style column test is listed under
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,15 @@ class PipelineSource:
 
 
 @dataclass(frozen=True)
+class SingularTest:
+    """tests/**/*.sql: a query (ref/source/var/env) that must return no rows; node chk_test__<name>."""
+
+    name: str  # the file stem
+    file: str  # project-relative path
+    text: str
+
+
+@dataclass(frozen=True)
 class Project:
     root: Path
     name: str
@@ -180,6 +194,7 @@ class Project:
     broken: frozenset[str] = frozenset()
     # docs/**/*.md by project-relative path -> text: the `{% docs name %}` blocks descriptions' doc() name
     doc_files: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    singular_tests: dict[str, SingularTest] = field(default_factory=dict)  # by file stem
 
     @property
     def state_dir(self) -> Path:

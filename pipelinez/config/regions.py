@@ -11,6 +11,7 @@ from pipelinez.config.positions import JsonPath
 
 REGION_CODES = {"retry": "PZ0121", "breaker": "PZ0120", "check": "PZ0113", "input": "PZ0112"}
 _BLOCKS = {"source": "datasets", "sink": "outputs"}
+TEST_KEYS = ("tests", "data_tests")  # dbt's spellings of a column's checks
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,11 @@ def region_of(kind: str, path: JsonPath) -> Region | None:
             return Region(str(path[1]), path[:2])
         return None
     if kind == "sidecar":
-        return Region("check", path[:1]) if path[:1] == ("checks",) else None
+        if path[:1] in (("checks",), ("data_tests",)):
+            return Region("check", path[:1])
+        if len(path) >= 3 and path[0] == "columns" and path[2] in TEST_KEYS:
+            return Region("check", path[:3])
+        return None
     if kind in _BLOCKS:
         if path[:1] == ("retry",):
             return Region("retry", path[:1])
@@ -38,8 +43,10 @@ def region_of(kind: str, path: JsonPath) -> Region | None:
             inner = path[2]
             if inner == "retry":
                 return Region("retry", path[:3])
-            if kind == "source" and inner == "checks":
+            if kind == "source" and inner in ("checks", "data_tests"):
                 return Region("check", path[:3])
+            if kind == "source" and inner == "columns" and len(path) >= 5 and path[4] in TEST_KEYS:
+                return Region("check", path[:5])
             if kind == "sink" and inner == "input":
                 return Region("input", path[:3])
     return None
@@ -60,12 +67,28 @@ def retry_blocks(kind: str, data: dict[str, Any]) -> Iterator[tuple[JsonPath, An
 
 
 def check_lists(kind: str, data: dict[str, Any]) -> Iterator[tuple[JsonPath, Any]]:
-    """Every `checks:` list of a file (sidecar top level, or under each source dataset), with its path."""
+    """Every list of checks of a file, with its path: a sidecar's `checks:` and `data_tests:`, a source
+    dataset's `checks:`, and the `tests:`/`data_tests:` of each column of either."""
     if kind == "sidecar":
-        if "checks" in data:
-            yield ("checks",), data["checks"]
+        for key in ("checks", "data_tests"):
+            if key in data:
+                yield (key,), data[key]
+        yield from column_test_lists((), data.get("columns"))
     elif kind == "source":
         yield from _per_entry(kind, data, "checks")
+        yield from _per_entry(kind, data, "data_tests")
+        entries = data.get("datasets")
+        for name, entry in entries.items() if isinstance(entries, dict) else ():
+            if isinstance(entry, dict):
+                yield from column_test_lists(("datasets", name), entry.get("columns"))
+
+
+def column_test_lists(base: JsonPath, columns: Any) -> Iterator[tuple[JsonPath, Any]]:
+    """The `tests:`/`data_tests:` lists of each column entry of `columns` (at `base`), with their paths."""
+    for column, entry in columns.items() if isinstance(columns, dict) else ():
+        for key in TEST_KEYS:
+            if isinstance(entry, dict) and key in entry:
+                yield (*base, "columns", column, key), entry[key]
 
 
 def _per_entry(kind: str, data: dict[str, Any], key: str) -> Iterator[tuple[JsonPath, Any]]:

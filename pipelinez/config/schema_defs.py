@@ -259,23 +259,28 @@ def source_schema() -> dict[str, Any]:
                 "description": "the contract: column name -> DuckDB type, or { type, description }",
                 "propertyNames": {"minLength": 1},
                 "additionalProperties": {
-                    "oneOf": [
-                        {"type": "string", "minLength": 1},
-                        {
-                            "type": "object",
-                            "additionalProperties": False,
-                            "required": ["type"],
-                            "properties": {
-                                "type": {"type": "string", "minLength": 1},
-                                "description": {"type": "string"},
-                            },
+                    "if": {"type": "string"},
+                    "then": {"minLength": 1},
+                    "else": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["type"],
+                        "properties": {
+                            "type": {"type": "string", "minLength": 1},
+                            "description": {"type": "string"},
+                            "tests": _ref("column_tests"),
+                            "data_tests": _ref("column_tests"),
                         },
-                    ]
+                    },
                 },
             },
             "sync": sync,
             "retry": _ref("retry"),
             "checks": _ref("checks"),
+            "data_tests": {
+                **_ref("checks"),
+                "description": "dbt-style table-level tests (they become checks)",
+            },
         },
     }
     properties = _instance_properties("source")
@@ -332,15 +337,20 @@ def sidecar_schema() -> dict[str, Any]:
             "description": "selectable with --select tag:<t>",
         },
         "checks": _ref("checks"),
+        "data_tests": {**_ref("checks"), "description": "dbt-style model-level tests (they become checks)"},
         "columns": {
             "type": ["object", "null"],
-            "description": "column docs of the pipeline's result (pz docs): name -> { description }",
+            "description": "columns of the pipeline's result: name -> { description, tests }",
             "propertyNames": {"minLength": 1},
             "additionalProperties": {
                 "type": "object",
                 "additionalProperties": False,
-                "required": ["description"],
-                "properties": {"description": {"type": "string"}},
+                "minProperties": 1,
+                "properties": {
+                    "description": {"type": "string"},
+                    "tests": _ref("column_tests"),
+                    "data_tests": _ref("column_tests"),
+                },
             },
         },
     }

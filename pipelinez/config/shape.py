@@ -11,7 +11,7 @@ from typing import Any, TypeGuard
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from pipelinez.config.checks import CHECK_TYPES
+from pipelinez.config.checks import CHECK_TYPES, config_twice
 from pipelinez.config.positions import JsonPath, dotted
 from pipelinez.config.regions import check_lists, retry_blocks
 from pipelinez.config.schemas import KINDS, load_schema
@@ -90,6 +90,7 @@ def _check_rules(doc: YamlDoc, kind: str) -> list[Diagnostic]:
         if not isinstance(checks, list):
             continue
         for index, item in enumerate(checks):
+            found.extend(_config_rules(doc, (*path, index), item))
             options = item.get("row_count") if isinstance(item, dict) else None
             if not isinstance(options, dict):
                 continue
@@ -107,6 +108,38 @@ def _check_rules(doc: YamlDoc, kind: str) -> list[Diagnostic]:
                         next_step="make min at most max, e.g. " + _example_row_count(),
                     )
                 )
+    return found
+
+
+def _config_rules(doc: YamlDoc, path: JsonPath, item: Any) -> list[Diagnostic]:
+    """PZ0135: config given twice; PZ0136: a row_count bounded by nothing (its options hold only config)."""
+    found = []
+    twice = config_twice(item)
+    if twice:
+        line, col = doc.locate(path, at="key")
+        found.append(
+            error(
+                "PZ0135",
+                f"check '{dotted(path)}' sets {twice}",
+                file=doc.file,
+                line=line,
+                col=col,
+                next_step="keep one of them, e.g. `config: { severity: warn }`",
+            )
+        )
+    options = item.get("row_count") if isinstance(item, dict) else None
+    if isinstance(options, dict) and options and not ("min" in options or "max" in options):
+        line, col = doc.locate((*path, "row_count"), at="key")
+        found.append(
+            error(
+                "PZ0136",
+                f"check '{dotted(path)}' is a row_count with neither min nor max: it could never fail",
+                file=doc.file,
+                line=line,
+                col=col,
+                next_step="add min: and/or max:, e.g. " + _example_row_count(),
+            )
+        )
     return found
 
 

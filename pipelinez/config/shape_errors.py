@@ -12,9 +12,9 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
-from pipelinez.config.checks import CHECK_KEYS, CHECK_TYPES, example
+from pipelinez.config.checks import CHECK_KEYS, CHECK_TYPES, THRESHOLD_PATTERN, example
 from pipelinez.config.positions import JsonPath, dotted
-from pipelinez.config.regions import Region, region_of
+from pipelinez.config.regions import TEST_KEYS, Region, region_of
 from pipelinez.config.suggest import did_you_mean, expected_types, kind_of, one_of, show
 from pipelinez.config.yaml_loader import YamlDoc
 from pipelinez.core.diagnostics import Diagnostic, error
@@ -106,6 +106,13 @@ def _is_check_item(ctx: _Ctx, path: JsonPath) -> bool:
     return found is not None and found[0] == path
 
 
+def _example(ctx: _Ctx, check_type: str) -> str:
+    """An example of the check, as a column test when the error is in a column's `tests:` list."""
+    region = ctx.region if ctx.region is not None else region_of(ctx.kind, ctx.path)
+    column_test = region is not None and len(region.base) >= 3 and region.base[-1] in TEST_KEYS
+    return example(check_type, column_test)
+
+
 def _templated(value: Any) -> str:
     if isinstance(value, str) and "{{" in value:
         return "; {{ }} templates are rendered only in connector settings and string values"
@@ -179,10 +186,10 @@ def _unknown_key_message(ctx: _Ctx, raw_key: str, allowed: list[str]) -> str:
 
 def _unknown_key_next(ctx: _Ctx, key: str) -> str:
     if _is_check_item(ctx, ctx.path) and not any(k in CHECK_TYPES for k in ctx.instance):
-        return f"use a check type, e.g. {example(_closest_type(key))}"
+        return f"use a check type, e.g. {_example(ctx, _closest_type(key))}"
     check_type = _check_type_at(ctx, ctx.path)
     if check_type is not None:
-        return f"write the check as {example(check_type)}"
+        return f"write the check as {_example(ctx, check_type)}"
     return ""
 
 
@@ -204,7 +211,7 @@ def _required(ctx: _Ctx) -> list[Finding]:
     for key in missing:
         if check_type is not None:
             message = f"check '{check_type}' is missing option '{key}'"
-            step = f"write the check as {example(check_type)}"
+            step = f"write the check as {_example(ctx, check_type)}"
         elif not ctx.path:
             message, step = f"{ctx.doc.file} is missing required key '{key}'", ""
         else:
@@ -223,7 +230,8 @@ def _type(ctx: _Ctx) -> list[Finding]:
             )
         ]
     if _is_check_item(ctx, ctx.path):
-        step = f"write it as {example(value)}" if isinstance(value, str) and value in CHECK_TYPES else ""
+        known = isinstance(value, str) and value in CHECK_TYPES
+        step = f"write it as {_example(ctx, value)}" if known else ""
         return [
             Finding(
                 "PZ0113",
@@ -240,7 +248,7 @@ def _type(ctx: _Ctx) -> list[Finding]:
                 "PZ0113",
                 f"the options of check '{check_type}' must be a mapping, not {kind_of(value)}",
                 ctx.path,
-                next_step=f"write the check as {example(check_type)}",
+                next_step=f"write the check as {_example(ctx, check_type)}",
             )
         ]
     expected = expected_types(ctx.expected)
@@ -256,12 +264,32 @@ def _enum(ctx: _Ctx) -> list[Finding]:
     if str(ctx.err.validator) == "const":
         allowed = [allowed]
     value = ctx.instance
+    if _is_check_item(ctx, ctx.path) and isinstance(value, str):
+        return [_bare_test(ctx, value, [str(a) for a in allowed])]
     hint = did_you_mean(value, [str(a) for a in allowed]) if isinstance(value, str) else ""
     return [
         Finding(
             "PZ0103", f"{_subject(ctx)} must be one of: {one_of(allowed)}; not {show(value)}{hint}", ctx.path
         )
     ]
+
+
+def _bare_test(ctx: _Ctx, value: str, bare: list[str]) -> Finding:
+    """A column test written as a bare name that is not one (`- accepted_values`, `- uniqe`)."""
+    if value in CHECK_TYPES:
+        return Finding(
+            "PZ0113",
+            f"column test '{value}' needs options; only {one_of(bare)} may be written as a bare name",
+            ctx.path,
+            next_step=f"write it as {_example(ctx, value)}",
+        )
+    return Finding(
+        "PZ0113",
+        f"unknown column test {show(value)}{did_you_mean(value, list(CHECK_TYPES))}; "
+        f"bare names: {one_of(bare)}; with options: {one_of([t for t in CHECK_TYPES if t not in bare])}",
+        ctx.path,
+        next_step=f"write it as {_example(ctx, _closest_type(value))}",
+    )
 
 
 def _pattern(ctx: _Ctx) -> list[Finding]:
@@ -287,6 +315,16 @@ def _pattern(ctx: _Ctx) -> list[Finding]:
             Finding(
                 "PZ0107",
                 f"{show(value)} is not a valid {what}: use letters, digits and _, not starting with a digit",
+                path,
+                at,
+            )
+        ]
+    if pattern == THRESHOLD_PATTERN:
+        return [
+            Finding(
+                "PZ0103",
+                f"{_subject(ctx)} is not a failure-count threshold: {show(value)} "
+                "(write a comparison and a whole number, as dbt: >10, >=1, !=0, =0, <5)",
                 path,
                 at,
             )
@@ -356,7 +394,7 @@ def _one_of(ctx: _Ctx) -> list[Finding]:
             f"check {_subject(ctx)} names no check type; check types: {one_of(CHECK_TYPES)}",
             ctx.path,
             "key",
-            f"add the check's type, e.g. {example('not_null')}",
+            f"add the check's type, e.g. {_example(ctx, 'not_null')}",
         )
     ]
 

@@ -197,6 +197,19 @@ REGISTRY: tuple[Code, ...] = (
         "inside another block, an `{% enddocs %}` closing none), or two blocks have one name (tier 2)",
         "write each block as `{% docs name %} ... {% enddocs %}` with a name used once in docs/",
     ),
+    Code(
+        "PZ0135",
+        "CheckConfigTwice",
+        "a check or dbt-style test sets its config twice: `severity:` beside the type key and "
+        "`config: {severity}`, or `config:` both beside the type key and inside its options",
+        "keep one of them: `config: { severity: warn }` (dbt's spelling) or `severity: warn`",
+    ),
+    Code(
+        "PZ0136",
+        "RowCountNoBound",
+        "a row_count check or test sets neither min nor max (only `config:`): it could never fail",
+        "add `min:` and/or `max:`, e.g. - row_count: { min: 1 }",
+    ),
     # --- 02: semantic ------------------------------------------------------------------------
     Code(
         "PZ0201",
@@ -314,7 +327,8 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0219",
         "UnknownCheckTarget",
         "a relationships check's `to` names no pipeline or declared source dataset",
-        "name a pipeline, or write to: \"source('src', 'dataset')\"",
+        "name a non-ephemeral pipeline (`orders` or `ref('orders')`), or write "
+        "to: \"source('src', 'dataset')\"",
     ),
     Code(
         "PZ0220",
@@ -462,6 +476,26 @@ REGISTRY: tuple[Code, ...] = (
         "(another package, version or origin, not installed, not recorded, or the pin changed since the "
         "lock was written)",
         "run `pz restore` to install exactly what pz.lock records (after a pin change it updates pz.lock)",
+    ),
+    Code(
+        "PZ0245",
+        "SingularTestWrites",
+        "a singular test (tests/**/*.sql) calls sink() or watermark(): a test only reads",
+        "remove the call; a singular test reads with source() and ref() and returns the rows that break "
+        "its rule",
+    ),
+    Code(
+        "PZ0246",
+        "SingularTestEmpty",
+        "a singular test (tests/**/*.sql) holds no query",
+        "write a SELECT returning the rows that break the rule (no rows: the test passes)",
+    ),
+    Code(
+        "PZ0247",
+        "SingularTestName",
+        "a singular test's node name chk_test__<file stem> is already the name of a check (of a pipeline "
+        "named `test`)",
+        "rename the test file, or give that check its own `name:`",
     ),
     # --- 03: connectors and tiers ------------------------------------------------------------
     Code(

@@ -98,14 +98,19 @@ def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) ->
     }
 
 
-def _check_panel(node: CheckNode) -> dict[str, Any]:
+def _check_panel(node: CheckNode, inputs: DocsInputs) -> dict[str, Any]:
     check = node.check
     return {
         "title": node.name,
+        "description": inputs.plan.descriptions.get(node.name),
         "target": node.target,
         "type": check.type,
+        "column": check.column,
         "options": check.options,
         "severity": check.severity,
+        "where": check.where,
+        "warn_if": check.warn_if,
+        "error_if": check.error_if,
         "file": check.place.file,
         "sql": node.sql,
     }
@@ -129,8 +134,16 @@ def _sink_panel(node: SinkWriteNode, planned: PlannedNode | None, inputs: DocsIn
         "tier": str(node.work.tier),
         "retry": _retry(planned),
         "pipeline": node.pipeline,
-        "columns": _columns(inputs.described.columns.get(node.pipeline, ()), {}, inputs),
+        "columns": _columns(
+            inputs.described.columns.get(node.pipeline, ()), _column_docs(project, node), inputs
+        ),
     }
+
+
+def _column_docs(project: Project, node: SinkWriteNode) -> Mapping[str, str]:
+    """An output's columns are its pipeline's: their docs are the pipeline sidecar's `columns:`."""
+    pipeline = project.pipelines.get(node.pipeline)
+    return pipeline.sidecar.column_docs if pipeline is not None and pipeline.sidecar is not None else {}
 
 
 def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> dict[str, Any]:
@@ -144,7 +157,7 @@ def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> 
         ]
         kind, label, panel = PIPELINE, node.name, _pipeline_panel(node.name, node, inputs)
     elif isinstance(node, CheckNode):
-        kind, label, panel = CHECK, node.name, _check_panel(node)
+        kind, label, panel = CHECK, node.name, _check_panel(node, inputs)
     else:
         assert isinstance(node, SinkWriteNode)
         kind, label, panel = SINK, f"{node.sink}.{node.output}", _sink_panel(node, planned, inputs)

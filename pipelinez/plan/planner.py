@@ -9,6 +9,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from pipelinez.compile.dag import CompiledDag
+from pipelinez.compile.descriptions import node_descriptions
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.policy import BreakerPolicy, RetryPolicy, breaker_policy
 from pipelinez.connectors.sdk import Capabilities, ReadBounds
@@ -40,6 +41,9 @@ class Plan:
     nodes: list[PlannedNode] = field(default_factory=list)
     selection: list[str] = field(default_factory=list)
     breaker: BreakerPolicy | None = None  # engine.breaker: one breaker per source/sink instance
+    descriptions: dict[str, str] = field(
+        default_factory=dict
+    )  # node name -> its description (doc() rendered)
 
     @property
     def names(self) -> list[str]:
@@ -117,6 +121,7 @@ def build_plan(
     )
     plan.nodes = [plan_node(dag.nodes[name]) for name in names]
     _decide_storage(plan, names)
+    plan.descriptions = node_descriptions(dag.project, {n: dag.nodes[n] for n in names})
     return plan, diags
 
 
@@ -126,6 +131,7 @@ def plan_named(dag: CompiledDag, names: Sequence[str], selection: Sequence[str])
     plan = Plan(dag, selection=list(selection), breaker=breaker_policy(dag.project.engine.breaker))
     plan.nodes = [plan_node(node) for name, node in dag.nodes.items() if name in wanted]
     _decide_storage(plan, wanted)
+    plan.descriptions = node_descriptions(dag.project, {n: d for n, d in dag.nodes.items() if n in wanted})
     return plan
 
 

@@ -71,7 +71,7 @@ def test_connector_owned_blocks_stay_open_and_engine_keys_are_typed() -> None:
     assert source["properties"]["connection"].get("additionalProperties", True) is not False
     dataset = source["properties"]["datasets"]["additionalProperties"]
     assert dataset["additionalProperties"] is True
-    assert set(dataset["properties"]) == {"columns", "sync", "retry", "checks", "description"}
+    assert set(dataset["properties"]) == {"columns", "sync", "retry", "checks", "data_tests", "description"}
     output = load_schema("sink")["properties"]["outputs"]["additionalProperties"]
     assert output["additionalProperties"] is True
     assert {"strategy", "keys", "on_delete", "duplicates", "allow_empty", "retry"} <= set(

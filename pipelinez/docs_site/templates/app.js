@@ -192,7 +192,12 @@
     kv(facts, "guarantee", P.guarantee); kv(facts, "tier", P.tier); kv(facts, "options", P.options && Object.keys(P.options).length ? P.options : null);
     if (P.incremental) { kv(facts, "cursor", P.incremental.cursor); kv(facts, "watermark", P.incremental.watermark || "(none committed)"); kv(facts, "reads", P.incremental.reads); }
     if (P.retry) kv(facts, "retry", ["max_attempts", "base_delay", "max_delay"].map(function (k) { return k + "=" + JSON.stringify(P.retry[k]); }).join(", "));
-    if (n.kind === "check") { kv(facts, "type", P.type); kv(facts, "severity", P.severity); kv(facts, "checks", P.target); kv(facts, "check options", P.options); }
+    if (n.kind === "check") {
+      kv(facts, "type", P.type); kv(facts, "severity", P.severity); kv(facts, "checks", P.target); kv(facts, "column", P.column); kv(facts, "check options", P.options);
+      kv(facts, "where", P.where);
+      if (P.warn_if && P.warn_if !== "!=0") kv(facts, "warn_if", P.warn_if);
+      if (P.error_if && P.error_if !== "!=0") kv(facts, "error_if", P.error_if);
+    }
     if (n.kind === "source" && !P.contract) kv(facts, "columns from", "no columns: contract: the schema cache, the file, or the newest run that staged it");
     p.appendChild(facts);
     if (P.sinks && P.sinks.length) {

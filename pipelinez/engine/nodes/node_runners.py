@@ -564,7 +564,7 @@ def run_check(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOutpu
     result = outcome(node.check, node.target, failing, None if observed is None else str(observed))
     if not result.failed:
         return NodeOutput(rows=result.rows)
-    if node.check.severity == Severity.WARN:
+    if result.severity == Severity.WARN:
         return NodeOutput(rows=result.rows, status=NodeStatus.WARN, message=result.message)
     raise NodeFailure("PZ0508", result.message, rows=result.rows)
 

@@ -355,4 +355,5 @@ def _carried(before: NodeResult, run_id: str) -> NodeResult:
         reused_from=wrote or run_id,
         batches_committed=before.batches_committed,
         id_parts=before.id_parts,
+        description=before.description,
     )

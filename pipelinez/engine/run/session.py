@@ -207,7 +207,14 @@ def execute(
     ) as session:
         results = RunResults(session.run_id, command, utc_now(), plan.selection, args, retry_of=retry_of)
         planned = [
-            NodeResult(p.node.id, p.node.name, p.node.kind, tier=p.tier, id_parts=id_parts(p.node))
+            NodeResult(
+                p.node.id,
+                p.node.name,
+                p.node.kind,
+                tier=p.tier,
+                id_parts=id_parts(p.node),
+                description=plan.descriptions.get(p.node.name),
+            )
             for p in plan.nodes
         ]
         by_name = {n.name: n for n in [*planned, *resume.carried]}

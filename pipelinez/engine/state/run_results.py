@@ -143,6 +143,7 @@ class NodeResult:
     id_parts: dict[str, str] | None = (
         None  # a digest per part of what the id hashes (what changed, for retry)
     )
+    description: str | None = None  # the node's `description:` (dataset, pipeline, output, column)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -168,6 +169,8 @@ class NodeResult:
         data["message"] = self.message
         if self.id_parts is not None:
             data["id_parts"] = self.id_parts
+        if self.description is not None:
+            data["description"] = self.description
         return data
 
     @staticmethod
@@ -193,6 +196,7 @@ class NodeResult:
             message=data.get("message"),
             checkpoint=DeliveryCheckpoint.from_dict(data.get("checkpoint")),
             id_parts=dict(data["id_parts"]) if isinstance(data.get("id_parts"), dict) else None,
+            description=data.get("description"),
         )
 
 
