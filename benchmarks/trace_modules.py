@@ -25,7 +25,8 @@ try:
 except SystemExit:
     pass
 names = sorted(m for m in sys.modules if m == "pipelinez" or m.startswith("pipelinez."))
-mods = [m for m in names if getattr(sys.modules[m], "__file__", "") and not sys.modules[m].__file__.endswith("__init__.py")]
+files = {m: getattr(sys.modules[m], "__file__", "") or "" for m in names}
+mods = [m for m in names if files[m] and not files[m].endswith("__init__.py")]
 print("\\n".join(mods))
 print("TOTAL", len(mods), "modules,", len(names), "with packages")
 """
