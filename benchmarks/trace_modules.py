@@ -25,7 +25,7 @@ try:
 except SystemExit:
     pass
 names = sorted(m for m in sys.modules if m == "pipelinez" or m.startswith("pipelinez."))
-files = {m: getattr(sys.modules[m], "__file__", "") or "" for m in names}
+files = dict((m, getattr(sys.modules[m], "__file__", "") or "") for m in names)
 mods = [m for m in names if files[m] and not files[m].endswith("__init__.py")]
 print("\\n".join(mods))
 print("TOTAL", len(mods), "modules,", len(names), "with packages")
