@@ -135,7 +135,7 @@ def base_matches(term: Term, nodes: dict[str, Node], root: Path) -> set[str]:
         return _with_files({n for n in nodes if _glob(value, n)}, nodes)
     if value in nodes:
         return _with_files({value}, nodes)
-    folder = _folder(root, value)
-    if folder is not None:
-        return {n for n, node in nodes.items() if _under(node.place.file, folder)}
+    named = _folder(root, value)
+    if named is not None:
+        return {n for n, node in nodes.items() if _under(node.place.file, named)}
     return set()
