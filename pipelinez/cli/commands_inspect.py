@@ -89,8 +89,9 @@ def ls(
         select=select, exclude=exclude, resource_types=resource_types, vars=parse_vars(variables)
     )
     settings.emit_diagnostics(listing.warnings)
+    as_json = output == "json" or settings.log_format == "json"
     for node in listing.nodes:
-        click.echo(json.dumps(node.to_dict()) if output == "json" else node.name)
+        click.echo(json.dumps(node.to_dict()) if as_json else node.name)
 
 
 @click.command("compile")

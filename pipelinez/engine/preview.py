@@ -6,6 +6,7 @@ removed at the end."""
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -85,7 +86,7 @@ def _execute(dag: CompiledDag, names: set[str], folder: Path, command: str) -> t
     staging = open_staging(folder / "staging.duckdb", dag.project.engine.memory_limit)
     ctx = RunContext(results.run_id, folder, plan, EventBus(dag.redactor), staging)
     writer = ResultsWriter(folder / "run_results.json", results, dag.redactor)
-    threads = dag.project.engine.threads or 1
+    threads = dag.project.engine.threads or os.cpu_count() or 1
     Executor(ctx, writer, threads, dag.project.engine.fail_fast).run()  # captures are never committed
     ok = all(n.status in OK_STATUSES for n in results.nodes)
     results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
@@ -161,13 +162,18 @@ def run_checks(
     overrides: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ChecksOutcome:
-    """Run the selected checks (every check without a selection) and what they need, sinks left out."""
+    """Run the selected checks (every check without a selection; the checks of every selected node) and
+    what they need, sinks left out."""
     dag, warnings = compiled(root, overrides, environ)
     chosen, diags = match_nodes(dag, select, exclude)
     errors = [d for d in diags if d.is_error]
     if errors:
         raise PzValidationError([*errors, *warnings])
-    checks = {n for n in chosen if isinstance(dag.nodes[n], CheckNode)}
+    checks = {  # as dbt's indirect selection: a selected node brings its checks
+        n
+        for n, node in dag.nodes.items()
+        if isinstance(node, CheckNode) and (n in chosen or node.target in chosen)
+    }
     warnings = [*warnings, *diags]
     if not checks:
         return ChecksOutcome((), (*warnings, nothing_selected()))
