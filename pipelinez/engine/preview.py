@@ -145,7 +145,8 @@ def _rows(
     query = node.sql.rstrip().rstrip(";")
     try:
         refuse_outside_reads(cur, node.sql, node.work.external_access, f"pipeline '{node.name}'")
-        cur.execute(f"SELECT * FROM ({query}) AS {quote_ident('pz_show')} LIMIT {int(limit)}")
+        # the query on lines of its own: a comment on its last line must not swallow the parenthesis
+        cur.execute(f"SELECT * FROM (\n{query}\n) AS {quote_ident('pz_show')} LIMIT {int(limit)}")
         columns = tuple(d[0] for d in cur.description or ())
         return columns, tuple(tuple(row) for row in cur.fetchall())
     except Exception as exc:

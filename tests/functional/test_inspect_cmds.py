@@ -39,7 +39,7 @@ FILES = {
         INSERT INTO {{ sink('wh', 'big') }}
         SELECT id, amount, {{ var('label') }} AS label FROM {{ source('files', 'orders') }}
         WHERE amount > {{ var('floor') }}
-        ORDER BY id
+        ORDER BY id  -- a comment on the last line
     """,
     "pipelines/big.yml": """
         checks:
