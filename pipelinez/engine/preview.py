@@ -71,26 +71,28 @@ def compiled(
 
 
 @contextlib.contextmanager
-def _scratch(dag: CompiledDag) -> Iterator[Path]:
+def _executed(dag: CompiledDag, names: set[str], command: str) -> Iterator[tuple[RunContext, RunResults]]:
+    """Run `names` (closed over ancestors, no sink writes) on a fresh staging database in a temporary folder
+    under .pz; the folder and everything in it is gone when the block ends, however it ends."""
     state = dag.project.state_dir
     state.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="preview-", dir=state) as folder:
-        yield Path(folder)
-
-
-def _execute(dag: CompiledDag, names: set[str], folder: Path, command: str) -> tuple[RunContext, RunResults]:
-    """Run `names` (closed over ancestors, no sink writes) on a fresh staging database in `folder`."""
-    plan = plan_named(dag, sorted(names), [command])
-    results = RunResults(f"{command}-preview", command, utc_now(), [command], RunArgs())
-    results.nodes = [NodeResult(p.node.id, p.node.name, p.node.kind) for p in plan.nodes]
-    staging = open_staging(folder / "staging.duckdb", dag.project.engine.memory_limit)
-    ctx = RunContext(results.run_id, folder, plan, EventBus(dag.redactor), staging)
-    writer = ResultsWriter(folder / "run_results.json", results, dag.redactor)
-    threads = dag.project.engine.threads or os.cpu_count() or 1
-    Executor(ctx, writer, threads, dag.project.engine.fail_fast).run()  # captures are never committed
-    ok = all(n.status in OK_STATUSES for n in results.nodes)
-    results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
-    return ctx, results
+    with tempfile.TemporaryDirectory(prefix="preview-", dir=state) as scratch:
+        folder = Path(scratch)
+        plan = plan_named(dag, sorted(names), [command])
+        results = RunResults(f"{command}-preview", command, utc_now(), [command], RunArgs())
+        results.nodes = [NodeResult(p.node.id, p.node.name, p.node.kind) for p in plan.nodes]
+        staging = open_staging(folder / "staging.duckdb", dag.project.engine.memory_limit)
+        ctx = RunContext(results.run_id, folder, plan, EventBus(dag.redactor), staging)
+        try:
+            writer = ResultsWriter(folder / "run_results.json", results, dag.redactor)
+            threads = dag.project.engine.threads or os.cpu_count() or 1
+            Executor(ctx, writer, threads, dag.project.engine.fail_fast).run()  # captures: never committed
+            ok = all(n.status in OK_STATUSES for n in results.nodes)
+            results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
+            yield ctx, results
+        finally:
+            ctx.close()
+            staging.close()
 
 
 def _needed(dag: CompiledDag, names: set[str]) -> set[str]:
@@ -123,15 +125,10 @@ def show(
     node = dag.nodes.get(pipeline)
     if not isinstance(node, PipelineNode):
         raise _not_a_pipeline(dag, pipeline)
-    with _scratch(dag) as folder:
-        ctx, results = _execute(dag, _needed(dag, set(node.deps)), folder, "show")
-        try:
-            if results.status != RunStatus.SUCCESS:
-                return Preview(pipeline, (), (), tuple(results.nodes), tuple(warnings))
-            columns, rows = _rows(ctx, node, limit)
-        finally:
-            ctx.close()
-            ctx.staging.close()
+    with _executed(dag, _needed(dag, set(node.deps)), "show") as (ctx, results):
+        if results.status != RunStatus.SUCCESS:
+            return Preview(pipeline, (), (), tuple(results.nodes), tuple(warnings))
+        columns, rows = _rows(ctx, node, limit)
     return Preview(pipeline, columns, rows, tuple(results.nodes), tuple(warnings))
 
 
@@ -178,11 +175,8 @@ def run_checks(
     warnings = [*warnings, *diags]
     if not checks:
         return ChecksOutcome((), (*warnings, nothing_selected()))
-    with _scratch(dag) as folder:
-        ctx, results = _execute(dag, _needed(dag, checks), folder, "test")
-        ctx.close()
-        ctx.staging.close()
-    return ChecksOutcome(tuple(results.nodes), tuple(warnings))
+    with _executed(dag, _needed(dag, checks), "test") as (_ctx, results):
+        return ChecksOutcome(tuple(results.nodes), tuple(warnings))
 
 
 __all__ = ["ChecksOutcome", "Preview", "run_checks", "show"]

@@ -148,3 +148,13 @@ def test_malformed_vars_is_a_usage_error(shop: Path, text: str, said: str) -> No
         result = pz(shop, *command, "--vars", text)
         assert result.exit_code == 2, (command, result.output)
         assert any("PZ0513" in line and said in line for line in result.lines), (command, result.output)
+
+
+def test_show_says_what_failed_when_an_input_fails(shop: Path) -> None:
+    (shop / "data" / "orders.csv").write_text("id,amount,updated_at\nx,not a number,never\n")
+    result = pz(shop, "show", "total")
+    assert result.exit_code == 1, result.output
+    assert "error: the pipeline's inputs could not be computed:" in result.lines
+    assert any(line.startswith("  FAIL src_files__orders: PZ") for line in result.lines), result.output
+    assert any(line.startswith("  skip big") for line in result.lines), result.output
+    _nothing_written(shop)
