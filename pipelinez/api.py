@@ -43,6 +43,8 @@ from pipelinez.plan.planner import PlannedNode
 if TYPE_CHECKING:
     from pipelinez.docs_site.lineage_report import ColumnLineageReport, LineageStep
     from pipelinez.docs_site.site import DocsServer, DocsSite
+    from pipelinez.engine.inspect.listing import Compiled, Listing
+    from pipelinez.engine.inspect.preview import ChecksOutcome, Preview
     from pipelinez.engine.packages.restore import LockedConnector, RestoreReport
     from pipelinez.engine.retry.retry_command import RetryOutcome, RetryRefused
     from pipelinez.engine.retry.retry_select import RetrySelection
@@ -456,6 +458,78 @@ class Project:
         """Delete every run's staging database (history stays): `removed`, the ids of the runs cleaned;
         `kept`, in words, what a Ray run staged on an object store that stays, and why."""
         return workflow.clean(self.root, self.environ)
+
+    # --- pz ls, compile, show, test (issue 24): the logic lives in engine.listing and engine.preview ---
+
+    def ls(
+        self,
+        *,
+        select: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        resource_types: Sequence[str] = (),
+        vars: Mapping[str, str] | None = None,
+    ) -> Listing:
+        """The nodes the selection matches (`pz ls`), without the ancestors a run adds back; only those of
+        `resource_types` (source, pipeline, check, sink) when given. PzValidationError when the project is
+        not valid or a selector can't be read; a selector matching nothing is a warning (PZ0250)."""
+        from pipelinez.engine.inspect.listing import list_nodes
+
+        given = Arguments("Project.ls")
+        given.names("select", select)
+        given.names("exclude", exclude)
+        given.names("resource_types", resource_types)
+        given.variables("vars", vars)
+        given.check()
+        return list_nodes(self.root, select, exclude, resource_types, vars, self.environ)
+
+    def compile(
+        self,
+        *,
+        select: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        vars: Mapping[str, str] | None = None,
+    ) -> Compiled:
+        """The rendered SQL of each selected pipeline (`pz compile`), refs resolved, secrets masked."""
+        from pipelinez.engine.inspect.listing import compile_sql
+
+        given = Arguments("Project.compile")
+        given.names("select", select)
+        given.names("exclude", exclude)
+        given.variables("vars", vars)
+        given.check()
+        return compile_sql(self.root, select, exclude, vars, self.environ)
+
+    def show(self, pipeline: str, *, limit: int = 10, vars: Mapping[str, str] | None = None) -> Preview:
+        """The first `limit` rows of `pipeline` (`pz show`): its inputs loaded fresh into a throwaway staging
+        database, its query run; nothing written to sinks or state. PzError PZ0253 when it names no pipeline;
+        a failed input is in `failed`, with no rows."""
+        from pipelinez.engine.inspect.preview import show
+
+        given = Arguments("Project.show")
+        given.text("pipeline", pipeline, optional=False)
+        given.count("limit", limit, optional=False)
+        given.variables("vars", vars)
+        given.check()
+        return show(self.root, pipeline, limit, vars, self.environ)
+
+    def test(
+        self,
+        *,
+        select: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        vars: Mapping[str, str] | None = None,
+    ) -> ChecksOutcome:
+        """Run the selected checks (every check by default) and what they need (`pz test`), on a throwaway
+        staging database: nothing written to sinks, no watermark committed, no run recorded. `exit_code` is
+        1 when a check of severity error failed (or something it needs did)."""
+        from pipelinez.engine.inspect.preview import run_checks
+
+        given = Arguments("Project.test")
+        given.names("select", select)
+        given.names("exclude", exclude)
+        given.variables("vars", vars)
+        given.check()
+        return run_checks(self.root, select, exclude, vars, self.environ)
 
 
 def init_project(directory: PathLike, *, force: bool = False) -> list[Path]:

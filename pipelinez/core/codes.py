@@ -339,8 +339,10 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0221",
         "EmptySelection",
-        "--select/--exclude leaves no node to run",
-        "check the names; `pz plan` lists every node",
+        "retired: a selector matching nothing is the warning PZ0250, an empty selection the warning PZ0251 "
+        "(as dbt: exit 0)",
+        "nothing to do; this code is never reused",
+        retired=True,
     ),
     Code(
         "PZ0222",
@@ -496,6 +498,33 @@ REGISTRY: tuple[Code, ...] = (
         "a singular test's node name chk_test__<file stem> is already the name of a check (of a pipeline "
         "named `test`)",
         "rename the test file, or give that check its own `name:`",
+    ),
+    Code(
+        "PZ0250",
+        "SelectorMatchesNothing",
+        "a --select/--exclude term (or `pz show`'s pipeline) matches no node (warning, as dbt; exit 0)",
+        "check the name (the message suggests a close one); `pz ls` lists every node",
+    ),
+    Code(
+        "PZ0251",
+        "NothingSelected",
+        "the selection leaves no node: nothing runs, nothing is listed (warning, as dbt; exit 0)",
+        "check --select and --exclude; `pz ls` lists every node",
+    ),
+    Code(
+        "PZ0252",
+        "BadSelector",
+        "a --select/--exclude term can't be read: an unknown method (not source:, sink:, tag:, path:, "
+        "resource_type:), a method without a value, a resource_type other than source, pipeline, check, "
+        "sink, or both @ and a leading +",
+        "see the selector grammar in docs/cli.md (Selection)",
+    ),
+    Code(
+        "PZ0253",
+        "NotAPipeline",
+        "`pz show NAME` (or `Project.show`) names no pipeline of the project (an ephemeral pipeline is "
+        "inlined, so it can't be shown on its own either)",
+        "name a pipeline (`pz ls --resource-type pipeline` lists them)",
     ),
     # --- 03: connectors and tiers ------------------------------------------------------------
     Code(

@@ -125,7 +125,7 @@ def described_plan(
     errors = [d for d in diags if d.is_error]
     if errors:
         raise PzValidationError([*errors, *checked.warnings])
-    return the_plan, checked.compiled.described, checked.warnings
+    return the_plan, checked.compiled.described, [*checked.warnings, *diags]
 
 
 def run(

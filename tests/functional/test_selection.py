@@ -61,8 +61,10 @@ def test_descendants_tags_sources_sinks_and_exclude(project_dir: Path) -> None:
     assert _ran(project_dir, "--select", "+wh.both") >= {"pa", "pb", "both", "wh.both"}
 
 
-def test_unknown_selector_is_refused_with_suggestion(project_dir: Path) -> None:
+def test_unknown_selector_is_a_warning_with_suggestion_and_exit_0(project_dir: Path) -> None:
     write_project(project_dir, FILES)
     result = pz(project_dir, "run", "--select", "bothh")
-    assert result.exit_code == 2
-    assert any("PZ0221" in line and "did you mean 'both'?" in line for line in result.lines), result.output
+    assert result.exit_code == 0, result.output
+    assert any("PZ0250" in line and "did you mean 'both'?" in line for line in result.lines), result.output
+    assert any("PZ0251" in line for line in result.lines), result.output
+    assert not (project_dir / "out" / "pa").exists()
