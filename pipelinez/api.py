@@ -459,6 +459,15 @@ def init_project(directory: PathLike, *, force: bool = False) -> list[Path]:
     return list(write_quickstart(Path(directory), force=force))
 
 
+def import_dbt(source: PathLike, *, out: PathLike | None = None, target: str | None = None) -> Any:
+    """Write a pz project from the dbt project at `source` (`pz import dbt`): an ImportResult with the
+    folder, the files written, the report and the warnings. Raises PzError with every problem found, and
+    then writes nothing."""
+    from pipelinez.importers.dbt import import_dbt as run_import
+
+    return run_import(Path(source), Path(out) if out is not None else None, target)
+
+
 def write_schemas(out: PathLike) -> list[Path]:
     """Write the JSON Schemas of the project files (`pz schema`); the files written."""
     from pipelinez.config.schemas import write_schemas as write

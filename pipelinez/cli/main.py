@@ -627,6 +627,15 @@ def docs_serve(
         server.shutdown()
 
 
+def _add_import_command() -> None:  # import_cmd uses guarded and Settings above
+    from pipelinez.cli import import_cmd
+
+    cli.add_command(import_cmd.import_group)
+
+
+_add_import_command()
+
+
 def main() -> None:
     interrupts.install()
     try:
