@@ -18,6 +18,7 @@ import click
 
 from pipelinez import __version__
 from pipelinez.cli import interrupts
+from pipelinez.cli.import_cmd import import_group
 from pipelinez.cli.usage import PzGroup, emit
 from pipelinez.core.diagnostics import Diagnostic, PzError, error, warning
 from pipelinez.core.oserrors import os_error, os_reason
@@ -627,13 +628,7 @@ def docs_serve(
         server.shutdown()
 
 
-def _add_import_command() -> None:  # import_cmd uses guarded and Settings above
-    from pipelinez.cli import import_cmd
-
-    cli.add_command(import_cmd.import_group)
-
-
-_add_import_command()
+cli.add_command(import_group(guarded))
 
 
 def main() -> None:

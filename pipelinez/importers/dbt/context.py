@@ -32,6 +32,9 @@ class Context:
     env: dict[str, dict[str, Any]] = field(default_factory=dict)
     errors: list[Diagnostic] = field(default_factory=list)
     pipelines: set[str] = field(default_factory=set)
+    seed_datasets: dict[str, Any] = field(default_factory=dict)
+    disabled_seeds: set[str] = field(default_factory=set)
+    seeds_read_by_sources: set[str] = field(default_factory=set)
 
     def table_name(self, schema: str, identifier: str, name: str) -> str | None:
         """The output's `table:` (None when pz's default, the output name in the default schema)."""

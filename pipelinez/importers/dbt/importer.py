@@ -17,7 +17,7 @@ from pipelinez.importers.dbt.profiles import default_environ, read_target
 from pipelinez.importers.dbt.project import read_project
 from pipelinez.importers.dbt.report import Report
 from pipelinez.importers.dbt.schema_files import read_properties
-from pipelinez.importers.dbt.seeds_sources import import_seeds, import_sources
+from pipelinez.importers.dbt.seeds_sources import import_seeds, import_sources, write_seed_source
 from pipelinez.importers.dbt.writer import check_out, write_files
 from pipelinez.importers.dbt.yamlio import dump_yaml
 
@@ -51,6 +51,7 @@ def import_dbt(
     ctx.env.update(active.env)
     seeds = import_seeds(ctx, data)
     import_sources(ctx, seeds)
+    write_seed_source(ctx)
     import_models(ctx)
     _macros(ctx, macros.files, macros.notes)
     _singular_tests(ctx)

@@ -34,7 +34,7 @@ def _resolve_dispatch(text: str, adapter: str, rel: str, notes: list[str]) -> st
         if chosen is None:
             continue
         body = chosen.group("body")
-        replacement = f"{{% macro {name}({match.group('args').strip()}) %}}{body}{{% endmacro %}}"
+        replacement = f"{{% macro {name}({match.group('args').strip()}) -%}}{body}{{%- endmacro %}}"
         text = text.replace(match.group(0), replacement)
         for other in [n for n in blocks if n.endswith(f"__{name}")]:
             text = text.replace(blocks[other].group(0), "")

@@ -3,6 +3,7 @@ descriptions and tests, package calls to pz helpers or compiled SQL, incremental
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from pipelinez.importers.dbt.schema_files import columns_of, description, tests_
 from pipelinez.importers.dbt.tests_map import column_test, model_test
 from pipelinez.importers.dbt.yamlio import dump_yaml, mapping
 
+_PROPERTIES = {"name", "description", "columns", "tests", "data_tests", "config", "docs", "meta", "_file"}
 _PZ_MATERIALIZED = {"table": "table", "view": "view", "ephemeral": "ephemeral", "incremental": "table"}
 
 
@@ -115,6 +117,8 @@ def _plan(ctx: Context, base: Path, path: Path, rel: str) -> dict[str, Any] | No
         set(cfg) - {"materialized", "schema", "alias", "tags", "enabled", "unique_key", "docs"}
     ):
         ctx.report.skipped.append(f"model {name}: config `{key}` is not imported")
+    for key in sorted(set(props) - _PROPERTIES):
+        ctx.report.skipped.append(f"model {name}: property `{key}` ({props['_file']}) is not imported")
     return {
         "name": name, "rel": rel, "out": "pipelines/" + path.relative_to(base).as_posix(), "text": text,
         "cfg": cfg, "folder_cfg": folder_cfg, "materialized": materialized, "props": props, "schema": schema,
@@ -149,7 +153,7 @@ def _write(ctx: Context, plan: dict[str, Any]) -> None:
         ctx.report.approximated.append(f"model {name}: rendered from dbt's compiled SQL (it calls {calls})")
     for var, default in env_calls(plan["text"]):
         ctx.env.setdefault(var, {} if default is not None else {"required": True})
-    ctx.files[plan["out"]] = text.rstrip() + "\n"
+    ctx.files[plan["out"]] = tidy(text)
     ctx.pipelines.add(name)
     sidecar = _sidecar(ctx, plan)
     if sidecar:
@@ -165,6 +169,12 @@ def _write(ctx: Context, plan: dict[str, Any]) -> None:
             f"model {name}: a view in dbt, a view in staging and a table in the warehouse"
         )
     ctx.report.converted.append(f"model {name} ({plan['materialized']}) → {plan['out']}")
+
+
+def tidy(text: str) -> str:
+    """The SQL without the blank lines left where config() blocks were: no leading ones, at most one in a
+    row."""
+    return re.sub(r"\n[ \t]*\n([ \t]*\n)+", "\n\n", text.lstrip("\n").rstrip()) + "\n"
 
 
 def _incremental(ctx: Context, plan: dict[str, Any], text: str) -> tuple[str, dict[str, Any]]:

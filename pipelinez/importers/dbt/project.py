@@ -155,7 +155,7 @@ def effective_config(tree: dict[str, Any], parts: list[str]) -> dict[str, Any]:
             break
         config = merge_config(config, level_config(node))
     if "tags" in config:
-        config = merge_config({}, {"tags": config["tags"]})
+        config = {**config, **merge_config({}, {"tags": config["tags"]})}
     return config
 
 

@@ -64,15 +64,22 @@ def import_seeds(ctx: Context, data: dict[str, bytes]) -> dict[tuple[str, str], 
                     "the warehouse"
                 )
                 ctx.relations[ctx.relation(schema, identifier)] = "{{ source('seeds', '" + name + "') }}"
+                ctx.disabled_seeds.add(name)
                 continue
             _seed_pipeline(ctx, name, schema, identifier)
+    ctx.seed_datasets = datasets
+    return by_relation
+
+
+def write_seed_source(ctx: Context) -> None:
+    """sources/seeds.yml, without the disabled seeds a source reads instead."""
+    datasets = {k: v for k, v in ctx.seed_datasets.items() if k not in ctx.seeds_read_by_sources}
     if datasets:
         source = {"connector": "localfiles", "connection": {"root": "seeds"}, "datasets": datasets}
         ctx.files[f"sources/{SEED_SOURCE}.yml"] = dump_yaml(source)
         ctx.report.converted.append(
             f"{len(datasets)} seeds → source `seeds` (sources/seeds.yml), typed as dbt seed types them"
         )
-    return by_relation
 
 
 def _seed_pipeline(ctx: Context, name: str, schema: str, identifier: str) -> None:
@@ -107,7 +114,9 @@ def import_sources(ctx: Context, seeds: dict[tuple[str, str], tuple[str, dict[st
             )
         spec = _connection(ctx, bool(from_seeds))
         if description(source):
-            ctx.report.converted.append(f"source {name}: description kept in import-report only")
+            ctx.report.approximated.append(
+                f"source {name}: its own description is not carried (pz sources have none)"
+            )
         ctx.files[f"sources/{name}.yml"] = dump_yaml({**spec, "datasets": datasets})
         how = (
             "the seed files dbt loads into those tables" if from_seeds else f"the {ctx.target.type} warehouse"
@@ -135,6 +144,8 @@ def _dataset(
     dataset: dict[str, Any]
     if seeds is not None:
         seed_name, seed_dataset = seeds[(schema.lower(), identifier.lower())]
+        if seed_name in ctx.disabled_seeds:
+            ctx.seeds_read_by_sources.add(seed_name)
         dataset = {k: v for k, v in seed_dataset.items() if k != "description"}
         ctx.cursor_types[(source, str(table["name"]))] = ctx.cursor_types[(SEED_SOURCE, seed_name)]
     else:

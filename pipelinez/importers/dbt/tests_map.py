@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pipelinez.importers.dbt.yamlio import mapping
@@ -99,7 +100,8 @@ def source_check(test: Any, column: str, where: str, skipped: list[str]) -> dict
     elif name == "accepted_values":
         check = {name: {"column": column, "values": spec["values"]}}
     else:
-        check = {name: {"column": column, **spec}}
+        to = re.sub(r"^\s*ref\(\s*['\"](\w+)['\"]\s*\)\s*$", r"\1", str(spec.pop("to", "")))
+        check = {name: {"column": column, "to": to, **spec}}
     if config.get("severity") == "warn":
         check["severity"] = "warn"
     return check
