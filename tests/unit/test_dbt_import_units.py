@@ -41,7 +41,10 @@ def test_seed_columns_in_file_order() -> None:
 
 
 def test_config_blocks_are_removed_keeping_lines() -> None:
-    text = "{{\n  config(materialized='incremental', unique_key=['a', 'b'], enabled=true, tags='x')\n}}\nselect 1\n"
+    text = (
+        "{{\n  config(materialized='incremental', unique_key=['a', 'b'], enabled=true, tags='x')\n}}\n"
+        "select 1\n"
+    )
     rest, config, problems = extract_configs(text)
     assert config == {"materialized": "incremental", "unique_key": ["a", "b"], "enabled": True, "tags": "x"}
     assert problems == [] and rest == "\n\n\nselect 1\n"
@@ -63,7 +66,10 @@ def test_helpers_rewritten_and_unresolved_names_found_with_lines() -> None:
 
 
 def test_incremental_cursor_filter_becomes_a_watermark() -> None:
-    sql = "select * from {{ source('s', 'd') }}\n{% if is_incremental() %}\n  where ts >= (select max(ts) from {{ this }})\n{% endif %}\n"
+    sql = (
+        "select * from {{ source('s', 'd') }}\n{% if is_incremental() %}\n"
+        "  where ts >= (select max(ts) from {{ this }})\n{% endif %}\n"
+    )
     done = convert(sql, {("s", "d"): {"ts": "timestamp"}})
     assert done.watermark == ("s", "d")
     assert "where ts >= {{ watermark('s', 'd') }}" in done.text and "is_incremental" not in done.text
