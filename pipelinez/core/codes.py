@@ -250,8 +250,8 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0147",
         "DbtNameInvalid",
-        "a dbt model, seed, source, table or column name is not a pz name (letters, digits and `_`, not "
-        "starting with a digit), or two of them become one pz name",
+        "a dbt model, seed or source name is not a pz name (letters, digits and `_`, not starting with a "
+        "digit), or a model and a seed (or two models) become one pz pipeline",
         "rename it in the dbt project (an `alias:` keeps the warehouse table's name) and import again",
     ),
     Code(

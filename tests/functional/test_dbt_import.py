@@ -222,6 +222,7 @@ def test_skipped_constructs_are_reported(tmp_path: Path) -> None:
         assert line in report, line
     assert "## Needs a person (1)" in report
     assert "10 skipped" in result.output and "1 need a person" in result.output
+    assert "warning: PZ0148 shop/import-report.md: 10 dbt constructs were not imported" in result.output
     assert not (out / "pipelines" / "marts" / "order_scores.py").exists()
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelinez.core.diagnostics import Diagnostic, PzError
+from pipelinez.core.diagnostics import Diagnostic, PzError, warning
 from pipelinez.importers.dbt.context import NAME, SINK, Context
 from pipelinez.importers.dbt.jinja_text import rewrite, unresolved
 from pipelinez.importers.dbt.macros import read_macros
@@ -68,6 +68,9 @@ def import_dbt(
     data.update({rel: text.encode("utf-8") for rel, text in ctx.files.items()})
     write_files(out, data)
     report.diagnostics = [d for d in ctx.errors if not d.is_error]
+    if report.skipped:
+        message = f"{len(report.skipped)} dbt constructs were not imported; the report lists each one"
+        report.diagnostics.append(warning("PZ0148", message, file=f"{out.name}/import-report.md"))
     return ImportResult(out, sorted(data), report, report.diagnostics, report.summary(str(out)))
 
 

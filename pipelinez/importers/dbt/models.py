@@ -129,6 +129,10 @@ def _plan(ctx: Context, base: Path, path: Path, rel: str) -> dict[str, Any] | No
 
 def _write(ctx: Context, plan: dict[str, Any]) -> None:
     name, rel, text = plan["name"], plan["rel"], rewrite(plan["text"])
+    if name in ctx.pipelines:
+        message = f"model '{name}' becomes a pipeline another model or seed of that name already is"
+        ctx.errors.append(error("PZ0147", message, file=rel))
+        return
     strategy: dict[str, Any] = {}
     if plan["materialized"] == "incremental":
         text, strategy = _incremental(ctx, plan, text)
