@@ -107,3 +107,12 @@ def test_yaml_writer_round_trips_tricky_values() -> None:
         "j": "it's",
     }
     assert YAML(typ="safe", pure=True).load(dump_yaml(data)) == data
+
+
+def test_no_watermark_when_another_model_reads_the_source() -> None:
+    sql = (
+        "select * from {{ source('s', 'd') }}\n{% if is_incremental() %}\n"
+        "where ts > (select max(ts) from {{ this }})\n{% endif %}\n"
+    )
+    done = convert(sql, {("s", "d"): {"ts": "timestamp"}}, {("s", "d"): ["totals"]})
+    assert done.watermark is None and "also read by totals" in done.reason

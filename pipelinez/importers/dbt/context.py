@@ -33,6 +33,7 @@ class Context:
     errors: list[Diagnostic] = field(default_factory=list)
     pipelines: set[str] = field(default_factory=set)
     seed_datasets: dict[str, Any] = field(default_factory=dict)
+    source_readers: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     disabled_seeds: set[str] = field(default_factory=set)
     seeds_read_by_sources: set[str] = field(default_factory=set)
 

@@ -27,7 +27,17 @@ class Incremental:
     reason: str  # why not, when it did not
 
 
-def convert(text: str, cursor_types: dict[tuple[str, str], dict[str, str]]) -> Incremental:
+def sources_read(text: str) -> list[tuple[str, str]]:
+    return sorted(set(_SOURCE.findall(text)))
+
+
+def convert(
+    text: str,
+    cursor_types: dict[tuple[str, str], dict[str, str]],
+    other_readers: dict[tuple[str, str], list[str]] | None = None,
+) -> Incremental:
+    """The model with its is_incremental() block as a watermark() filter, or dropped (and why).
+    `other_readers`: the other models that read a source: a watermark would make them see only new rows."""
     blocks = list(_BLOCK.finditer(text))
     if not blocks:
         return Incremental(text, None, "the model has no is_incremental() block")
@@ -43,6 +53,12 @@ def convert(text: str, cursor_types: dict[tuple[str, str], dict[str, str]]) -> I
         return Incremental(
             _drop(text), None, "it does not read exactly one source(), which a watermark() needs"
         )
+    readers = (other_readers or {}).get(sources[0], [])
+    if readers:
+        src, dataset = sources[0]
+        names = ", ".join(readers)
+        why = f"source('{src}', '{dataset}') is also read by {names}, which would see only new rows"
+        return Incremental(_drop(text), None, why)
     column = match.group("col").split(".")[-1].strip('"')
     types = cursor_types.get(sources[0], {})
     if types.get(column, "").split("(")[0] not in CURSOR_TYPES - {"double"}:

@@ -88,6 +88,10 @@ def import_models(ctx: Context) -> None:
             )
     for plan in plans:
         if plan is not None:
+            for read in incremental.sources_read(plan["text"]):
+                ctx.source_readers.setdefault(read, set()).add(plan["name"])
+    for plan in plans:
+        if plan is not None:
             _write(ctx, plan)
 
 
@@ -182,7 +186,12 @@ def tidy(text: str) -> str:
 
 
 def _incremental(ctx: Context, plan: dict[str, Any], text: str) -> tuple[str, dict[str, Any]]:
-    result = incremental.convert(text, ctx.cursor_types)
+    others = {
+        read: sorted(names - {plan["name"]})
+        for read, names in ctx.source_readers.items()
+        if names - {plan["name"]}
+    }
+    result = incremental.convert(text, ctx.cursor_types, others)
     keys = plan["cfg"].get("unique_key")
     keys = [keys] if isinstance(keys, str) else list(keys or [])
     if result.watermark is None:
