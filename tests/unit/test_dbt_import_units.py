@@ -116,3 +116,12 @@ def test_no_watermark_when_another_model_reads_the_source() -> None:
     )
     done = convert(sql, {("s", "d"): {"ts": "timestamp"}}, {("s", "d"): ["totals"]})
     assert done.watermark is None and "also read by totals" in done.reason
+
+
+def test_no_watermark_when_another_model_refs_the_incremental_one() -> None:
+    sql = (
+        "select * from {{ source('s', 'd') }}\n{% if is_incremental() %}\n"
+        "where ts > (select max(ts) from {{ this }})\n{% endif %}\n"
+    )
+    done = convert(sql, {("s", "d"): {"ts": "timestamp"}}, {}, ["daily"])
+    assert done.watermark is None and "read by daily with ref()" in done.reason

@@ -34,6 +34,7 @@ class Context:
     pipelines: set[str] = field(default_factory=set)
     seed_datasets: dict[str, Any] = field(default_factory=dict)
     source_readers: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    ref_readers: dict[str, set[str]] = field(default_factory=dict)
     disabled_seeds: set[str] = field(default_factory=set)
     seeds_read_by_sources: set[str] = field(default_factory=set)
 

@@ -16,6 +16,7 @@ _FILTER = re.compile(
     r"from\s+\{\{\s*this\s*\}\}\s*\)\s*$",
     re.IGNORECASE,
 )
+_REF = re.compile(r"ref\(\s*['\"](\w+)['\"]\s*\)")
 _SOURCE = re.compile(r"source\(\s*['\"](\w+)['\"]\s*,\s*['\"](\w+)['\"]\s*\)")
 CURSOR_TYPES = {"integer", "bigint", "int", "decimal", "date", "timestamp", "timestamptz", "double"}
 
@@ -27,6 +28,10 @@ class Incremental:
     reason: str  # why not, when it did not
 
 
+def refs(text: str) -> list[str]:
+    return sorted(set(_REF.findall(text)))
+
+
 def sources_read(text: str) -> list[tuple[str, str]]:
     return sorted(set(_SOURCE.findall(text)))
 
@@ -35,9 +40,12 @@ def convert(
     text: str,
     cursor_types: dict[tuple[str, str], dict[str, str]],
     other_readers: dict[tuple[str, str], list[str]] | None = None,
+    ref_readers: list[str] | None = None,
 ) -> Incremental:
     """The model with its is_incremental() block as a watermark() filter, or dropped (and why).
-    `other_readers`: the other models that read a source: a watermark would make them see only new rows."""
+    `other_readers`: the other models that read a source; `ref_readers`: the models that ref() this one. A
+    watermark would make either see only the new rows (in dbt, ref() of an incremental model is its whole
+    table)."""
     blocks = list(_BLOCK.finditer(text))
     if not blocks:
         return Incremental(text, None, "the model has no is_incremental() block")
@@ -53,6 +61,9 @@ def convert(
         return Incremental(
             _drop(text), None, "it does not read exactly one source(), which a watermark() needs"
         )
+    if ref_readers:
+        why = f"it is read by {', '.join(ref_readers)} with ref(), which would see only the new rows"
+        return Incremental(_drop(text), None, why)
     readers = (other_readers or {}).get(sources[0], [])
     if readers:
         src, dataset = sources[0]

@@ -27,9 +27,13 @@ def model_files(ctx: Context) -> list[tuple[Path, Path]]:
     for folder in ctx.project.model_paths:
         base = ctx.project.root / folder
         for path in sorted(base.rglob("*")) if base.is_dir() else []:
-            if path.suffix in (".sql", ".py") and not any(p.startswith(".") for p in path.parts):
+            if path.suffix in (".sql", ".py") and not _hidden(path.relative_to(base)):
                 found.append((base, path))
     return found
+
+
+def _hidden(rel: Path) -> bool:
+    return any(part.startswith(".") for part in rel.parts)
 
 
 def folder_config(ctx: Context, folders: set[tuple[str, ...]]) -> dict[str, Any]:
@@ -90,6 +94,8 @@ def import_models(ctx: Context) -> None:
         if plan is not None:
             for read in incremental.sources_read(plan["text"]):
                 ctx.source_readers.setdefault(read, set()).add(plan["name"])
+            for ref in incremental.refs(plan["text"]):
+                ctx.ref_readers.setdefault(ref, set()).add(plan["name"])
     for plan in plans:
         if plan is not None:
             _write(ctx, plan)
@@ -191,7 +197,8 @@ def _incremental(ctx: Context, plan: dict[str, Any], text: str) -> tuple[str, di
         for read, names in ctx.source_readers.items()
         if names - {plan["name"]}
     }
-    result = incremental.convert(text, ctx.cursor_types, others)
+    readers = sorted(ctx.ref_readers.get(plan["name"], set()) - {plan["name"]})
+    result = incremental.convert(text, ctx.cursor_types, others, readers)
     keys = plan["cfg"].get("unique_key")
     keys = [keys] if isinstance(keys, str) else list(keys or [])
     if result.watermark is None:

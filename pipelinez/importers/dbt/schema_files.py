@@ -35,7 +35,13 @@ def _yml_files(root: Path, folders: list[str]) -> list[Path]:
     for folder in folders:
         base = root / folder
         if base.is_dir():
-            found += [p for p in base.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file()]
+            found += [
+                p
+                for p in base.rglob("*")
+                if p.suffix in (".yml", ".yaml")
+                and p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(base).parts)
+            ]
     return sorted(set(found))
 
 

@@ -25,6 +25,8 @@ def import_seeds(ctx: Context, data: dict[str, bytes]) -> dict[tuple[str, str], 
         base = ctx.project.root / folder
         for path in sorted(base.rglob("*.csv")) if base.is_dir() else []:
             rel = path.relative_to(base)
+            if any(part.startswith(".") for part in rel.parts):
+                continue
             name = path.stem
             where = path.relative_to(ctx.project.root).as_posix()
             if not NAME.match(name):
