@@ -35,6 +35,7 @@ class Context:
     seed_datasets: dict[str, Any] = field(default_factory=dict)
     source_readers: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     ref_readers: dict[str, set[str]] = field(default_factory=dict)
+    in_warehouse: set[str] = field(default_factory=set)  # pipelines the warehouse sink writes
     disabled_seeds: set[str] = field(default_factory=set)
     seeds_read_by_sources: set[str] = field(default_factory=set)
 

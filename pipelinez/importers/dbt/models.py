@@ -90,6 +90,9 @@ def import_models(ctx: Context) -> None:
             ctx.relations[ctx.relation(plan["schema"], plan["identifier"])] = (
                 "{{ ref('" + plan["name"] + "') }}"
             )
+    ctx.in_warehouse = set(ctx.pipelines) | {
+        p["name"] for p in plans if p is not None and p["materialized"] != "ephemeral"
+    }
     for plan in plans:
         if plan is not None:
             for read in incremental.sources_read(plan["text"]):
@@ -172,17 +175,30 @@ def _write(ctx: Context, plan: dict[str, Any]) -> None:
     sidecar = _sidecar(ctx, plan)
     if sidecar:
         ctx.files[plan["out"][:-4] + ".yml"] = dump_yaml(sidecar)
+    if plan["materialized"] == "view":
+        strategy = _view_strategy(ctx, name, text)
     if plan["materialized"] != "ephemeral":
         output: dict[str, Any] = {}
         table = ctx.table_name(plan["schema"], plan["identifier"], name)
         if table:
             output["table"] = table
         ctx.outputs[name] = {**output, **strategy}
-    if plan["materialized"] == "view":
-        ctx.report.approximated.append(
-            f"model {name}: a view in dbt, a view in staging and a table in the warehouse"
-        )
     ctx.report.converted.append(f"model {name} ({plan['materialized']}) → {plan['out']}")
+
+
+def _view_strategy(ctx: Context, name: str, text: str) -> dict[str, Any]:
+    """A view model is a view in staging; in the warehouse a view too when everything it reads lives there
+    (dbt_syntax.md item 5: `strategy: view` reads only the sink's own tables and views), else a table."""
+    outside = sorted(set(incremental.refs(text)) - ctx.in_warehouse)
+    reads_source = bool(incremental.sources_read(text))
+    if not outside and not reads_source and incremental.refs(text):
+        return {"strategy": "view"}
+    why = "source()" if reads_source else ", ".join(outside) or "no ref()"
+    ctx.report.approximated.append(
+        f"model {name}: a view in dbt; a view in staging and a table in the warehouse, since it reads {why},"
+        " which the warehouse does not hold"
+    )
+    return {}
 
 
 def tidy(text: str) -> str:
