@@ -258,6 +258,29 @@ def test_postgres_target_uses_env_for_the_password(tmp_path: Path) -> None:
     assert load(out / "project.yml")["env"] == {"DBT_PG_PASSWORD": {"secret": True, "required": True}}
 
 
+def test_passwords_are_never_copied_and_env_vars_are_declared(tmp_path: Path) -> None:
+    project = tmp_path / "dbt"
+    shutil.copytree(FIXTURES / "jaffle_duckdb", project)
+    (project / "profiles.yml").write_text(
+        "jaffle_shop:\n  target: pg\n  outputs:\n    pg:\n      type: postgres\n      host: db\n"
+        "      user: u\n      password: hunter2-secret\n      dbname: shop\n      schema: marts\n"
+    )
+    model = project / "models" / "customers.sql"
+    model.write_text(model.read_text() + "-- {{ env_var('SHOP_REGION', 'eu') }} {{ env_var('SHOP_KEY') }}\n")
+    out = tmp_path / "out"
+    result = pz_import(str(project), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert all(b"hunter2-secret" not in data for data in all_files(out).values())
+    assert load(out / "sinks" / "warehouse.yml")["connection"]["password"] == "{{ env('PG_PASSWORD') }}"
+    assert load(out / "project.yml")["env"] == {
+        "PG_PASSWORD": {"required": True, "secret": True},
+        "SHOP_KEY": {"required": True},
+        "SHOP_REGION": None,
+    }
+    assert "{{ env('SHOP_REGION', 'eu') }}" in (out / "pipelines" / "customers.sql").read_text()
+    assert "set the environment variable PG_PASSWORD" in (out / "import-report.md").read_text()
+
+
 # --- coded errors ----------------------------------------------------------------------------------------
 
 

@@ -125,3 +125,8 @@ def test_no_watermark_when_another_model_refs_the_incremental_one() -> None:
     )
     done = convert(sql, {("s", "d"): {"ts": "timestamp"}}, {}, ["daily"])
     assert done.watermark is None and "read by daily with ref()" in done.reason
+
+
+def test_package_and_versioned_refs_are_unresolved() -> None:
+    found = unresolved("select 1\nfrom {{ ref('pkg', 'model') }} join {{ ref('m', v=2) }}", frozenset())
+    assert [(u.line, u.macro) for u in found] == [(2, "ref() of a package or a model version")] * 2

@@ -41,6 +41,7 @@ PZ_NAMES = frozenset(
 HELPERS = ("generate_surrogate_key", "date_trunc", "dateadd", "datediff", "star", "safe_cast")
 _HELPER_CALL = re.compile(r"\b(?:dbt_utils|dbt)\s*\.\s*(" + "|".join(HELPERS) + r")\s*\(")
 _CONFIG_OPEN = re.compile(r"\{\{-?\s*config\s*\(")
+_TWO_ARG_REF = re.compile(r"\bref\(\s*['\"]\w+['\"]\s*,")
 _DOTTED = re.compile(r"\b([A-Za-z_]\w*)\s*\.\s*([A-Za-z_]\w*)")
 
 
@@ -153,6 +154,10 @@ def unresolved(text: str, known: frozenset[str]) -> list[Unresolved]:
                 found.append(Unresolved(line, f"{name}.{attr}"))
         else:
             found.append(Unresolved(_line_of(text, rf"\b{re.escape(name)}\b"), name))
+    for match in _TWO_ARG_REF.finditer(text):  # ref('package', 'model') or ref('model', v=2)
+        found.append(
+            Unresolved(text.count("\n", 0, match.start()) + 1, "ref() of a package or a model version")
+        )
     return sorted(found, key=lambda u: (u.line, u.macro))
 
 

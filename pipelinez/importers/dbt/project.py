@@ -69,6 +69,7 @@ class DbtProject:
     models_tree: dict[str, Any]
     seeds_tree: dict[str, Any]
     hooks: list[str] = field(default_factory=list)
+    other_trees: list[str] = field(default_factory=list)  # models: keys naming other packages
     packages: list[str] = field(default_factory=list)
 
 
@@ -104,6 +105,9 @@ def read_project(root: Path) -> DbtProject:
         models_tree=project_tree,
         seeds_tree=seeds_tree,
         hooks=hooks,
+        other_trees=sorted(
+            str(k) for k in mapping(data.get("models")) if k != name and not str(k).startswith("+")
+        ),
         packages=_packages(root),
     )
 
