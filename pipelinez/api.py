@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from pipelinez.engine.run_results import NodeResult, RunResults
     from pipelinez.engine.runs import RunSummary
     from pipelinez.engine.session import RunOutcome
+    from pipelinez.importers.dbt import ImportResult
 
 # the result types of running, retrying and restoring, imported on first use: `pz validate` and `pz plan`
 # never load the engine that runs
@@ -459,7 +460,7 @@ def init_project(directory: PathLike, *, force: bool = False) -> list[Path]:
     return list(write_quickstart(Path(directory), force=force))
 
 
-def import_dbt(source: PathLike, *, out: PathLike | None = None, target: str | None = None) -> Any:
+def import_dbt(source: PathLike, *, out: PathLike | None = None, target: str | None = None) -> ImportResult:
     """Write a pz project from the dbt project at `source` (`pz import dbt`): an ImportResult with the
     folder, the files written, the report and the warnings. Raises PzError with every problem found, and
     then writes nothing."""
