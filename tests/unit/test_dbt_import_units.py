@@ -130,3 +130,19 @@ def test_no_watermark_when_another_model_refs_the_incremental_one() -> None:
 def test_package_and_versioned_refs_are_unresolved() -> None:
     found = unresolved("select 1\nfrom {{ ref('pkg', 'model') }} join {{ ref('m', v=2) }}", frozenset())
     assert [(u.line, u.macro) for u in found] == [(2, "ref() of a package or a model version")] * 2
+
+
+def test_compiled_relations_back_to_calls() -> None:
+    from pipelinez.importers.dbt.compiled import mentions, restore_calls
+
+    relations = {
+        ("db", "main", "orders"): "{{ ref('orders') }}",
+        ("db", "raw", "c"): "{{ source('e', 'c') }}",
+    }
+    text = 'select * from "db"."main"."orders" join raw.c on 1=1 join main.orders_x on 1=1'
+    assert restore_calls(text, relations) == (
+        "select * from {{ ref('orders') }} join {{ source('e', 'c') }} on 1=1 join main.orders_x on 1=1"
+    )
+    assert mentions(text, ("db", "main", "orders")) and not mentions(
+        "main.orders_x", ("db", "main", "orders")
+    )

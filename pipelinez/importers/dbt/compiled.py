@@ -13,7 +13,7 @@ def compiled_path(root: Path, target_path: str, project: str, original: str) -> 
     return root / target_path / "compiled" / project / original
 
 
-def _spellings(parts: tuple[str, ...]) -> list[str]:
+def spellings(parts: tuple[str, ...]) -> list[str]:
     """How a relation may be written: database.schema.identifier or schema.identifier, quoted or not."""
     found = []
     for take in (parts, parts[1:]):
@@ -26,7 +26,7 @@ def restore_calls(text: str, relations: dict[tuple[str, str, str], str]) -> str:
     """Each relation of `relations` ((database, schema, identifier) → the Jinja call) back as its call."""
     table: dict[str, str] = {}
     for parts, call in relations.items():
-        for spelling in _spellings(parts):
+        for spelling in spellings(parts):
             table.setdefault(spelling.lower(), call)
     if not table:
         return text
@@ -35,6 +35,12 @@ def restore_calls(text: str, relations: dict[tuple[str, str, str], str]) -> str:
         r"(?<![\w.\"])(" + "|".join(re.escape(a) for a in alternatives) + r")(?![\w\"])", re.IGNORECASE
     )
     return pattern.sub(lambda m: table[m.group(1).lower()], text)
+
+
+def mentions(text: str, parts: tuple[str, str, str]) -> bool:
+    """Whether `text` names the relation (in any of its spellings)."""
+    alternatives = "|".join(re.escape(s) for s in spellings(parts))
+    return re.search(r"(?<![\w.\"])(" + alternatives + r")(?![\w\"])", text, re.IGNORECASE) is not None
 
 
 def read_compiled(path: Path, relations: dict[tuple[str, str, str], str]) -> str | None:
