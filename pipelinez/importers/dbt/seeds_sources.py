@@ -17,9 +17,11 @@ from pipelinez.importers.dbt.yamlio import dump_yaml, mapping
 SEED_SOURCE = "seeds"
 
 
+_SEED_KEYS = {"schema", "alias", "enabled", "column_types", "delimiter", "docs", "tags", "quote_columns"}
+
+
 def import_seeds(ctx: Context, data: dict[str, bytes]) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
     """Write the seed source and pipelines; (schema, identifier) → (seed name, its dataset) for sources."""
-    datasets: dict[str, Any] = {}
     by_relation: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
     for folder in ctx.project.seed_paths:
         base = ctx.project.root / folder
@@ -27,50 +29,52 @@ def import_seeds(ctx: Context, data: dict[str, bytes]) -> dict[tuple[str, str], 
             rel = path.relative_to(base)
             if any(part.startswith(".") for part in rel.parts):
                 continue
-            name = path.stem
             where = path.relative_to(ctx.project.root).as_posix()
-            if not NAME.match(name):
-                ctx.errors.append(error("PZ0147", f"seed '{name}' is not a pz name", file=where))
+            if not NAME.match(path.stem):
+                ctx.errors.append(error("PZ0147", f"seed '{path.stem}' is not a pz name", file=where))
                 continue
-            props = ctx.props.seeds.get(name, {})
-            cfg = merge_config(
-                effective_config(ctx.project.seeds_tree, [*rel.parent.parts, name]),
-                mapping(props.get("config")),
-            )
-            text = path.read_text(encoding="utf-8")
-            columns = seed_columns(text, str(cfg.get("delimiter") or ","))
-            for col, kind in mapping(cfg.get("column_types")).items():
-                columns[str(col)] = str(kind).lower()
-            docs = {str(c["name"]): description(c) for c in columns_of(props)}
-            dataset: dict[str, Any] = {"path": rel.as_posix()}
-            if cfg.get("delimiter"):
-                dataset["delimiter"] = cfg["delimiter"]
-            if description(props):
-                dataset["description"] = description(props)
-            dataset["columns"] = {
-                c: ({"type": t, "description": docs[c]} if docs.get(c) else t) for c, t in columns.items()
-            }
-            datasets[name] = dataset
             data[f"seeds/{rel.as_posix()}"] = path.read_bytes()
-            if has_null_word(text):
-                ctx.report.approximated.append(
-                    f"seed {name}: dbt reads the word null as NULL, pz keeps the text"
-                )
-            schema = ctx.namer.schema(cfg.get("schema"), "seed", name)
-            identifier = str(cfg.get("alias") or name)
-            by_relation[(schema.lower(), identifier.lower())] = (name, dataset)
-            ctx.cursor_types[(SEED_SOURCE, name)] = dict(columns)
-            if cfg.get("enabled", True) in (False, "false") or "{{" in str(cfg.get("enabled", "")):
-                ctx.report.approximated.append(
-                    f"seed {name}: disabled (or enabled by a var) in dbt: read as a source, not written to "
-                    "the warehouse"
-                )
-                ctx.relations[ctx.relation(schema, identifier)] = "{{ source('seeds', '" + name + "') }}"
-                ctx.disabled_seeds.add(name)
-                continue
-            _seed_pipeline(ctx, name, schema, identifier)
-    ctx.seed_datasets = datasets
+            relation, dataset = _seed(ctx, path, rel)
+            by_relation[relation] = (path.stem, dataset)
     return by_relation
+
+
+def _seed(ctx: Context, path: Path, rel: Path) -> tuple[tuple[str, str], dict[str, Any]]:
+    """One seed: its dataset (typed columns), and its pipeline into the warehouse when dbt loads it."""
+    name = path.stem
+    props = ctx.props.seeds.get(name, {})
+    tree_config = effective_config(ctx.project.seeds_tree, [*rel.parent.parts, name])
+    cfg = merge_config(tree_config, mapping(props.get("config")))
+    for key in sorted(set(cfg) - _SEED_KEYS):
+        ctx.report.skipped.append(f"seed {name}: config `{key}` is not imported")
+    text = path.read_text(encoding="utf-8")
+    columns = seed_columns(text, str(cfg.get("delimiter") or ","))
+    columns.update({str(c): str(kind).lower() for c, kind in mapping(cfg.get("column_types")).items()})
+    docs = {str(c["name"]): description(c) for c in columns_of(props)}
+    dataset: dict[str, Any] = {"path": rel.as_posix()}
+    if cfg.get("delimiter"):
+        dataset["delimiter"] = cfg["delimiter"]
+    if description(props):
+        dataset["description"] = description(props)
+    dataset["columns"] = {
+        c: ({"type": t, "description": docs[c]} if docs.get(c) else t) for c, t in columns.items()
+    }
+    ctx.seed_datasets[name] = dataset
+    ctx.cursor_types[(SEED_SOURCE, name)] = dict(columns)
+    if has_null_word(text):
+        ctx.report.approximated.append(f"seed {name}: dbt reads the word null as NULL, pz keeps the text")
+    schema = ctx.namer.schema(cfg.get("schema"), "seed", name)
+    identifier = str(cfg.get("alias") or name)
+    if cfg.get("enabled", True) in (False, "false") or "{{" in str(cfg.get("enabled", "")):
+        ctx.report.approximated.append(
+            f"seed {name}: disabled (or enabled by a var) in dbt: read as a source, not written to the "
+            "warehouse"
+        )
+        ctx.relations[ctx.relation(schema, identifier)] = "{{ source('seeds', '" + name + "') }}"
+        ctx.disabled_seeds.add(name)
+    else:
+        _seed_pipeline(ctx, name, schema, identifier)
+    return (schema.lower(), identifier.lower()), dataset
 
 
 def write_seed_source(ctx: Context) -> None:
@@ -170,7 +174,3 @@ def _dataset(
     if table.get("loaded_at_field") or table.get("freshness"):
         ctx.report.skipped.append(f"{where}: source freshness (dbt source freshness) is not imported")
     return dataset
-
-
-def seed_root(path: Path) -> str:
-    return path.as_posix()
