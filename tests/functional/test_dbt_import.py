@@ -267,6 +267,10 @@ def test_passwords_are_never_copied_and_env_vars_are_declared(tmp_path: Path) ->
     )
     model = project / "models" / "customers.sql"
     model.write_text(model.read_text() + "-- {{ env_var('SHOP_REGION', 'eu') }} {{ env_var('SHOP_KEY') }}\n")
+    (project / "dbt_project.yml").write_text(
+        (project / "dbt_project.yml").read_text()
+        + "data_tests:\n  +severity: warn\non-run-end: ['select 1']\n"
+    )
     out = tmp_path / "out"
     result = pz_import(str(project), "--out", str(out))
     assert result.exit_code == 0, result.output
@@ -278,7 +282,9 @@ def test_passwords_are_never_copied_and_env_vars_are_declared(tmp_path: Path) ->
         "SHOP_REGION": None,
     }
     assert "{{ env('SHOP_REGION', 'eu') }}" in (out / "pipelines" / "customers.sql").read_text()
-    assert "set the environment variable PG_PASSWORD" in (out / "import-report.md").read_text()
+    report = (out / "import-report.md").read_text()
+    assert "set the environment variable PG_PASSWORD" in report
+    assert "- dbt_project.yml `data_tests`" in report and "- on-run-end hook in dbt_project.yml" in report
 
 
 # --- coded errors ----------------------------------------------------------------------------------------

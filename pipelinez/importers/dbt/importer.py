@@ -175,6 +175,7 @@ def _skipped_folders(ctx: Context) -> None:
                 ctx.report.skipped.append(f"{label} {path.relative_to(ctx.project.root)}")
     ctx.report.skipped += ctx.props.skipped
     ctx.report.skipped += [f"{hook} hook in dbt_project.yml" for hook in ctx.project.hooks]
+    ctx.report.skipped += [f"dbt_project.yml `{key}`" for key in ctx.project.unused_keys]
     ctx.report.skipped += [
         f"models: config of package `{name}` in dbt_project.yml" for name in ctx.project.other_trees
     ]

@@ -52,6 +52,12 @@ CONFIG_KEYS = frozenset(
 )
 
 
+# dbt_project.yml keys the import reads, or that mean nothing for the pz project (paths dbt cleans, versions)
+_READ_KEYS = frozenset(
+    ["name", "version", "config-version", "profile", "model-paths", "seed-paths", "test-paths", "macro-paths", "snapshot-paths", "analysis-paths", "docs-paths", "asset-paths", "target-path", "clean-targets", "packages-install-path", "log-path", "require-dbt-version", "vars", "models", "seeds", "on-run-start", "on-run-end", "dbt-cloud"]
+)
+
+
 @dataclass
 class DbtProject:
     root: Path
@@ -70,6 +76,7 @@ class DbtProject:
     seeds_tree: dict[str, Any]
     hooks: list[str] = field(default_factory=list)
     other_trees: list[str] = field(default_factory=list)  # models: keys naming other packages
+    unused_keys: list[str] = field(default_factory=list)  # dbt_project.yml keys the import does not use
     packages: list[str] = field(default_factory=list)
 
 
@@ -105,6 +112,7 @@ def read_project(root: Path) -> DbtProject:
         models_tree=project_tree,
         seeds_tree=seeds_tree,
         hooks=hooks,
+        unused_keys=sorted(str(k) for k in data if str(k) not in _READ_KEYS),
         other_trees=sorted(
             str(k) for k in mapping(data.get("models")) if k != name and not str(k).startswith("+")
         ),
