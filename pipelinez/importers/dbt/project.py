@@ -54,7 +54,31 @@ CONFIG_KEYS = frozenset(
 
 # dbt_project.yml keys the import reads, or that mean nothing for the pz project (paths dbt cleans, versions)
 _READ_KEYS = frozenset(
-    ["name", "version", "config-version", "profile", "model-paths", "seed-paths", "test-paths", "macro-paths", "snapshot-paths", "analysis-paths", "docs-paths", "asset-paths", "target-path", "clean-targets", "packages-install-path", "log-path", "require-dbt-version", "vars", "models", "seeds", "on-run-start", "on-run-end", "dbt-cloud"]
+    [
+        "name",
+        "version",
+        "config-version",
+        "profile",
+        "model-paths",
+        "seed-paths",
+        "test-paths",
+        "macro-paths",
+        "snapshot-paths",
+        "analysis-paths",
+        "docs-paths",
+        "asset-paths",
+        "target-path",
+        "clean-targets",
+        "packages-install-path",
+        "log-path",
+        "require-dbt-version",
+        "vars",
+        "models",
+        "seeds",
+        "on-run-start",
+        "on-run-end",
+        "dbt-cloud",
+    ]
 )
 
 
