@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from pipelinez.engine.run.session import RunOutcome
     from pipelinez.engine.state.run_results import NodeResult, RunResults
     from pipelinez.engine.state.runs import RunSummary
+    from pipelinez.importers.dbt import ImportResult
 
 # the result types of running, retrying and restoring, imported on first use: `pz validate` and `pz plan`
 # never load the engine that runs
@@ -537,6 +538,15 @@ def init_project(directory: PathLike, *, force: bool = False) -> list[Path]:
     from pipelinez.scaffold.quickstart import write_quickstart
 
     return list(write_quickstart(Path(directory), force=force))
+
+
+def import_dbt(source: PathLike, *, out: PathLike | None = None, target: str | None = None) -> ImportResult:
+    """Write a pz project from the dbt project at `source` (`pz import dbt`): an ImportResult with the
+    folder, the files written, the report and the warnings. Raises PzError with every problem found, and
+    then writes nothing."""
+    from pipelinez.importers.dbt import import_dbt as run_import
+
+    return run_import(Path(source), Path(out) if out is not None else None, target)
 
 
 def write_schemas(out: PathLike) -> list[Path]:

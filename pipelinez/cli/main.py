@@ -13,8 +13,9 @@ import click
 
 from pipelinez import __version__
 from pipelinez.cli import commands_docs, commands_inspect, commands_project, commands_run, interrupts
-from pipelinez.cli.common import EXIT_FAILED, Settings
+from pipelinez.cli.common import EXIT_FAILED, Settings, guarded
 from pipelinez.cli.common import _secret_free as _secret_free  # tests mask a crash log through it
+from pipelinez.cli.import_cmd import import_group
 from pipelinez.cli.usage import PzGroup
 
 
@@ -56,7 +57,7 @@ COMMANDS: tuple[click.Command, ...] = (
 )
 for _command in COMMANDS:
     cli.add_command(_command)
-# commands of other modules register here, one line each (e.g. `pz import`)
+cli.add_command(import_group(guarded))  # `pz import dbt`: takes the shared error handling
 
 
 def main() -> None:

@@ -210,6 +210,71 @@ REGISTRY: tuple[Code, ...] = (
         "a row_count check or test sets neither min nor max (only `config:`): it could never fail",
         "add `min:` and/or `max:`, e.g. - row_count: { min: 1 }",
     ),
+    Code(
+        "PZ0140",
+        "DbtProjectNotFound",
+        "`pz import dbt DIR`: DIR holds no dbt_project.yml, or a dbt YAML file of it cannot be read or "
+        "parsed",
+        "name the folder that holds dbt_project.yml, and fix the file the message names",
+    ),
+    Code(
+        "PZ0141",
+        "DbtProfileNotFound",
+        "`pz import dbt`: the profile dbt_project.yml names, or its target (`target:` or `--target`), is "
+        "not in profiles.yml (looked up in the project folder, then $DBT_PROFILES_DIR, then ~/.dbt)",
+        "add profiles.yml beside dbt_project.yml, or pass --target with a target the profile defines",
+    ),
+    Code(
+        "PZ0142",
+        "DbtAdapterUnsupported",
+        "`pz import dbt`: the active target's `type:` is not duckdb or postgres",
+        "import with a duckdb or postgres target (--target), or write the sink file by hand after importing",
+    ),
+    Code(
+        "PZ0143",
+        "DbtImportOutNotEmpty",
+        "`pz import dbt --out DIR`: DIR is not empty and holds no earlier import (no import-report.md "
+        "written by pz import dbt)",
+        "choose an empty or new folder, or the folder of an earlier import (its files are then replaced)",
+    ),
+    Code(
+        "PZ0144",
+        "DbtPackageCallUnresolved",
+        "a model calls a package macro (dbt_utils, dbt_date, dbt.*, adapter.dispatch, ...) or a dbt-only "
+        "function pz has no equivalent for, and target/compiled/ holds no compiled SQL of the model",
+        "run dbt compile first (pz import dbt then renders the model from target/compiled/), or replace "
+        "the call by SQL",
+    ),
+    Code(
+        "PZ0145",
+        "DbtIncrementalNotInferred",
+        "an incremental model's is_incremental() filter is not a cursor comparison pz can turn into a "
+        "watermark() read (a warning: the model is imported as a full rebuild)",
+        "decide how the model reads: keep the full rebuild, or write a `<column> > {{ watermark('src', "
+        "'dataset') }}` filter on a source with a typed cursor column",
+    ),
+    Code(
+        "PZ0146",
+        "DbtConfigUnreadable",
+        "a model's {{ config(...) }} block holds something other than literal values (a call, a variable, "
+        "a Jinja expression), so the importer cannot turn it into pz settings",
+        "write the config values as literals, or set them in dbt_project.yml, and import again",
+    ),
+    Code(
+        "PZ0147",
+        "DbtNameInvalid",
+        "a dbt model, seed or source name is not a pz name (letters, digits and `_`, not starting with a "
+        "digit), or a model and a seed (or two models) become one pz pipeline",
+        "rename it in the dbt project (an `alias:` keeps the warehouse table's name) and import again",
+    ),
+    Code(
+        "PZ0148",
+        "DbtConstructSkipped",
+        "a dbt construct pz has no equivalent for was met and left out of the import (a warning: unit "
+        "tests, semantic models, metrics, saved queries, snapshots, exposures, analyses, Python models, "
+        "hooks, an unknown test or config key); import-report.md lists each one",
+        "read import-report.md and port what you need by hand",
+    ),
     # --- 02: semantic ------------------------------------------------------------------------
     Code(
         "PZ0201",
