@@ -1,5 +1,6 @@
 """Finding a project's files: project.yml, sources/*.yml, sinks/*.yml, pipelines/**/*.sql and their sidecars,
-and docs/**/*.md (Markdown holding `{% docs name %}` blocks; nothing else of docs/ is read).
+docs/**/*.md (Markdown holding `{% docs name %}` blocks; nothing else of docs/ is read) and macros/**/*.sql
+(Jinja `{% macro %}` definitions every template can call).
 
 Hidden files and folders (a name starting with '.', e.g. `.pz/`) are skipped. `.yaml` is accepted next to
 `.yml`. Paths come back sorted, so loading is deterministic. Symbolic links are followed; a link whose target
@@ -35,6 +36,7 @@ class ProjectFiles:
     pipelines: list[Path] = field(default_factory=list)  # the .sql files
     sidecars: list[Path] = field(default_factory=list)  # .yml/.yaml files under pipelines/
     docs: list[Path] = field(default_factory=list)  # .md files under docs/ (their {% docs %} blocks)
+    macros: list[Path] = field(default_factory=list)  # .sql files under macros/ (shared Jinja macros)
     problems: list[Diagnostic] = field(default_factory=list)  # broken links among the project's files
 
     def rel(self, path: Path) -> str:
@@ -57,6 +59,7 @@ def discover(root: Path) -> ProjectFiles:
         pipelines=pipelines,
         sidecars=[p for p in found if p.suffix != ".sql"],
         docs=_tree(root, root / "docs", (DOC_SUFFIX,), problems),
+        macros=_tree(root, root / "macros", (".sql",), problems),
         problems=problems,
     )
 

@@ -76,7 +76,8 @@ class _Loading:
         sources = self._instances(self.files.sources, "source", build_source)
         sinks = self._instances(self.files.sinks, "sink", build_sink)
         pipelines = self._pipelines()
-        doc_files = self._doc_files()
+        doc_files = self._texts(self.files.docs)
+        macro_files = self._texts(self.files.macros)
         for source in sources.values():
             for dataset in source.datasets.values():
                 self.diagnostics += duplicate_check_names(
@@ -105,6 +106,7 @@ class _Loading:
             positions=dict(sorted(self.positions.items())),
             broken=frozenset(self.broken),
             doc_files=doc_files,
+            macro_files=macro_files,
         )
         return project, found
 
@@ -182,12 +184,12 @@ class _Loading:
                 specs.setdefault(base, spec)
         return specs
 
-    # --- docs/ ------------------------------------------------------------------------------------------
+    # --- docs/ and macros/ ----------------------------------------------------------------------------
 
-    def _doc_files(self) -> dict[str, str]:
-        """The text of each docs/**/*.md (parsed for `{% docs %}` blocks in tier 2)."""
+    def _texts(self, paths: list[Path]) -> dict[str, str]:
+        """The text of each docs/**/*.md (parsed for `{% docs %}` blocks in tier 2) or macros/**/*.sql."""
         texts: dict[str, str] = {}
-        for path in self.files.docs:
+        for path in paths:
             file = self.files.rel(path)
             text, problems = read_text(path, file)
             self.diagnostics += problems

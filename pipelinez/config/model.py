@@ -180,6 +180,8 @@ class Project:
     broken: frozenset[str] = frozenset()
     # docs/**/*.md by project-relative path -> text: the `{% docs name %}` blocks descriptions' doc() name
     doc_files: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # macros/**/*.sql by project-relative path -> text: the shared `{% macro %}` definitions
+    macro_files: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def state_dir(self) -> Path:
