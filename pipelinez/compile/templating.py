@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.compile.helpers import HELPERS
+from pipelinez.compile.helpers import HELPERS, HelperError
 from pipelinez.compile.template_budget import Budget, MacroTooDeep, SandboxLimit, render_within
 from pipelinez.compile.template_cache import LiteralCallTemplate, Renderable, TemplateCache
 from pipelinez.compile.values import ResolvedValues, TypedValue, parse_typed, sql_literal, yaml_text
@@ -322,6 +322,8 @@ class Templater:
                         )
                     try:
                         return fn(*args, **kwargs)
+                    except HelperError as exc:  # located at its call, like a call with wrong arguments
+                        raise _Arity(str(exc), (name, tuple(str(a) for a in args))) from None
                     except _Soft as exc:
                         if not masked:
                             soft.append(at(exc.code, exc.message, *exc.where, hint=exc.hint))
@@ -329,10 +331,9 @@ class Templater:
 
                 return call
 
-            wrapped = {name: soften(name, fn) for name, fn in own.items()}
+            wrapped = {name: soften(name, fn) for name, fn in {**own, **HELPERS}.items()}
             made: dict[str, Any] = {
                 **wrapped,
-                **HELPERS,
                 "var": soften("var", values.var),
                 "env": soften("env", values.env),
                 "env_var": soften("env_var", values.env_var),
