@@ -15,6 +15,7 @@ from typing import TypeVar
 from pipelinez.config.build import build_settings, build_sidecar, build_sink, build_source
 from pipelinez.config.checks import duplicate_check_names
 from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, broken_link, discover
+from pipelinez.config.folders import defaults_of, folder_problems
 from pipelinez.config.model import PipelineSource, Project, SidecarSpec
 from pipelinez.config.positions import Positions
 from pipelinez.config.shape import validate_shape
@@ -75,7 +76,10 @@ class _Loading:
         settings = self._yaml(self.files.project, "project", build_settings)
         sources = self._instances(self.files.sources, "source", build_source)
         sinks = self._instances(self.files.sinks, "sink", build_sink)
+        folders = settings.folders if settings else {}
         pipelines = self._pipelines()
+        pipelines = {name: defaults_of(pipe, folders) for name, pipe in pipelines.items()}
+        self.diagnostics += folder_problems(self.files.root, folders, sinks, self.broken)
         doc_files = self._texts(self.files.docs)
         macro_files = self._texts(self.files.macros)
         for source in sources.values():
@@ -107,6 +111,7 @@ class _Loading:
             broken=frozenset(self.broken),
             doc_files=doc_files,
             macro_files=macro_files,
+            folders=folders,
         )
         return project, found
 
