@@ -153,7 +153,8 @@ class _NodeBuilder:
             self.resolver.resolve(name, display=True),
         )
         outside = self.project.engine.external_access
-        work = PipelineWork(sql, deps, engine_retry(self.project), display, outside)
+        view = info.source.materialized == "view"
+        work = PipelineWork(sql, deps, engine_retry(self.project), display, outside, view)
         place, tags = Place(info.source.file), info.source.tags
         self.nodes[name] = PipelineNode(
             name, PIPELINE, "", deps, place, tags, work=work, sinks=tuple(info.sinks)

@@ -105,6 +105,7 @@ class PipelineWork:
     retry: RetryPolicy = field(metadata=RUN_ONLY)  # the engine's: pipelines have no retry key of their own
     display_sql: str = field(default="", metadata=RUN_ONLY)  # the same with secrets masked
     external_access: bool = field(default=False, metadata=RUN_ONLY)  # engine.external_access: the guard off
+    view: bool = False  # materialized: view: a view in staging, its query run by whatever reads it
 
 
 @dataclass(frozen=True)

@@ -537,12 +537,15 @@ def run_pipeline(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOu
         if planned.stream_into:  # its one sink write reads the query itself: computed once, while written
             cur.execute(f"CREATE OR REPLACE VIEW {target} AS {query}")
             return NodeOutput(message=f"streamed into {planned.stream_into}, not stored in staging")
+        if node.work.view:  # materialized: view: its readers (checks, pipelines, sink writes) run the query
+            cur.execute(f"CREATE OR REPLACE VIEW {target} AS {query}")
+            return NodeOutput(message="a view in staging (materialized: view)")
         cur.execute(f"DROP TABLE IF EXISTS {target}")
         row = cur.execute(f"CREATE TABLE {target} AS {query}").fetchone()
         rows = int(row[0]) if row else _count(cur, target)
         return NodeOutput(rows=rows)
     except Exception as exc:
-        if not planned.stream_into:
+        if not planned.stream_into and not node.work.view:
             drop_quietly(cur, target)
         raise classify(exc, "PZ0507", f"pipeline '{node.name}' ({node.place.file})") from exc
     finally:
