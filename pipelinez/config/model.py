@@ -10,7 +10,7 @@ from pipelinez.config.positions import JsonPath, Positions
 from pipelinez.core.diagnostics import Place
 
 VAR_TYPES = ("string", "int", "bigint", "decimal", "bool", "date", "timestamp")
-STRATEGIES = ("replace", "merge", "append")
+STRATEGIES = ("replace", "merge", "append", "view")
 # staging buffer pool: bounded, whatever the table size; bigger work spills. Peak RSS of a run that stages
 # more than the cap is about the cap + 230 MiB: 384MB keeps a native 10M-row `pz run` with `fast` staging
 # (larger staged tables than `auto`) under 700 MiB (583 MiB; 742 with 512MB; docs/benchmarks.md)

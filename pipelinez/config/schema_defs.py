@@ -321,7 +321,10 @@ def sink_schema() -> dict[str, Any]:
         "type": ["object", "null"],
         "additionalProperties": True,
         "properties": {
-            "strategy": {"enum": list(STRATEGIES), "description": "replace (default) | merge | append"},
+            "strategy": {
+                "enum": list(STRATEGIES),
+                "description": "replace (default) | merge | append | view (database sinks: a view)",
+            },
             "description": {"type": "string", "description": "what the output holds (pz docs)"},
             "keys": {
                 "type": "array",
