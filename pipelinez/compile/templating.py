@@ -557,9 +557,12 @@ class _ValueFunctions:
 
     def env_var(self, name: object, default: object = _UNSET) -> str:
         """`env_var('X', 'default')`: dbt's spelling of env(), the same rules."""
-        return self.env(name, default, function="env_var")
+        return self._env("env_var", name, default)
 
-    def env(self, name: object, default: object = _UNSET, *, function: str = "env") -> str:
+    def env(self, name: object, default: object = _UNSET) -> str:
+        return self._env("env", name, default)
+
+    def _env(self, function: str, name: object, default: object) -> str:
         name = str(name)
         if self.record:
             self.record(function, name)
