@@ -199,3 +199,19 @@ def test_a_helper_refuses_what_it_cannot_render(project_dir: Path) -> None:
     assert result.exit_code == 2
     assert "PZ0213 pipelines/p.sql:2" in result.output
     assert "date_trunc(): 'fortnight' is not a date part" in result.output
+
+
+def test_a_macro_spends_its_callers_budget(project_dir: Path) -> None:
+    spin = (
+        "{% macro spin() %}{% for i in range(1000) %}{% for j in range(700) %}{% endfor %}{% endfor %}"
+        "{% endmacro %}\n"
+    )
+    once = "INSERT INTO {{ sink('lake', 'p') }}\nSELECT 1 AS x {{ spin() }}\n"
+    write_project(project_dir, {**BASE, "macros/spin.sql": spin, "pipelines/p.sql": once})
+    assert pz(project_dir, "validate").exit_code == 0  # 700,000 loop steps: within the bound
+    twice = "INSERT INTO {{ sink('lake', 'p') }}\nSELECT 1 AS x {{ spin() }}{{ spin() }}\n"
+    (project_dir / "pipelines" / "p.sql").write_text(twice)
+    result = pz(project_dir, "validate")  # 1,400,000 steps in one render: past the caller's bound
+    assert result.exit_code == 2
+    assert "PZ0239 macros/spin.sql:1: in macro 'spin' (called from pipelines/p.sql)" in result.output
+    assert "loops ran more than 1,000,000 iterations" in result.output
