@@ -25,7 +25,10 @@ BASE = {
     "pipelines/marts/finance/own.sql": (
         "INSERT INTO {{ sink('other', 'own') }}\nSELECT amount FROM {{ ref('stg_orders') }}\n"
     ),
-    "pipelines/marts/finance/own.yml": "tags: [mine]\nmaterialized: table\n",
+    # a sidecar's own materialized wins over its folder's (marts/finance: view in FOLDERS)
+    "pipelines/marts/finance/own.yml": (
+        "tags: [mine]\nmaterialized: table\nchecks:\n  - not_null: { columns: [amount] }\n"
+    ),
 }
 
 FOLDERS = """
@@ -39,7 +42,7 @@ FOLDERS = """
         materialized: view
       marts/finance:
         tags: [finance]
-        materialized: table
+        materialized: view
       staging:
         materialized: ephemeral
       nowhere:
@@ -55,17 +58,24 @@ def _plan(project: Path, *args: str) -> dict[str, dict[str, object]]:
 
 
 def test_folder_defaults_nested_folders_and_sidecar_overrides(project_dir: Path) -> None:
-    checked = "checks:\n  - not_null: { columns: [id] }\n"  # checked, so not streamed: kept in staging
-    write_project(project_dir, {**BASE, "project.yml": FOLDERS, "pipelines/marts/m1.yml": checked})
+    checked = "checks:\n  - not_null: {{ columns: [{}] }}\n"  # checked, so not streamed: kept in staging
+    sidecars = {
+        "pipelines/marts/m1.yml": checked.format("id"),
+        "pipelines/marts/finance/rev.yml": checked.format("amount"),
+    }
+    write_project(project_dir, {**BASE, "project.yml": FOLDERS, **sidecars})
     result = pz(project_dir, "run")
     assert result.exit_code == 0, result.output
     # PZ0130: a folder key that names no folder is a warning, the run goes on
     out = result.output
     assert "warning: PZ0130 project.yml:14:3: project.yml pipelines: 'nowhere' names no folder" in out
-    # stg_orders is ephemeral (staging/), so it is no node; m1 is a view (marts), rev a table (marts/finance)
+    # stg_orders is ephemeral (staging/), so it is no node; m1 (marts) and rev (marts/finance) are views,
+    # own (marts/finance, its sidecar says table) a table
     names = {n["name"]: n for n in result.run_results()["nodes"]}
     assert "stg_orders" not in names
-    assert "ok m1 a view in staging (materialized: view)" in result.output
+    assert "ok m1 a view in staging (materialized: view)" in out
+    assert "ok rev a view in staging (materialized: view)" in out
+    assert "ok own 2 rows" in out
     # the folder sink: output <pipeline name> of `lake`; own keeps its own INSERT INTO sink('other', ...)
     assert sorted(p.name for p in (project_dir / "out").iterdir()) == ["m1.parquet", "rev.parquet"]
     assert sorted(p.name for p in (project_dir / "out2").iterdir()) == ["own.parquet"]
