@@ -76,6 +76,7 @@ def star(relation: object = None, **options: Any) -> str:
     """Every column of the relation read (`*`), without the `except` columns (quoted); with
     `relation_alias`, qualified by that alias. The relation argument is for dbt's spelling only."""
     del relation
+    options.pop("from", None)  # dbt's keyword spelling of the relation
     unknown = sorted(set(options) - {"except", "relation_alias"})
     if unknown:
         raise HelperError(f"star() takes except=[...] and relation_alias='...', not {', '.join(unknown)}")

@@ -164,7 +164,7 @@ def test_each_helper_renders_sql_duckdb_runs(project_dir: Path) -> None:
             """,
             "pipelines/s.sql": """
                 INSERT INTO {{ sink('lake', 's') }}
-                SELECT {{ star(ref('p'), except=['sk', 'month']) }} FROM {{ ref('p') }}
+                SELECT {{ star(from=ref('p'), except=['sk', 'month']) }} FROM {{ ref('p') }}
             """,
         },
     )
