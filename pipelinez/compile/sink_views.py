@@ -4,7 +4,8 @@ The view's query is its pipeline's query with each ref() rendered as the table (
 names writes in the same sink instance, as the target's own SQL names it (`Connector.view_relation`). A view
 can read nothing else: a source() dataset, a pipeline that writes into no output of that sink, or an
 ephemeral pipeline (which lives nowhere) is PZ0241, naming the pipeline and the relation. A view has no rows
-of its own, so keys, on_delete, duplicates and allow_empty on its output are PZ0242.
+of its own, so keys, on_delete, duplicates and allow_empty on its output are PZ0242, and so is a secret in its
+SQL (the view's definition would keep it in the target).
 """
 
 from __future__ import annotations
@@ -75,7 +76,17 @@ def sink_view(
         return REF_TOKEN_RE.sub(lambda m: relations[m.group(1)][0], query)
 
     reads = tuple(dict.fromkeys(node for _, node in relations.values()))
-    return SinkView(render(info.query).strip().rstrip(";"), render(info.display_query).strip(), reads)
+    sql, shown = render(info.query).strip().rstrip(";"), render(info.display_query).strip().rstrip(";")
+    if sql != shown:
+        return [
+            error(
+                "PZ0242",
+                f"{where}: its SQL holds a secret (an env() declared secret: true), which the view's "
+                "definition would keep in the target for anyone who can read it",
+                place=place,
+            )
+        ]
+    return SinkView(sql, shown, reads)
 
 
 def _outside(where: str, relation: str, why: str, place: Place) -> Diagnostic:

@@ -522,8 +522,9 @@ REGISTRY: tuple[Code, ...] = (
         "PZ0242",
         "ViewOptionsMisused",
         "an output with `strategy: view` sets keys, on_delete, duplicates or allow_empty (a view has no "
-        "rows of its own), or a view pipeline is ephemeral",
-        "remove those keys from the output, or pick a table strategy",
+        "rows of its own), or its pipeline's SQL holds a secret env value (the view's definition would keep "
+        "it in the target)",
+        "remove those keys from the output, or pick a table strategy; keep secrets out of a view's SQL",
     ),
     Code(
         "PZ0232",

@@ -79,14 +79,19 @@ def test_a_view_reading_outside_its_sink_is_refused(project_dir: Path) -> None:
         project_dir,
         {
             **SOURCE,
-            "project.yml": "name: shop\n",
+            "project.yml": "name: shop\nenv:\n  TOKEN: { default: s3cr3t, secret: true }\n",
             "sinks/wh.yml": """
                 connector: duckdb
                 connection: { path: wh.duckdb }
                 outputs:
                   big_orders: { strategy: view, keys: [id] }
                   huge_orders: { strategy: view }
+                  masked: { strategy: view }
             """,
+            "pipelines/masked.sql": (
+                "INSERT INTO {{ sink('wh', 'masked') }}\n"
+                "SELECT {{ env('TOKEN') }} AS t FROM {{ ref('big') }}\n"
+            ),
             "sinks/lake.yml": (
                 "connector: localfiles\nconnection: { root: out }\noutputs:\n  v: { strategy: view }\n"
             ),
@@ -113,6 +118,11 @@ def test_a_view_reading_outside_its_sink_is_refused(project_dir: Path) -> None:
         "PZ0242 sinks/wh.yml:4:3: output 'wh.big_orders' (strategy: view) of pipeline 'big' sets keys" in out
     )
     assert "PZ0305 sinks/lake.yml:4:8: sink 'lake' output 'v': connector 'localfiles' cannot view" in out
+    assert (
+        "PZ0242 pipelines/masked.sql:1:13: output 'wh.masked' (strategy: view) of pipeline 'masked': its SQL "
+        "holds a secret"
+    ) in out
+    assert "s3cr3t" not in out
     assert not (project_dir / "wh.duckdb").exists()
 
 
