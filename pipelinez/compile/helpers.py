@@ -49,27 +49,32 @@ def _expressions(function: str, items: object) -> list[str]:
     return found
 
 
-def generate_surrogate_key(fields: object) -> str:
+def generate_surrogate_key(field_list: object) -> str:
     """md5 of the fields as text joined by '-', NULL written as a marker (so NULL and '' differ)."""
     parts = [
         f"coalesce(CAST({expr} AS VARCHAR), '{SURROGATE_NULL}')"
-        for expr in _expressions("generate_surrogate_key", fields)
+        for expr in _expressions("generate_surrogate_key", field_list)
     ]
     joined = " || '-' || ".join(parts)
     return f"md5({joined})"
 
 
-def date_trunc(part: object, expr: object) -> str:
-    return f"date_trunc('{_part('date_trunc', part)}', {expr})"
+# keyword names are dbt's (datepart=, interval=, from_date_or_timestamp=, ...); positions are pz's: the
+# date part first
 
 
-def dateadd(part: object, amount: object, expr: object) -> str:
-    return f"date_add({expr}, INTERVAL ({amount}) {_part('dateadd', part).upper()})"
+def date_trunc(datepart: object, date: object) -> str:
+    return f"date_trunc('{_part('date_trunc', datepart)}', {date})"
 
 
-def datediff(part: object, start: object, end: object) -> str:
-    """Part boundaries crossed from start to end (end later: positive), as DuckDB's date_diff counts."""
-    return f"date_diff('{_part('datediff', part)}', {start}, {end})"
+def dateadd(datepart: object, interval: object, from_date_or_timestamp: object) -> str:
+    return f"date_add({from_date_or_timestamp}, INTERVAL ({interval}) {_part('dateadd', datepart).upper()})"
+
+
+def datediff(datepart: object, first_date: object, second_date: object) -> str:
+    """Part boundaries crossed from the first date to the second (later second: positive), as DuckDB's
+    date_diff counts them."""
+    return f"date_diff('{_part('datediff', datepart)}', {first_date}, {second_date})"
 
 
 def star(relation: object = None, **options: Any) -> str:
@@ -89,11 +94,11 @@ def star(relation: object = None, **options: Any) -> str:
     return f"{head} EXCLUDE ({', '.join(names)})" if names else head
 
 
-def safe_cast(expr: object, type_name: object) -> str:
-    text = str(type_name).strip()
+def safe_cast(field: object, type: object) -> str:  # dbt's keyword name
+    text = str(type).strip()
     if not _TYPE.match(text):
-        raise HelperError(f"safe_cast(): '{type_name}' is not a type name (e.g. 'integer', 'decimal(18, 2)')")
-    return f"TRY_CAST({expr} AS {text.upper()})"
+        raise HelperError(f"safe_cast(): '{type}' is not a type name (e.g. 'integer', 'decimal(18, 2)')")
+    return f"TRY_CAST({field} AS {text.upper()})"
 
 
 HELPERS: dict[str, Callable[..., str]] = {

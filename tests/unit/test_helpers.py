@@ -43,6 +43,14 @@ def test_each_helper_renders_what_the_docs_say(rendered: str, expected: str) -> 
     assert f"`{expected}`".replace("|", "\\|") in DOCS
 
 
+def test_dbt_keyword_names_are_accepted() -> None:
+    assert dateadd(datepart="day", interval=2, from_date_or_timestamp="d") == dateadd("day", 2, "d")
+    assert datediff(first_date="a", second_date="b", datepart="day") == datediff("day", "a", "b")
+    assert date_trunc(datepart="month", date="d") == date_trunc("month", "d")
+    assert safe_cast(field="x", type="integer") == safe_cast("x", "integer")
+    assert generate_surrogate_key(field_list=["a"]) == generate_surrogate_key(["a"])
+
+
 def test_the_rendered_sql_runs_in_duckdb() -> None:
     con = duckdb.connect()
     con.execute(
