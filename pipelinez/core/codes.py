@@ -513,8 +513,9 @@ REGISTRY: tuple[Code, ...] = (
     Code(
         "PZ0241",
         "ViewReadsOutsideSink",
-        "an output with `strategy: view` is written by a pipeline that reads a source dataset, or a "
-        "pipeline that does not write into that same sink instance: the view could not find it there",
+        "an output with `strategy: view` is written by a pipeline that reads (itself or through an "
+        "ephemeral pipeline) a source dataset, or a pipeline that does not write into that same sink "
+        "instance: the view could not find it there",
         "write the pipelines it reads into the same sink (ref() then names their tables there), or use a "
         "table strategy (replace, merge, append)",
     ),

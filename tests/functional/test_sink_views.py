@@ -48,7 +48,14 @@ def test_a_view_output_in_a_duckdb_file(project_dir: Path) -> None:
                 outputs:
                   big_orders: { strategy: view, table: marts.big_orders }
                   huge_orders: { strategy: view }
+                  mid_orders: { strategy: view }
             """,
+            # an ephemeral pipeline between: inlined into the view's SQL as a subquery
+            "pipelines/mid.sql": "SELECT id FROM {{ ref('orders') }} WHERE amount BETWEEN 200 AND 300\n",
+            "pipelines/mid.yml": "materialized: ephemeral\n",
+            "pipelines/mid_view.sql": (
+                "INSERT INTO {{ sink('wh', 'mid_orders') }}\nSELECT m.id FROM {{ ref('mid') }} AS m\n"
+            ),
         },
     )
     result = pz(project_dir, "run")
@@ -59,10 +66,15 @@ def test_a_view_output_in_a_duckdb_file(project_dir: Path) -> None:
         views = con.sql(
             "SELECT schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal"
         ).fetchall()
-        assert sorted((s, v) for s, v, _ in views) == [("main", "huge_orders"), ("marts", "big_orders")]
+        assert sorted((s, v) for s, v, _ in views) == [
+            ("main", "huge_orders"),
+            ("main", "mid_orders"),
+            ("marts", "big_orders"),
+        ]
         assert any('"main"."orders"' in sql or "main.orders" in sql for _, _, sql in views)
         assert con.sql("SELECT * FROM marts.big_orders ORDER BY id").fetchall() == [(2, 275), (3, 400)]
         assert con.sql("SELECT * FROM huge_orders").fetchall() == [(3,)]
+        assert con.sql("SELECT * FROM mid_orders").fetchall() == [(2,)]
     finally:
         con.close()
     # the view reads the table as it is now: a later run's rows show through it
@@ -87,6 +99,7 @@ def test_a_view_reading_outside_its_sink_is_refused(project_dir: Path) -> None:
                   big_orders: { strategy: view, keys: [id] }
                   huge_orders: { strategy: view }
                   masked: { strategy: view }
+                  via: { strategy: view }
             """,
             "pipelines/masked.sql": (
                 "INSERT INTO {{ sink('wh', 'masked') }}\n"
@@ -101,6 +114,9 @@ def test_a_view_reading_outside_its_sink_is_refused(project_dir: Path) -> None:
                 "SELECT * FROM {{ source('files', 'orders') }} JOIN {{ ref('big') }} USING (id)\n"
             ),
             "pipelines/lv.sql": "INSERT INTO {{ sink('lake', 'v') }}\nSELECT 1 AS x\n",
+            "pipelines/eph.sql": "SELECT id FROM {{ source('files', 'orders') }}\n",
+            "pipelines/eph.yml": "materialized: ephemeral\n",
+            "pipelines/via.sql": "INSERT INTO {{ sink('wh', 'via') }}\nSELECT id FROM {{ ref('eph') }}\n",
         },
     )
     result = pz(project_dir, "validate")
@@ -123,6 +139,7 @@ def test_a_view_reading_outside_its_sink_is_refused(project_dir: Path) -> None:
         "holds a secret"
     ) in out
     assert "s3cr3t" not in out
+    assert "of pipeline 'via' reads source('files', 'orders') through ephemeral 'eph'" in out
     assert not (project_dir / "wh.duckdb").exists()
 
 
