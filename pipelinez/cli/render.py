@@ -53,8 +53,9 @@ def node_lines(data: dict[str, Any]) -> list[str]:
     if status == "carried_forward":
         return []  # a retry announced it in its note; it did not run
     label = {"success": "ok", "carried_forward": "ok", "warn": "WARN", "failed": "FAIL"}.get(status, status)
-    streamed = data.get("kind") == "pipeline" and str(data.get("reason") or "").startswith("streamed into ")
-    if status == "success" and streamed:  # its rows are counted by the sink write that reads it
+    reason = str(data.get("reason") or "")
+    streamed = data.get("kind") == "pipeline" and reason.startswith(("streamed into ", "a view in staging"))
+    if status == "success" and streamed:  # its rows are counted by what reads it
         return [f"{label} {name} {str(data['reason']).split(',')[0]} {ms}ms"]
     lines = [f"{label} {name} {rows} rows {ms}ms"]
     if status == "failed" and data.get("error"):

@@ -116,7 +116,8 @@ def compile_project(
     values, found = resolve_values(project, overrides or {}, environ)
     errors += [d for d in found if d.is_error]
     warnings += [d for d in found if not d.is_error]
-    templater = Templater(values)
+    templater = Templater(values, project.macro_files)
+    errors += templater.macro_problems
     redactor = Redactor(values.secrets)
     sources, sinks, found = resolve_instances(project, templater)
     errors += found

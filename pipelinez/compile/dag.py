@@ -27,6 +27,7 @@ from pipelinez.compile.nodes import (
 )
 from pipelinez.compile.semantic import PipelineInfo
 from pipelinez.compile.singular import singular_check, singular_sql
+from pipelinez.compile.sink_views import is_view, sink_view
 from pipelinez.compile.templating import TemplateFailure, Templater, staging_table
 from pipelinez.compile.values import ResolvedValues
 from pipelinez.compile.work import CheckWork, PipelineWork, engine_retry, sink_write_work, source_load_work
@@ -163,7 +164,8 @@ class _NodeBuilder:
             self.resolver.resolve(name, display=True),
         )
         outside = self.project.engine.external_access
-        work = PipelineWork(sql, deps, engine_retry(self.project), display, outside)
+        view = info.source.materialized == "view"
+        work = PipelineWork(sql, deps, engine_retry(self.project), display, outside, view)
         place, tags = Place(info.source.file), info.source.tags
         self.nodes[name] = PipelineNode(
             name, PIPELINE, "", deps, place, tags, work=work, sinks=tuple(info.sinks)
@@ -172,8 +174,16 @@ class _NodeBuilder:
 
     def add_sink_write(self, pipeline: str, info: PipelineInfo, sink: str, output: str, place: Place) -> None:
         name = f"{sink}.{output}"
-        deps = (pipeline,)  # and the pipeline's error-severity checks: `finish`
-        work = sink_write_work(self.project, self.sinks[sink], output, pipeline)
+        deps: tuple[str, ...] = (pipeline,)  # and the pipeline's error-severity checks: `finish`
+        view = ("", "")
+        out_spec = self.project.sinks[sink].outputs.get(output)
+        if out_spec is not None and is_view(out_spec):
+            found = sink_view(pipeline, self.infos, self.sinks[sink], out_spec, place)
+            if isinstance(found, list):
+                self.diags += found
+                return
+            view, deps = (found.sql, found.display_sql), (pipeline, *found.reads)  # after what it reads
+        work = sink_write_work(self.project, self.sinks[sink], output, pipeline, view)
         self.nodes[name] = SinkWriteNode(name, SINK_WRITE, "", deps, place, info.source.tags, work=work)
         spec = self.project.sinks[sink]
         caps = work.endpoint.capabilities()

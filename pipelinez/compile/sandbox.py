@@ -26,7 +26,7 @@ from typing import Any
 
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame, optimizeconst
-from jinja2.runtime import Context
+from jinja2.runtime import Context, Macro
 from jinja2.sandbox import SandboxedEnvironment, SandboxedFormatter
 
 from pipelinez.compile.template_budget import MAX_OUTPUT_CHARS, Budget, SandboxLimit, render_within
@@ -385,7 +385,17 @@ class BoundedSandbox(SandboxedEnvironment):
             known = _replace_size(owner, *args[:3])
             if known is not None:
                 _refuse_big_result(f"{name}()", known)
+        if isinstance(__obj, Macro) or getattr(__obj, "pz_macro", False):  # a macro: its depth is bounded
+            __self.budget.enter_macro()
+            try:
+                return super().call(__context, __obj, *args, **kwargs)
+            finally:
+                __self.budget.macro_depth -= 1
         return super().call(__context, __obj, *args, **kwargs)
+
+    def loop_guard(self) -> dict[str, Any]:
+        """The loop guard of the render under way, for a macro module it builds (its loops count there)."""
+        return {LOOP_GUARD: lambda items: _Counted(items, self.budget)}
 
     def render_bounded(self, template: Any, context: dict[str, Any]) -> str:
         """Render with a fresh budget; SandboxLimit when the template goes past a bound."""

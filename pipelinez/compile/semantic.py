@@ -101,6 +101,10 @@ def analyse_pipelines(
                     file=pipe.sidecar.file if pipe.sidecar and not info.sinks else pipe.file,
                 )
             )
+        folder_sink = pipe.defaults.sink
+        if folder_sink and not info.sinks and not info.ephemeral:  # the folder config's sink: output <name>
+            info.sinks.append((folder_sink, name))
+            info.sink_places.append(pipe.defaults.sink_place or Place("project.yml"))
         infos[name] = info
 
     errors += _check_names(project, infos)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 MAX_OUTPUT_CHARS = 10 * 1024 * 1024  # a project file is at most 10 MiB; a rendering no larger
 MAX_LOOP_ITERATIONS = 1_000_000
 MAX_SECONDS = 10.0
+MAX_MACRO_DEPTH = 100  # macro calls open at once (a macro calling itself without end stops here)
 OUTPUT_BATCH = 64  # output chunks are counted this many at a time (each at most a bounded value)
 
 
@@ -22,13 +23,24 @@ class SandboxLimit(Exception):
     """A template went past one of the sandbox's bounds; the message says which, in words a user reads."""
 
 
+class MacroTooDeep(SandboxLimit):
+    """Macro calls nested past MAX_MACRO_DEPTH (PZ0240)."""
+
+
 class Budget:
-    """The bounds of one render."""
+    """The bounds of one render (the macros it calls render within it too)."""
 
     def __init__(self) -> None:
         self.deadline = time.monotonic() + MAX_SECONDS
         self.iterations = 0
         self.output = 0
+        self.macro_depth = 0
+
+    def enter_macro(self) -> None:
+        self.macro_depth += 1
+        if self.macro_depth > MAX_MACRO_DEPTH:
+            raise MacroTooDeep(f"macro calls nested more than {MAX_MACRO_DEPTH} deep")
+        self.check_time()
 
     def check_time(self) -> None:
         if time.monotonic() > self.deadline:

@@ -88,8 +88,9 @@ def literal_calls(raw: str) -> list[Piece] | None:
 class TemplateCache:
     """Each distinct template text compiled once per invocation."""
 
-    def __init__(self, env: EnvironmentOf):
+    def __init__(self, env: EnvironmentOf, jinja_names: frozenset[str] = frozenset()):
         self._env = env
+        self._jinja_names = jinja_names  # names whose calls Jinja renders (the project's macros)
         self._compiled: dict[str, Renderable] = {}
 
     def get(self, raw: str) -> Renderable:
@@ -97,6 +98,8 @@ class TemplateCache:
         compiled = self._compiled.get(raw)
         if compiled is None:
             pieces = literal_calls(raw)
+            if pieces is not None and self._calls_jinja_name(pieces):
+                pieces = None
             compiled = (
                 LiteralCallTemplate(self._env, raw, pieces)
                 if pieces is not None
@@ -104,3 +107,6 @@ class TemplateCache:
             )
             self._compiled[raw] = compiled
         return compiled
+
+    def _calls_jinja_name(self, pieces: list[Piece]) -> bool:
+        return any(not isinstance(p, str) and p[0] in self._jinja_names for p in pieces)

@@ -12,11 +12,12 @@ import functools
 import inspect
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.compile.template_budget import Budget, SandboxLimit, render_within
+from pipelinez.compile.helpers import HELPERS, HelperError
+from pipelinez.compile.template_budget import Budget, MacroTooDeep, SandboxLimit, render_within
 from pipelinez.compile.template_cache import LiteralCallTemplate, Renderable, TemplateCache
 from pipelinez.compile.values import ResolvedValues, TypedValue, parse_typed, sql_literal, yaml_text
 from pipelinez.config.positions import JsonPath
@@ -24,6 +25,7 @@ from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 
 if TYPE_CHECKING:
+    from pipelinez.compile.macros import MacroLibrary
     from pipelinez.compile.sandbox import BoundedSandbox
 
 REF_TOKEN = "__pz_ref_{}__"
@@ -151,12 +153,20 @@ def _locate_nth(raw: str, function: str, args: tuple[str, ...], nth: int) -> tup
 
 
 class Templater:
-    """Renders templates for one project invocation (one set of vars and env)."""
+    """Renders templates for one project invocation (one set of vars and env, one set of macros)."""
 
-    def __init__(self, values: ResolvedValues):
+    def __init__(self, values: ResolvedValues, macros: Mapping[str, str] | None = None):
         self.values = values
         self._sandbox: BoundedSandbox | None = None  # made (and Jinja imported) for the first template
-        self._templates = TemplateCache(self._env)  # that is more than literal calls
+        self._macro_files = dict(macros or {})
+        self._library: MacroLibrary | None = None
+        if self._macro_files:  # parsed once per invocation (Jinja imported here)
+            from pipelinez.compile.macros import MacroLibrary
+
+            self._library = MacroLibrary(self._macro_files, self._env())
+        # that is more than literal calls; a call of a macro always goes through Jinja (its sandbox
+        # bounds the macro's loops and nesting)
+        self._templates = TemplateCache(self._env, frozenset(self._library.defs if self._library else ()))
         # without a secret env the masked rendering is the same text: render once
         self._masks = any(spec.secret for spec, _ in values.env.values())
 
@@ -171,6 +181,11 @@ class Templater:
                 undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
             )
         return self._sandbox
+
+    @property
+    def macro_problems(self) -> list[Diagnostic]:
+        """PZ0126-PZ0129 of the project's macro files."""
+        return list(self._library.problems) if self._library else []
 
     def _render(self, template: Renderable, context: dict[str, Any]) -> str:
         """A template's output within the sandbox's bounds: literal calls without Jinja."""
@@ -307,6 +322,8 @@ class Templater:
                         )
                     try:
                         return fn(*args, **kwargs)
+                    except HelperError as exc:  # located at its call, like a call with wrong arguments
+                        raise _Arity(str(exc), (name, tuple(str(a) for a in args))) from None
                     except _Soft as exc:
                         if not masked:
                             soft.append(at(exc.code, exc.message, *exc.where, hint=exc.hint))
@@ -314,8 +331,16 @@ class Templater:
 
                 return call
 
-            wrapped = {name: soften(name, fn) for name, fn in own.items()}
-            return {**wrapped, "var": soften("var", values.var), "env": soften("env", values.env)}
+            wrapped = {name: soften(name, fn) for name, fn in {**own, **HELPERS}.items()}
+            made: dict[str, Any] = {
+                **wrapped,
+                "var": soften("var", values.var),
+                "env": soften("env", values.env),
+                "env_var": soften("env_var", values.env_var),
+            }
+            if self._library is not None:  # the macros see this render's functions (and each other)
+                made.update(self._library.functions(lambda: {**made, **self._env().loop_guard()}))
+            return made
 
         results: list[str] = []
         for masked in (False, True) if self._masks else (False,):
@@ -336,12 +361,35 @@ class Templater:
                         )
                     ) from exc
                 message, hint = _render_error(exc)
+                in_macro = self._in_macro(exc, file, message, hint)
+                if in_macro is not None:
+                    raise TemplateFailure(in_macro) from exc
                 where = exc.where if isinstance(exc, _Arity) else ("", ())  # located by its call
                 raise TemplateFailure(at("PZ0213", message, *where, hint=hint, exc=exc)) from exc
         return results[0], results[-1], list(dict.fromkeys(soft))
 
+    def _in_macro(self, exc: Exception, caller: str, message: str, hint: str) -> Diagnostic | None:
+        """PZ0239 (PZ0240: nested too deep) at the macro file's line when `exc` was raised in a macro."""
+        if self._library is None:
+            return None
+        from pipelinez.compile.macros import macro_place
 
-_FUNCTIONS = "source, ref, sink, watermark, var, env"
+        place = macro_place(exc, self._macro_files)
+        if place is None:
+            return None
+        file, line = place
+        name = self._library.macro_at(file, line)
+        deep = isinstance(exc, MacroTooDeep)
+        return error(
+            "PZ0240" if deep else "PZ0239",
+            f"in macro '{name}' (called from {caller}): {message}",
+            file=file,
+            line=line,
+            next_step="" if deep else hint,
+        )
+
+
+_FUNCTIONS = f"source, ref, sink, watermark, var, env, env_var, {', '.join(HELPERS)} and the project's macros"
 
 
 def _plain(exc: Exception) -> str:
@@ -507,15 +555,22 @@ class _ValueFunctions:
         text = sql_literal(spec.type, value) if self.sql else yaml_text(spec.type, value)
         return TypedValue(text, value)
 
+    def env_var(self, name: object, default: object = _UNSET) -> str:
+        """`env_var('X', 'default')`: dbt's spelling of env(), the same rules."""
+        return self._env("env_var", name, default)
+
     def env(self, name: object, default: object = _UNSET) -> str:
+        return self._env("env", name, default)
+
+    def _env(self, function: str, name: object, default: object) -> str:
         name = str(name)
         if self.record:
-            self.record("env", name)
+            self.record(function, name)
         if name not in self.values.env:
             raise _Soft(
                 "PZ0211",
-                f"env('{name}') is not declared in project.yml env:",
-                ("env", (name,)),
+                f"{function}('{name}') is not declared in project.yml env:",
+                (function, (name,)),
                 f"declare it in project.yml, e.g. env: {{ {name}: {{ default: … }} }} (every environment "
                 "variable a project reads is declared there; a default in the call applies once declared)",
             )
@@ -528,7 +583,7 @@ class _ValueFunctions:
             raise _Soft(
                 "PZ0212",
                 f"environment variable {name} is not set and has no default",
-                ("env", (name,)),
+                (function, (name,)),
                 f"export {name}=… before running pz, or give it a default in project.yml or in the call",
             )
         if self.masked and spec.secret:

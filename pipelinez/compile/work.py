@@ -92,6 +92,8 @@ class SinkWriteWork:
     retry: RetryPolicy = field(metadata=RUN_ONLY)
     duplicates: str | None = None  # append: what to do with rows already in the target
     declares_retry: bool = field(default=False, metadata=RUN_ONLY)
+    view_sql: str = ""  # strategy: view: the view's query in the target (compile/sink_views.py)
+    view_display: str = field(default="", metadata=RUN_ONLY)  # the same with secrets masked
 
     @property
     def strategy(self) -> Strategy:
@@ -105,6 +107,7 @@ class PipelineWork:
     retry: RetryPolicy = field(metadata=RUN_ONLY)  # the engine's: pipelines have no retry key of their own
     display_sql: str = field(default="", metadata=RUN_ONLY)  # the same with secrets masked
     external_access: bool = field(default=False, metadata=RUN_ONLY)  # engine.external_access: the guard off
+    view: bool = False  # materialized: view: a view in staging, its query run by whatever reads it
 
 
 @dataclass(frozen=True)
@@ -202,7 +205,7 @@ def source_load_work(
 
 
 def sink_write_work(
-    project: Project, inst: ResolvedInstance, output: str, source_table: str
+    project: Project, inst: ResolvedInstance, output: str, source_table: str, view: tuple[str, str] = ("", "")
 ) -> SinkWriteWork:
     point = endpoint(project, inst)
     spec = project.sinks[inst.name]
@@ -213,5 +216,5 @@ def sink_write_work(
     tier = choose_tier(point.capabilities().sink_tiers, point.force_universal)
     duplicates = out.duplicates if out else None
     return SinkWriteWork(
-        point, output_request(project, inst, output), source_table, tier, retry, duplicates, declared
+        point, output_request(project, inst, output), source_table, tier, retry, duplicates, declared, *view
     )

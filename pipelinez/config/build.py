@@ -20,6 +20,7 @@ from pipelinez.config.model import (
     DatasetSpec,
     EngineSpec,
     EnvSpec,
+    FolderConfig,
     OutputSpec,
     RetrySpec,
     SidecarSpec,
@@ -44,6 +45,7 @@ class ProjectSettings:
     connector_pins: dict[str, str]
     engine: EngineSpec
     keep_last: int
+    folders: dict[str, FolderConfig]
 
 
 def stem(doc: YamlDoc) -> str:
@@ -66,6 +68,23 @@ def build_settings(doc: YamlDoc) -> ProjectSettings:
         pins,
         build_engine(_mapping(data.get("engine"))),
         int(retention.get("keep_last", DEFAULT_KEEP_LAST)),
+        {
+            str(folder): _folder(doc, str(folder), block or {})
+            for folder, block in _mapping(data.get("pipelines")).items()
+        },
+    )
+
+
+def _folder(doc: YamlDoc, folder: str, block: dict[str, Any]) -> FolderConfig:
+    sink = block.get("sink")
+    materialized = block.get("materialized")
+    return FolderConfig(
+        folder=folder.strip("/") or ".",
+        materialized=None if materialized is None else str(materialized),
+        tags=tuple(str(t) for t in block.get("tags") or ()),
+        sink=None if sink is None else str(sink),
+        place=doc.positions.place(("pipelines", folder)),
+        sink_place=None if sink is None else doc.positions.place(("pipelines", folder, "sink"), at="value"),
     )
 
 
@@ -214,7 +233,7 @@ def build_sidecar(doc: YamlDoc) -> SidecarSpec:
     return SidecarSpec(
         file=doc.file,
         description=None if description is None else str(description),
-        materialized=str(data.get("materialized", "table")),
+        materialized=None if data.get("materialized") is None else str(data["materialized"]),
         tags=tuple(str(t) for t in data.get("tags") or ()),
         checks=build_all_checks(doc, (), data),
         column_docs=_column_docs(data.get("columns")),

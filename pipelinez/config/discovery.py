@@ -1,6 +1,7 @@
 """Finding a project's files: project.yml, sources/*.yml, sinks/*.yml, pipelines/**/*.sql and their sidecars,
-docs/**/*.md (Markdown holding `{% docs name %}` blocks; nothing else of docs/ is read), and the singular
-tests tests/**/*.sql (queries that must return no rows).
+docs/**/*.md (Markdown holding `{% docs name %}` blocks; nothing else of docs/ is read), macros/**/*.sql
+(Jinja `{% macro %}` definitions every template can call) and the singular tests tests/**/*.sql (queries that
+must return no rows).
 
 Hidden files and folders (a name starting with '.', e.g. `.pz/`) are skipped. `.yaml` is accepted next to
 `.yml`. Paths come back sorted, so loading is deterministic. Symbolic links are followed; a link whose target
@@ -37,6 +38,7 @@ class ProjectFiles:
     sidecars: list[Path] = field(default_factory=list)  # .yml/.yaml files under pipelines/
     docs: list[Path] = field(default_factory=list)  # .md files under docs/ (their {% docs %} blocks)
     tests: list[Path] = field(default_factory=list)  # .sql files under tests/: singular tests
+    macros: list[Path] = field(default_factory=list)  # .sql files under macros/ (shared Jinja macros)
     problems: list[Diagnostic] = field(default_factory=list)  # broken links among the project's files
 
     def rel(self, path: Path) -> str:
@@ -60,6 +62,7 @@ def discover(root: Path) -> ProjectFiles:
         sidecars=[p for p in found if p.suffix != ".sql"],
         docs=_tree(root, root / "docs", (DOC_SUFFIX,), problems),
         tests=_tree(root, root / "tests", (".sql",), problems),
+        macros=_tree(root, root / "macros", (".sql",), problems),
         problems=problems,
     )
 

@@ -16,6 +16,8 @@ from pipelinez.config.build import build_settings, build_sidecar, build_sink, bu
 from pipelinez.config.checks import duplicate_check_names
 from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, broken_link, discover
 from pipelinez.config.model import PipelineSource, Project, SidecarSpec, SingularTest
+from pipelinez.config.folders import defaults_of, folder_problems
+from pipelinez.config.model import PipelineSource, Project, SidecarSpec
 from pipelinez.config.positions import Positions
 from pipelinez.config.shape import validate_shape
 from pipelinez.config.textfile import read_text
@@ -75,8 +77,12 @@ class _Loading:
         settings = self._yaml(self.files.project, "project", build_settings)
         sources = self._instances(self.files.sources, "source", build_source)
         sinks = self._instances(self.files.sinks, "sink", build_sink)
+        folders = settings.folders if settings else {}
         pipelines = self._pipelines()
-        doc_files = self._doc_files()
+        pipelines = {name: defaults_of(pipe, folders) for name, pipe in pipelines.items()}
+        self.diagnostics += folder_problems(self.files.root, folders, sinks, self.broken)
+        doc_files = self._texts(self.files.docs)
+        macro_files = self._texts(self.files.macros)
         singular_tests = self._singular_tests()
         for source in sources.values():
             for dataset in source.datasets.values():
@@ -107,6 +113,8 @@ class _Loading:
             broken=frozenset(self.broken),
             doc_files=doc_files,
             singular_tests=singular_tests,
+            macro_files=macro_files,
+            folders=folders,
         )
         return project, found
 
@@ -199,12 +207,12 @@ class _Loading:
                 tests[name] = SingularTest(name, file, text)
         return tests
 
-    # --- docs/ ------------------------------------------------------------------------------------------
+    # --- docs/ and macros/ ----------------------------------------------------------------------------
 
-    def _doc_files(self) -> dict[str, str]:
-        """The text of each docs/**/*.md (parsed for `{% docs %}` blocks in tier 2)."""
+    def _texts(self, paths: list[Path]) -> dict[str, str]:
+        """The text of each docs/**/*.md (parsed for `{% docs %}` blocks in tier 2) or macros/**/*.sql."""
         texts: dict[str, str] = {}
-        for path in self.files.docs:
+        for path in paths:
             file = self.files.rel(path)
             text, problems = read_text(path, file)
             self.diagnostics += problems

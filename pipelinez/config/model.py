@@ -10,7 +10,7 @@ from pipelinez.config.positions import JsonPath, Positions
 from pipelinez.core.diagnostics import Place
 
 VAR_TYPES = ("string", "int", "bigint", "decimal", "bool", "date", "timestamp")
-STRATEGIES = ("replace", "merge", "append")
+STRATEGIES = ("replace", "merge", "append", "view")
 # staging buffer pool: bounded, whatever the table size; bigger work spills. Peak RSS of a run that stages
 # more than the cap is about the cap + 230 MiB: 384MB keeps a native 10M-row `pz run` with `fast` staging
 # (larger staged tables than `auto`) under 700 MiB (583 MiB; 742 with 512MB; docs/benchmarks.md)
@@ -142,10 +142,32 @@ class SinkSpec(InstanceSpec):
 
 
 @dataclass(frozen=True)
+class FolderConfig:
+    """A block of project.yml `pipelines:`: defaults of the pipelines under one folder of pipelines/."""
+
+    folder: str  # relative to pipelines/ ("marts/finance"; "." for all)
+    materialized: str | None
+    tags: tuple[str, ...]
+    sink: str | None
+    place: Place  # the folder's key in project.yml
+    sink_place: Place | None = None
+
+
+@dataclass(frozen=True)
+class PipelineDefaults:
+    """What the folder config gives one pipeline (deeper folders win for scalars; tags are the union)."""
+
+    materialized: str | None = None
+    tags: tuple[str, ...] = ()
+    sink: str | None = None
+    sink_place: Place | None = None
+
+
+@dataclass(frozen=True)
 class SidecarSpec:
     file: str
     description: str | None
-    materialized: str
+    materialized: str | None  # None: not set in the sidecar (the folder config's, else table)
     tags: tuple[str, ...]
     checks: tuple[CheckSpec, ...]
     column_docs: dict[str, str] = field(default_factory=dict)  # column -> its description (docs only)
@@ -157,14 +179,17 @@ class PipelineSource:
     file: str  # project-relative path of the .sql file
     text: str
     sidecar: SidecarSpec | None
+    defaults: PipelineDefaults = field(default_factory=PipelineDefaults)  # from project.yml `pipelines:`
 
     @property
     def materialized(self) -> str:
-        return self.sidecar.materialized if self.sidecar else "table"
+        own = self.sidecar.materialized if self.sidecar else None
+        return own or self.defaults.materialized or "table"
 
     @property
     def tags(self) -> tuple[str, ...]:
-        return self.sidecar.tags if self.sidecar else ()
+        own = self.sidecar.tags if self.sidecar else ()
+        return tuple(dict.fromkeys((*self.defaults.tags, *own)))
 
 
 @dataclass(frozen=True)
@@ -195,6 +220,10 @@ class Project:
     # docs/**/*.md by project-relative path -> text: the `{% docs name %}` blocks descriptions' doc() name
     doc_files: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     singular_tests: dict[str, SingularTest] = field(default_factory=dict)  # by file stem
+    # macros/**/*.sql by project-relative path -> text: the shared `{% macro %}` definitions
+    macro_files: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # project.yml `pipelines:` by folder (relative to pipelines/)
+    folders: dict[str, FolderConfig] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def state_dir(self) -> Path:

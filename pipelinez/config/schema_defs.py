@@ -22,7 +22,8 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 KINDS = ("project", "source", "sink", "sidecar")
 SYNC_MODES = ("full", "incremental")
 DUPLICATES = ("accept",)
-MATERIALIZATIONS = ("table", "ephemeral")
+MATERIALIZATIONS = ("table", "view", "ephemeral")
+FOLDER_PATTERN = r"^(\.|[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*)$"
 DEFAULT_KEEP_LAST = 10
 
 
@@ -188,8 +189,37 @@ def project_schema() -> dict[str, Any]:
             "staging": STAGING,
         },
     }
+    folder = {
+        "type": ["object", "null"],
+        "additionalProperties": False,
+        "properties": {
+            "materialized": {
+                "enum": list(MATERIALIZATIONS),
+                "description": "the default of the folder's pipelines (a sidecar's own key wins)",
+            },
+            "tags": {
+                "type": ["array", "null"],
+                "items": {"type": "string", "minLength": 1},
+                "uniqueItems": True,
+                "description": "added to every pipeline under the folder (the union with deeper folders')",
+            },
+            "sink": {
+                "type": "string",
+                "pattern": NAME_PATTERN,
+                "description": "every pipeline under the folder without its own INSERT INTO sink(...) "
+                "clause writes to output <pipeline name> of this sink instance",
+            },
+        },
+    }
     properties = {
         "name": {"type": "string", "minLength": 1, "description": "the project's name"},
+        "pipelines": {
+            "type": ["object", "null"],
+            "description": "folder config: defaults per folder under pipelines/ (`marts`, `marts/finance`, "
+            "`.` for all); deeper folders win",
+            "propertyNames": {"pattern": FOLDER_PATTERN},
+            "additionalProperties": folder,
+        },
         "vars": _names(var, "typed variables: {{ var('name') }}, overridden with --var name=value"),
         "env": _names(env, "every environment variable the project reads: {{ env('NAME') }}"),
         "connectors": {
@@ -296,7 +326,10 @@ def sink_schema() -> dict[str, Any]:
         "type": ["object", "null"],
         "additionalProperties": True,
         "properties": {
-            "strategy": {"enum": list(STRATEGIES), "description": "replace (default) | merge | append"},
+            "strategy": {
+                "enum": list(STRATEGIES),
+                "description": "replace (default) | merge | append | view (database sinks: a view)",
+            },
             "description": {"type": "string", "description": "what the output holds (pz docs)"},
             "keys": {
                 "type": "array",
@@ -328,7 +361,7 @@ def sidecar_schema() -> dict[str, Any]:
         "description": {"type": "string", "description": "what the pipeline computes"},
         "materialized": {
             "enum": list(MATERIALIZATIONS),
-            "description": "table (default) | ephemeral (inlined into consumers)",
+            "description": "table (default) | view (a view in staging) | ephemeral (inlined into consumers)",
         },
         "tags": {
             "type": ["array", "null"],

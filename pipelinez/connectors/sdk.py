@@ -364,6 +364,17 @@ class Connector:
         """Consume `reader` and write it to the output with its strategy (universal tier)."""
         raise self.unsupported("has no universal sink tier")
 
+    @classmethod
+    def view_relation(cls, connection: dict[str, Any], output: str, options: dict[str, Any]) -> str | None:
+        """How a view in this sink names the output's table (quoted SQL), for `strategy: view`; None when
+        the connector writes no views (its manifest lists no `view` strategy)."""
+        return None
+
+    def write_view(self, output: OutputRequest, sql: str) -> WriteResult:
+        """Create or replace the output as a view of `sql`, a query naming the target's own relations
+        (`strategy: view`)."""
+        raise PzConnectorError(f"connector '{self.manifest().name}' cannot create views", code="PZ0305")
+
     def target_columns(self, output: OutputRequest) -> list[TargetColumn] | None:
         """The columns of the existing target this write keeps, for the engine's narrowing rule: called
         before any write, for every strategy. None when there is no such target: it does not exist yet, or

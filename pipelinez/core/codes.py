@@ -275,6 +275,46 @@ REGISTRY: tuple[Code, ...] = (
         "hooks, an unknown test or config key); import-report.md lists each one",
         "read import-report.md and port what you need by hand",
     ),
+    Code(
+        "PZ0126",
+        "MacroSyntax",
+        "a file of macros/**/*.sql cannot be parsed as Jinja (an unclosed `{% macro %}`, a bad tag)",
+        "fix the macro file at the line shown: each macro is `{% macro name(args) %} ... {% endmacro %}`",
+    ),
+    Code(
+        "PZ0127",
+        "MacroFileOutput",
+        "a file of macros/**/*.sql holds something besides `{% macro %}` definitions (text, `{{ }}` or "
+        "other tags outside a macro): it would never be rendered anywhere",
+        "move the text into a macro, or into a pipeline; comments `{# #}` and blank lines are fine",
+    ),
+    Code(
+        "PZ0128",
+        "DuplicateMacro",
+        "two `{% macro %}` definitions of macros/**/*.sql have one name",
+        "rename or remove one of them (the message names both places)",
+    ),
+    Code(
+        "PZ0129",
+        "MacroShadowsPz",
+        "a macro is named like one of pz's own template functions (source, ref, sink, watermark, var, env, "
+        "env_var, doc) or portable helpers (generate_surrogate_key, date_trunc, dateadd, datediff, star, "
+        "safe_cast)",
+        "rename the macro: pz's functions cannot be replaced",
+    ),
+    Code(
+        "PZ0130",
+        "UnknownFolderConfig",
+        "a key under project.yml `pipelines:` names no folder under pipelines/ (warning)",
+        "fix the folder's path (relative to pipelines/, `marts/finance` for nested folders, `.` for all)",
+    ),
+    Code(
+        "PZ0131",
+        "FolderSinkUndeclared",
+        "a project.yml `pipelines:` folder block sets `sink:` to a sink instance with no sinks/<name>.yml, "
+        "or an ephemeral folder sets `sink:`",
+        "declare the sink, fix its name, or remove `sink:` from the folder block",
+    ),
     # --- 02: semantic ------------------------------------------------------------------------
     Code(
         "PZ0201",
@@ -355,7 +395,8 @@ REGISTRY: tuple[Code, ...] = (
         "TemplateError",
         "a template cannot be rendered: Jinja syntax error, unknown function, or an "
         "operation the sandbox forbids",
-        "fix the template at the place shown; available functions: source, ref, sink, watermark, var, env",
+        "fix the template at the place shown; available functions: source, ref, sink, watermark, var, env, "
+        "env_var, the portable helpers and the project's macros",
     ),
     Code(
         "PZ0214",
@@ -535,6 +576,37 @@ REGISTRY: tuple[Code, ...] = (
         "a pipeline is named like one of DuckDB's own catalog views (pg_settings, duckdb_tables, "
         "sqlite_master, ...): the staging database cannot create a table of that name",
         "rename the pipeline's file (and the ref() calls that read it)",
+    ),
+    Code(
+        "PZ0239",
+        "MacroError",
+        "a macro of macros/**/*.sql failed while a pipeline or a YAML value called it (an undefined name, "
+        "an error in its expressions, the sandbox's bounds)",
+        "fix the macro at the file:line shown, or the arguments the calling file (named in the message) "
+        "passes",
+    ),
+    Code(
+        "PZ0240",
+        "MacroRecursion",
+        "macro calls nested deeper than the sandbox allows (a macro that calls itself without end)",
+        "give the recursive macro a condition that stops it, or write it as a loop",
+    ),
+    Code(
+        "PZ0241",
+        "ViewReadsOutsideSink",
+        "an output with `strategy: view` is written by a pipeline that reads (itself or through an "
+        "ephemeral pipeline) a source dataset, or a pipeline that does not write into that same sink "
+        "instance: the view could not find it there",
+        "write the pipelines it reads into the same sink (ref() then names their tables there), or use a "
+        "table strategy (replace, merge, append)",
+    ),
+    Code(
+        "PZ0242",
+        "ViewOptionsMisused",
+        "an output with `strategy: view` sets keys, on_delete, duplicates or allow_empty (a view has no "
+        "rows of its own), or its pipeline's SQL holds a secret env value (the view's definition would keep "
+        "it in the target)",
+        "remove those keys from the output, or pick a table strategy; keep secrets out of a view's SQL",
     ),
     Code(
         "PZ0232",

@@ -59,6 +59,7 @@ class Strategy(StrEnum):
     REPLACE = "replace"
     MERGE = "merge"
     APPEND = "append"
+    VIEW = "view"  # a view in a database sink, of the pipeline's SQL over that sink's tables
 
 
 DEFAULT_STRATEGY = Strategy.REPLACE  # an output with no entry in its sink file

@@ -379,5 +379,5 @@ def _staging_settings(root: Path, environ: Mapping[str, str] | None) -> dict[str
     if not project.engine.staging:
         return {}
     values, found = resolve_values(project, {}, environ)
-    settings, problems = resolve_staging(project, Templater(values))
+    settings, problems = resolve_staging(project, Templater(values, project.macro_files))
     return None if any(d.is_error for d in [*found, *problems]) else settings

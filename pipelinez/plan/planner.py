@@ -54,6 +54,8 @@ class Plan:
 
 
 def _guarantee(strategy: Strategy, caps: Capabilities) -> str:
+    if strategy == Strategy.VIEW:
+        return "effectively-once (the view is created or replaced; no rows move)"
     if strategy == Strategy.REPLACE:
         return (
             "effectively-once (atomic swap)"

@@ -64,6 +64,8 @@ def storage(pipeline: PipelineNode, readers: list[Node], planned: Collection[str
     if reader.name not in planned:
         return Storage(None, f"stored in staging: its sink write {reader.name} is not selected")
     strategy = reader.work.strategy
+    if strategy == Strategy.VIEW:
+        return Storage(None, f"stored in staging: {reader.name} creates a view in its sink, it reads no rows")
     if strategy == Strategy.MERGE:
         return Storage(None, "stored in staging: merge checks its keys on the stored result first")
     if strategy != Strategy.REPLACE:

@@ -555,7 +555,9 @@ def test_manifest() -> None:
     assert load_class("duckdb") is DuckDBConnector
     caps = m.capabilities
     assert (
-        caps.strategies == ("replace", "merge", "append") and caps.atomic_replace and caps.transactional_merge
+        caps.strategies == ("replace", "merge", "append", "view")
+        and caps.atomic_replace
+        and caps.transactional_merge
     )
     assert caps.source_tiers == (NATIVE, UNIVERSAL) and caps.sink_tiers == (NATIVE, UNIVERSAL)
     import jsonschema

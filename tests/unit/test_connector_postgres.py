@@ -859,7 +859,7 @@ def test_manifest_is_data() -> None:
     caps = manifest.capabilities
     assert manifest.name == "postgres" and manifest.version == "0.1.0"
     assert caps.source_tiers == ("native", "universal") and caps.sink_tiers == ("native", "universal")
-    assert caps.strategies == ("replace", "merge", "append") and caps.partitions
+    assert caps.strategies == ("replace", "merge", "append", "view") and caps.partitions
     assert caps.atomic_replace and caps.transactional_merge
     assert manifest.connection_schema["additionalProperties"] is False
     assert registry.load_class("postgres") is PostgresConnector

@@ -177,3 +177,14 @@ def test_a_project_of_literal_calls_never_imports_jinja(tmp_path: Any) -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True)
     assert out.stdout.splitlines()[-1] == "True", out.stdout + out.stderr
+
+
+def test_a_call_of_a_macro_name_is_compiled_by_jinja() -> None:
+    """A macro's loops and nesting are bounded by the sandbox of the render under way: a template that calls
+    one is never rendered on the literal-call fast path, whatever its shape."""
+    plain = TemplateCache(_env)
+    with_macros = TemplateCache(_env, frozenset({"cents"}))
+    raw = "SELECT {{ cents('amount') }} FROM {{ ref('x') }}"
+    assert isinstance(plain.get(raw), LiteralCallTemplate)
+    assert isinstance(with_macros.get(raw), jinja2.Template)
+    assert isinstance(with_macros.get("SELECT {{ ref('x') }}"), LiteralCallTemplate)

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.duckdb import strategies
+from pipelinez.connectors.duckdb import strategies, views
 from pipelinez.connectors.duckdb.files import attached, connected, resolve_path
 from pipelinez.connectors.duckdb.names import TableName
 from pipelinez.connectors.sdk import (
@@ -228,6 +228,21 @@ class DuckDBConnector(Connector):
             raise wrap(exc, "PZ0501") from exc
         except OSError as exc:
             raise os_error(exc, "PZ0501") from exc
+
+    @classmethod
+    def view_relation(cls, connection: dict[str, Any], output: str, options: dict[str, Any]) -> str | None:
+        return views.view_relation(output, options)
+
+    def write_view(self, output: OutputRequest, sql: str) -> WriteResult:
+        import duckdb
+
+        try:
+            views.write_view(self.path, self._target(output), sql)
+        except duckdb.Error as exc:
+            raise wrap(exc, "PZ0501") from exc
+        except OSError as exc:
+            raise os_error(exc, "PZ0501") from exc
+        return WriteResult(rows=0)
 
     def target_columns(self, output: OutputRequest) -> list[TargetColumn] | None:
         """Merge and append write into the existing table; replace swaps in a table created from the

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.postgres import sink, target_types
+from pipelinez.connectors.postgres import sink, target_types, views
 from pipelinez.connectors.postgres.settings import Settings, TableRef
 from pipelinez.connectors.postgres.source import (
     Attachment,
@@ -241,6 +241,21 @@ class PostgresConnector(Connector):
         except Exception as exc:
             raise self.settings.error(exc, self._sink_where(output), "PZ0501") from exc
         return None if columns is None else target_types.target_columns(columns, required, compared)
+
+    @classmethod
+    def view_relation(cls, connection: dict[str, Any], output: str, options: dict[str, Any]) -> str | None:
+        return views.view_relation(output, options)
+
+    def write_view(self, output: OutputRequest, sql: str) -> WriteResult:
+        try:
+            views.write_view(
+                self.control("PZ0501"), TableRef.parse(str(output.options.get("table") or output.name)), sql
+            )
+        except PzConnectorError:
+            raise
+        except Exception as exc:
+            raise self.settings.error(exc, self._sink_where(output), "PZ0501") from exc
+        return WriteResult(rows=0)
 
     # -- connectivity (tier 5) ------------------------------------------------------------------
     def check_connection(self) -> None:

@@ -21,6 +21,7 @@ from pipelinez.connectors.sdk import (
     NATIVE,
     Connector,
     DatasetRequest,
+    OutputRequest,
     Partition,
 )
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
@@ -537,12 +538,15 @@ def run_pipeline(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOu
         if planned.stream_into:  # its one sink write reads the query itself: computed once, while written
             cur.execute(f"CREATE OR REPLACE VIEW {target} AS {query}")
             return NodeOutput(message=f"streamed into {planned.stream_into}, not stored in staging")
+        if node.work.view:  # materialized: view: its readers (checks, pipelines, sink writes) run the query
+            cur.execute(f"CREATE OR REPLACE VIEW {target} AS {query}")
+            return NodeOutput(message="a view in staging (materialized: view)")
         cur.execute(f"DROP TABLE IF EXISTS {target}")
         row = cur.execute(f"CREATE TABLE {target} AS {query}").fetchone()
         rows = int(row[0]) if row else _count(cur, target)
         return NodeOutput(rows=rows)
     except Exception as exc:
-        if not planned.stream_into:
+        if not planned.stream_into and not node.work.view:
             drop_quietly(cur, target)
         raise classify(exc, "PZ0507", f"pipeline '{node.name}' ({node.place.file})") from exc
     finally:
@@ -585,6 +589,8 @@ def run_sink_write(
     work = node.work
     what = f"sink '{node.sink}' output '{node.output}'"
     request = dataclasses.replace(work.request, run_id=ctx.run_id, resume_from=resume)
+    if work.view_sql:
+        return _write_view(ctx, node, request, what)
     source = quote_ident(node.pipeline)
     cur = ctx.cursor()
     connector = None
@@ -624,6 +630,20 @@ def run_sink_write(
         if connector:
             connector.close()
         ctx.release(cur)
+
+
+def _write_view(ctx: NodeContext, node: SinkWriteNode, request: OutputRequest, what: str) -> NodeOutput:
+    """strategy: view: the target gets a view of the pipeline's SQL over its own tables; no rows move."""
+    connector = make_connector(ctx, node.work.endpoint)
+    try:
+        with failpoints.scoped(node.name):
+            failpoints.hit("sink.write")
+            connector.write_view(request, node.work.view_sql)
+        return NodeOutput(message=f"view {node.name} created or replaced in sink '{node.sink}'")
+    except Exception as exc:
+        raise classify(exc, "PZ0501", what) from exc
+    finally:
+        connector.close()
 
 
 def drop_quietly(cur: duckdb.DuckDBPyConnection, target: str) -> None:
