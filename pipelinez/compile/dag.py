@@ -34,7 +34,7 @@ from pipelinez.connectors.sdk import ReadBounds
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
-from pipelinez.core.vocabulary import Severity
+from pipelinez.core.vocabulary import CheckSeverity
 
 _SOURCE_CALL = re.compile(r"""^\s*source\(\s*['"]([A-Za-z_]\w*)['"]\s*,\s*['"]([A-Za-z_]\w*)['"]\s*\)\s*$""")
 
@@ -209,14 +209,14 @@ class _NodeBuilder:
             work = CheckWork(
                 target,
                 sql,
-                Severity(check.severity),
+                check.severity,
                 tuple(deps),
                 check,
                 engine_retry(self.project),
                 self.project.engine.external_access,
             )
             self.nodes[name] = CheckNode(name, CHECK, "", tuple(deps), check.place, tags, work=work)
-            if check.severity == Severity.ERROR:
+            if check.severity == CheckSeverity.ERROR:
                 self.blocking_checks.setdefault(target, []).append(name)
 
     def _rendered(self, check: CheckSpec) -> CheckSpec | None:

@@ -33,7 +33,7 @@ from pipelinez.connectors.sdk import (
     choose_tier,
 )
 from pipelinez.core.diagnostics import ConnectorHostError
-from pipelinez.core.vocabulary import DEFAULT_STRATEGY, Severity, Strategy, Tier
+from pipelinez.core.vocabulary import DEFAULT_STRATEGY, CheckSeverity, Duplicates, Strategy, Tier
 
 RUN_ONLY: dict[str, str] = {"id": "exclude"}
 SECRET: dict[str, str] = {"id": "digest"}
@@ -90,7 +90,7 @@ class SinkWriteWork:
     source_table: str  # the pipeline's staging table it writes (unquoted)
     tier: Tier
     retry: RetryPolicy = field(metadata=RUN_ONLY)
-    duplicates: str | None = None  # append: what to do with rows already in the target
+    duplicates: Duplicates | None = None  # append: what to do with rows already in the target
     declares_retry: bool = field(default=False, metadata=RUN_ONLY)
 
     @property
@@ -111,7 +111,7 @@ class PipelineWork:
 class CheckWork:
     target: str  # the staging table it checks
     sql: str  # returns (failing BIGINT, detail VARCHAR)
-    severity: Severity
+    severity: CheckSeverity
     inputs: tuple[str, ...]
     check: CheckSpec = field(metadata=RUN_ONLY)  # name, type and options for the outcome message
     retry: RetryPolicy = field(metadata=RUN_ONLY)
@@ -162,7 +162,7 @@ def output_request(project: Project, inst: ResolvedInstance, output: str) -> Out
     if out is None:
         return OutputRequest(output, inst.blocks.get(output, {}), DEFAULT_STRATEGY)
     return OutputRequest(
-        output, inst.blocks.get(output, {}), Strategy(out.strategy), out.keys, out.on_delete, out.allow_empty
+        output, inst.blocks.get(output, {}), out.strategy, out.keys, out.on_delete, out.allow_empty
     )
 
 

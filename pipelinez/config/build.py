@@ -32,7 +32,14 @@ from pipelinez.config.positions import JsonPath
 from pipelinez.config.schema_defs import DEFAULT_KEEP_LAST
 from pipelinez.config.yaml_loader import YamlDoc
 from pipelinez.core.durations import parse_duration
-from pipelinez.core.vocabulary import DEFAULT_STRATEGY
+from pipelinez.core.vocabulary import (
+    DEFAULT_STRATEGY,
+    Duplicates,
+    Materialization,
+    StagingCompression,
+    Strategy,
+    VarType,
+)
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,7 @@ def stem(doc: YamlDoc) -> str:
 def build_settings(doc: YamlDoc) -> ProjectSettings:
     data = doc.data
     variables = {
-        name: VarSpec(name, str(spec["type"]), spec.get("default"), doc.positions.place(("vars", name)))
+        name: VarSpec(name, VarType(spec["type"]), spec.get("default"), doc.positions.place(("vars", name)))
         for name, spec in _mapping(data.get("vars")).items()
     }
     env = {name: _env(doc, name, spec or {}) for name, spec in _mapping(data.get("env")).items()}
@@ -96,7 +103,9 @@ def build_engine(engine: dict[str, Any]) -> EngineSpec:
         force_universal=bool(engine.get("force_universal", False)),
         external_access=bool(engine.get("external_access", False)),
         memory_limit=str(engine.get("memory_limit", DEFAULT_MEMORY_LIMIT)).strip(),
-        staging_compression=str(engine.get("staging_compression", DEFAULT_STAGING_COMPRESSION)),
+        staging_compression=StagingCompression(
+            engine.get("staging_compression", DEFAULT_STAGING_COMPRESSION)
+        ),
         retry=build_retry(engine.get("retry")),
         breaker=None if breaker is None else build_breaker(breaker),
         staging=dict(_mapping(engine.get("staging"))),
@@ -198,10 +207,10 @@ def _output(doc: YamlDoc, name: str, entry: dict[str, Any]) -> OutputSpec:
     return OutputSpec(
         name=name,
         options={k: v for k, v in entry.items() if k not in OUTPUT_ENGINE_KEYS},
-        strategy=str(entry.get("strategy", DEFAULT_STRATEGY)),
+        strategy=Strategy(entry.get("strategy", DEFAULT_STRATEGY)),
         keys=tuple(str(k) for k in entry.get("keys") or ()),
         on_delete=None if on_delete is None else str(on_delete["column"]),
-        duplicates=None if duplicates is None else str(duplicates),
+        duplicates=None if duplicates is None else Duplicates(duplicates),
         allow_empty=bool(entry.get("allow_empty", False)),
         retry=build_retry(entry.get("retry")),
         place=doc.positions.place(("outputs", name)),
@@ -215,7 +224,7 @@ def build_sidecar(doc: YamlDoc) -> SidecarSpec:
     return SidecarSpec(
         file=doc.file,
         description=None if description is None else str(description),
-        materialized=str(data.get("materialized", "table")),
+        materialized=Materialization(data.get("materialized", Materialization.TABLE)),
         tags=tuple(str(t) for t in data.get("tags") or ()),
         checks=build_checks(doc, ("checks",)),
         column_docs=_column_docs(data.get("columns")),

@@ -14,8 +14,9 @@ from pipelinez.config.positions import JsonPath
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.durations import DURATION_PATTERN
 from pipelinez.core.sqlnames import NAME_PATTERN
+from pipelinez.core.vocabulary import CheckSeverity
 
-SEVERITIES = ("error", "warn")
+SEVERITIES = tuple(s.value for s in CheckSeverity)
 CHECK_KEYS = ("severity", "name")  # siblings of the type key in a check item
 
 _COLUMN = {"type": "string", "minLength": 1, "description": "a column of the checked table"}
@@ -166,7 +167,14 @@ def build_check(item: dict[str, Any], index: int, place: Place, item_path: JsonP
     options = dict(item[check_type] or {})
     name = item.get("name") or default_check_name(check_type, options, index)
     options_path = (*item_path, check_type) if item_path else ()
-    return CheckSpec(check_type, options, str(item.get("severity", "error")), str(name), place, options_path)
+    return CheckSpec(
+        check_type,
+        options,
+        CheckSeverity(item.get("severity", CheckSeverity.ERROR)),
+        str(name),
+        place,
+        options_path,
+    )
 
 
 EXAMPLES: dict[str, str] = {

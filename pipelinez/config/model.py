@@ -8,15 +8,23 @@ from typing import Any
 
 from pipelinez.config.positions import JsonPath, Positions
 from pipelinez.core.diagnostics import Place
+from pipelinez.core.vocabulary import (
+    CheckSeverity,
+    Duplicates,
+    Materialization,
+    StagingCompression,
+    Strategy,
+    VarType,
+)
 
-VAR_TYPES = ("string", "int", "bigint", "decimal", "bool", "date", "timestamp")
-STRATEGIES = ("replace", "merge", "append")
+VAR_TYPES = tuple(t.value for t in VarType)
+STRATEGIES = tuple(s.value for s in Strategy)
 # staging buffer pool: bounded, whatever the table size; bigger work spills. Peak RSS of a run that stages
 # more than the cap is about the cap + 230 MiB: 384MB keeps a native 10M-row `pz run` with `fast` staging
 # (larger staged tables than `auto`) under 700 MiB (583 MiB; 742 with 512MB; docs/benchmarks.md)
 DEFAULT_MEMORY_LIMIT = "384MB"
-STAGING_COMPRESSIONS = ("fast", "auto", "uncompressed")
-DEFAULT_STAGING_COMPRESSION = "fast"
+STAGING_COMPRESSIONS = tuple(c.value for c in StagingCompression)
+DEFAULT_STAGING_COMPRESSION = StagingCompression.FAST
 DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks", "description"})
 OUTPUT_ENGINE_KEYS = frozenset(
     {"strategy", "keys", "on_delete", "duplicates", "allow_empty", "retry", "description"}
@@ -47,7 +55,7 @@ class EngineSpec:
     retry: RetrySpec = field(default_factory=RetrySpec)
     breaker: BreakerSpec | None = None
     memory_limit: str = DEFAULT_MEMORY_LIMIT
-    staging_compression: str = DEFAULT_STAGING_COMPRESSION
+    staging_compression: StagingCompression = DEFAULT_STAGING_COMPRESSION
     # pipelines and checks may read files, URLs and other databases themselves (read_csv, ATTACH, ...)
     external_access: bool = False
     # the ray executor's object-store staging (--staging s3://...): endpoint, region, credentials; raw values
@@ -58,7 +66,7 @@ class EngineSpec:
 @dataclass(frozen=True)
 class VarSpec:
     name: str
-    type: str
+    type: VarType
     default: Any
     place: Place
 
@@ -76,7 +84,7 @@ class EnvSpec:
 class CheckSpec:
     type: str
     options: dict[str, Any]
-    severity: str
+    severity: CheckSeverity
     name: str
     place: Place
     # where `options` is in its file (each templated value's own place); () unknown
@@ -100,10 +108,10 @@ class DatasetSpec:
 class OutputSpec:
     name: str
     options: dict[str, Any]  # connector-owned keys (table, path, format, ...), raw
-    strategy: str
+    strategy: Strategy
     keys: tuple[str, ...]
     on_delete: str | None  # column whose true value deletes the key (merge)
-    duplicates: str | None
+    duplicates: Duplicates | None
     allow_empty: bool
     retry: RetrySpec
     place: Place
@@ -140,7 +148,7 @@ class SinkSpec(InstanceSpec):
 class SidecarSpec:
     file: str
     description: str | None
-    materialized: str
+    materialized: Materialization
     tags: tuple[str, ...]
     checks: tuple[CheckSpec, ...]
     column_docs: dict[str, str] = field(default_factory=dict)  # column -> its description (docs only)
@@ -154,8 +162,8 @@ class PipelineSource:
     sidecar: SidecarSpec | None
 
     @property
-    def materialized(self) -> str:
-        return self.sidecar.materialized if self.sidecar else "table"
+    def materialized(self) -> Materialization:
+        return self.sidecar.materialized if self.sidecar else Materialization.TABLE
 
     @property
     def tags(self) -> tuple[str, ...]:

@@ -17,12 +17,13 @@ from pipelinez.config.checks import check_defs
 from pipelinez.config.model import STAGING_COMPRESSIONS, STRATEGIES, VAR_TYPES
 from pipelinez.core.durations import DURATION_PATTERN
 from pipelinez.core.sqlnames import NAME_PATTERN
+from pipelinez.core.vocabulary import Duplicates, Materialization
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 KINDS = ("project", "source", "sink", "sidecar")
 SYNC_MODES = ("full", "incremental")
-DUPLICATES = ("accept",)
-MATERIALIZATIONS = ("table", "ephemeral")
+DUPLICATES = tuple(d.value for d in Duplicates)
+MATERIALIZATIONS = tuple(m.value for m in Materialization)
 DEFAULT_KEEP_LAST = 10
 
 

@@ -64,12 +64,48 @@ class Strategy(StrEnum):
 DEFAULT_STRATEGY = Strategy.REPLACE  # an output with no entry in its sink file
 
 
+class Duplicates(StrEnum):
+    """An append output's `duplicates:` rule (PZ0214)."""
+
+    ACCEPT = "accept"  # re-sent rows are appended again
+
+
+class Materialization(StrEnum):
+    """A pipeline sidecar's `materialized:`."""
+
+    TABLE = "table"  # a staging table of its own (the default)
+    EPHEMERAL = "ephemeral"  # inlined into the pipelines that ref() it
+
+
+class StagingCompression(StrEnum):
+    """`engine.staging_compression`: how staging tables are compressed."""
+
+    FAST = "fast"
+    AUTO = "auto"
+    UNCOMPRESSED = "uncompressed"
+
+
+class VarType(StrEnum):
+    """A project variable's declared `type:`."""
+
+    STRING = "string"
+    INT = "int"
+    BIGINT = "bigint"
+    DECIMAL = "decimal"
+    BOOL = "bool"
+    DATE = "date"
+    TIMESTAMP = "timestamp"
+
+
 class Provenance(StrEnum):
     REUSED = "reused"  # a retry copied the source load from the failed run's staging
     CARRIED_FORWARD = "carried_forward"  # a retry kept a committed sink write
 
 
-class Severity(StrEnum):
+class CheckSeverity(StrEnum):
+    """A check's `severity:`: an error check blocks what reads its table; a warn check only reports.
+    Not a diagnostic's severity (`core.diagnostics.DiagnosticSeverity`: `error` | `warning`)."""
+
     ERROR = "error"
     WARN = "warn"
 

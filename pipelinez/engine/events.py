@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 
 from pipelinez.core.printable import printable
 from pipelinez.core.redact import Redactor
-from pipelinez.core.vocabulary import NodeError
+from pipelinez.core.vocabulary import NodeError, NodeKind, NodeStatus, Provenance, RunStatus
+from pipelinez.engine.resilience.breaker import State
 
 
 def utc_now() -> str:
@@ -49,7 +50,7 @@ class NodeStarted(Event):
     EVENT: ClassVar[str] = "node_started"
     name: str = ""
     id: str = ""
-    kind: str = ""
+    kind: NodeKind | None = None
     attempt: int = 1
 
 
@@ -58,11 +59,11 @@ class NodeCompleted(Event):
     EVENT: ClassVar[str] = "node_completed"
     name: str = ""
     id: str = ""
-    kind: str = ""
-    status: str = ""
+    kind: NodeKind | None = None
+    status: NodeStatus = NodeStatus.PENDING
     rows: int = 0
     duration_ms: int = 0
-    provenance: str | None = None
+    provenance: Provenance | None = None
     error: NodeError | None = None
     reason: str | None = None  # skipped: which upstream failed; warn: the check message
 
@@ -80,8 +81,8 @@ class NodeRetry(Event):
 class BreakerStateChanged(Event):
     EVENT: ClassVar[str] = "breaker_state_changed"
     instance: str = ""  # source:<name> | sink:<name>
-    from_state: str = ""  # closed | open | half_open
-    to_state: str = ""
+    from_state: State = State.CLOSED
+    to_state: State = State.CLOSED
     reason: str = ""
     retry_in_ms: int | None = None  # to open: when the next probe may go
 
@@ -113,7 +114,7 @@ class Note(Event):
 @dataclass(frozen=True)
 class RunCompleted(Event):
     EVENT: ClassVar[str] = "run_completed"
-    status: str = ""
+    status: RunStatus = RunStatus.RUNNING
     duration_ms: int = 0
     counts: dict[str, int] = field(default_factory=dict)
 

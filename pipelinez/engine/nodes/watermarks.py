@@ -31,6 +31,7 @@ from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.run_state import RunState, StateFileError, Watermark
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.core.vocabulary import NodeStatus, Provenance
+from pipelinez.engine.state.run_results import WatermarkRecord
 
 if TYPE_CHECKING:
     import duckdb
@@ -50,17 +51,19 @@ class Capture:
     null_rows: int = 0  # staged rows whose cursor is NULL
     trimmed: int = 0  # rows the connector delivered outside the bounds, deleted by the backstop
 
-    def to_dict(self, committed: bool, reason: str | None = None) -> dict[str, Any]:
-        data: dict[str, Any] = {"cursor": self.cursor, "low": self.low, "high": self.high}
-        if self.upper is not None:
-            data["upper"] = self.upper
-        data["previous"] = self.previous
-        data["committed"] = committed
-        if reason:
-            data["reason"] = reason
-        data["null_rows"] = self.null_rows
-        data["trimmed"] = self.trimmed
-        return data
+    def record(self, committed: bool, reason: str | None = None) -> WatermarkRecord:
+        """The load's watermark entry in run_results.json."""
+        return WatermarkRecord(
+            self.cursor,
+            self.low,
+            self.high,
+            self.previous,
+            committed,
+            self.upper,
+            reason,
+            self.null_rows,
+            self.trimmed,
+        )
 
 
 def _column_type(cur: duckdb.DuckDBPyConnection, table: str, column: str) -> str:

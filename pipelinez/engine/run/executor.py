@@ -257,9 +257,9 @@ class Executor:
             reuse = self.reuse.get(done.name)
             if out.watermark is not None:  # committed (or not) at the end of the run
                 self.captures[done.name] = out.watermark
-                result.watermark = out.watermark.to_dict(committed=False)
+                result.watermark = out.watermark.record(committed=False)
             elif out.provenance is not None and reuse is not None and reuse.watermark is not None:
-                result.watermark = dict(reuse.watermark)  # the same rows: the failed run's cursor range
+                result.watermark = reuse.watermark  # the same rows: the failed run's cursor range
         ok = result.status in OK_STATUSES
         if ok and self.planned[done.name].stream_into:  # only its view exists: it settles with its write
             result.status = NodeStatus.RUNNING

@@ -348,7 +348,7 @@ def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capt
     )
     for name, capture in captures.items():
         reason = done.skipped.get(name)
-        results[name].watermark = capture.to_dict(committed=name in done.committed, reason=reason)
+        results[name].watermark = capture.record(committed=name in done.committed, reason=reason)
         if name in done.committed:
             session.bus.publish(
                 Note(session.run_id, message=f"{name}: watermark {capture.cursor} -> {capture.high}")

@@ -94,6 +94,54 @@ class RunArgs:
 
 
 @dataclass(frozen=True)
+class WatermarkRecord:
+    """What a run did with an incremental load's watermark: the bounds the read used, the new watermark it
+    captured from the staged rows, and whether the end of the run committed it (and if not, why)."""
+
+    cursor: str
+    low: str | None  # the lower bound the read used
+    high: str | None  # the new watermark; None: unchanged (nothing new staged)
+    previous: str | None  # the committed watermark the bounds came from
+    committed: bool
+    upper: str | None = None  # the window's upper bound, if any
+    reason: str | None = None  # why it was not committed, or what was
+    null_rows: int = 0  # staged rows whose cursor is NULL
+    trimmed: int = 0  # rows the connector delivered outside the bounds, deleted by the backstop
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"cursor": self.cursor, "low": self.low, "high": self.high}
+        if self.upper is not None:
+            data["upper"] = self.upper
+        data["previous"] = self.previous
+        data["committed"] = self.committed
+        if self.reason:
+            data["reason"] = self.reason
+        data["null_rows"] = self.null_rows
+        data["trimmed"] = self.trimmed
+        return data
+
+    @staticmethod
+    def from_dict(data: Any) -> WatermarkRecord | None:
+        if not isinstance(data, dict):
+            return None
+        return WatermarkRecord(
+            cursor=str(data["cursor"]),
+            low=_text(data.get("low")),
+            high=_text(data.get("high")),
+            previous=_text(data.get("previous")),
+            committed=bool(data.get("committed")),
+            upper=_text(data.get("upper")),
+            reason=_text(data.get("reason")),
+            null_rows=int(data.get("null_rows") or 0),
+            trimmed=int(data.get("trimmed") or 0),
+        )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
 class PartitionResult:
     index: int
     rows: int
@@ -134,7 +182,7 @@ class NodeResult:
     error: NodeError | None = None
     provenance: Provenance | None = None
     reused_from: str | None = None
-    watermark: dict[str, Any] | None = None
+    watermark: WatermarkRecord | None = None
     partitions: list[PartitionResult] | None = None
     batches_committed: int | None = None
     skipped_because: str | None = None
@@ -159,7 +207,7 @@ class NodeResult:
         if self.provenance is not None:
             data["provenance"] = str(self.provenance)
             data["reused_from"] = self.reused_from
-        data["watermark"] = self.watermark
+        data["watermark"] = None if self.watermark is None else self.watermark.to_dict()
         data["partitions"] = None if self.partitions is None else [p.to_dict() for p in self.partitions]
         data["batches_committed"] = self.batches_committed
         if self.checkpoint is not None:
@@ -186,7 +234,7 @@ class NodeResult:
             error=NodeError.from_dict(error) if isinstance(error, dict) else None,
             provenance=Provenance(provenance) if provenance is not None else None,
             reused_from=data.get("reused_from"),
-            watermark=data.get("watermark"),
+            watermark=WatermarkRecord.from_dict(data.get("watermark")),
             partitions=[PartitionResult.from_dict(p) for p in partitions] if partitions is not None else None,
             batches_committed=data.get("batches_committed"),
             skipped_because=data.get("skipped_because"),
