@@ -20,6 +20,7 @@ from pipelinez import __version__
 from pipelinez.cli import interrupts
 from pipelinez.cli.usage import PzGroup, emit
 from pipelinez.core.diagnostics import Diagnostic, PzError, error, warning
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.oserrors import os_error, os_reason
 from pipelinez.core.vocabulary import NodeError
 from pipelinez.engine.events import utc_now
@@ -288,7 +289,7 @@ def plan(
         click.echo(line)
 
 
-def _reporter(settings: Settings) -> Callable[[dict[str, Any]], None]:
+def _reporter(settings: Settings) -> Callable[[JsonObject], None]:
     """What prints a run's events: JSON lines, the live display on a terminal, or the text lines."""
     from pipelinez.cli.render import JsonReporter, TextReporter
 

@@ -6,7 +6,6 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pipelinez.compile.checks import check_sql
 from pipelinez.compile.gates import gate_checks
@@ -32,6 +31,7 @@ from pipelinez.compile.work import CheckWork, PipelineWork, engine_retry, sink_w
 from pipelinez.config.model import CheckSpec, Project
 from pipelinez.connectors.sdk import ReadBounds
 from pipelinez.core.diagnostics import Diagnostic, Place, error
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import CheckSeverity
@@ -51,7 +51,7 @@ class CompiledDag:
     warnings: list[Diagnostic] = field(default_factory=list)
     redactor: Redactor = field(default_factory=Redactor)
     # the ray executor's object-store staging settings (engine.staging), real values: may hold secrets
-    staging: dict[str, Any] = field(default_factory=dict, repr=False)
+    staging: JsonObject = field(default_factory=dict, repr=False)
 
     @property
     def edges(self) -> dict[str, tuple[str, ...]]:

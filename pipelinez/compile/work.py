@@ -33,6 +33,7 @@ from pipelinez.connectors.sdk import (
     choose_tier,
 )
 from pipelinez.core.diagnostics import ConnectorHostError
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import DEFAULT_STRATEGY, CheckSeverity, Duplicates, Strategy, Tier
 
 RUN_ONLY: dict[str, str] = {"id": "exclude"}
@@ -49,13 +50,13 @@ class Endpoint:
 
     instance: str  # the source/sink name
     connector: str
-    connection: dict[str, Any] = field(repr=False, metadata=RUN_ONLY)  # rendered; may hold secrets
+    connection: JsonObject = field(repr=False, metadata=RUN_ONLY)  # rendered; may hold secrets
     project_dir: Path = field(metadata=RUN_ONLY)  # what relative paths in options are relative to
     file: str = field(metadata=RUN_ONLY)  # the instance's YAML file, for messages
     max_concurrency: int | None = field(default=None, metadata=RUN_ONLY)
     force_universal: bool = False
     # where the data is: the connection without credentials and transport settings (the node's identity)
-    connection_identity: dict[str, Any] = field(default_factory=dict, repr=False, metadata=SECRET)
+    connection_identity: JsonObject = field(default_factory=dict, repr=False, metadata=SECRET)
 
     def connect(self, note: Any = _no_note, run_id: str = "") -> Connector:
         """A connector instance for one attempt (the caller closes it). ConnectorHostError when its code

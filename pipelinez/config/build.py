@@ -32,6 +32,7 @@ from pipelinez.config.positions import JsonPath
 from pipelinez.config.schema_defs import DEFAULT_KEEP_LAST
 from pipelinez.config.yaml_loader import YamlDoc
 from pipelinez.core.durations import parse_duration
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import (
     DEFAULT_STRATEGY,
     Duplicates,
@@ -77,7 +78,7 @@ def build_settings(doc: YamlDoc) -> ProjectSettings:
     )
 
 
-def _env(doc: YamlDoc, name: str, spec: dict[str, Any]) -> EnvSpec:
+def _env(doc: YamlDoc, name: str, spec: JsonObject) -> EnvSpec:
     default = spec.get("default")
     return EnvSpec(
         name,
@@ -94,7 +95,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def build_engine(engine: dict[str, Any]) -> EngineSpec:
+def build_engine(engine: JsonObject) -> EngineSpec:
     breaker = engine.get("breaker")
     threads = engine.get("threads")
     return EngineSpec(
@@ -148,7 +149,7 @@ def build_sink(doc: YamlDoc) -> SinkSpec:
     return SinkSpec(**_instance(doc, "sink"), outputs=outputs)
 
 
-def _instance(doc: YamlDoc, kind: str) -> dict[str, Any]:
+def _instance(doc: YamlDoc, kind: str) -> JsonObject:
     data = doc.data
     concurrency = data.get("max_concurrency")
     engine = _mapping(data.get("engine"))
@@ -166,7 +167,7 @@ def _instance(doc: YamlDoc, kind: str) -> dict[str, Any]:
     }
 
 
-def _dataset(doc: YamlDoc, name: str, entry: dict[str, Any]) -> DatasetSpec:
+def _dataset(doc: YamlDoc, name: str, entry: JsonObject) -> DatasetSpec:
     path: JsonPath = ("datasets", name)
     columns = entry.get("columns")
     sync = entry.get("sync")
@@ -201,7 +202,7 @@ def _column_docs(columns: Any) -> dict[str, str]:
     }
 
 
-def _output(doc: YamlDoc, name: str, entry: dict[str, Any]) -> OutputSpec:
+def _output(doc: YamlDoc, name: str, entry: JsonObject) -> OutputSpec:
     on_delete = entry.get("on_delete")
     duplicates = entry.get("duplicates")
     return OutputSpec(
@@ -252,7 +253,7 @@ def _lookup(data: Any, path: JsonPath) -> Any:
     return data
 
 
-def _mapping(value: Any) -> dict[str, Any]:
+def _mapping(value: Any) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
 

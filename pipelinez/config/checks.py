@@ -7,12 +7,12 @@ A check in a sidecar or under a dataset is a one-key mapping `{type: options}`, 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from pipelinez.config.model import CheckSpec
 from pipelinez.config.positions import JsonPath
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.durations import DURATION_PATTERN
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.sqlnames import NAME_PATTERN
 from pipelinez.core.vocabulary import CheckSeverity
 
@@ -31,9 +31,9 @@ _COUNT = {"type": "integer", "minimum": 0}
 
 
 def _options(
-    description: str, properties: dict[str, Any], required: list[str], min_properties: int = 0
-) -> dict[str, Any]:
-    schema: dict[str, Any] = {
+    description: str, properties: JsonObject, required: list[str], min_properties: int = 0
+) -> JsonObject:
+    schema: JsonObject = {
         "description": description,
         "type": "object",
         "properties": properties,
@@ -46,7 +46,7 @@ def _options(
     return schema
 
 
-CHECK_TYPES: dict[str, dict[str, Any]] = {
+CHECK_TYPES: dict[str, JsonObject] = {
     "not_null": _options("every listed column is non-null in every row", {"columns": _COLUMNS}, ["columns"]),
     "unique": _options("the listed columns together are unique", {"columns": _COLUMNS}, ["columns"]),
     "accepted_values": _options(
@@ -103,9 +103,9 @@ CHECK_TYPES: dict[str, dict[str, Any]] = {
 }
 
 
-def check_item_schema() -> dict[str, Any]:
+def check_item_schema() -> JsonObject:
     """JSON Schema of one check item; option schemas are referenced from `$defs/check_<type>`."""
-    properties: dict[str, Any] = {t: {"$ref": f"#/$defs/check_{t}"} for t in CHECK_TYPES}
+    properties: JsonObject = {t: {"$ref": f"#/$defs/check_{t}"} for t in CHECK_TYPES}
     properties["severity"] = {
         "enum": list(SEVERITIES),
         "description": "error (default) blocks the "
@@ -125,8 +125,8 @@ def check_item_schema() -> dict[str, Any]:
     }
 
 
-def check_defs() -> dict[str, Any]:
-    defs: dict[str, Any] = {f"check_{t}": schema for t, schema in CHECK_TYPES.items()}
+def check_defs() -> JsonObject:
+    defs: JsonObject = {f"check_{t}": schema for t, schema in CHECK_TYPES.items()}
     defs["check"] = check_item_schema()
     defs["checks"] = {
         "type": ["array", "null"],
@@ -141,11 +141,11 @@ def check_defs() -> dict[str, Any]:
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_]+")
 
 
-def check_type_of(item: dict[str, Any]) -> str:
+def check_type_of(item: JsonObject) -> str:
     return next(key for key in item if key in CHECK_TYPES)
 
 
-def default_check_name(check_type: str, options: dict[str, Any], index: int) -> str:
+def default_check_name(check_type: str, options: JsonObject, index: int) -> str:
     """`not_null_a_b`, `unique_a`, `accepted_values_c`, `row_count`, `expression_<name|index>`,
     `relationships_c`, `freshness_c`; `index` is the check's 1-based position in its list."""
     if check_type in ("not_null", "unique"):
@@ -160,7 +160,7 @@ def default_check_name(check_type: str, options: dict[str, Any], index: int) -> 
     return _NOT_NAME.sub("_", name).strip("_") or check_type
 
 
-def build_check(item: dict[str, Any], index: int, place: Place, item_path: JsonPath = ()) -> CheckSpec:
+def build_check(item: JsonObject, index: int, place: Place, item_path: JsonPath = ()) -> CheckSpec:
     """A CheckSpec from a shape-valid check item; `index` is its 1-based position in the list, `item_path`
     the item's path in its file (when known)."""
     check_type = check_type_of(item)

@@ -8,6 +8,7 @@ from typing import Any
 
 from pipelinez.config.positions import JsonPath, Positions
 from pipelinez.core.diagnostics import Place
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import (
     CheckSeverity,
     Duplicates,
@@ -60,7 +61,7 @@ class EngineSpec:
     external_access: bool = False
     # the ray executor's object-store staging (--staging s3://...): endpoint, region, credentials; raw values
     # (templates unrendered), the keys of the s3 connector's connection block except `bucket`
-    staging: dict[str, Any] = field(default_factory=dict, compare=False)
+    staging: JsonObject = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class EnvSpec:
 @dataclass(frozen=True)
 class CheckSpec:
     type: str
-    options: dict[str, Any]
+    options: JsonObject
     severity: CheckSeverity
     name: str
     place: Place
@@ -94,9 +95,9 @@ class CheckSpec:
 @dataclass(frozen=True)
 class DatasetSpec:
     name: str
-    options: dict[str, Any]  # connector-owned keys (table, path, format, ...), raw
+    options: JsonObject  # connector-owned keys (table, path, format, ...), raw
     columns: dict[str, str] | None  # the contract: name -> DuckDB type
-    sync: dict[str, Any] | None
+    sync: JsonObject | None
     retry: RetrySpec
     checks: tuple[CheckSpec, ...]
     place: Place
@@ -107,7 +108,7 @@ class DatasetSpec:
 @dataclass(frozen=True)
 class OutputSpec:
     name: str
-    options: dict[str, Any]  # connector-owned keys (table, path, format, ...), raw
+    options: JsonObject  # connector-owned keys (table, path, format, ...), raw
     strategy: Strategy
     keys: tuple[str, ...]
     on_delete: str | None  # column whose true value deletes the key (merge)
@@ -127,7 +128,7 @@ class InstanceSpec:
     name: str
     file: str  # project-relative path
     connector: str
-    connection: dict[str, Any]
+    connection: JsonObject
     max_concurrency: int | None
     retry: RetrySpec
     force_universal: bool | None

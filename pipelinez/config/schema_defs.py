@@ -11,11 +11,11 @@ tier 3 checks against each connector's manifest. The engine keys inside datasets
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from pipelinez.config.checks import check_defs
 from pipelinez.config.model import STAGING_COMPRESSIONS, STRATEGIES, VAR_TYPES
 from pipelinez.core.durations import DURATION_PATTERN
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.sqlnames import NAME_PATTERN
 from pipelinez.core.vocabulary import Duplicates, Materialization
 
@@ -27,7 +27,7 @@ MATERIALIZATIONS = tuple(m.value for m in Materialization)
 DEFAULT_KEEP_LAST = 10
 
 
-def _duration(description: str) -> dict[str, Any]:
+def _duration(description: str) -> JsonObject:
     return {
         "type": "string",
         "pattern": DURATION_PATTERN,
@@ -35,7 +35,7 @@ def _duration(description: str) -> dict[str, Any]:
     }
 
 
-def _names(values: dict[str, Any], description: str) -> dict[str, Any]:
+def _names(values: JsonObject, description: str) -> JsonObject:
     """A mapping whose keys are names (letters, digits, _; not starting with a digit)."""
     return {
         "type": ["object", "null"],
@@ -45,7 +45,7 @@ def _names(values: dict[str, Any], description: str) -> dict[str, Any]:
     }
 
 
-RETRY: dict[str, Any] = {
+RETRY: JsonObject = {
     "description": "retry policy; unset fields cascade from the enclosing level (nearest wins)",
     "type": "object",
     "additionalProperties": False,
@@ -56,7 +56,7 @@ RETRY: dict[str, Any] = {
     },
 }
 
-BREAKER: dict[str, Any] = {
+BREAKER: JsonObject = {
     "description": "circuit breaker per source/sink instance",
     "type": "object",
     "additionalProperties": False,
@@ -70,7 +70,7 @@ BREAKER: dict[str, Any] = {
     },
 }
 
-INSTANCE_ENGINE: dict[str, Any] = {
+INSTANCE_ENGINE: JsonObject = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
@@ -82,7 +82,7 @@ INSTANCE_ENGINE: dict[str, Any] = {
 }
 
 
-STAGING: dict[str, Any] = {
+STAGING: JsonObject = {
     "type": ["object", "null"],
     "additionalProperties": False,
     "description": "the ray executor's s3:// staging (--staging s3://bucket/prefix): where the bucket is and "
@@ -121,14 +121,12 @@ STAGING: dict[str, Any] = {
 }
 
 
-def _ref(name: str) -> dict[str, Any]:
+def _ref(name: str) -> JsonObject:
     return {"$ref": f"#/$defs/{name}"}
 
 
-def _document(
-    title: str, properties: dict[str, Any], required: list[str], defs: dict[str, Any]
-) -> dict[str, Any]:
-    schema: dict[str, Any] = {
+def _document(title: str, properties: JsonObject, required: list[str], defs: JsonObject) -> JsonObject:
+    schema: JsonObject = {
         "$schema": DIALECT,
         "title": title,
         "type": "object",
@@ -141,7 +139,7 @@ def _document(
     return schema
 
 
-def project_schema() -> dict[str, Any]:
+def project_schema() -> JsonObject:
     var = {
         "type": "object",
         "additionalProperties": False,
@@ -215,7 +213,7 @@ def project_schema() -> dict[str, Any]:
     return _document("PipelineZ project.yml", properties, ["name"], {"retry": RETRY, "breaker": BREAKER})
 
 
-def _instance_properties(kind: str) -> dict[str, Any]:
+def _instance_properties(kind: str) -> JsonObject:
     return {
         "connector": {"type": "string", "minLength": 1, "description": "the connector, e.g. postgres"},
         "connection": {
@@ -233,7 +231,7 @@ def _instance_properties(kind: str) -> dict[str, Any]:
     }
 
 
-def source_schema() -> dict[str, Any]:
+def source_schema() -> JsonObject:
     sync = {
         "description": "how the dataset is read: full (default) or incremental on a cursor column",
         "type": "object",
@@ -286,7 +284,7 @@ def source_schema() -> dict[str, Any]:
     )
 
 
-def sink_schema() -> dict[str, Any]:
+def sink_schema() -> JsonObject:
     output = {
         "description": "options of an output; its connector keys (table, path, format, ...) are open",
         "type": ["object", "null"],
@@ -319,7 +317,7 @@ def sink_schema() -> dict[str, Any]:
     return _document("PipelineZ sink (sinks/<name>.yml)", properties, ["connector"], {"retry": RETRY})
 
 
-def sidecar_schema() -> dict[str, Any]:
+def sidecar_schema() -> JsonObject:
     properties = {
         "description": {"type": "string", "description": "what the pipeline computes"},
         "materialized": {
@@ -356,7 +354,7 @@ BUILDERS = {
 }
 
 
-def build_schema(kind: str) -> dict[str, Any]:
+def build_schema(kind: str) -> JsonObject:
     return BUILDERS[kind]()
 
 

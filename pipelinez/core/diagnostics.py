@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from pipelinez.core.codes import lookup
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import printable
 
 
@@ -62,7 +63,7 @@ class Diagnostic:
     def is_error(self) -> bool:
         return self.severity == DiagnosticSeverity.ERROR
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         data = asdict(self)
         data["place"] = {k: v for k, v in data["place"].items() if v is not None}
         return data

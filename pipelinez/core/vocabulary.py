@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+
+from pipelinez.core.json_types import JsonObject
 
 
 class NodeKind(StrEnum):
@@ -118,9 +119,9 @@ class NodeError:
     message: str
     transient: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"code": self.code, "message": self.message, "transient": self.transient}
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> NodeError:
+    def from_dict(data: JsonObject) -> NodeError:
         return NodeError(str(data.get("code", "")), str(data.get("message", "")), bool(data.get("transient")))

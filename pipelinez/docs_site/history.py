@@ -11,8 +11,8 @@ import itertools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import NodeKind
 from pipelinez.engine.state.run_results import NodeResult, RunResults, read_results
 from pipelinez.engine.state.runs import run_ids, runs_dir
@@ -30,7 +30,7 @@ def _ms(ts: str | None) -> float | None:
         return None
 
 
-def _events(folder: Path) -> list[dict[str, Any]]:
+def _events(folder: Path) -> list[JsonObject]:
     try:
         text = (folder / "events.jsonl").read_text(encoding="utf-8")
     except OSError:
@@ -46,9 +46,9 @@ def _events(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _spans(node: str, events: Sequence[dict[str, Any]], t0: float) -> list[dict[str, Any]]:
+def _spans(node: str, events: Sequence[JsonObject], t0: float) -> list[JsonObject]:
     """The node's bars: each attempt (from its start to its end or retry), each back-off after a retry."""
-    spans: list[dict[str, Any]] = []
+    spans: list[JsonObject] = []
     started: dict[int, float] = {}
     for e in events:
         if e.get("name") != node:
@@ -76,9 +76,9 @@ def _spans(node: str, events: Sequence[dict[str, Any]], t0: float) -> list[dict[
     return spans
 
 
-def _breakers(events: Sequence[dict[str, Any]], t0: float) -> list[dict[str, Any]]:
+def _breakers(events: Sequence[JsonObject], t0: float) -> list[JsonObject]:
     """Intervals during which an instance's circuit breaker was open or half-open."""
-    out: list[dict[str, Any]] = []
+    out: list[JsonObject] = []
     opened: dict[str, float] = {}
     for e in events:
         if e.get("event") != "breaker_state_changed":
@@ -95,7 +95,7 @@ def _breakers(events: Sequence[dict[str, Any]], t0: float) -> list[dict[str, Any
     return out
 
 
-def _critical_path(rows: Mapping[str, dict[str, Any]], deps: Mapping[str, Sequence[str]]) -> list[str]:
+def _critical_path(rows: Mapping[str, JsonObject], deps: Mapping[str, Sequence[str]]) -> list[str]:
     """From the node that ended last, back through the dependency that ended last before it started."""
     ended = {n: r["end"] for n, r in rows.items() if r["end"] is not None}
     if not ended:
@@ -109,7 +109,7 @@ def _critical_path(rows: Mapping[str, dict[str, Any]], deps: Mapping[str, Sequen
     return path[::-1]
 
 
-def _row(result: NodeResult, spans: list[dict[str, Any]], deps_end: float | None) -> dict[str, Any]:
+def _row(result: NodeResult, spans: list[JsonObject], deps_end: float | None) -> JsonObject:
     start = min((s["start"] for s in spans), default=None)
     end = max((s["end"] for s in spans), default=None)
     seconds = result.duration_ms / 1000
@@ -135,10 +135,10 @@ def _row(result: NodeResult, spans: list[dict[str, Any]], deps_end: float | None
     }
 
 
-def run_timeline(folder: Path, results: RunResults, deps: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+def run_timeline(folder: Path, results: RunResults, deps: Mapping[str, Sequence[str]]) -> JsonObject:
     events = _events(folder)
     t0 = _ms(results.started_at) or 0.0
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, JsonObject] = {}
     ends: dict[str, float] = {}
     for result in results.nodes:  # run_results lists nodes in run order: deps come first
         spans = _spans(result.name, events, t0)
@@ -162,7 +162,7 @@ def run_timeline(folder: Path, results: RunResults, deps: Mapping[str, Sequence[
     }
 
 
-def _compare(newer: dict[str, Any], older: dict[str, Any]) -> None:
+def _compare(newer: JsonObject, older: JsonObject) -> None:
     before = {n["name"]: n["duration_ms"] for n in older["nodes"] if n["status"] == "success"}
     for node in newer["nodes"]:
         prev = before.get(node["name"])
@@ -176,7 +176,7 @@ def _compare(newer: dict[str, Any], older: dict[str, Any]) -> None:
     newer["previous_run"] = older["run_id"]
 
 
-def run_history(state_dir: Path, deps: Mapping[str, Sequence[str]], last: int) -> list[dict[str, Any]]:
+def run_history(state_dir: Path, deps: Mapping[str, Sequence[str]], last: int) -> list[JsonObject]:
     """The newest `last` runs whose record reads, newest first, each compared with the run before it."""
     timelines = []
     for run_id in run_ids(state_dir)[::-1]:
@@ -192,9 +192,9 @@ def run_history(state_dir: Path, deps: Mapping[str, Sequence[str]], last: int) -
     return timelines[:last]
 
 
-def check_history(runs: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def check_history(runs: Sequence[JsonObject]) -> dict[str, list[JsonObject]]:
     """Per check node, its outcome in each run (oldest first) that ran or skipped it."""
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[JsonObject]] = {}
     for run in reversed(runs):
         for node in run["nodes"]:
             if node["kind"] != NodeKind.CHECK:

@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from pipelinez import __version__
 from pipelinez.compile.described import Described
@@ -18,6 +17,7 @@ from pipelinez.compile.lineage import ProjectLineage
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode, SourceLoadNode
 from pipelinez.config.doc_blocks import DocBlock, collect_doc_blocks, render_description
 from pipelinez.config.model import Project
+from pipelinez.core.json_types import JsonObject
 from pipelinez.docs_site.history import check_history, run_history
 from pipelinez.docs_site.layout import layered_layout
 from pipelinez.engine.events import utc_now
@@ -34,7 +34,7 @@ class DocsInputs:
     runs: int  # how many runs of the history the page shows
 
     @cached_property
-    def lineage_by_pipeline(self) -> dict[str, dict[str, Any]]:
+    def lineage_by_pipeline(self) -> dict[str, JsonObject]:
         return self.lineage.to_dict()
 
     @cached_property
@@ -49,7 +49,7 @@ class DocsInputs:
 
 def _columns(
     columns: Sequence[tuple[str, str]], docs: Mapping[str, str], inputs: DocsInputs
-) -> list[dict[str, Any]]:
+) -> list[JsonObject]:
     return [{"name": c, "type": t, "description": inputs.describe(docs.get(c))} for c, t in columns]
 
 
@@ -57,7 +57,7 @@ def _retry(planned: PlannedNode | None) -> dict[str, object] | None:
     return planned.retry.to_dict() if planned is not None else None
 
 
-def _source_panel(node: SourceLoadNode, planned: PlannedNode | None, inputs: DocsInputs) -> dict[str, Any]:
+def _source_panel(node: SourceLoadNode, planned: PlannedNode | None, inputs: DocsInputs) -> JsonObject:
     project = inputs.plan.dag.project
     source = project.sources[node.source]
     spec = source.datasets[node.dataset]
@@ -79,7 +79,7 @@ def _source_panel(node: SourceLoadNode, planned: PlannedNode | None, inputs: Doc
     }
 
 
-def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) -> dict[str, Any]:
+def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) -> JsonObject:
     project = inputs.plan.dag.project
     source = project.pipelines[name]
     sidecar = source.sidecar
@@ -98,7 +98,7 @@ def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) ->
     }
 
 
-def _check_panel(node: CheckNode) -> dict[str, Any]:
+def _check_panel(node: CheckNode) -> JsonObject:
     check = node.check
     return {
         "title": node.name,
@@ -111,7 +111,7 @@ def _check_panel(node: CheckNode) -> dict[str, Any]:
     }
 
 
-def _sink_panel(node: SinkWriteNode, planned: PlannedNode | None, inputs: DocsInputs) -> dict[str, Any]:
+def _sink_panel(node: SinkWriteNode, planned: PlannedNode | None, inputs: DocsInputs) -> JsonObject:
     project = inputs.plan.dag.project
     sink = project.sinks[node.sink]
     spec = sink.outputs.get(node.output)
@@ -133,7 +133,7 @@ def _sink_panel(node: SinkWriteNode, planned: PlannedNode | None, inputs: DocsIn
     }
 
 
-def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> dict[str, Any]:
+def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> JsonObject:
     deps = list(node.deps)
     if isinstance(node, SourceLoadNode):
         kind, label, panel = SOURCE, f"{node.source}.{node.dataset}", _source_panel(node, planned, inputs)
@@ -158,7 +158,7 @@ def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> 
     }
 
 
-def _ephemeral_node(name: str, inputs: DocsInputs) -> dict[str, Any]:
+def _ephemeral_node(name: str, inputs: DocsInputs) -> JsonObject:
     pipeline = inputs.plan.dag.project.pipelines[name]
     return {
         "id": name,
@@ -170,7 +170,7 @@ def _ephemeral_node(name: str, inputs: DocsInputs) -> dict[str, Any]:
     }
 
 
-def docs_document(inputs: DocsInputs) -> dict[str, Any]:
+def docs_document(inputs: DocsInputs) -> JsonObject:
     dag = inputs.plan.dag
     planned = {p.node.name: p for p in inputs.plan.nodes}
     nodes = [_graph_node(node, planned.get(name), inputs) for name, node in dag.nodes.items()]
@@ -186,7 +186,7 @@ def docs_document(inputs: DocsInputs) -> dict[str, Any]:
     for node in nodes:
         node["status"] = last.get(node["id"])
         node["layer"], node["row"] = positions[node["id"]]
-    document: dict[str, Any] = dag.redactor.deep(
+    document: JsonObject = dag.redactor.deep(
         {
             "project": _project(dag.project),
             "nodes": nodes,
@@ -197,7 +197,7 @@ def docs_document(inputs: DocsInputs) -> dict[str, Any]:
     return document
 
 
-def _project(project: Project) -> dict[str, Any]:
+def _project(project: Project) -> JsonObject:
     return {
         "name": project.name,
         "generated_at": utc_now(),
@@ -206,7 +206,7 @@ def _project(project: Project) -> dict[str, Any]:
     }
 
 
-def _last_status(runs: Sequence[dict[str, Any]]) -> dict[str, str]:
+def _last_status(runs: Sequence[JsonObject]) -> dict[str, str]:
     """Each node's status in the newest run that recorded it."""
     last: dict[str, str] = {}
     for run in runs:  # newest first

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import printable
 from pipelinez.core.redact import Redactor
 from pipelinez.core.vocabulary import NodeError, NodeKind, NodeStatus, Provenance, RunStatus
@@ -28,7 +29,7 @@ class Event:
     EVENT: ClassVar[str] = "event"
     run_id: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         data = {"event": self.EVENT, "ts": utc_now()}
         data.update({k: v for k, v in asdict(self).items() if v is not None or k in self._keep_none})
         return data
@@ -86,7 +87,7 @@ class BreakerStateChanged(Event):
     reason: str = ""
     retry_in_ms: int | None = None  # to open: when the next probe may go
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         data = super().to_dict()
         data["from"] = data.pop("from_state")
         data["to"] = data.pop("to_state")
@@ -119,7 +120,7 @@ class RunCompleted(Event):
     counts: dict[str, int] = field(default_factory=dict)
 
 
-Subscriber = Callable[[Event, dict[str, Any]], None]
+Subscriber = Callable[[Event, JsonObject], None]
 
 
 class EventBus:
@@ -146,7 +147,7 @@ class JsonlWriter:
     def __init__(self, path: Any):
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
 
-    def __call__(self, _event: Event, data: dict[str, Any]) -> None:
+    def __call__(self, _event: Event, data: JsonObject) -> None:
         self._file.write(json.dumps(data, default=str) + "\n")
         self._file.flush()
 

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipelinez.compile.compiler import CompileResult, compile_project
 from pipelinez.compile.dag import CompiledDag
@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what runs, retries and cleans imports when it is called: `p
     from pipelinez.engine.staging.staging_store import StagingStore
     from pipelinez.engine.state.run_results import RunArgs, RunResults
     from pipelinez.engine.state.runs import RunSummary
+from pipelinez.core.json_types import JsonObject
 from pipelinez.plan.planner import Plan, build_plan, plan_named
 
 
@@ -370,7 +371,7 @@ def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) ->
         return Cleaned(removed, kept)
 
 
-def _staging_settings(root: Path, environ: Mapping[str, str] | None) -> dict[str, Any] | None:
+def _staging_settings(root: Path, environ: Mapping[str, str] | None) -> JsonObject | None:
     """engine.staging as this invocation renders it ({} when the project has none); None when the project
     cannot say (a broken file, an unset variable): then only what runs staged on folders is deleted."""
     project, _ = load_project(root, partial=True)

@@ -19,6 +19,7 @@ from typing import Any
 from pipelinez import __version__
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core import failpoints
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.redact import Redactor
 from pipelinez.core.vocabulary import NodeError, NodeKind, NodeStatus, Provenance, RunStatus, Tier
 
@@ -32,10 +33,10 @@ class UnreadableResults(ValueError):
 
 
 # version N -> function taking a version-N dict to a version-N+1 dict. Empty while v1 is the only version.
-_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+_UPGRADES: dict[int, Callable[[JsonObject], JsonObject]] = {}
 
 
-def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+def upgrade(data: JsonObject) -> JsonObject:
     """The dict of any version this pz has written, brought to SCHEMA_VERSION step by step."""
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -64,8 +65,8 @@ class RunArgs:
     executor: str = "local"  # local | ray
     staging: str | None = None  # the ray executor's staging folder (a retry of the run reads it)
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> JsonObject:
+        data: JsonObject = {
             "select": list(self.select),
             "exclude": list(self.exclude),
             "vars": dict(self.vars),
@@ -79,7 +80,7 @@ class RunArgs:
         return data
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> RunArgs:
+    def from_dict(data: JsonObject) -> RunArgs:
         threads, fail_fast = data.get("threads"), data.get("fail_fast")
         return RunArgs(
             tuple(str(s) for s in data.get("select") or ()),
@@ -108,8 +109,8 @@ class WatermarkRecord:
     null_rows: int = 0  # staged rows whose cursor is NULL
     trimmed: int = 0  # rows the connector delivered outside the bounds, deleted by the backstop
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"cursor": self.cursor, "low": self.low, "high": self.high}
+    def to_dict(self) -> JsonObject:
+        data: JsonObject = {"cursor": self.cursor, "low": self.low, "high": self.high}
         if self.upper is not None:
             data["upper"] = self.upper
         data["previous"] = self.previous
@@ -149,8 +150,8 @@ class PartitionResult:
     fingerprint: str | None = None  # of the partition's definition: a retry reuses it only for the same slice
     provenance: Provenance | None = None  # reused: a retry copied it from the failed run's staging
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"index": self.index, "rows": self.rows, "status": str(self.status)}
+    def to_dict(self) -> JsonObject:
+        data: JsonObject = {"index": self.index, "rows": self.rows, "status": str(self.status)}
         if self.fingerprint is not None:
             data["fingerprint"] = self.fingerprint
         if self.provenance is not None:
@@ -158,7 +159,7 @@ class PartitionResult:
         return data
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> PartitionResult:
+    def from_dict(data: JsonObject) -> PartitionResult:
         provenance = data.get("provenance")
         return PartitionResult(
             int(data["index"]),
@@ -192,8 +193,8 @@ class NodeResult:
         None  # a digest per part of what the id hashes (what changed, for retry)
     )
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> JsonObject:
+        data: JsonObject = {
             "id": self.id,
             "name": self.name,
             "kind": str(self.kind),
@@ -219,7 +220,7 @@ class NodeResult:
         return data
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> NodeResult:
+    def from_dict(data: JsonObject) -> NodeResult:
         error, tier, provenance = data.get("error"), data.get("tier"), data.get("provenance")
         partitions = data.get("partitions")
         return NodeResult(
@@ -262,7 +263,7 @@ class RunResults:
     def node(self, name: str) -> NodeResult:
         return next(n for n in self.nodes if n.name == name)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "$schema": SCHEMA_URL,
             "schema_version": SCHEMA_VERSION,
