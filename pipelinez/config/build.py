@@ -36,6 +36,7 @@ from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import (
     DEFAULT_STRATEGY,
     Duplicates,
+    InstanceKind,
     Materialization,
     StagingCompression,
     Strategy,
@@ -140,16 +141,16 @@ def build_source(doc: YamlDoc) -> SourceSpec:
     datasets = {
         name: _dataset(doc, name, entry or {}) for name, entry in _mapping(data.get("datasets")).items()
     }
-    return SourceSpec(**_instance(doc, "source"), datasets=datasets)
+    return SourceSpec(**_instance(doc, InstanceKind.SOURCE), datasets=datasets)
 
 
 def build_sink(doc: YamlDoc) -> SinkSpec:
     data = doc.data
     outputs = {name: _output(doc, name, entry or {}) for name, entry in _mapping(data.get("outputs")).items()}
-    return SinkSpec(**_instance(doc, "sink"), outputs=outputs)
+    return SinkSpec(**_instance(doc, InstanceKind.SINK), outputs=outputs)
 
 
-def _instance(doc: YamlDoc, kind: str) -> JsonObject:
+def _instance(doc: YamlDoc, kind: InstanceKind) -> JsonObject:
     data = doc.data
     concurrency = data.get("max_concurrency")
     engine = _mapping(data.get("engine"))

@@ -12,6 +12,7 @@ from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import (
     CheckSeverity,
     Duplicates,
+    InstanceKind,
     Materialization,
     StagingCompression,
     Strategy,
@@ -124,7 +125,7 @@ class OutputSpec:
 class InstanceSpec:
     """A source or sink instance: one YAML file under sources/ or sinks/."""
 
-    kind: str  # "source" | "sink"
+    kind: InstanceKind
     name: str
     file: str  # project-relative path
     connector: str

@@ -98,6 +98,27 @@ class VarType(StrEnum):
     TIMESTAMP = "timestamp"
 
 
+class RunCommand(StrEnum):
+    """The command a run was started by (run_results.json `command`, the `run_started` event)."""
+
+    RUN = "run"
+    RETRY = "retry"
+
+
+class ExecutorKind(StrEnum):
+    """Where a run's nodes execute (`--executor`, PZ_EXECUTOR; run_results.json `args.executor`)."""
+
+    LOCAL = "local"  # threads of this process, staging in .pz/runs/<run-id>/staging.duckdb
+    RAY = "ray"  # Ray tasks, staging on a shared folder or object store
+
+
+class InstanceKind(StrEnum):
+    """What a YAML file under sources/ or sinks/ declares."""
+
+    SOURCE = "source"
+    SINK = "sink"
+
+
 class Provenance(StrEnum):
     REUSED = "reused"  # a retry copied the source load from the failed run's staging
     CARRIED_FORWARD = "carried_forward"  # a retry kept a committed sink write

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import printable
 from pipelinez.core.redact import Redactor
-from pipelinez.core.vocabulary import NodeError, NodeKind, NodeStatus, Provenance, RunStatus
+from pipelinez.core.vocabulary import NodeError, NodeKind, NodeStatus, Provenance, RunCommand, RunStatus
 from pipelinez.engine.resilience.breaker import State
 
 
@@ -40,7 +40,7 @@ class Event:
 @dataclass(frozen=True)
 class RunStarted(Event):
     EVENT: ClassVar[str] = "run_started"
-    command: str = "run"
+    command: RunCommand = RunCommand.RUN
     selection: list[str] = field(default_factory=list)
     nodes: int = 0
     retry_of: str | None = None

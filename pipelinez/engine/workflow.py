@@ -24,7 +24,7 @@ from pipelinez.config.loader import find_project_root, load_project
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
 from pipelinez.core.run_state import RunState, StateFileError, Watermark
-from pipelinez.core.vocabulary import RunStatus
+from pipelinez.core.vocabulary import RunCommand, RunStatus
 from pipelinez.engine.connect.connectivity import check_connectivity
 from pipelinez.engine.events import Subscriber
 
@@ -140,7 +140,7 @@ def run(
     fail_fast: bool | None = None,
     full_refresh: bool = False,
     subscribers: Sequence[Subscriber] = (),
-    command: str = "run",
+    command: RunCommand = RunCommand.RUN,
     executor: str | None = None,
     staging: str | None = None,
 ) -> RunOutcome:
@@ -270,7 +270,7 @@ def retry(
             handed = True
             outcome = execute(
                 retry_plan,
-                command="retry",
+                command=RunCommand.RETRY,
                 args=args,
                 warnings=warnings,
                 subscribers=subscribers,

@@ -508,7 +508,7 @@ def _land_partition(
     request: DatasetRequest,
     partition: Partition,
     table: str,
-    tier: str,
+    tier: Tier,
 ) -> None:
     if tier == NATIVE:
         connector.extract_native(cur, request, partition, quote_ident(table))

@@ -206,8 +206,8 @@ class Executor:
         failure = reason if isinstance(reason, NodeFailure) else NodeFailure("PZ0506", str(reason))
         self._finish(AttemptResult(key, self._attempts.get(key, 0), failure=failure))
 
-    def give_up(self, key: str, status: str, reason: str) -> None:
-        self._give_up(key, NodeStatus(status), reason)
+    def give_up(self, key: str, status: NodeStatus, reason: str) -> None:
+        self._give_up(key, status, reason)
 
     def _give_up(self, key: str, status: NodeStatus, reason: str) -> None:
         result = self.results[key]

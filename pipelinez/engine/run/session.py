@@ -23,7 +23,7 @@ from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.oserrors import os_reason
 from pipelinez.core.redact import Redactor
 from pipelinez.core.run_state import RunState
-from pipelinez.core.vocabulary import NodeError, NodeStatus, RunStatus
+from pipelinez.core.vocabulary import NodeError, NodeStatus, RunCommand, RunStatus
 from pipelinez.engine.events import (
     EventBus,
     JsonlWriter,
@@ -182,7 +182,7 @@ class RunSession:
 def execute(
     plan: Plan,
     *,
-    command: str,
+    command: RunCommand,
     args: RunArgs,
     warnings: Sequence[Diagnostic] = (),
     subscribers: Sequence[Subscriber] = (),

@@ -21,7 +21,16 @@ from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core import failpoints
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.redact import Redactor
-from pipelinez.core.vocabulary import NodeError, NodeKind, NodeStatus, Provenance, RunStatus, Tier
+from pipelinez.core.vocabulary import (
+    ExecutorKind,
+    NodeError,
+    NodeKind,
+    NodeStatus,
+    Provenance,
+    RunCommand,
+    RunStatus,
+    Tier,
+)
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "run_results.json"
@@ -62,7 +71,7 @@ class RunArgs:
     threads: int | None = None
     fail_fast: bool | None = None
     full_refresh: bool = False
-    executor: str = "local"  # local | ray
+    executor: ExecutorKind = ExecutorKind.LOCAL
     staging: str | None = None  # the ray executor's staging folder (a retry of the run reads it)
 
     def to_dict(self) -> JsonObject:
@@ -74,7 +83,9 @@ class RunArgs:
             "fail_fast": self.fail_fast,
             "full_refresh": self.full_refresh,
         }
-        if self.executor != "local":  # recorded when not the default, as older files have no such keys
+        if (
+            self.executor != ExecutorKind.LOCAL
+        ):  # recorded when not the default, as older files have no such keys
             data["executor"] = self.executor
             data["staging"] = self.staging
         return data
@@ -89,7 +100,7 @@ class RunArgs:
             int(threads) if threads is not None else None,
             bool(fail_fast) if fail_fast is not None else None,
             bool(data.get("full_refresh", False)),
-            str(data.get("executor") or "local"),
+            ExecutorKind(data.get("executor") or ExecutorKind.LOCAL),
             str(data["staging"]) if data.get("staging") else None,
         )
 
@@ -248,7 +259,7 @@ class NodeResult:
 @dataclass
 class RunResults:
     run_id: str
-    command: str
+    command: RunCommand
     started_at: str
     selection: list[str]
     args: RunArgs
@@ -291,7 +302,7 @@ class RunResults:
             error = data.get("error")
             return RunResults(
                 run_id=str(data["run_id"]),
-                command=str(data["command"]),
+                command=RunCommand(data["command"]),
                 started_at=str(data["started_at"]),
                 selection=[str(s) for s in data.get("selection") or ()],
                 args=RunArgs.from_dict(data.get("args") or {}),
