@@ -134,3 +134,25 @@ def test_events_carry_enums_and_serialize_their_strings() -> None:
     )
     assert json.loads(json.dumps(done.to_dict()))["status"] == "warn"
     assert json.loads(json.dumps(change.to_dict()))["to"] == "half_open"
+
+
+def test_the_published_schema_describes_the_records() -> None:
+    from jsonschema import Draft202012Validator
+
+    from pipelinez.engine.state import run_results
+
+    schema = json.loads((Path(run_results.__file__).parent / "schemas" / "run_results.v1.json").read_text())
+    node = {"$ref": "#/$defs/node", "$defs": schema["$defs"]}
+    result = NodeResult.from_dict(
+        {
+            "id": "0" * 16,
+            "name": "src_a__b",
+            "kind": "source_load",
+            "status": "failed",
+            "watermark": WATERMARK,
+        }
+    )
+    result.partitions = [run_results.PartitionResult(0, 2, NodeStatus.SUCCESS, "sha256:x")]
+    Draft202012Validator(node).validate(json.loads(json.dumps(result.to_dict())))
+    bad = {**result.to_dict(), "watermark": {**WATERMARK, "high_water": "x"}}
+    assert list(Draft202012Validator(node).iter_errors(bad))  # a key the record does not have
