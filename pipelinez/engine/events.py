@@ -11,7 +11,8 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import ClassVar
 
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import printable
@@ -144,7 +145,7 @@ class EventBus:
 class JsonlWriter:
     """Appends each event as one JSON line to a file (events.jsonl)."""
 
-    def __init__(self, path: Any):
+    def __init__(self, path: Path):
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
 
     def __call__(self, _event: Event, data: JsonObject) -> None:

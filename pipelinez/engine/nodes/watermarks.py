@@ -19,11 +19,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipelinez.compile.graph import descendants
 from pipelinez.compile.incremental_yaml import utc_text
-from pipelinez.compile.nodes import SinkWriteNode, SourceLoadNode
+from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.watermark_literal import ZONED
 from pipelinez.connectors.sdk import ReadBounds, bounds_predicate
 from pipelinez.core import duck_catalog
@@ -183,7 +183,7 @@ def decide(
     return Decision(True, f"committed {load.capture.high}")
 
 
-def downstream_sinks(nodes: Mapping[str, Any], load: str) -> list[str]:
+def downstream_sinks(nodes: Mapping[str, Node], load: str) -> list[str]:
     """Every sink write that reads `load` through any chain of nodes (`nodes`: the whole project's DAG)."""
     edges = {name: list(node.deps) for name, node in nodes.items()}
     return sorted(n for n in descendants(edges, [load]) if isinstance(nodes[n], SinkWriteNode))
@@ -199,7 +199,7 @@ class RunCommit:
 
 
 def commit_run(
-    nodes: Mapping[str, Any],
+    nodes: Mapping[str, Node],
     statuses: Mapping[str, NodeStatus],
     provenance: Mapping[str, Provenance | None],
     captures: Mapping[str, Capture],

@@ -37,7 +37,7 @@ from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.engine.run.executor_choice import is_object_store
-from pipelinez.engine.staging.staging_store import ReuseUnavailable, first_line
+from pipelinez.engine.staging.staging_store import ReuseUnavailable, StagedLoad, first_line
 
 if TYPE_CHECKING:
     import duckdb
@@ -445,7 +445,9 @@ def _lossy(duck_type: str) -> bool:
     return any(w in _LOSSY for w in words)
 
 
-def _fingerprint(node_id: str, rows: int, columns: tuple[StagedColumn, ...], files: Any) -> str:
+def _fingerprint(
+    node_id: str, rows: int, columns: tuple[StagedColumn, ...], files: tuple[tuple[str, int], ...]
+) -> str:
     text = json.dumps(
         {"node_id": node_id, "rows": rows, "columns": [[c.name, c.type] for c in columns], "files": files},
         sort_keys=True,
@@ -459,7 +461,7 @@ class SharedStagingStore:
 
     root: StagingRoot
 
-    def unusable(self, staged: Any) -> str | None:
+    def unusable(self, staged: StagedLoad) -> str | None:
         try:
             manifest = self.root.read_manifest(staged.run_id, staged.table)
         except ReuseUnavailable as exc:
