@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypedDict
 
 from pipelinez.config.checks import build_check
 from pipelinez.config.model import (
@@ -31,6 +31,7 @@ from pipelinez.config.model import (
 from pipelinez.config.positions import JsonPath
 from pipelinez.config.schema_defs import DEFAULT_KEEP_LAST
 from pipelinez.config.yaml_loader import YamlDoc
+from pipelinez.core.diagnostics import Place
 from pipelinez.core.durations import parse_duration
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import (
@@ -150,7 +151,21 @@ def build_sink(doc: YamlDoc) -> SinkSpec:
     return SinkSpec(**_instance(doc, InstanceKind.SINK), outputs=outputs)
 
 
-def _instance(doc: YamlDoc, kind: InstanceKind) -> JsonObject:
+class _InstanceFields(TypedDict):
+    """The fields a source and a sink file share (`InstanceSpec`)."""
+
+    kind: InstanceKind
+    name: str
+    file: str
+    connector: str
+    connection: JsonObject
+    max_concurrency: int | None
+    retry: RetrySpec
+    force_universal: bool | None
+    place: Place
+
+
+def _instance(doc: YamlDoc, kind: InstanceKind) -> _InstanceFields:
     data = doc.data
     concurrency = data.get("max_concurrency")
     engine = _mapping(data.get("engine"))

@@ -18,7 +18,7 @@ from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode
 from pipelinez.config.doc_blocks import DocBlock, collect_doc_blocks, render_description
 from pipelinez.config.model import Project
 from pipelinez.core.json_types import JsonObject
-from pipelinez.docs_site.history import check_history, run_history
+from pipelinez.docs_site.history import Timeline, check_history, run_history
 from pipelinez.docs_site.layout import layered_layout
 from pipelinez.engine.events import utc_now
 from pipelinez.plan.planner import Plan, PlannedNode
@@ -206,7 +206,7 @@ def _project(project: Project) -> JsonObject:
     }
 
 
-def _last_status(runs: Sequence[JsonObject]) -> dict[str, str]:
+def _last_status(runs: Sequence[Timeline]) -> dict[str, str]:
     """Each node's status in the newest run that recorded it."""
     last: dict[str, str] = {}
     for run in runs:  # newest first
