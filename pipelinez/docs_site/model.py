@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 from pipelinez import __version__
 from pipelinez.compile.described import Described
@@ -24,6 +25,86 @@ from pipelinez.engine.events import utc_now
 from pipelinez.plan.planner import Plan, PlannedNode
 
 SOURCE, PIPELINE, CHECK, SINK = "source", "pipeline", "check", "sink"
+
+
+class Column(TypedDict):
+    name: str
+    type: str
+    description: str | None
+
+
+class Incremental(TypedDict):
+    cursor: str
+    watermark: str | None
+    reads: str
+
+
+class SourcePanel(TypedDict):
+    title: str
+    description: str | None
+    file: str
+    connector: str
+    options: JsonObject  # the dataset's connector-owned keys, raw
+    columns: list[Column]
+    contract: bool
+    tier: str | None
+    incremental: Incremental | None
+    retry: dict[str, object] | None
+    staging_table: str
+
+
+class PipelinePanel(TypedDict):
+    title: str
+    description: str | None
+    file: str
+    materialized: str
+    sql: str
+    sinks: list[str]
+    columns: list[Column]
+    lineage: JsonObject
+
+
+class CheckPanel(TypedDict):
+    title: str
+    target: str
+    type: str
+    options: JsonObject  # the check's options as written
+    severity: str
+    file: str | None
+    sql: str
+
+
+class SinkPanel(TypedDict):
+    title: str
+    description: str | None
+    file: str
+    connector: str
+    options: JsonObject  # the output's connector-owned keys, raw
+    strategy: str
+    keys: list[str]
+    duplicates: str | None
+    guarantee: str | None
+    tier: str
+    retry: dict[str, object] | None
+    pipeline: str
+    columns: list[Column]
+
+
+Panel = SourcePanel | PipelinePanel | CheckPanel | SinkPanel
+
+
+class GraphNode(TypedDict):
+    """One node of the page's graph, with the panel its click opens."""
+
+    id: str
+    kind: str  # source | pipeline | check | sink
+    label: str
+    deps: list[str]
+    tags: list[str]
+    panel: Panel
+    status: NotRequired[str | None]  # in the newest run that recorded it
+    layer: NotRequired[int]
+    row: NotRequired[int]
 
 
 @dataclass
@@ -47,9 +128,7 @@ class DocsInputs:
         return None if description is None else render_description(description, self.doc_blocks)
 
 
-def _columns(
-    columns: Sequence[tuple[str, str]], docs: Mapping[str, str], inputs: DocsInputs
-) -> list[JsonObject]:
+def _columns(columns: Sequence[tuple[str, str]], docs: Mapping[str, str], inputs: DocsInputs) -> list[Column]:
     return [{"name": c, "type": t, "description": inputs.describe(docs.get(c))} for c, t in columns]
 
 
@@ -57,7 +136,7 @@ def _retry(planned: PlannedNode | None) -> dict[str, object] | None:
     return planned.retry.to_dict() if planned is not None else None
 
 
-def _source_panel(node: SourceLoadNode, planned: PlannedNode | None, inputs: DocsInputs) -> JsonObject:
+def _source_panel(node: SourceLoadNode, planned: PlannedNode | None, inputs: DocsInputs) -> SourcePanel:
     project = inputs.plan.dag.project
     source = project.sources[node.source]
     spec = source.datasets[node.dataset]
@@ -79,7 +158,7 @@ def _source_panel(node: SourceLoadNode, planned: PlannedNode | None, inputs: Doc
     }
 
 
-def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) -> JsonObject:
+def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) -> PipelinePanel:
     project = inputs.plan.dag.project
     source = project.pipelines[name]
     sidecar = source.sidecar
@@ -98,7 +177,7 @@ def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) ->
     }
 
 
-def _check_panel(node: CheckNode) -> JsonObject:
+def _check_panel(node: CheckNode) -> CheckPanel:
     check = node.check
     return {
         "title": node.name,
@@ -111,7 +190,7 @@ def _check_panel(node: CheckNode) -> JsonObject:
     }
 
 
-def _sink_panel(node: SinkWriteNode, planned: PlannedNode | None, inputs: DocsInputs) -> JsonObject:
+def _sink_panel(node: SinkWriteNode, planned: PlannedNode | None, inputs: DocsInputs) -> SinkPanel:
     project = inputs.plan.dag.project
     sink = project.sinks[node.sink]
     spec = sink.outputs.get(node.output)
@@ -133,8 +212,9 @@ def _sink_panel(node: SinkWriteNode, planned: PlannedNode | None, inputs: DocsIn
     }
 
 
-def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> JsonObject:
+def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> GraphNode:
     deps = list(node.deps)
+    panel: Panel
     if isinstance(node, SourceLoadNode):
         kind, label, panel = SOURCE, f"{node.source}.{node.dataset}", _source_panel(node, planned, inputs)
     elif isinstance(node, PipelineNode):
@@ -158,7 +238,7 @@ def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> 
     }
 
 
-def _ephemeral_node(name: str, inputs: DocsInputs) -> JsonObject:
+def _ephemeral_node(name: str, inputs: DocsInputs) -> GraphNode:
     pipeline = inputs.plan.dag.project.pipelines[name]
     return {
         "id": name,
