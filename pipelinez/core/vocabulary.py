@@ -119,6 +119,14 @@ class InstanceKind(StrEnum):
     SINK = "sink"
 
 
+class BreakerState(StrEnum):
+    """A source or sink instance's circuit breaker (`engine.resilience.breaker`; `breaker_state_changed`)."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
 class Provenance(StrEnum):
     REUSED = "reused"  # a retry copied the source load from the failed run's staging
     CARRIED_FORWARD = "carried_forward"  # a retry kept a committed sink write

@@ -17,8 +17,15 @@ from typing import ClassVar
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import printable
 from pipelinez.core.redact import Redactor
-from pipelinez.core.vocabulary import NodeError, NodeKind, NodeStatus, Provenance, RunCommand, RunStatus
-from pipelinez.engine.resilience.breaker import State
+from pipelinez.core.vocabulary import (
+    BreakerState,
+    NodeError,
+    NodeKind,
+    NodeStatus,
+    Provenance,
+    RunCommand,
+    RunStatus,
+)
 
 
 def utc_now() -> str:
@@ -83,8 +90,8 @@ class NodeRetry(Event):
 class BreakerStateChanged(Event):
     EVENT: ClassVar[str] = "breaker_state_changed"
     instance: str = ""  # source:<name> | sink:<name>
-    from_state: State = State.CLOSED
-    to_state: State = State.CLOSED
+    from_state: BreakerState = BreakerState.CLOSED
+    to_state: BreakerState = BreakerState.CLOSED
     reason: str = ""
     retry_in_ms: int | None = None  # to open: when the next probe may go
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from pipelinez.config.loader import load_project
 from pipelinez.core.diagnostics import DiagnosticSeverity, error, warning
 from pipelinez.core.vocabulary import (
+    BreakerState,
     CheckSeverity,
     Duplicates,
     Materialization,
@@ -20,7 +21,6 @@ from pipelinez.core.vocabulary import (
     VarType,
 )
 from pipelinez.engine import events
-from pipelinez.engine.resilience.breaker import State
 from pipelinez.engine.staging.shared_staging import ManifestPartition, StagedColumn, TableManifest
 from pipelinez.engine.state.run_results import NodeResult, WatermarkRecord
 from tests.conftest import write_project
@@ -130,7 +130,7 @@ def test_manifest_partitions_are_records_with_the_same_json() -> None:
 def test_events_carry_enums_and_serialize_their_strings() -> None:
     done = events.NodeCompleted("r", name="p", kind=NodeKind.PIPELINE, status=NodeStatus.WARN)
     change = events.BreakerStateChanged(
-        "r", instance="source:pg", from_state=State.OPEN, to_state=State.HALF_OPEN
+        "r", instance="source:pg", from_state=BreakerState.OPEN, to_state=BreakerState.HALF_OPEN
     )
     assert json.loads(json.dumps(done.to_dict()))["status"] == "warn"
     assert json.loads(json.dumps(change.to_dict()))["to"] == "half_open"
