@@ -34,6 +34,7 @@ from pipelinez.core.diagnostics import (
     PzValidationError,
     error,
 )
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.stop_signals import sigterm_stops_the_run
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy, Tier
 from pipelinez.engine import workflow
@@ -117,7 +118,7 @@ __all__ = [
     "write_schemas",
 ]
 
-OnEvent = Callable[[dict[str, Any]], None]
+OnEvent = Callable[[JsonObject], None]
 PathLike = str | os.PathLike[str]
 EXECUTORS = ("local", "ray")
 
@@ -141,10 +142,10 @@ class _Forward:
         self.on_event = on_event
         self.failed: tuple[str, Exception] | None = None
 
-    def subscribers(self) -> list[Callable[[Event, dict[str, Any]], None]]:
+    def subscribers(self) -> list[Callable[[Event, JsonObject], None]]:
         return [self] if self.on_event is not None else []
 
-    def __call__(self, _event: Event, data: dict[str, Any]) -> None:
+    def __call__(self, _event: Event, data: JsonObject) -> None:
         if self.on_event is None or self.failed is not None:
             return
         try:
@@ -195,7 +196,7 @@ class PlanNode:
     retry: RetryPolicy | None  # the effective policy, for a node whose config declares one
     note: str | None = None
     breaker: str | None = None  # the instance whose circuit breaker guards this node (engine.breaker set)
-    incremental: dict[str, Any] | None = None  # an incremental load: cursor, watermark, next read's bounds
+    incremental: JsonObject | None = None  # an incremental load: cursor, watermark, next read's bounds
     description: str | None = None  # its dataset's, pipeline's, output's or column's `description:`
 
     @staticmethod
@@ -217,7 +218,7 @@ class PlanNode:
             description,
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The fields of a `plan_node` line under `--log-format json`."""
         return {
             "name": self.name,
@@ -234,7 +235,7 @@ class PlanNode:
         }
 
 
-def _incremental(bounds: ReadBounds | None) -> dict[str, Any] | None:
+def _incremental(bounds: ReadBounds | None) -> JsonObject | None:
     if bounds is None:
         return None
     return {

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from pipelinez.cli.render import TextReporter
+from pipelinez.core.json_types import JsonObject
 
 
 class ProgressReporter:
@@ -38,7 +39,7 @@ class ProgressReporter:
                 style="dim",
             )
 
-    def __call__(self, data: dict[str, Any]) -> None:
+    def __call__(self, data: JsonObject) -> None:
         kind = data["event"]
         with self._lock:
             if kind == "run_started":

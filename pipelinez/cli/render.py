@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from pipelinez.core.diagnostics import Diagnostic
+from pipelinez.core.json_types import JsonObject
 
 if TYPE_CHECKING:
     from pipelinez.api import ColumnLineageReport, RetryOutcome, RunPlan, RunSummary
@@ -42,7 +43,7 @@ def diagnostics_report(diags: Sequence[Diagnostic]) -> list[str]:
     return lines
 
 
-def node_lines(data: dict[str, Any]) -> list[str]:
+def node_lines(data: JsonObject) -> list[str]:
     """The text lines of one node_completed event (reference section 8)."""
     name, status = data["name"], data["status"]
     rows, ms = data.get("rows", 0), data.get("duration_ms", 0)
@@ -83,7 +84,7 @@ def _seconds(ms: int) -> str:
     return f"{ms / 1000:.1f}s" if ms < 60_000 else f"{ms / 60_000:.1f}m"
 
 
-def node_retry_lines(data: dict[str, Any]) -> list[str]:
+def node_retry_lines(data: JsonObject) -> list[str]:
     """The text lines of one node_retry event: the node, when its next attempt goes, and why."""
     lines = [f"RETRY {data['name']} attempt {int(data['attempt']) + 1} in {_seconds(int(data['delay_ms']))}"]
     err = data.get("error")
@@ -92,7 +93,7 @@ def node_retry_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def breaker_lines(data: dict[str, Any]) -> list[str]:
+def breaker_lines(data: JsonObject) -> list[str]:
     """The text line of one breaker_state_changed event."""
     line = f"BREAKER {data['instance']} {data['from']} -> {data['to']}"
     if data.get("reason"):
@@ -127,7 +128,7 @@ class TextReporter:
     def out(self) -> TextIO:
         return self._out or sys.stdout
 
-    def __call__(self, data: dict[str, Any]) -> None:
+    def __call__(self, data: JsonObject) -> None:
         lines: list[str] = []
         kind = data["event"]
         if kind == "node_completed":
@@ -153,7 +154,7 @@ class JsonReporter:
     def __init__(self, out: TextIO | None = None):
         self._out = out
 
-    def __call__(self, data: dict[str, Any]) -> None:
+    def __call__(self, data: JsonObject) -> None:
         _write(self._out or sys.stdout, [json.dumps(data, default=str)])
 
 

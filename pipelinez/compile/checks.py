@@ -15,7 +15,7 @@ from typing import Any
 from pipelinez.config.model import CheckSpec
 from pipelinez.core.durations import parse_duration
 from pipelinez.core.sqlnames import quote_ident, quote_literal
-from pipelinez.core.vocabulary import Severity
+from pipelinez.core.vocabulary import CheckSeverity
 
 TABLE_LEVEL = frozenset({"row_count", "freshness"})
 DEFAULT_THRESHOLD = "!=0"
@@ -37,7 +37,9 @@ class CheckOutcome:
     failed: bool
     rows: int
     message: str
-    severity: Severity = Severity.ERROR  # when failed: error blocks, warn only reports (config thresholds)
+    severity: CheckSeverity = (
+        CheckSeverity.ERROR
+    )  # when failed: error blocks, warn only reports (config thresholds)
 
 
 def threshold_hit(count: int, threshold: str) -> bool:
@@ -48,13 +50,16 @@ def threshold_hit(count: int, threshold: str) -> bool:
     return _COMPARE[match.group(1)](count, int(match.group(2)))
 
 
-def _verdict(check: CheckSpec, count: int) -> tuple[Severity | None, str]:
+def _verdict(check: CheckSpec, count: int) -> tuple[CheckSeverity | None, str]:
     """dbt's order: with severity error, error_if is tried first, then warn_if; with severity warn only
     warn_if. (the severity reached or None, the threshold that decided it when it is not the default)."""
-    if check.severity == Severity.ERROR and threshold_hit(count, check.error_if):
-        return Severity.ERROR, "" if check.error_if == DEFAULT_THRESHOLD else f"error_if {check.error_if}"
+    if check.severity == CheckSeverity.ERROR and threshold_hit(count, check.error_if):
+        return (
+            CheckSeverity.ERROR,
+            "" if check.error_if == DEFAULT_THRESHOLD else f"error_if {check.error_if}",
+        )
     if threshold_hit(count, check.warn_if):
-        return Severity.WARN, "" if check.warn_if == DEFAULT_THRESHOLD else f"warn_if {check.warn_if}"
+        return CheckSeverity.WARN, "" if check.warn_if == DEFAULT_THRESHOLD else f"warn_if {check.warn_if}"
     return None, ""
 
 
@@ -168,5 +173,7 @@ def outcome(check: CheckSpec, target: str, failing: int, observed: str | None) -
     return _decided(failed, failing, msg, severity, why)
 
 
-def _decided(failed: bool, rows: int, message: str, severity: Severity | None, why: str) -> CheckOutcome:
-    return CheckOutcome(failed, rows, f"{message} ({why})" if why else message, severity or Severity.ERROR)
+def _decided(failed: bool, rows: int, message: str, severity: CheckSeverity | None, why: str) -> CheckOutcome:
+    return CheckOutcome(
+        failed, rows, f"{message} ({why})" if why else message, severity or CheckSeverity.ERROR
+    )

@@ -18,11 +18,11 @@ forgiving). The identity is hashed as a digest, never stored in the clear (it ma
 from __future__ import annotations
 
 import re
-from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pipelinez.connectors import registry
 from pipelinez.core.diagnostics import ConnectorHostError
+from pipelinez.core.json_types import JsonObject
 
 ID_KEYWORD = "x-pz-id"
 EXCLUDE, STRIP = "exclude", "strip-credentials"
@@ -60,13 +60,13 @@ _URI = re.compile(r"^[A-Za-z][\w+.-]*://")
 _LIBPQ_PAIR = re.compile(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)")
 
 
-def connection_identity(connector: str, connection: dict[str, Any]) -> dict[str, Any]:
+def connection_identity(connector: str, connection: JsonObject) -> JsonObject:
     """The part of `connection` that says where the data is (see the module docstring)."""
     try:
         properties = registry.manifest_of(connector).connection_schema.get("properties") or {}
     except ConnectorHostError:  # tier 3 reported it; without the manifest, every key is identity
         properties = {}
-    identity: dict[str, Any] = {}
+    identity: JsonObject = {}
     for key, value in connection.items():
         spec = properties.get(key)
         how = spec.get(ID_KEYWORD) if isinstance(spec, dict) else None

@@ -16,11 +16,12 @@ from pipelinez.config.suggest import did_you_mean
 from pipelinez.connectors import registry
 from pipelinez.connectors.sdk import Manifest
 from pipelinez.core.diagnostics import ConnectorHostError, Diagnostic, Place, error
+from pipelinez.core.json_types import JsonObject
 
 Locator = Callable[[str, tuple[str | int, ...]], Place]
 
 
-def coerce(schema: dict[str, Any], value: Any) -> Any:
+def coerce(schema: JsonObject, value: Any) -> Any:
     """Rendered templates are strings: turn '5432' into 5432 where the schema wants a number/boolean."""
     kind = schema.get("type")
     if isinstance(value, str):
@@ -41,8 +42,8 @@ def coerce(schema: dict[str, Any], value: Any) -> Any:
 
 
 def _schema_errors(
-    schema: dict[str, Any],
-    value: dict[str, Any],
+    schema: JsonObject,
+    value: JsonObject,
     code: str,
     what: str,
     file: str,
@@ -126,8 +127,8 @@ def validate_instances(
         diags += _schema_errors(
             manifest.connection_schema, connection, "PZ0301", what, spec.file, ("connection",), locate
         )
-        datasets: dict[str, dict[str, Any]] = {}
-        outputs: dict[str, dict[str, Any]] = {}
+        datasets: dict[str, JsonObject] = {}
+        outputs: dict[str, JsonObject] = {}
         if isinstance(spec, SourceSpec):
             for name, ds in spec.datasets.items():
                 datasets[name] = coerce(manifest.dataset_schema, inst.blocks.get(name, ds.options))
@@ -168,7 +169,7 @@ def validate_instances(
     return diags
 
 
-def _invalid_keys(schema: dict[str, Any], value: dict[str, Any]) -> set[str]:
+def _invalid_keys(schema: JsonObject, value: JsonObject) -> set[str]:
     """Top-level keys of `value` that fail `schema` (unknown keys included); "" for a root-level error."""
     keys: set[str] = set()
     for err in Draft202012Validator(schema).iter_errors(value):
@@ -235,9 +236,9 @@ def _strategy_rules(spec: SinkSpec, name: str, manifest: Manifest, locate: Locat
 
 def _connector_rules(
     spec: SourceSpec | SinkSpec,
-    connection: dict[str, Any],
-    datasets: dict[str, dict[str, Any]],
-    outputs: dict[str, dict[str, Any]],
+    connection: JsonObject,
+    datasets: dict[str, JsonObject],
+    outputs: dict[str, JsonObject],
     locate: Locator,
     schema_errors: bool = False,
 ) -> list[Diagnostic]:

@@ -6,7 +6,6 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pipelinez.compile.checks import check_sql
 from pipelinez.compile.gates import gate_checks
@@ -34,9 +33,10 @@ from pipelinez.compile.work import CheckWork, PipelineWork, engine_retry, sink_w
 from pipelinez.config.model import CheckSpec, Project
 from pipelinez.connectors.sdk import ReadBounds
 from pipelinez.core.diagnostics import Diagnostic, Place, error
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
-from pipelinez.core.vocabulary import Severity
+from pipelinez.core.vocabulary import CheckSeverity
 
 _REF_CALL = re.compile(r"""^\s*ref\(\s*['"]([A-Za-z_]\w*)['"]\s*\)\s*$""")
 _SOURCE_CALL = re.compile(r"""^\s*source\(\s*['"]([A-Za-z_]\w*)['"]\s*,\s*['"]([A-Za-z_]\w*)['"]\s*\)\s*$""")
@@ -54,7 +54,7 @@ class CompiledDag:
     warnings: list[Diagnostic] = field(default_factory=list)
     redactor: Redactor = field(default_factory=Redactor)
     # the ray executor's object-store staging settings (engine.staging), real values: may hold secrets
-    staging: dict[str, Any] = field(default_factory=dict, repr=False)
+    staging: JsonObject = field(default_factory=dict, repr=False)
 
     @property
     def edges(self) -> dict[str, tuple[str, ...]]:
@@ -229,7 +229,7 @@ class _NodeBuilder:
             work = CheckWork(
                 target,
                 sql,
-                Severity(check.severity),
+                check.severity,
                 tuple(deps),
                 check,
                 engine_retry(self.project),
@@ -237,7 +237,7 @@ class _NodeBuilder:
                 thresholds=(check.warn_if, check.error_if),
             )
             self.nodes[name] = CheckNode(name, CHECK, "", tuple(deps), check.place, tags, work=work)
-            if check.severity == Severity.ERROR:
+            if check.severity == CheckSeverity.ERROR:
                 self.blocking_checks.setdefault(target, []).append(name)
 
     def add_singular(self, key: str, info: PipelineInfo) -> None:
@@ -264,7 +264,7 @@ class _NodeBuilder:
         check = singular_check(info)
         target = deps[0] if deps else name
         outside = self.project.engine.external_access
-        work = CheckWork(target, sql, Severity.ERROR, deps, check, engine_retry(self.project), outside)
+        work = CheckWork(target, sql, CheckSeverity.ERROR, deps, check, engine_retry(self.project), outside)
         self.nodes[name] = CheckNode(name, CHECK, "", deps, check.place, (), work=work)
 
     def _rendered(self, check: CheckSpec) -> CheckSpec | None:

@@ -17,6 +17,8 @@ from decimal import Decimal
 from pathlib import PurePath
 from typing import Any
 
+from pipelinez.core.json_types import JsonObject
+
 ID_LENGTH = 16
 
 
@@ -34,7 +36,7 @@ def canonical(value: Any) -> Any:
             if f.metadata.get("id") != "exclude"
         )
     if fields is not None:
-        out: dict[str, Any] = {}
+        out: JsonObject = {}
         for name, how in fields:
             item = canonical(getattr(value, name))
             out[name] = digest(item) if how == "digest" else item

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from pipelinez.compile.templating import PlaceOf, TemplateFailure, Templater
 from pipelinez.config.model import InstanceSpec, Project, SinkSpec, SourceSpec
 from pipelinez.config.positions import JsonPath
 from pipelinez.core.diagnostics import Diagnostic
+from pipelinez.core.json_types import JsonObject
 
 
 @dataclass(frozen=True)
 class ResolvedInstance:
     spec: InstanceSpec
-    connection: dict[str, Any]  # real values (may hold secrets)
-    display_connection: dict[str, Any]  # secrets masked
-    blocks: dict[str, dict[str, Any]]  # dataset/output name -> rendered connector options
+    connection: JsonObject  # real values (may hold secrets)
+    display_connection: JsonObject  # secrets masked
+    blocks: dict[str, JsonObject]  # dataset/output name -> rendered connector options
 
     @property
     def name(self) -> str:
@@ -33,9 +33,9 @@ def resolve_instances(
     diags: list[Diagnostic] = []
 
     def resolve(spec: SourceSpec | SinkSpec) -> ResolvedInstance:
-        connection: dict[str, Any] = {}
-        display: dict[str, Any] = {}
-        blocks: dict[str, dict[str, Any]] = {}
+        connection: JsonObject = {}
+        display: JsonObject = {}
+        blocks: dict[str, JsonObject] = {}
 
         def values_under(block: JsonPath) -> PlaceOf:  # each value's own place in the file
             return lambda path: project.locate(spec.file, (*block, *path), at="value")

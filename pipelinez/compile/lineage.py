@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelinez.compile.described import Described
 from pipelinez.compile.nodes import Node, SourceLoadNode
+from pipelinez.core.json_types import JsonObject
 
 if TYPE_CHECKING:
     from sqlglot import exp
@@ -81,8 +82,8 @@ class ProjectLineage:
         """The pipeline columns computed directly from `ref`."""
         return [line for line in self.columns.values() if ref in line.upstream]
 
-    def to_dict(self) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
+    def to_dict(self) -> dict[str, JsonObject]:
+        out: dict[str, JsonObject] = {}
         for (pipeline, column), line in self.columns.items():
             out.setdefault(pipeline, {})[column] = {
                 "upstream": [[r.kind, r.table, r.column] for r in line.upstream],

@@ -13,6 +13,7 @@ from pipelinez.compile.semantic import PipelineInfo, call_problem
 from pipelinez.compile.templating import TemplateFailure, Templater
 from pipelinez.config.model import CheckSpec, PipelineSource, Project, SingularTest
 from pipelinez.core.diagnostics import Diagnostic, Place, error
+from pipelinez.core.vocabulary import CheckSeverity
 
 PREFIX = "test__"  # a singular test's check name; its node is chk_test__<stem>
 _NOT_HERE = ("sink", "watermark")
@@ -84,7 +85,9 @@ def _unterminated(query: str) -> str:
 
 def singular_check(info: PipelineInfo) -> CheckSpec:
     """The check a singular test runs as (type `singular`, named `test__<stem>`, at its file)."""
-    return CheckSpec("singular", {"file": info.source.file}, "error", info.name, Place(info.source.file))
+    return CheckSpec(
+        "singular", {"file": info.source.file}, CheckSeverity.ERROR, info.name, Place(info.source.file)
+    )
 
 
 def singular_sql(query: str) -> str:

@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pipelinez.core.json_types import JsonObject
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -148,7 +150,7 @@ def outside_reads(con: duckdb.DuckDBPyConnection, sql: str, prescan: bool = True
     return [_at_char(sql, read) for read in found]
 
 
-def _cte_names(nodes: list[dict[str, Any]]) -> set[str]:
+def _cte_names(nodes: list[JsonObject]) -> set[str]:
     return {
         str(entry.get("key", "")).lower()
         for node in nodes
@@ -182,7 +184,7 @@ def refused_statement(statement_type: str) -> str | None:
     return REFUSED_STATEMENTS.get(statement_type)
 
 
-def _nodes(value: Any) -> Iterator[dict[str, Any]]:
+def _nodes(value: Any) -> Iterator[JsonObject]:
     stack = [value]
     while stack:
         item = stack.pop()
@@ -193,7 +195,7 @@ def _nodes(value: Any) -> Iterator[dict[str, Any]]:
             stack.extend(reversed(item))
 
 
-def _read_of(node: dict[str, Any]) -> OutsideRead | None:
+def _read_of(node: JsonObject) -> OutsideRead | None:
     kind = node.get("type")
     if kind == "TABLE_FUNCTION":
         function = node.get("function") or {}
@@ -212,7 +214,7 @@ def _read_of(node: dict[str, Any]) -> OutsideRead | None:
     return None
 
 
-def _location(node: dict[str, Any]) -> int | None:
+def _location(node: JsonObject) -> int | None:
     location = node.get("query_location")
     return location if isinstance(location, int) and 0 <= location < 2**32 else None
 

@@ -10,18 +10,17 @@ the key, before anything runs, whichever executor the run uses.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pipelinez.compile.connector_static import coerce
 from pipelinez.compile.templating import TemplateFailure, Templater
 from pipelinez.config.model import Project
 from pipelinez.config.schema_defs import STAGING
 from pipelinez.core.diagnostics import Diagnostic, error
+from pipelinez.core.json_types import JsonObject
 
 PROJECT_FILE = "project.yml"
 
 
-def resolve_staging(project: Project, templater: Templater) -> tuple[dict[str, Any], list[Diagnostic]]:
+def resolve_staging(project: Project, templater: Templater) -> tuple[JsonObject, list[Diagnostic]]:
     """(the block's real values, its errors). Empty without a block: an s3:// staging is then read and
     written anonymously (a public bucket; the write probe before the run says when that is refused)."""
     block = project.engine.staging

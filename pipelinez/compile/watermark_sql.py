@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 from pipelinez.compile.templating import REF_TOKEN_RE, WATERMARK_TOKEN_RE
 from pipelinez.core import duck_connect
+from pipelinez.core.json_types import JsonObject
 
 if TYPE_CHECKING:
     import duckdb
 
-Json = dict[str, Any]
+Json = JsonObject
 
 
 class Cause(StrEnum):

@@ -33,7 +33,8 @@ from pipelinez.connectors.sdk import (
     choose_tier,
 )
 from pipelinez.core.diagnostics import ConnectorHostError
-from pipelinez.core.vocabulary import DEFAULT_STRATEGY, Severity, Strategy, Tier
+from pipelinez.core.json_types import JsonObject
+from pipelinez.core.vocabulary import DEFAULT_STRATEGY, CheckSeverity, Duplicates, Strategy, Tier
 
 RUN_ONLY: dict[str, str] = {"id": "exclude"}
 SECRET: dict[str, str] = {"id": "digest"}
@@ -49,13 +50,13 @@ class Endpoint:
 
     instance: str  # the source/sink name
     connector: str
-    connection: dict[str, Any] = field(repr=False, metadata=RUN_ONLY)  # rendered; may hold secrets
+    connection: JsonObject = field(repr=False, metadata=RUN_ONLY)  # rendered; may hold secrets
     project_dir: Path = field(metadata=RUN_ONLY)  # what relative paths in options are relative to
     file: str = field(metadata=RUN_ONLY)  # the instance's YAML file, for messages
     max_concurrency: int | None = field(default=None, metadata=RUN_ONLY)
     force_universal: bool = False
     # where the data is: the connection without credentials and transport settings (the node's identity)
-    connection_identity: dict[str, Any] = field(default_factory=dict, repr=False, metadata=SECRET)
+    connection_identity: JsonObject = field(default_factory=dict, repr=False, metadata=SECRET)
 
     def connect(self, note: Any = _no_note, run_id: str = "") -> Connector:
         """A connector instance for one attempt (the caller closes it). ConnectorHostError when its code
@@ -90,7 +91,7 @@ class SinkWriteWork:
     source_table: str  # the pipeline's staging table it writes (unquoted)
     tier: Tier
     retry: RetryPolicy = field(metadata=RUN_ONLY)
-    duplicates: str | None = None  # append: what to do with rows already in the target
+    duplicates: Duplicates | None = None  # append: what to do with rows already in the target
     declares_retry: bool = field(default=False, metadata=RUN_ONLY)
     view_sql: str = ""  # strategy: view: the view's query in the target (compile/sink_views.py)
     view_display: str = field(default="", metadata=RUN_ONLY)  # the same with secrets masked
@@ -114,7 +115,7 @@ class PipelineWork:
 class CheckWork:
     target: str  # the staging table it checks
     sql: str  # returns (failing BIGINT, detail VARCHAR)
-    severity: Severity
+    severity: CheckSeverity
     inputs: tuple[str, ...]
     check: CheckSpec = field(metadata=RUN_ONLY)  # name, type and options for the outcome message
     retry: RetryPolicy = field(metadata=RUN_ONLY)
@@ -166,7 +167,7 @@ def output_request(project: Project, inst: ResolvedInstance, output: str) -> Out
     if out is None:
         return OutputRequest(output, inst.blocks.get(output, {}), DEFAULT_STRATEGY)
     return OutputRequest(
-        output, inst.blocks.get(output, {}), Strategy(out.strategy), out.keys, out.on_delete, out.allow_empty
+        output, inst.blocks.get(output, {}), out.strategy, out.keys, out.on_delete, out.allow_empty
     )
 
 

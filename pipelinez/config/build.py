@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypedDict
 
 from pipelinez.config.dbt_tests import build_all_checks
 from pipelinez.config.model import (
@@ -31,8 +31,18 @@ from pipelinez.config.model import (
 from pipelinez.config.positions import JsonPath
 from pipelinez.config.schema_defs import DEFAULT_KEEP_LAST
 from pipelinez.config.yaml_loader import YamlDoc
+from pipelinez.core.diagnostics import Place
 from pipelinez.core.durations import parse_duration
-from pipelinez.core.vocabulary import DEFAULT_STRATEGY
+from pipelinez.core.json_types import JsonObject
+from pipelinez.core.vocabulary import (
+    DEFAULT_STRATEGY,
+    Duplicates,
+    InstanceKind,
+    Materialization,
+    StagingCompression,
+    Strategy,
+    VarType,
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +65,7 @@ def stem(doc: YamlDoc) -> str:
 def build_settings(doc: YamlDoc) -> ProjectSettings:
     data = doc.data
     variables = {
-        name: VarSpec(name, str(spec["type"]), spec.get("default"), doc.positions.place(("vars", name)))
+        name: VarSpec(name, VarType(spec["type"]), spec.get("default"), doc.positions.place(("vars", name)))
         for name, spec in _mapping(data.get("vars")).items()
     }
     env = {name: _env(doc, name, spec or {}) for name, spec in _mapping(data.get("env")).items()}
@@ -88,7 +98,7 @@ def _folder(doc: YamlDoc, folder: str, block: dict[str, Any]) -> FolderConfig:
     )
 
 
-def _env(doc: YamlDoc, name: str, spec: dict[str, Any]) -> EnvSpec:
+def _env(doc: YamlDoc, name: str, spec: JsonObject) -> EnvSpec:
     default = spec.get("default")
     return EnvSpec(
         name,
@@ -105,7 +115,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def build_engine(engine: dict[str, Any]) -> EngineSpec:
+def build_engine(engine: JsonObject) -> EngineSpec:
     breaker = engine.get("breaker")
     threads = engine.get("threads")
     return EngineSpec(
@@ -114,7 +124,9 @@ def build_engine(engine: dict[str, Any]) -> EngineSpec:
         force_universal=bool(engine.get("force_universal", False)),
         external_access=bool(engine.get("external_access", False)),
         memory_limit=str(engine.get("memory_limit", DEFAULT_MEMORY_LIMIT)).strip(),
-        staging_compression=str(engine.get("staging_compression", DEFAULT_STAGING_COMPRESSION)),
+        staging_compression=StagingCompression(
+            engine.get("staging_compression", DEFAULT_STAGING_COMPRESSION)
+        ),
         retry=build_retry(engine.get("retry")),
         breaker=None if breaker is None else build_breaker(breaker),
         staging=dict(_mapping(engine.get("staging"))),
@@ -148,16 +160,30 @@ def build_source(doc: YamlDoc) -> SourceSpec:
     datasets = {
         name: _dataset(doc, name, entry or {}) for name, entry in _mapping(data.get("datasets")).items()
     }
-    return SourceSpec(**_instance(doc, "source"), datasets=datasets)
+    return SourceSpec(**_instance(doc, InstanceKind.SOURCE), datasets=datasets)
 
 
 def build_sink(doc: YamlDoc) -> SinkSpec:
     data = doc.data
     outputs = {name: _output(doc, name, entry or {}) for name, entry in _mapping(data.get("outputs")).items()}
-    return SinkSpec(**_instance(doc, "sink"), outputs=outputs)
+    return SinkSpec(**_instance(doc, InstanceKind.SINK), outputs=outputs)
 
 
-def _instance(doc: YamlDoc, kind: str) -> dict[str, Any]:
+class _InstanceFields(TypedDict):
+    """The fields a source and a sink file share (`InstanceSpec`)."""
+
+    kind: InstanceKind
+    name: str
+    file: str
+    connector: str
+    connection: JsonObject
+    max_concurrency: int | None
+    retry: RetrySpec
+    force_universal: bool | None
+    place: Place
+
+
+def _instance(doc: YamlDoc, kind: InstanceKind) -> _InstanceFields:
     data = doc.data
     concurrency = data.get("max_concurrency")
     engine = _mapping(data.get("engine"))
@@ -175,7 +201,7 @@ def _instance(doc: YamlDoc, kind: str) -> dict[str, Any]:
     }
 
 
-def _dataset(doc: YamlDoc, name: str, entry: dict[str, Any]) -> DatasetSpec:
+def _dataset(doc: YamlDoc, name: str, entry: JsonObject) -> DatasetSpec:
     path: JsonPath = ("datasets", name)
     columns = entry.get("columns")
     sync = entry.get("sync")
@@ -210,16 +236,16 @@ def _column_docs(columns: Any) -> dict[str, str]:
     }
 
 
-def _output(doc: YamlDoc, name: str, entry: dict[str, Any]) -> OutputSpec:
+def _output(doc: YamlDoc, name: str, entry: JsonObject) -> OutputSpec:
     on_delete = entry.get("on_delete")
     duplicates = entry.get("duplicates")
     return OutputSpec(
         name=name,
         options={k: v for k, v in entry.items() if k not in OUTPUT_ENGINE_KEYS},
-        strategy=str(entry.get("strategy", DEFAULT_STRATEGY)),
+        strategy=Strategy(entry.get("strategy", DEFAULT_STRATEGY)),
         keys=tuple(str(k) for k in entry.get("keys") or ()),
         on_delete=None if on_delete is None else str(on_delete["column"]),
-        duplicates=None if duplicates is None else str(duplicates),
+        duplicates=None if duplicates is None else Duplicates(duplicates),
         allow_empty=bool(entry.get("allow_empty", False)),
         retry=build_retry(entry.get("retry")),
         place=doc.positions.place(("outputs", name)),
@@ -233,14 +259,14 @@ def build_sidecar(doc: YamlDoc) -> SidecarSpec:
     return SidecarSpec(
         file=doc.file,
         description=None if description is None else str(description),
-        materialized=None if data.get("materialized") is None else str(data["materialized"]),
+        materialized=None if data.get("materialized") is None else Materialization(data["materialized"]),
         tags=tuple(str(t) for t in data.get("tags") or ()),
         checks=build_all_checks(doc, (), data),
         column_docs=_column_docs(data.get("columns")),
     )
 
 
-def _mapping(value: Any) -> dict[str, Any]:
+def _mapping(value: Any) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
 

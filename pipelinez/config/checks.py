@@ -15,15 +15,17 @@ from pipelinez.config.model import CheckSpec
 from pipelinez.config.positions import JsonPath
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 from pipelinez.core.durations import DURATION_PATTERN
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.sqlnames import NAME_PATTERN
+from pipelinez.core.vocabulary import CheckSeverity
 
-SEVERITIES = ("error", "warn")
+SEVERITIES = tuple(s.value for s in CheckSeverity)
 CHECK_KEYS = ("severity", "name", "config")  # siblings of the type key in a check item
 CONFIG_KEYS = ("severity", "where", "warn_if", "error_if")
 DEFAULT_THRESHOLD = "!=0"
 THRESHOLD_PATTERN = r"^\s*(>=|<=|!=|<>|==|=|>|<)\s*\d+\s*$"
 
-CONFIG: dict[str, Any] = {
+CONFIG: JsonObject = {
     "description": "dbt-style test config: severity, a where filter and failure-count thresholds",
     "type": "object",
     "additionalProperties": False,
@@ -60,9 +62,9 @@ _COUNT = {"type": "integer", "minimum": 0}
 
 
 def _options(
-    description: str, properties: dict[str, Any], required: list[str], min_properties: int = 0
-) -> dict[str, Any]:
-    schema: dict[str, Any] = {
+    description: str, properties: JsonObject, required: list[str], min_properties: int = 0
+) -> JsonObject:
+    schema: JsonObject = {
         "description": description,
         "type": "object",
         "properties": {**properties, "config": {"$ref": "#/$defs/check_config"}},
@@ -75,7 +77,7 @@ def _options(
     return schema
 
 
-CHECK_TYPES: dict[str, dict[str, Any]] = {
+CHECK_TYPES: dict[str, JsonObject] = {
     "not_null": _options("every listed column is non-null in every row", {"columns": _COLUMNS}, ["columns"]),
     "unique": _options("the listed columns together are unique", {"columns": _COLUMNS}, ["columns"]),
     "accepted_values": _options(
@@ -132,9 +134,9 @@ CHECK_TYPES: dict[str, dict[str, Any]] = {
 }
 
 
-def check_item_schema() -> dict[str, Any]:
+def check_item_schema() -> JsonObject:
     """JSON Schema of one check item; option schemas are referenced from `$defs/check_<type>`."""
-    properties: dict[str, Any] = {t: {"$ref": f"#/$defs/check_{t}"} for t in CHECK_TYPES}
+    properties: JsonObject = {t: {"$ref": f"#/$defs/check_{t}"} for t in CHECK_TYPES}
     properties["severity"] = {
         "enum": list(SEVERITIES),
         "description": "error (default) blocks the "
@@ -155,8 +157,8 @@ def check_item_schema() -> dict[str, Any]:
     }
 
 
-def check_defs() -> dict[str, Any]:
-    defs: dict[str, Any] = {f"check_{t}": schema for t, schema in CHECK_TYPES.items()}
+def check_defs() -> JsonObject:
+    defs: JsonObject = {f"check_{t}": schema for t, schema in CHECK_TYPES.items()}
     defs["check_config"] = CONFIG
     defs["check"] = check_item_schema()
     defs["checks"] = {
@@ -172,12 +174,12 @@ BARE_TESTS = ("not_null", "unique")  # column tests written as a bare name: `- u
 _COLUMN_KEYS = ("column", "columns")  # implied by the column a test is listed under
 
 
-def _column_options(check_type: str) -> dict[str, Any]:
+def _column_options(check_type: str) -> JsonObject:
     """The options of a column-level test: the check's, without the column(s) it is listed under."""
     schema = CHECK_TYPES[check_type]
     properties = {k: v for k, v in schema["properties"].items() if k not in _COLUMN_KEYS}
     required = [k for k in schema.get("required", []) if k not in _COLUMN_KEYS]
-    options: dict[str, Any] = {
+    options: JsonObject = {
         "description": schema["description"],
         "type": "object" if required or "minProperties" in schema else ["object", "null"],
         "properties": {**properties, "config": {"$ref": "#/$defs/check_config"}},
@@ -190,9 +192,9 @@ def _column_options(check_type: str) -> dict[str, Any]:
     return options
 
 
-def column_test_defs() -> dict[str, Any]:
+def column_test_defs() -> JsonObject:
     """`columns: {c: {tests: [...]}}`: `- unique`, or `- <type>: { options, config }` without column(s)."""
-    defs: dict[str, Any] = {f"column_test_{t}": _column_options(t) for t in CHECK_TYPES}
+    defs: JsonObject = {f"column_test_{t}": _column_options(t) for t in CHECK_TYPES}
     siblings = {k: v for k, v in check_item_schema()["properties"].items() if k in CHECK_KEYS}
     item = {
         "description": "one dbt-style column test: `- unique`, `- not_null` or `- <type>: { options }`",
@@ -219,11 +221,11 @@ def column_test_defs() -> dict[str, Any]:
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_]+")
 
 
-def check_type_of(item: dict[str, Any]) -> str:
+def check_type_of(item: JsonObject) -> str:
     return next(key for key in item if key in CHECK_TYPES)
 
 
-def default_check_name(check_type: str, options: dict[str, Any], index: int) -> str:
+def default_check_name(check_type: str, options: JsonObject, index: int) -> str:
     """`not_null_a_b`, `unique_a`, `accepted_values_c`, `row_count`, `expression_<name|index>`,
     `relationships_c`, `freshness_c`; `index` is the check's 1-based position in its list."""
     if check_type in ("not_null", "unique"):
@@ -239,7 +241,7 @@ def default_check_name(check_type: str, options: dict[str, Any], index: int) -> 
 
 
 def build_check(
-    item: dict[str, Any], index: int, place: Place, item_path: JsonPath = (), *, dbt: bool = False
+    item: JsonObject, index: int, place: Place, item_path: JsonPath = (), *, dbt: bool = False
 ) -> CheckSpec:
     """A CheckSpec from a shape-valid check item; `index` is its 1-based position in the list, `item_path`
     the item's path in its file (when known). `dbt`: a `data_tests:` item (dbt's NULL semantics)."""
@@ -248,7 +250,7 @@ def build_check(
     config = {**dict(item.get("config") or {}), **dict(options.pop("config", None) or {})}
     name = item.get("name") or default_check_name(check_type, options, index)
     options_path = (*item_path, check_type) if item_path else ()
-    severity = str(item.get("severity") or config.get("severity") or "error")
+    severity = CheckSeverity(item.get("severity") or config.get("severity") or CheckSeverity.ERROR)
     return CheckSpec(
         check_type,
         options,

@@ -15,9 +15,8 @@ from typing import TypeVar
 from pipelinez.config.build import build_settings, build_sidecar, build_sink, build_source
 from pipelinez.config.checks import duplicate_check_names
 from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, broken_link, discover
-from pipelinez.config.model import PipelineSource, Project, SidecarSpec, SingularTest
 from pipelinez.config.folders import defaults_of, folder_problems
-from pipelinez.config.model import PipelineSource, Project, SidecarSpec
+from pipelinez.config.model import PipelineSource, Project, SidecarSpec, SingularTest
 from pipelinez.config.positions import Positions
 from pipelinez.config.shape import validate_shape
 from pipelinez.config.textfile import read_text

@@ -8,15 +8,25 @@ from typing import Any
 
 from pipelinez.config.positions import JsonPath, Positions
 from pipelinez.core.diagnostics import Place
+from pipelinez.core.json_types import JsonObject
+from pipelinez.core.vocabulary import (
+    CheckSeverity,
+    Duplicates,
+    InstanceKind,
+    Materialization,
+    StagingCompression,
+    Strategy,
+    VarType,
+)
 
-VAR_TYPES = ("string", "int", "bigint", "decimal", "bool", "date", "timestamp")
-STRATEGIES = ("replace", "merge", "append", "view")
+VAR_TYPES = tuple(t.value for t in VarType)
+STRATEGIES = tuple(s.value for s in Strategy)
 # staging buffer pool: bounded, whatever the table size; bigger work spills. Peak RSS of a run that stages
 # more than the cap is about the cap + 230 MiB: 384MB keeps a native 10M-row `pz run` with `fast` staging
 # (larger staged tables than `auto`) under 700 MiB (583 MiB; 742 with 512MB; docs/benchmarks.md)
 DEFAULT_MEMORY_LIMIT = "384MB"
-STAGING_COMPRESSIONS = ("fast", "auto", "uncompressed")
-DEFAULT_STAGING_COMPRESSION = "fast"
+STAGING_COMPRESSIONS = tuple(c.value for c in StagingCompression)
+DEFAULT_STAGING_COMPRESSION = StagingCompression.FAST
 DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks", "data_tests", "description"})
 OUTPUT_ENGINE_KEYS = frozenset(
     {"strategy", "keys", "on_delete", "duplicates", "allow_empty", "retry", "description"}
@@ -47,18 +57,18 @@ class EngineSpec:
     retry: RetrySpec = field(default_factory=RetrySpec)
     breaker: BreakerSpec | None = None
     memory_limit: str = DEFAULT_MEMORY_LIMIT
-    staging_compression: str = DEFAULT_STAGING_COMPRESSION
+    staging_compression: StagingCompression = DEFAULT_STAGING_COMPRESSION
     # pipelines and checks may read files, URLs and other databases themselves (read_csv, ATTACH, ...)
     external_access: bool = False
     # the ray executor's object-store staging (--staging s3://...): endpoint, region, credentials; raw values
     # (templates unrendered), the keys of the s3 connector's connection block except `bucket`
-    staging: dict[str, Any] = field(default_factory=dict, compare=False)
+    staging: JsonObject = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
 class VarSpec:
     name: str
-    type: str
+    type: VarType
     default: Any
     place: Place
 
@@ -75,8 +85,8 @@ class EnvSpec:
 @dataclass(frozen=True)
 class CheckSpec:
     type: str
-    options: dict[str, Any]
-    severity: str
+    options: JsonObject
+    severity: CheckSeverity
     name: str
     place: Place
     # where `options` is in its file (each templated value's own place); () unknown
@@ -91,9 +101,9 @@ class CheckSpec:
 @dataclass(frozen=True)
 class DatasetSpec:
     name: str
-    options: dict[str, Any]  # connector-owned keys (table, path, format, ...), raw
+    options: JsonObject  # connector-owned keys (table, path, format, ...), raw
     columns: dict[str, str] | None  # the contract: name -> DuckDB type
-    sync: dict[str, Any] | None
+    sync: JsonObject | None
     retry: RetrySpec
     checks: tuple[CheckSpec, ...]
     place: Place
@@ -104,11 +114,11 @@ class DatasetSpec:
 @dataclass(frozen=True)
 class OutputSpec:
     name: str
-    options: dict[str, Any]  # connector-owned keys (table, path, format, ...), raw
-    strategy: str
+    options: JsonObject  # connector-owned keys (table, path, format, ...), raw
+    strategy: Strategy
     keys: tuple[str, ...]
     on_delete: str | None  # column whose true value deletes the key (merge)
-    duplicates: str | None
+    duplicates: Duplicates | None
     allow_empty: bool
     retry: RetrySpec
     place: Place
@@ -120,11 +130,11 @@ class OutputSpec:
 class InstanceSpec:
     """A source or sink instance: one YAML file under sources/ or sinks/."""
 
-    kind: str  # "source" | "sink"
+    kind: InstanceKind
     name: str
     file: str  # project-relative path
     connector: str
-    connection: dict[str, Any]
+    connection: JsonObject
     max_concurrency: int | None
     retry: RetrySpec
     force_universal: bool | None
@@ -167,7 +177,7 @@ class PipelineDefaults:
 class SidecarSpec:
     file: str
     description: str | None
-    materialized: str | None  # None: not set in the sidecar (the folder config's, else table)
+    materialized: Materialization | None  # None: not set in the sidecar (the folder config's, else table)
     tags: tuple[str, ...]
     checks: tuple[CheckSpec, ...]
     column_docs: dict[str, str] = field(default_factory=dict)  # column -> its description (docs only)
@@ -182,9 +192,9 @@ class PipelineSource:
     defaults: PipelineDefaults = field(default_factory=PipelineDefaults)  # from project.yml `pipelines:`
 
     @property
-    def materialized(self) -> str:
+    def materialized(self) -> Materialization:
         own = self.sidecar.materialized if self.sidecar else None
-        return own or self.defaults.materialized or "table"
+        return Materialization(own or self.defaults.materialized or Materialization.TABLE)
 
     @property
     def tags(self) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelinez.config.positions import JsonPath
+from pipelinez.core.json_types import JsonObject
 
 REGION_CODES = {"retry": "PZ0121", "breaker": "PZ0120", "check": "PZ0113", "input": "PZ0112"}
 _BLOCKS = {"source": "datasets", "sink": "outputs"}
@@ -52,7 +53,7 @@ def region_of(kind: str, path: JsonPath) -> Region | None:
     return None
 
 
-def retry_blocks(kind: str, data: dict[str, Any]) -> Iterator[tuple[JsonPath, Any]]:
+def retry_blocks(kind: str, data: JsonObject) -> Iterator[tuple[JsonPath, Any]]:
     """Every `retry:` block of a file, with its path."""
     if kind == "project":
         engine = data.get("engine")
@@ -66,7 +67,7 @@ def retry_blocks(kind: str, data: dict[str, Any]) -> Iterator[tuple[JsonPath, An
     yield from _per_entry(kind, data, "retry")
 
 
-def check_lists(kind: str, data: dict[str, Any]) -> Iterator[tuple[JsonPath, Any]]:
+def check_lists(kind: str, data: JsonObject) -> Iterator[tuple[JsonPath, Any]]:
     """Every list of checks of a file, with its path: a sidecar's `checks:` and `data_tests:`, a source
     dataset's `checks:`, and the `tests:`/`data_tests:` of each column of either."""
     if kind == "sidecar":
@@ -91,7 +92,7 @@ def column_test_lists(base: JsonPath, columns: Any) -> Iterator[tuple[JsonPath, 
                 yield (*base, "columns", column, key), entry[key]
 
 
-def _per_entry(kind: str, data: dict[str, Any], key: str) -> Iterator[tuple[JsonPath, Any]]:
+def _per_entry(kind: str, data: JsonObject, key: str) -> Iterator[tuple[JsonPath, Any]]:
     block = _BLOCKS[kind]
     entries = data.get(block)
     if not isinstance(entries, dict):

@@ -11,23 +11,24 @@ tier 3 checks against each connector's manifest. The engine keys inside datasets
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from pipelinez.config.checks import check_defs
 from pipelinez.config.model import STAGING_COMPRESSIONS, STRATEGIES, VAR_TYPES
 from pipelinez.core.durations import DURATION_PATTERN
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.sqlnames import NAME_PATTERN
+from pipelinez.core.vocabulary import Duplicates, Materialization
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 KINDS = ("project", "source", "sink", "sidecar")
 SYNC_MODES = ("full", "incremental")
-DUPLICATES = ("accept",)
-MATERIALIZATIONS = ("table", "view", "ephemeral")
+DUPLICATES = tuple(d.value for d in Duplicates)
+MATERIALIZATIONS = tuple(m.value for m in Materialization)
 FOLDER_PATTERN = r"^(\.|[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*)$"
 DEFAULT_KEEP_LAST = 10
 
 
-def _duration(description: str) -> dict[str, Any]:
+def _duration(description: str) -> JsonObject:
     return {
         "type": "string",
         "pattern": DURATION_PATTERN,
@@ -35,7 +36,7 @@ def _duration(description: str) -> dict[str, Any]:
     }
 
 
-def _names(values: dict[str, Any], description: str) -> dict[str, Any]:
+def _names(values: JsonObject, description: str) -> JsonObject:
     """A mapping whose keys are names (letters, digits, _; not starting with a digit)."""
     return {
         "type": ["object", "null"],
@@ -45,7 +46,7 @@ def _names(values: dict[str, Any], description: str) -> dict[str, Any]:
     }
 
 
-RETRY: dict[str, Any] = {
+RETRY: JsonObject = {
     "description": "retry policy; unset fields cascade from the enclosing level (nearest wins)",
     "type": "object",
     "additionalProperties": False,
@@ -56,7 +57,7 @@ RETRY: dict[str, Any] = {
     },
 }
 
-BREAKER: dict[str, Any] = {
+BREAKER: JsonObject = {
     "description": "circuit breaker per source/sink instance",
     "type": "object",
     "additionalProperties": False,
@@ -70,7 +71,7 @@ BREAKER: dict[str, Any] = {
     },
 }
 
-INSTANCE_ENGINE: dict[str, Any] = {
+INSTANCE_ENGINE: JsonObject = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
@@ -82,7 +83,7 @@ INSTANCE_ENGINE: dict[str, Any] = {
 }
 
 
-STAGING: dict[str, Any] = {
+STAGING: JsonObject = {
     "type": ["object", "null"],
     "additionalProperties": False,
     "description": "the ray executor's s3:// staging (--staging s3://bucket/prefix): where the bucket is and "
@@ -121,14 +122,12 @@ STAGING: dict[str, Any] = {
 }
 
 
-def _ref(name: str) -> dict[str, Any]:
+def _ref(name: str) -> JsonObject:
     return {"$ref": f"#/$defs/{name}"}
 
 
-def _document(
-    title: str, properties: dict[str, Any], required: list[str], defs: dict[str, Any]
-) -> dict[str, Any]:
-    schema: dict[str, Any] = {
+def _document(title: str, properties: JsonObject, required: list[str], defs: JsonObject) -> JsonObject:
+    schema: JsonObject = {
         "$schema": DIALECT,
         "title": title,
         "type": "object",
@@ -141,7 +140,7 @@ def _document(
     return schema
 
 
-def project_schema() -> dict[str, Any]:
+def project_schema() -> JsonObject:
     var = {
         "type": "object",
         "additionalProperties": False,
@@ -244,7 +243,7 @@ def project_schema() -> dict[str, Any]:
     return _document("PipelineZ project.yml", properties, ["name"], {"retry": RETRY, "breaker": BREAKER})
 
 
-def _instance_properties(kind: str) -> dict[str, Any]:
+def _instance_properties(kind: str) -> JsonObject:
     return {
         "connector": {"type": "string", "minLength": 1, "description": "the connector, e.g. postgres"},
         "connection": {
@@ -262,7 +261,7 @@ def _instance_properties(kind: str) -> dict[str, Any]:
     }
 
 
-def source_schema() -> dict[str, Any]:
+def source_schema() -> JsonObject:
     sync = {
         "description": "how the dataset is read: full (default) or incremental on a cursor column",
         "type": "object",
@@ -320,7 +319,7 @@ def source_schema() -> dict[str, Any]:
     )
 
 
-def sink_schema() -> dict[str, Any]:
+def sink_schema() -> JsonObject:
     output = {
         "description": "options of an output; its connector keys (table, path, format, ...) are open",
         "type": ["object", "null"],
@@ -356,7 +355,7 @@ def sink_schema() -> dict[str, Any]:
     return _document("PipelineZ sink (sinks/<name>.yml)", properties, ["connector"], {"retry": RETRY})
 
 
-def sidecar_schema() -> dict[str, Any]:
+def sidecar_schema() -> JsonObject:
     properties = {
         "description": {"type": "string", "description": "what the pipeline computes"},
         "materialized": {
@@ -398,7 +397,7 @@ BUILDERS = {
 }
 
 
-def build_schema(kind: str) -> dict[str, Any]:
+def build_schema(kind: str) -> JsonObject:
     return BUILDERS[kind]()
 
 

@@ -6,10 +6,10 @@ import json
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from pipelinez.config.schema_defs import KINDS
 from pipelinez.core.diagnostics import PzConfigError
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.oserrors import os_error
 
 _SCHEMA_NEXT = "pass --out a folder you can write (it is created if missing)"
@@ -28,14 +28,14 @@ def _schema_text(kind: str) -> str:
 
 
 @cache
-def _load(kind: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(_schema_text(kind))
+def _load(kind: str) -> JsonObject:
+    loaded: JsonObject = json.loads(_schema_text(kind))
     return loaded
 
 
-def load_schema(kind: str) -> dict[str, Any]:
+def load_schema(kind: str) -> JsonObject:
     """The JSON Schema of `kind` (project, source, sink, sidecar). Callers get their own copy."""
-    copied: dict[str, Any] = json.loads(json.dumps(_load(kind)))
+    copied: JsonObject = json.loads(json.dumps(_load(kind)))
     return copied
 
 

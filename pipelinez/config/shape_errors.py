@@ -19,6 +19,7 @@ from pipelinez.config.suggest import did_you_mean, expected_types, kind_of, one_
 from pipelinez.config.yaml_loader import YamlDoc
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.durations import DURATION_PATTERN
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import excerpt
 from pipelinez.core.sqlnames import NAME_PATTERN
 
@@ -52,7 +53,7 @@ class _Ctx:
         return self.err.validator_value
 
     @property
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> JsonObject:
         return self.err.schema if isinstance(self.err.schema, dict) else {}
 
 

@@ -26,6 +26,7 @@ from ruamel.yaml.scalarbool import ScalarBoolean
 from pipelinez.config.positions import JsonPath, LineCol, Positions
 from pipelinez.config.textfile import read_text
 from pipelinez.core.diagnostics import Diagnostic, error
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import excerpt
 
 MAX_DEPTH = 64
@@ -38,7 +39,7 @@ class YamlDoc:
     """One parsed project YAML file: its top-level mapping as plain data, and where everything is."""
 
     file: str  # project-relative POSIX path
-    data: dict[str, Any]
+    data: JsonObject
     positions: Positions
 
     def locate(self, path: JsonPath, *, at: str = "key") -> LineCol:
@@ -251,10 +252,10 @@ class _Converter:
             return self.sequence(node, path, depth)
         return _scalar(node)
 
-    def mapping(self, node: CommentedMap, path: JsonPath, depth: int) -> dict[str, Any]:
+    def mapping(self, node: CommentedMap, path: JsonPath, depth: int) -> JsonObject:
         self._enter(node, path, depth)
         own = _node_pos(node)
-        result: dict[str, Any] = {}
+        result: JsonObject = {}
         for raw_key in node:
             key = _key_text(raw_key)
             child = (*path, key)

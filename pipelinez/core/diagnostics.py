@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 from pipelinez.core.codes import lookup
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import printable
 
-Severity = Literal["error", "warning"]
+
+class DiagnosticSeverity(StrEnum):
+    """How bad a diagnostic is: an error stops the command, a warning is reported and the command goes on.
+    Not a check's severity (`core.vocabulary.CheckSeverity`, whose values are `error` and `warn`)."""
+
+    ERROR = "error"
+    WARNING = "warning"
 
 
 @dataclass(frozen=True)
@@ -44,7 +52,7 @@ class Diagnostic:
     message: str
     place: Place = field(default_factory=Place)
     next_step: str = ""
-    severity: Severity = "error"
+    severity: DiagnosticSeverity = DiagnosticSeverity.ERROR
 
     def __post_init__(self) -> None:
         # names the message quotes are user text: escaped here, so every diagnostic is one line
@@ -53,9 +61,9 @@ class Diagnostic:
 
     @property
     def is_error(self) -> bool:
-        return self.severity == "error"
+        return self.severity == DiagnosticSeverity.ERROR
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         data = asdict(self)
         data["place"] = {k: v for k, v in data["place"].items() if v is not None}
         return data
@@ -81,7 +89,9 @@ def error(
     node: str | None = None,
     next_step: str = "",
 ) -> Diagnostic:
-    return Diagnostic(code, message, place or Place(file, line, col, node), next_step, "error")
+    return Diagnostic(
+        code, message, place or Place(file, line, col, node), next_step, DiagnosticSeverity.ERROR
+    )
 
 
 def warning(
@@ -95,7 +105,9 @@ def warning(
     node: str | None = None,
     next_step: str = "",
 ) -> Diagnostic:
-    return Diagnostic(code, message, place or Place(file, line, col, node), next_step, "warning")
+    return Diagnostic(
+        code, message, place or Place(file, line, col, node), next_step, DiagnosticSeverity.WARNING
+    )
 
 
 def _rebuilt(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+
+from pipelinez.core.json_types import JsonObject
 
 
 class NodeKind(StrEnum):
@@ -65,12 +66,79 @@ class Strategy(StrEnum):
 DEFAULT_STRATEGY = Strategy.REPLACE  # an output with no entry in its sink file
 
 
+class Duplicates(StrEnum):
+    """An append output's `duplicates:` rule (PZ0214)."""
+
+    ACCEPT = "accept"  # re-sent rows are appended again
+
+
+class Materialization(StrEnum):
+    """A pipeline sidecar's `materialized:`."""
+
+    TABLE = "table"  # a staging table of its own (the default)
+    EPHEMERAL = "ephemeral"  # inlined into the pipelines that ref() it
+
+
+class StagingCompression(StrEnum):
+    """`engine.staging_compression`: how staging tables are compressed."""
+
+    FAST = "fast"
+    AUTO = "auto"
+    UNCOMPRESSED = "uncompressed"
+
+
+class VarType(StrEnum):
+    """A project variable's declared `type:`."""
+
+    STRING = "string"
+    INT = "int"
+    BIGINT = "bigint"
+    DECIMAL = "decimal"
+    BOOL = "bool"
+    DATE = "date"
+    TIMESTAMP = "timestamp"
+
+
+class RunCommand(StrEnum):
+    """The command a run was started by (run_results.json `command`, the `run_started` event)."""
+
+    RUN = "run"
+    RETRY = "retry"
+    TEST = "test"  # `pz test` and `pz show`: a throwaway run, never recorded in .pz/runs
+    SHOW = "show"
+
+
+class ExecutorKind(StrEnum):
+    """Where a run's nodes execute (`--executor`, PZ_EXECUTOR; run_results.json `args.executor`)."""
+
+    LOCAL = "local"  # threads of this process, staging in .pz/runs/<run-id>/staging.duckdb
+    RAY = "ray"  # Ray tasks, staging on a shared folder or object store
+
+
+class InstanceKind(StrEnum):
+    """What a YAML file under sources/ or sinks/ declares."""
+
+    SOURCE = "source"
+    SINK = "sink"
+
+
+class BreakerState(StrEnum):
+    """A source or sink instance's circuit breaker (`engine.resilience.breaker`; `breaker_state_changed`)."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
 class Provenance(StrEnum):
     REUSED = "reused"  # a retry copied the source load from the failed run's staging
     CARRIED_FORWARD = "carried_forward"  # a retry kept a committed sink write
 
 
-class Severity(StrEnum):
+class CheckSeverity(StrEnum):
+    """A check's `severity:`: an error check blocks what reads its table; a warn check only reports.
+    Not a diagnostic's severity (`core.diagnostics.DiagnosticSeverity`: `error` | `warning`)."""
+
     ERROR = "error"
     WARN = "warn"
 
@@ -83,9 +151,9 @@ class NodeError:
     message: str
     transient: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"code": self.code, "message": self.message, "transient": self.transient}
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> NodeError:
+    def from_dict(data: JsonObject) -> NodeError:
         return NodeError(str(data.get("code", "")), str(data.get("message", "")), bool(data.get("transient")))

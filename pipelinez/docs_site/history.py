@@ -11,14 +11,80 @@ import itertools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import NodeKind
 from pipelinez.engine.state.run_results import NodeResult, RunResults, read_results
 from pipelinez.engine.state.runs import run_ids, runs_dir
 
 SLOWER_RATIO = 1.2  # a node "got slower" when it took this much longer than in the previous run
 SLOWER_MIN_MS = 50  # ... and at least this many milliseconds more (noise below that)
+
+
+class Span(TypedDict):
+    """One bar of a node's Gantt row (milliseconds from the run's start)."""
+
+    kind: str  # attempt | backoff | carried
+    start: float
+    end: float
+    attempt: NotRequired[int]  # attempt
+    ok: NotRequired[bool]  # attempt, carried
+
+
+class BreakerSpan(TypedDict):
+    """An interval during which an instance's circuit breaker was open or half-open."""
+
+    instance: str
+    start: float
+    end: float
+
+
+class TimelineRow(TypedDict):
+    """One node of one run in the history."""
+
+    name: str
+    kind: str
+    status: str
+    rows: int
+    rows_per_s: int | None
+    duration_ms: int
+    attempts: int
+    provenance: str | None
+    reused_from: str | None
+    error: str | None
+    skipped_because: str | None
+    message: str | None
+    queued_from: float | None
+    start: float | None
+    end: float | None
+    spans: list[Span]
+    previous_ms: NotRequired[int | None]  # its duration in the run before (`_compare`)
+    slower: NotRequired[bool]
+
+
+class Timeline(TypedDict):
+    """One run in the history."""
+
+    run_id: str
+    command: str
+    status: str
+    started_at: str
+    finished_at: str | None
+    retry_of: str | None
+    duration_ms: int | None
+    error: str | None
+    nodes: list[TimelineRow]
+    breakers: list[BreakerSpan]
+    critical_path: list[str]
+    previous_run: NotRequired[str]
+
+
+class CheckOutcome(TypedDict):
+    run_id: str
+    started_at: str
+    status: str
+    message: str | None
 
 
 def _ms(ts: str | None) -> float | None:
@@ -30,7 +96,7 @@ def _ms(ts: str | None) -> float | None:
         return None
 
 
-def _events(folder: Path) -> list[dict[str, Any]]:
+def _events(folder: Path) -> list[JsonObject]:
     try:
         text = (folder / "events.jsonl").read_text(encoding="utf-8")
     except OSError:
@@ -46,9 +112,9 @@ def _events(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _spans(node: str, events: Sequence[dict[str, Any]], t0: float) -> list[dict[str, Any]]:
+def _spans(node: str, events: Sequence[JsonObject], t0: float) -> list[Span]:
     """The node's bars: each attempt (from its start to its end or retry), each back-off after a retry."""
-    spans: list[dict[str, Any]] = []
+    spans: list[Span] = []
     started: dict[int, float] = {}
     for e in events:
         if e.get("name") != node:
@@ -76,9 +142,9 @@ def _spans(node: str, events: Sequence[dict[str, Any]], t0: float) -> list[dict[
     return spans
 
 
-def _breakers(events: Sequence[dict[str, Any]], t0: float) -> list[dict[str, Any]]:
+def _breakers(events: Sequence[JsonObject], t0: float) -> list[BreakerSpan]:
     """Intervals during which an instance's circuit breaker was open or half-open."""
-    out: list[dict[str, Any]] = []
+    out: list[BreakerSpan] = []
     opened: dict[str, float] = {}
     for e in events:
         if e.get("event") != "breaker_state_changed":
@@ -95,7 +161,7 @@ def _breakers(events: Sequence[dict[str, Any]], t0: float) -> list[dict[str, Any
     return out
 
 
-def _critical_path(rows: Mapping[str, dict[str, Any]], deps: Mapping[str, Sequence[str]]) -> list[str]:
+def _critical_path(rows: Mapping[str, TimelineRow], deps: Mapping[str, Sequence[str]]) -> list[str]:
     """From the node that ended last, back through the dependency that ended last before it started."""
     ended = {n: r["end"] for n, r in rows.items() if r["end"] is not None}
     if not ended:
@@ -109,7 +175,7 @@ def _critical_path(rows: Mapping[str, dict[str, Any]], deps: Mapping[str, Sequen
     return path[::-1]
 
 
-def _row(result: NodeResult, spans: list[dict[str, Any]], deps_end: float | None) -> dict[str, Any]:
+def _row(result: NodeResult, spans: list[Span], deps_end: float | None) -> TimelineRow:
     start = min((s["start"] for s in spans), default=None)
     end = max((s["end"] for s in spans), default=None)
     seconds = result.duration_ms / 1000
@@ -135,17 +201,18 @@ def _row(result: NodeResult, spans: list[dict[str, Any]], deps_end: float | None
     }
 
 
-def run_timeline(folder: Path, results: RunResults, deps: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+def run_timeline(folder: Path, results: RunResults, deps: Mapping[str, Sequence[str]]) -> Timeline:
     events = _events(folder)
     t0 = _ms(results.started_at) or 0.0
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, TimelineRow] = {}
     ends: dict[str, float] = {}
     for result in results.nodes:  # run_results lists nodes in run order: deps come first
         spans = _spans(result.name, events, t0)
         deps_end = max((ends[d] for d in deps.get(result.name, ()) if d in ends), default=0.0)
         rows[result.name] = _row(result, spans, deps_end)
-        if rows[result.name]["end"] is not None:
-            ends[result.name] = rows[result.name]["end"]
+        end = rows[result.name]["end"]
+        if end is not None:
+            ends[result.name] = end
     finished = _ms(results.finished_at)
     return {
         "run_id": results.run_id,
@@ -162,7 +229,7 @@ def run_timeline(folder: Path, results: RunResults, deps: Mapping[str, Sequence[
     }
 
 
-def _compare(newer: dict[str, Any], older: dict[str, Any]) -> None:
+def _compare(newer: Timeline, older: Timeline) -> None:
     before = {n["name"]: n["duration_ms"] for n in older["nodes"] if n["status"] == "success"}
     for node in newer["nodes"]:
         prev = before.get(node["name"])
@@ -176,7 +243,7 @@ def _compare(newer: dict[str, Any], older: dict[str, Any]) -> None:
     newer["previous_run"] = older["run_id"]
 
 
-def run_history(state_dir: Path, deps: Mapping[str, Sequence[str]], last: int) -> list[dict[str, Any]]:
+def run_history(state_dir: Path, deps: Mapping[str, Sequence[str]], last: int) -> list[Timeline]:
     """The newest `last` runs whose record reads, newest first, each compared with the run before it."""
     timelines = []
     for run_id in run_ids(state_dir)[::-1]:
@@ -192,9 +259,9 @@ def run_history(state_dir: Path, deps: Mapping[str, Sequence[str]], last: int) -
     return timelines[:last]
 
 
-def check_history(runs: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def check_history(runs: Sequence[Timeline]) -> dict[str, list[CheckOutcome]]:
     """Per check node, its outcome in each run (oldest first) that ran or skipped it."""
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[CheckOutcome]] = {}
     for run in reversed(runs):
         for node in run["nodes"]:
             if node["kind"] != NodeKind.CHECK:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from pipelinez import __version__
 from pipelinez.compile.described import Described
@@ -18,12 +18,98 @@ from pipelinez.compile.lineage import ProjectLineage
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode, SourceLoadNode
 from pipelinez.config.doc_blocks import DocBlock, collect_doc_blocks, render_description
 from pipelinez.config.model import Project
-from pipelinez.docs_site.history import check_history, run_history
+from pipelinez.core.json_types import JsonObject
+from pipelinez.docs_site.history import Timeline, check_history, run_history
 from pipelinez.docs_site.layout import layered_layout
 from pipelinez.engine.events import utc_now
 from pipelinez.plan.planner import Plan, PlannedNode
 
 SOURCE, PIPELINE, CHECK, SINK = "source", "pipeline", "check", "sink"
+
+
+class Column(TypedDict):
+    name: str
+    type: str
+    description: str | None
+
+
+class Incremental(TypedDict):
+    cursor: str
+    watermark: str | None
+    reads: str
+
+
+class SourcePanel(TypedDict):
+    title: str
+    description: str | None
+    file: str
+    connector: str
+    options: JsonObject  # the dataset's connector-owned keys, raw
+    columns: list[Column]
+    contract: bool
+    tier: str | None
+    incremental: Incremental | None
+    retry: dict[str, object] | None
+    staging_table: str
+
+
+class PipelinePanel(TypedDict):
+    title: str
+    description: str | None
+    file: str
+    materialized: str
+    sql: str
+    sinks: list[str]
+    columns: list[Column]
+    lineage: JsonObject
+
+
+class CheckPanel(TypedDict):
+    title: str
+    description: str | None
+    target: str
+    type: str
+    column: str | None  # a column test's column
+    options: JsonObject  # the check's options as written
+    severity: str
+    where: str | None  # config: the rows checked
+    warn_if: str  # config: failure-count thresholds
+    error_if: str
+    file: str | None
+    sql: str
+
+
+class SinkPanel(TypedDict):
+    title: str
+    description: str | None
+    file: str
+    connector: str
+    options: JsonObject  # the output's connector-owned keys, raw
+    strategy: str
+    keys: list[str]
+    duplicates: str | None
+    guarantee: str | None
+    tier: str
+    retry: dict[str, object] | None
+    pipeline: str
+    columns: list[Column]
+
+
+Panel = SourcePanel | PipelinePanel | CheckPanel | SinkPanel
+
+
+class GraphNode(TypedDict):
+    """One node of the page's graph, with the panel its click opens."""
+
+    id: str
+    kind: str  # source | pipeline | check | sink
+    label: str
+    deps: list[str]
+    tags: list[str]
+    panel: Panel
+    status: NotRequired[str | None]  # in the newest run that recorded it
+    layer: NotRequired[int]
+    row: NotRequired[int]
 
 
 @dataclass
@@ -34,7 +120,7 @@ class DocsInputs:
     runs: int  # how many runs of the history the page shows
 
     @cached_property
-    def lineage_by_pipeline(self) -> dict[str, dict[str, Any]]:
+    def lineage_by_pipeline(self) -> dict[str, JsonObject]:
         return self.lineage.to_dict()
 
     @cached_property
@@ -47,9 +133,7 @@ class DocsInputs:
         return None if description is None else render_description(description, self.doc_blocks)
 
 
-def _columns(
-    columns: Sequence[tuple[str, str]], docs: Mapping[str, str], inputs: DocsInputs
-) -> list[dict[str, Any]]:
+def _columns(columns: Sequence[tuple[str, str]], docs: Mapping[str, str], inputs: DocsInputs) -> list[Column]:
     return [{"name": c, "type": t, "description": inputs.describe(docs.get(c))} for c, t in columns]
 
 
@@ -57,7 +141,7 @@ def _retry(planned: PlannedNode | None) -> dict[str, object] | None:
     return planned.retry.to_dict() if planned is not None else None
 
 
-def _source_panel(node: SourceLoadNode, planned: PlannedNode | None, inputs: DocsInputs) -> dict[str, Any]:
+def _source_panel(node: SourceLoadNode, planned: PlannedNode | None, inputs: DocsInputs) -> SourcePanel:
     project = inputs.plan.dag.project
     source = project.sources[node.source]
     spec = source.datasets[node.dataset]
@@ -79,7 +163,7 @@ def _source_panel(node: SourceLoadNode, planned: PlannedNode | None, inputs: Doc
     }
 
 
-def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) -> dict[str, Any]:
+def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) -> PipelinePanel:
     project = inputs.plan.dag.project
     source = project.pipelines[name]
     sidecar = source.sidecar
@@ -98,7 +182,7 @@ def _pipeline_panel(name: str, node: PipelineNode | None, inputs: DocsInputs) ->
     }
 
 
-def _check_panel(node: CheckNode, inputs: DocsInputs) -> dict[str, Any]:
+def _check_panel(node: CheckNode, inputs: DocsInputs) -> CheckPanel:
     check = node.check
     return {
         "title": node.name,
@@ -116,7 +200,7 @@ def _check_panel(node: CheckNode, inputs: DocsInputs) -> dict[str, Any]:
     }
 
 
-def _sink_panel(node: SinkWriteNode, planned: PlannedNode | None, inputs: DocsInputs) -> dict[str, Any]:
+def _sink_panel(node: SinkWriteNode, planned: PlannedNode | None, inputs: DocsInputs) -> SinkPanel:
     project = inputs.plan.dag.project
     sink = project.sinks[node.sink]
     spec = sink.outputs.get(node.output)
@@ -146,8 +230,9 @@ def _column_docs(project: Project, node: SinkWriteNode) -> Mapping[str, str]:
     return pipeline.sidecar.column_docs if pipeline is not None and pipeline.sidecar is not None else {}
 
 
-def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> dict[str, Any]:
+def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> GraphNode:
     deps = list(node.deps)
+    panel: Panel
     if isinstance(node, SourceLoadNode):
         kind, label, panel = SOURCE, f"{node.source}.{node.dataset}", _source_panel(node, planned, inputs)
     elif isinstance(node, PipelineNode):
@@ -171,7 +256,7 @@ def _graph_node(node: Node, planned: PlannedNode | None, inputs: DocsInputs) -> 
     }
 
 
-def _ephemeral_node(name: str, inputs: DocsInputs) -> dict[str, Any]:
+def _ephemeral_node(name: str, inputs: DocsInputs) -> GraphNode:
     pipeline = inputs.plan.dag.project.pipelines[name]
     return {
         "id": name,
@@ -183,7 +268,7 @@ def _ephemeral_node(name: str, inputs: DocsInputs) -> dict[str, Any]:
     }
 
 
-def docs_document(inputs: DocsInputs) -> dict[str, Any]:
+def docs_document(inputs: DocsInputs) -> JsonObject:
     dag = inputs.plan.dag
     planned = {p.node.name: p for p in inputs.plan.nodes}
     nodes = [_graph_node(node, planned.get(name), inputs) for name, node in dag.nodes.items()]
@@ -199,7 +284,7 @@ def docs_document(inputs: DocsInputs) -> dict[str, Any]:
     for node in nodes:
         node["status"] = last.get(node["id"])
         node["layer"], node["row"] = positions[node["id"]]
-    document: dict[str, Any] = dag.redactor.deep(
+    document: JsonObject = dag.redactor.deep(
         {
             "project": _project(dag.project),
             "nodes": nodes,
@@ -210,7 +295,7 @@ def docs_document(inputs: DocsInputs) -> dict[str, Any]:
     return document
 
 
-def _project(project: Project) -> dict[str, Any]:
+def _project(project: Project) -> JsonObject:
     return {
         "name": project.name,
         "generated_at": utc_now(),
@@ -219,7 +304,7 @@ def _project(project: Project) -> dict[str, Any]:
     }
 
 
-def _last_status(runs: Sequence[dict[str, Any]]) -> dict[str, str]:
+def _last_status(runs: Sequence[Timeline]) -> dict[str, str]:
     """Each node's status in the newest run that recorded it."""
     last: dict[str, str] = {}
     for run in runs:  # newest first

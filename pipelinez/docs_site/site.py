@@ -17,6 +17,7 @@ from typing import Any
 
 from pipelinez.compile.lineage import project_lineage, staging_tables
 from pipelinez.core.diagnostics import Diagnostic, PzConfigError, error
+from pipelinez.core.json_types import JsonObject
 from pipelinez.docs_site.model import DocsInputs, docs_document
 from pipelinez.engine import workflow
 
@@ -64,7 +65,7 @@ def _taken(out: Path, why: str) -> Diagnostic:
     )
 
 
-def page(document: dict[str, Any]) -> str:
+def page(document: JsonObject) -> str:
     """index.html with the document embedded; `</` escaped so no value can close the script element."""
     data = json.dumps(document, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
     return _template("index.html").replace(DATA_MARK, data)

@@ -11,11 +11,21 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import ClassVar
 
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import printable
 from pipelinez.core.redact import Redactor
-from pipelinez.core.vocabulary import NodeError
+from pipelinez.core.vocabulary import (
+    BreakerState,
+    NodeError,
+    NodeKind,
+    NodeStatus,
+    Provenance,
+    RunCommand,
+    RunStatus,
+)
 
 
 def utc_now() -> str:
@@ -27,7 +37,7 @@ class Event:
     EVENT: ClassVar[str] = "event"
     run_id: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         data = {"event": self.EVENT, "ts": utc_now()}
         data.update({k: v for k, v in asdict(self).items() if v is not None or k in self._keep_none})
         return data
@@ -38,7 +48,7 @@ class Event:
 @dataclass(frozen=True)
 class RunStarted(Event):
     EVENT: ClassVar[str] = "run_started"
-    command: str = "run"
+    command: RunCommand = RunCommand.RUN
     selection: list[str] = field(default_factory=list)
     nodes: int = 0
     retry_of: str | None = None
@@ -49,7 +59,7 @@ class NodeStarted(Event):
     EVENT: ClassVar[str] = "node_started"
     name: str = ""
     id: str = ""
-    kind: str = ""
+    kind: NodeKind | None = None
     attempt: int = 1
 
 
@@ -58,11 +68,11 @@ class NodeCompleted(Event):
     EVENT: ClassVar[str] = "node_completed"
     name: str = ""
     id: str = ""
-    kind: str = ""
-    status: str = ""
+    kind: NodeKind | None = None
+    status: NodeStatus = NodeStatus.PENDING
     rows: int = 0
     duration_ms: int = 0
-    provenance: str | None = None
+    provenance: Provenance | None = None
     error: NodeError | None = None
     reason: str | None = None  # skipped: which upstream failed; warn: the check message
 
@@ -80,12 +90,12 @@ class NodeRetry(Event):
 class BreakerStateChanged(Event):
     EVENT: ClassVar[str] = "breaker_state_changed"
     instance: str = ""  # source:<name> | sink:<name>
-    from_state: str = ""  # closed | open | half_open
-    to_state: str = ""
+    from_state: BreakerState = BreakerState.CLOSED
+    to_state: BreakerState = BreakerState.CLOSED
     reason: str = ""
     retry_in_ms: int | None = None  # to open: when the next probe may go
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         data = super().to_dict()
         data["from"] = data.pop("from_state")
         data["to"] = data.pop("to_state")
@@ -113,12 +123,12 @@ class Note(Event):
 @dataclass(frozen=True)
 class RunCompleted(Event):
     EVENT: ClassVar[str] = "run_completed"
-    status: str = ""
+    status: RunStatus = RunStatus.RUNNING
     duration_ms: int = 0
     counts: dict[str, int] = field(default_factory=dict)
 
 
-Subscriber = Callable[[Event, dict[str, Any]], None]
+Subscriber = Callable[[Event, JsonObject], None]
 
 
 class EventBus:
@@ -142,10 +152,10 @@ class EventBus:
 class JsonlWriter:
     """Appends each event as one JSON line to a file (events.jsonl)."""
 
-    def __init__(self, path: Any):
+    def __init__(self, path: Path):
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
 
-    def __call__(self, _event: Event, data: dict[str, Any]) -> None:
+    def __call__(self, _event: Event, data: JsonObject) -> None:
         self._file.write(json.dumps(data, default=str) + "\n")
         self._file.flush()
 

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipelinez.compile.compiler import CompileResult, compile_project
 from pipelinez.compile.dag import CompiledDag
@@ -24,7 +24,7 @@ from pipelinez.config.loader import find_project_root, load_project
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
 from pipelinez.core.run_state import RunState, StateFileError, Watermark
-from pipelinez.core.vocabulary import RunStatus
+from pipelinez.core.vocabulary import RunCommand, RunStatus
 from pipelinez.engine.connect.connectivity import check_connectivity
 from pipelinez.engine.events import Subscriber
 
@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what runs, retries and cleans imports when it is called: `p
     from pipelinez.engine.staging.staging_store import StagingStore
     from pipelinez.engine.state.run_results import RunArgs, RunResults
     from pipelinez.engine.state.runs import RunSummary
+from pipelinez.core.json_types import JsonObject
 from pipelinez.plan.planner import Plan, build_plan, plan_named
 
 
@@ -139,7 +140,7 @@ def run(
     fail_fast: bool | None = None,
     full_refresh: bool = False,
     subscribers: Sequence[Subscriber] = (),
-    command: str = "run",
+    command: RunCommand = RunCommand.RUN,
     executor: str | None = None,
     staging: str | None = None,
 ) -> RunOutcome:
@@ -269,7 +270,7 @@ def retry(
             handed = True
             outcome = execute(
                 retry_plan,
-                command="retry",
+                command=RunCommand.RETRY,
                 args=args,
                 warnings=warnings,
                 subscribers=subscribers,
@@ -370,7 +371,7 @@ def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) ->
         return Cleaned(removed, kept)
 
 
-def _staging_settings(root: Path, environ: Mapping[str, str] | None) -> dict[str, Any] | None:
+def _staging_settings(root: Path, environ: Mapping[str, str] | None) -> JsonObject | None:
     """engine.staging as this invocation renders it ({} when the project has none); None when the project
     cannot say (a broken file, an unset variable): then only what runs staged on folders is deleted."""
     project, _ = load_project(root, partial=True)

@@ -13,7 +13,7 @@ from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.ids import canonical_text, content_id
 from pipelinez.compile.nodes import CheckNode, PipelineNode, SinkWriteNode, SourceLoadNode
 from pipelinez.config.loader import load_project
-from pipelinez.core.vocabulary import NodeKind, Severity, Strategy, Tier
+from pipelinez.core.vocabulary import CheckSeverity, NodeKind, Strategy, Tier
 from pipelinez.plan.planner import build_plan
 from tests.conftest import write_project
 
@@ -116,7 +116,7 @@ def test_ephemeral_is_inlined_and_write_audit_publish_deps_are_added(dag: Compil
     # a sink write waits for the pipeline's error checks, not its warn checks
     assert dag.nodes["wh.totals"].deps == ("totals", "chk_totals__unique_id")
     warn = dag.nodes["chk_totals__not_null_total"]
-    assert isinstance(warn, CheckNode) and warn.work.severity is Severity.WARN
+    assert isinstance(warn, CheckNode) and warn.work.severity is CheckSeverity.WARN
 
 
 def test_source_load_work_is_resolved_once(dag: CompiledDag) -> None:

@@ -470,7 +470,7 @@ class _FanOut:
         for part in self.parts:  # landed in an earlier attempt of this run, reading the same slice: kept
             kept = self.backend._landed.get((self.node.name, part.index))
             fingerprint = partition_fingerprint(part)
-            if kept is not None and [p.get("fingerprint") for p in kept.partitions] == [fingerprint]:
+            if kept is not None and [p.fingerprint for p in kept.partitions] == [fingerprint]:
                 self.landed[part.index] = kept
             else:
                 self.pending.append(part)

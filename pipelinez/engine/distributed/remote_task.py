@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipelinez.compile.nodes import PipelineNode, SourceLoadNode
 from pipelinez.connectors.sdk import Partition
@@ -40,7 +40,12 @@ from pipelinez.engine.nodes.node_runners import _land_partition as land_partitio
 from pipelinez.engine.run.backend import AttemptResult, WorkItem, run_attempt
 from pipelinez.engine.run.context import open_staging
 from pipelinez.engine.run.failures import NodeFailure, classify
-from pipelinez.engine.staging.shared_staging import StagingRoot, TableManifest, transient_io
+from pipelinez.engine.staging.shared_staging import (
+    ManifestPartition,
+    StagingRoot,
+    TableManifest,
+    transient_io,
+)
 from pipelinez.engine.state.run_results import PartitionResult
 from pipelinez.plan.planner import PlannedNode
 
@@ -212,8 +217,7 @@ def _attempt(ctx: _WorkerContext, task: RemoteTask) -> tuple[AttemptResult, tupl
     if task.publish is None or result.output is None:
         return result, ()
     partitions = tuple(
-        {"index": p.index, "rows": p.rows, "fingerprint": p.fingerprint}
-        for p in (result.output.partitions or [])
+        ManifestPartition(p.index, p.rows, p.fingerprint) for p in (result.output.partitions or [])
     )
     try:
         manifest = _publish(ctx, task, task.publish, partitions)
@@ -273,7 +277,7 @@ def run_partition(ctx: _WorkerContext, planned: PlannedNode, partition: Partitio
 
 
 def _publish(
-    ctx: _WorkerContext, task: RemoteTask, table: str, partitions: tuple[dict[str, Any], ...] = ()
+    ctx: _WorkerContext, task: RemoteTask, table: str, partitions: tuple[ManifestPartition, ...] = ()
 ) -> TableManifest:
     node = task.item.planned.node
     cur = ctx.cursor()

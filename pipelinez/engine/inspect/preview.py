@@ -19,7 +19,7 @@ from pipelinez.compile.nodes import CheckNode, PipelineNode, SinkWriteNode
 from pipelinez.config.suggest import did_you_mean
 from pipelinez.core.diagnostics import Diagnostic, PzError, PzValidationError, error
 from pipelinez.core.sqlnames import quote_ident
-from pipelinez.core.vocabulary import RunStatus
+from pipelinez.core.vocabulary import RunCommand, RunStatus
 from pipelinez.engine.events import EventBus, utc_now
 from pipelinez.engine.run.context import RunContext, open_staging
 from pipelinez.engine.run.executor import OK_STATUSES, Executor
@@ -71,7 +71,9 @@ def compiled(
 
 
 @contextlib.contextmanager
-def _executed(dag: CompiledDag, names: set[str], command: str) -> Iterator[tuple[RunContext, RunResults]]:
+def _executed(
+    dag: CompiledDag, names: set[str], command: RunCommand
+) -> Iterator[tuple[RunContext, RunResults]]:
     """Run `names` (closed over ancestors, no sink writes) on a fresh staging database in a temporary folder
     under .pz; the folder and everything in it is gone when the block ends, however it ends."""
     state = dag.project.state_dir
@@ -125,7 +127,7 @@ def show(
     node = dag.nodes.get(pipeline)
     if not isinstance(node, PipelineNode):
         raise _not_a_pipeline(dag, pipeline)
-    with _executed(dag, _needed(dag, set(node.deps)), "show") as (ctx, results):
+    with _executed(dag, _needed(dag, set(node.deps)), RunCommand.SHOW) as (ctx, results):
         if results.status != RunStatus.SUCCESS:
             return Preview(pipeline, (), (), tuple(results.nodes), tuple(warnings))
         columns, rows = _rows(ctx, node, limit)
@@ -175,7 +177,7 @@ def run_checks(
     warnings = [*warnings, *diags]
     if not checks:
         return ChecksOutcome((), (*warnings, nothing_selected()))
-    with _executed(dag, _needed(dag, checks), "test") as (_ctx, results):
+    with _executed(dag, _needed(dag, checks), RunCommand.TEST) as (_ctx, results):
         return ChecksOutcome(tuple(results.nodes), tuple(warnings))
 
 

@@ -30,7 +30,7 @@ from pipelinez.connectors.sdk_sql import create_staging_table
 from pipelinez.core import duck_catalog, failpoints
 from pipelinez.core.diagnostics import ConnectorHostError
 from pipelinez.core.sqlnames import quote_ident
-from pipelinez.core.vocabulary import NodeKind, NodeStatus, Provenance, Severity, Strategy, Tier
+from pipelinez.core.vocabulary import CheckSeverity, NodeKind, NodeStatus, Provenance, Strategy, Tier
 from pipelinez.engine.nodes.sink_checks import check_target, refuse_duplicate_keys, refuse_null_keys
 from pipelinez.engine.nodes.sink_stream import sink_stream
 from pipelinez.engine.nodes.streamed import with_query_outcome
@@ -509,7 +509,7 @@ def _land_partition(
     request: DatasetRequest,
     partition: Partition,
     table: str,
-    tier: str,
+    tier: Tier,
 ) -> None:
     if tier == NATIVE:
         connector.extract_native(cur, request, partition, quote_ident(table))
@@ -568,7 +568,7 @@ def run_check(ctx: NodeContext, planned: PlannedNode, attempt: int) -> NodeOutpu
     result = outcome(node.check, node.target, failing, None if observed is None else str(observed))
     if not result.failed:
         return NodeOutput(rows=result.rows)
-    if result.severity == Severity.WARN:
+    if result.severity == CheckSeverity.WARN:
         return NodeOutput(rows=result.rows, status=NodeStatus.WARN, message=result.message)
     raise NodeFailure("PZ0508", result.message, rows=result.rows)
 

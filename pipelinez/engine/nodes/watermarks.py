@@ -19,11 +19,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipelinez.compile.graph import descendants
 from pipelinez.compile.incremental_yaml import utc_text
-from pipelinez.compile.nodes import SinkWriteNode, SourceLoadNode
+from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.watermark_literal import ZONED
 from pipelinez.connectors.sdk import ReadBounds, bounds_predicate
 from pipelinez.core import duck_catalog
@@ -31,6 +31,7 @@ from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.run_state import RunState, StateFileError, Watermark
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.core.vocabulary import NodeStatus, Provenance
+from pipelinez.engine.state.run_results import WatermarkRecord
 
 if TYPE_CHECKING:
     import duckdb
@@ -50,17 +51,19 @@ class Capture:
     null_rows: int = 0  # staged rows whose cursor is NULL
     trimmed: int = 0  # rows the connector delivered outside the bounds, deleted by the backstop
 
-    def to_dict(self, committed: bool, reason: str | None = None) -> dict[str, Any]:
-        data: dict[str, Any] = {"cursor": self.cursor, "low": self.low, "high": self.high}
-        if self.upper is not None:
-            data["upper"] = self.upper
-        data["previous"] = self.previous
-        data["committed"] = committed
-        if reason:
-            data["reason"] = reason
-        data["null_rows"] = self.null_rows
-        data["trimmed"] = self.trimmed
-        return data
+    def record(self, committed: bool, reason: str | None = None) -> WatermarkRecord:
+        """The load's watermark entry in run_results.json."""
+        return WatermarkRecord(
+            self.cursor,
+            self.low,
+            self.high,
+            self.previous,
+            committed,
+            self.upper,
+            reason,
+            self.null_rows,
+            self.trimmed,
+        )
 
 
 def _column_type(cur: duckdb.DuckDBPyConnection, table: str, column: str) -> str:
@@ -180,7 +183,7 @@ def decide(
     return Decision(True, f"committed {load.capture.high}")
 
 
-def downstream_sinks(nodes: Mapping[str, Any], load: str) -> list[str]:
+def downstream_sinks(nodes: Mapping[str, Node], load: str) -> list[str]:
     """Every sink write that reads `load` through any chain of nodes (`nodes`: the whole project's DAG)."""
     edges = {name: list(node.deps) for name, node in nodes.items()}
     return sorted(n for n in descendants(edges, [load]) if isinstance(nodes[n], SinkWriteNode))
@@ -196,7 +199,7 @@ class RunCommit:
 
 
 def commit_run(
-    nodes: Mapping[str, Any],
+    nodes: Mapping[str, Node],
     statuses: Mapping[str, NodeStatus],
     provenance: Mapping[str, Provenance | None],
     captures: Mapping[str, Capture],

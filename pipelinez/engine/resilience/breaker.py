@@ -20,12 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pipelinez.compile.policy import BreakerPolicy
-
-
-class State(StrEnum):
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
+from pipelinez.core.vocabulary import BreakerState as State
 
 
 @dataclass(frozen=True)

@@ -206,8 +206,8 @@ class Executor:
         failure = reason if isinstance(reason, NodeFailure) else NodeFailure("PZ0506", str(reason))
         self._finish(AttemptResult(key, self._attempts.get(key, 0), failure=failure))
 
-    def give_up(self, key: str, status: str, reason: str) -> None:
-        self._give_up(key, NodeStatus(status), reason)
+    def give_up(self, key: str, status: NodeStatus, reason: str) -> None:
+        self._give_up(key, status, reason)
 
     def _give_up(self, key: str, status: NodeStatus, reason: str) -> None:
         result = self.results[key]
@@ -257,9 +257,9 @@ class Executor:
             reuse = self.reuse.get(done.name)
             if out.watermark is not None:  # committed (or not) at the end of the run
                 self.captures[done.name] = out.watermark
-                result.watermark = out.watermark.to_dict(committed=False)
+                result.watermark = out.watermark.record(committed=False)
             elif out.provenance is not None and reuse is not None and reuse.watermark is not None:
-                result.watermark = dict(reuse.watermark)  # the same rows: the failed run's cursor range
+                result.watermark = reuse.watermark  # the same rows: the failed run's cursor range
         ok = result.status in OK_STATUSES
         if ok and self.planned[done.name].stream_into:  # only its view exists: it settles with its write
             result.status = NodeStatus.RUNNING

@@ -24,9 +24,10 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from pipelinez.core.diagnostics import PzConfigError, error
+from pipelinez.core.vocabulary import ExecutorKind
 
-LOCAL = "local"
-RAY = "ray"
+LOCAL = ExecutorKind.LOCAL
+RAY = ExecutorKind.RAY
 EXECUTORS = (LOCAL, RAY)
 STAGING_DIR = "staging"  # the default staging folder of a ray run: <project>/.pz/staging
 S3 = "s3"
@@ -37,7 +38,7 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 @dataclass(frozen=True)
 class ExecutorChoice:
-    kind: str = LOCAL
+    kind: ExecutorKind = LOCAL
     staging: str | None = None  # the ray executor's staging: an absolute folder or s3://bucket/prefix
     address: str | None = None  # the Ray cluster (RAY_ADDRESS); None: start a local Ray instance
 

@@ -14,6 +14,7 @@ from typing import Any
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.duck_messages import condense
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import printable
 from pipelinez.core.transient import is_transient_native
 from pipelinez.core.vocabulary import NodeError
@@ -61,7 +62,7 @@ class NodeFailure(Exception):
         """What run_results.json and the events record of this failure."""
         return NodeError(self.code, self.message, self.transient)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return self.error.to_dict()
 
     def __reduce__(self) -> tuple[Any, ...]:

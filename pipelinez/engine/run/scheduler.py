@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from pipelinez.core import stop_signals
+from pipelinez.core.vocabulary import NodeStatus
 
 K = TypeVar("K", bound=Hashable)
 R = TypeVar("R")
@@ -93,7 +94,7 @@ class Hooks(Protocol[KC, R]):
     def refuse(self, key: KC, reason: object) -> None:
         """Record a node the gate refused: it failed without running."""
 
-    def give_up(self, key: KC, status: str, reason: str) -> None:
+    def give_up(self, key: KC, status: NodeStatus, reason: str) -> None:
         """Record a node that will not run: status is `skipped` or `cancelled`."""
 
     def interrupt(self) -> None:
@@ -334,7 +335,7 @@ class Scheduler(Generic[K, R]):
         if bad:
             root = self._root.get(bad[0], bad[0])
             self._root[key] = root
-            self.hooks.give_up(key, "skipped", f"upstream {root} failed")
+            self.hooks.give_up(key, NodeStatus.SKIPPED, f"upstream {root} failed")
             self._done(key, False)
             return
         heapq.heappush(self._ready, (self._rank[key], 1, key))
@@ -349,7 +350,7 @@ class Scheduler(Generic[K, R]):
         self._timers.clear()
         for key in self.graph.order:
             if key not in self.ok and key not in self._running:
-                self.hooks.give_up(key, "cancelled", reason)
+                self.hooks.give_up(key, NodeStatus.CANCELLED, reason)
                 self.ok[key] = False
 
     def _interrupted(self) -> None:

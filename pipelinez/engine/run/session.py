@@ -23,7 +23,7 @@ from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.oserrors import os_reason
 from pipelinez.core.redact import Redactor
 from pipelinez.core.run_state import RunState
-from pipelinez.core.vocabulary import NodeError, NodeStatus, RunStatus
+from pipelinez.core.vocabulary import NodeError, NodeStatus, RunCommand, RunStatus
 from pipelinez.engine.events import (
     EventBus,
     JsonlWriter,
@@ -182,7 +182,7 @@ class RunSession:
 def execute(
     plan: Plan,
     *,
-    command: str,
+    command: RunCommand,
     args: RunArgs,
     warnings: Sequence[Diagnostic] = (),
     subscribers: Sequence[Subscriber] = (),
@@ -355,7 +355,7 @@ def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capt
     )
     for name, capture in captures.items():
         reason = done.skipped.get(name)
-        results[name].watermark = capture.to_dict(committed=name in done.committed, reason=reason)
+        results[name].watermark = capture.record(committed=name in done.committed, reason=reason)
         if name in done.committed:
             session.bus.publish(
                 Note(session.run_id, message=f"{name}: watermark {capture.cursor} -> {capture.high}")

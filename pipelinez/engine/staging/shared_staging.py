@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.files.objects import io_error
 from pipelinez.core.diagnostics import PzConfigError, error
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.engine.run.executor_choice import is_object_store
-from pipelinez.engine.staging.staging_store import ReuseUnavailable, first_line
+from pipelinez.engine.staging.staging_store import ReuseUnavailable, StagedLoad, first_line
 
 if TYPE_CHECKING:
     import duckdb
@@ -55,6 +56,25 @@ class StagedColumn:
 
 
 @dataclass(frozen=True)
+class ManifestPartition:
+    """One partition of a partitioned load, as its staged table's manifest lists it."""
+
+    index: int
+    rows: int
+    fingerprint: str | None  # of the partition's definition: a retry reuses it only for the same slice
+
+    def to_dict(self) -> JsonObject:
+        return {"index": self.index, "rows": self.rows, "fingerprint": self.fingerprint}
+
+    @staticmethod
+    def from_dict(data: Any) -> ManifestPartition:
+        fingerprint = data.get("fingerprint")
+        return ManifestPartition(
+            int(data["index"]), int(data["rows"]), None if fingerprint is None else str(fingerprint)
+        )
+
+
+@dataclass(frozen=True)
 class TableManifest:
     run_id: str
     table: str
@@ -63,13 +83,13 @@ class TableManifest:
     rows: int
     files: tuple[str, ...]  # file names in the table's folder, in row order
     columns: tuple[StagedColumn, ...]
-    partitions: tuple[dict[str, Any], ...] = ()  # a partitioned load: {index, rows, fingerprint}
+    partitions: tuple[ManifestPartition, ...] = ()  # a partitioned load's partitions
     fingerprint: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     written_at: str = ""
     union_by_name: bool = False  # files of several partitions whose types differ: unified, then cast
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "manifest_version": MANIFEST_VERSION,
             "run_id": self.run_id,
@@ -79,7 +99,7 @@ class TableManifest:
             "rows": self.rows,
             "files": list(self.files),
             "columns": [{"name": c.name, "type": c.type, "stored": c.stored} for c in self.columns],
-            "partitions": [dict(p) for p in self.partitions],
+            "partitions": [p.to_dict() for p in self.partitions],
             "fingerprint": self.fingerprint,
             "versions": dict(self.versions),
             "written_at": self.written_at,
@@ -87,7 +107,7 @@ class TableManifest:
         }
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> TableManifest:
+    def from_dict(data: JsonObject) -> TableManifest:
         if data.get("manifest_version") != MANIFEST_VERSION:
             raise ValueError(f"manifest_version {data.get('manifest_version')!r} is not {MANIFEST_VERSION}")
         return TableManifest(
@@ -98,7 +118,7 @@ class TableManifest:
             int(data["rows"]),
             tuple(str(f) for f in data["files"]),
             tuple(StagedColumn(str(c["name"]), str(c["type"]), str(c["stored"])) for c in data["columns"]),
-            tuple(dict(p) for p in data.get("partitions") or ()),
+            tuple(ManifestPartition.from_dict(p) for p in data.get("partitions") or ()),
             str(data.get("fingerprint", "")),
             {str(k): str(v) for k, v in (data.get("versions") or {}).items()},
             str(data.get("written_at", "")),
@@ -253,7 +273,7 @@ class StagingRoot(ABC):
         *,
         node: str,
         node_id: str,
-        partitions: tuple[dict[str, Any], ...] = (),
+        partitions: tuple[ManifestPartition, ...] = (),
         versions: dict[str, str] | None = None,
     ) -> TableManifest:
         """Write `table` of `cur`'s database as this run's staged table: its Parquet in place under a name no
@@ -425,7 +445,9 @@ def _lossy(duck_type: str) -> bool:
     return any(w in _LOSSY for w in words)
 
 
-def _fingerprint(node_id: str, rows: int, columns: tuple[StagedColumn, ...], files: Any) -> str:
+def _fingerprint(
+    node_id: str, rows: int, columns: tuple[StagedColumn, ...], files: tuple[tuple[str, int], ...]
+) -> str:
     text = json.dumps(
         {"node_id": node_id, "rows": rows, "columns": [[c.name, c.type] for c in columns], "files": files},
         sort_keys=True,
@@ -439,7 +461,7 @@ class SharedStagingStore:
 
     root: StagingRoot
 
-    def unusable(self, staged: Any) -> str | None:
+    def unusable(self, staged: StagedLoad) -> str | None:
         try:
             manifest = self.root.read_manifest(staged.run_id, staged.table)
         except ReuseUnavailable as exc:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pipelinez.core import duck_catalog, duck_connect
 from pipelinez.core.sqlnames import quote_ident, quote_literal
+from pipelinez.engine.state.run_results import WatermarkRecord
 from pipelinez.engine.state.runs import SEED_PREFIX, STAGING_FILE
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class Reuse:
     store: StagingStore
     staged: StagedLoad
     whole: bool = True
-    watermark: Mapping[str, Any] | None = None  # the failed run's record for the load; a copy carries it over
+    watermark: WatermarkRecord | None = None  # the failed run's record for the load; a copy carries it over
 
 
 T = TypeVar("T")

@@ -19,8 +19,18 @@ from typing import Any
 from pipelinez import __version__
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core import failpoints
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.redact import Redactor
-from pipelinez.core.vocabulary import NodeError, NodeKind, NodeStatus, Provenance, RunStatus, Tier
+from pipelinez.core.vocabulary import (
+    ExecutorKind,
+    NodeError,
+    NodeKind,
+    NodeStatus,
+    Provenance,
+    RunCommand,
+    RunStatus,
+    Tier,
+)
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "run_results.json"
@@ -32,10 +42,10 @@ class UnreadableResults(ValueError):
 
 
 # version N -> function taking a version-N dict to a version-N+1 dict. Empty while v1 is the only version.
-_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+_UPGRADES: dict[int, Callable[[JsonObject], JsonObject]] = {}
 
 
-def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+def upgrade(data: JsonObject) -> JsonObject:
     """The dict of any version this pz has written, brought to SCHEMA_VERSION step by step."""
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -61,11 +71,11 @@ class RunArgs:
     threads: int | None = None
     fail_fast: bool | None = None
     full_refresh: bool = False
-    executor: str = "local"  # local | ray
+    executor: ExecutorKind = ExecutorKind.LOCAL
     staging: str | None = None  # the ray executor's staging folder (a retry of the run reads it)
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> JsonObject:
+        data: JsonObject = {
             "select": list(self.select),
             "exclude": list(self.exclude),
             "vars": dict(self.vars),
@@ -73,13 +83,15 @@ class RunArgs:
             "fail_fast": self.fail_fast,
             "full_refresh": self.full_refresh,
         }
-        if self.executor != "local":  # recorded when not the default, as older files have no such keys
+        if (
+            self.executor != ExecutorKind.LOCAL
+        ):  # recorded when not the default, as older files have no such keys
             data["executor"] = self.executor
             data["staging"] = self.staging
         return data
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> RunArgs:
+    def from_dict(data: JsonObject) -> RunArgs:
         threads, fail_fast = data.get("threads"), data.get("fail_fast")
         return RunArgs(
             tuple(str(s) for s in data.get("select") or ()),
@@ -88,9 +100,57 @@ class RunArgs:
             int(threads) if threads is not None else None,
             bool(fail_fast) if fail_fast is not None else None,
             bool(data.get("full_refresh", False)),
-            str(data.get("executor") or "local"),
+            ExecutorKind(data.get("executor") or ExecutorKind.LOCAL),
             str(data["staging"]) if data.get("staging") else None,
         )
+
+
+@dataclass(frozen=True)
+class WatermarkRecord:
+    """What a run did with an incremental load's watermark: the bounds the read used, the new watermark it
+    captured from the staged rows, and whether the end of the run committed it (and if not, why)."""
+
+    cursor: str
+    low: str | None  # the lower bound the read used
+    high: str | None  # the new watermark; None: unchanged (nothing new staged)
+    previous: str | None  # the committed watermark the bounds came from
+    committed: bool
+    upper: str | None = None  # the window's upper bound, if any
+    reason: str | None = None  # why it was not committed, or what was
+    null_rows: int = 0  # staged rows whose cursor is NULL
+    trimmed: int = 0  # rows the connector delivered outside the bounds, deleted by the backstop
+
+    def to_dict(self) -> JsonObject:
+        data: JsonObject = {"cursor": self.cursor, "low": self.low, "high": self.high}
+        if self.upper is not None:
+            data["upper"] = self.upper
+        data["previous"] = self.previous
+        data["committed"] = self.committed
+        if self.reason:
+            data["reason"] = self.reason
+        data["null_rows"] = self.null_rows
+        data["trimmed"] = self.trimmed
+        return data
+
+    @staticmethod
+    def from_dict(data: Any) -> WatermarkRecord | None:
+        if not isinstance(data, dict):
+            return None
+        return WatermarkRecord(
+            cursor=str(data["cursor"]),
+            low=_text(data.get("low")),
+            high=_text(data.get("high")),
+            previous=_text(data.get("previous")),
+            committed=bool(data.get("committed")),
+            upper=_text(data.get("upper")),
+            reason=_text(data.get("reason")),
+            null_rows=int(data.get("null_rows") or 0),
+            trimmed=int(data.get("trimmed") or 0),
+        )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 @dataclass(frozen=True)
@@ -101,8 +161,8 @@ class PartitionResult:
     fingerprint: str | None = None  # of the partition's definition: a retry reuses it only for the same slice
     provenance: Provenance | None = None  # reused: a retry copied it from the failed run's staging
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"index": self.index, "rows": self.rows, "status": str(self.status)}
+    def to_dict(self) -> JsonObject:
+        data: JsonObject = {"index": self.index, "rows": self.rows, "status": str(self.status)}
         if self.fingerprint is not None:
             data["fingerprint"] = self.fingerprint
         if self.provenance is not None:
@@ -110,7 +170,7 @@ class PartitionResult:
         return data
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> PartitionResult:
+    def from_dict(data: JsonObject) -> PartitionResult:
         provenance = data.get("provenance")
         return PartitionResult(
             int(data["index"]),
@@ -134,7 +194,7 @@ class NodeResult:
     error: NodeError | None = None
     provenance: Provenance | None = None
     reused_from: str | None = None
-    watermark: dict[str, Any] | None = None
+    watermark: WatermarkRecord | None = None
     partitions: list[PartitionResult] | None = None
     batches_committed: int | None = None
     skipped_because: str | None = None
@@ -145,8 +205,8 @@ class NodeResult:
     )
     description: str | None = None  # the node's `description:` (dataset, pipeline, output, column)
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> JsonObject:
+        data: JsonObject = {
             "id": self.id,
             "name": self.name,
             "kind": str(self.kind),
@@ -160,7 +220,7 @@ class NodeResult:
         if self.provenance is not None:
             data["provenance"] = str(self.provenance)
             data["reused_from"] = self.reused_from
-        data["watermark"] = self.watermark
+        data["watermark"] = None if self.watermark is None else self.watermark.to_dict()
         data["partitions"] = None if self.partitions is None else [p.to_dict() for p in self.partitions]
         data["batches_committed"] = self.batches_committed
         if self.checkpoint is not None:
@@ -174,7 +234,7 @@ class NodeResult:
         return data
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> NodeResult:
+    def from_dict(data: JsonObject) -> NodeResult:
         error, tier, provenance = data.get("error"), data.get("tier"), data.get("provenance")
         partitions = data.get("partitions")
         return NodeResult(
@@ -189,7 +249,7 @@ class NodeResult:
             error=NodeError.from_dict(error) if isinstance(error, dict) else None,
             provenance=Provenance(provenance) if provenance is not None else None,
             reused_from=data.get("reused_from"),
-            watermark=data.get("watermark"),
+            watermark=WatermarkRecord.from_dict(data.get("watermark")),
             partitions=[PartitionResult.from_dict(p) for p in partitions] if partitions is not None else None,
             batches_committed=data.get("batches_committed"),
             skipped_because=data.get("skipped_because"),
@@ -203,7 +263,7 @@ class NodeResult:
 @dataclass
 class RunResults:
     run_id: str
-    command: str
+    command: RunCommand
     started_at: str
     selection: list[str]
     args: RunArgs
@@ -218,7 +278,7 @@ class RunResults:
     def node(self, name: str) -> NodeResult:
         return next(n for n in self.nodes if n.name == name)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "$schema": SCHEMA_URL,
             "schema_version": SCHEMA_VERSION,
@@ -246,7 +306,7 @@ class RunResults:
             error = data.get("error")
             return RunResults(
                 run_id=str(data["run_id"]),
-                command=str(data["command"]),
+                command=RunCommand(data["command"]),
                 started_at=str(data["started_at"]),
                 selection=[str(s) for s in data.get("selection") or ()],
                 args=RunArgs.from_dict(data.get("args") or {}),

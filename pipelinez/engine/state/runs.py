@@ -46,7 +46,7 @@ class RunSummary:
     started_at: str
     finished_at: str | None
     status: RunStatus
-    command: str
+    command: str  # a RunCommand, or "-" when the run's record cannot be read
     counts: dict[str, int]
     reused: int
     carried_forward: int
