@@ -10,8 +10,11 @@ Data-plane tiers:
 - universal: the connector yields Arrow record batches (`extract_batches`) that the engine ingests into
   staging, or consumes a stream of record batches the engine reads from staging (`write_batches`).
 
-Errors: raise `PzConnectorError(message, is_transient=..., retry_after=...)`. Connectors never retry
-internally; the engine owns retries. Any other exception counts as terminal (never retried).
+Errors: raise `PzConnectorError(message, is_transient=..., retry_after=...)`, or its typed subclass
+`ConnectorError` when batches or rows were committed before the failure (fields `batches_committed`,
+`rows_committed`, `checkpoint`; see `sdk_errors.py`). An object store's failed call is an `ObjectStoreError`
+(an OSError with `transient`). Connectors never retry internally; the engine owns retries. Any other
+exception counts as terminal (never retried).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
+from pipelinez.connectors.sdk_errors import ConnectorError as ConnectorError
+from pipelinez.connectors.sdk_errors import ObjectStoreError as ObjectStoreError
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.vocabulary import Strategy, Tier
 

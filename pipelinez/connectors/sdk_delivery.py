@@ -3,8 +3,8 @@ resumes past them.
 
 A connector with the `checkpointed_delivery` capability cuts its input into batches of `batch_rows` rows in
 the order the engine streams them, and records each batch the destination acknowledged as an `AckedBatch`
-with a fingerprint of exactly what was sent. A failed write raises `PzConnectorError` carrying the
-`DeliveryCheckpoint` so far (attribute `checkpoint`); a successful one returns it in `WriteResult`. The
+with a fingerprint of exactly what was sent. A failed write raises a `ConnectorError` carrying the
+`DeliveryCheckpoint` so far (its field `checkpoint`); a successful one returns it in `WriteResult`. The
 engine writes it to run_results.json, and the next attempt, or a `pz retry` of the same node, hands it back
 as `OutputRequest.resume_from`. The connector then skips the acknowledged batches only when the
 fingerprints of what it would send now are the same, in order; otherwise it sends everything again.
@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pipelinez.connectors.sdk_errors import ConnectorError
 from pipelinez.core.diagnostics import PzConnectorError
 
 
@@ -66,12 +67,14 @@ class DeliveryCheckpoint:
             return None
 
 
-def failed_with(error: PzConnectorError, checkpoint: DeliveryCheckpoint) -> PzConnectorError:
+def failed_with(error: PzConnectorError, checkpoint: DeliveryCheckpoint) -> ConnectorError:
     """`error`, carrying the batches acknowledged before it (what the engine records of a failed write)."""
-    error.checkpoint = checkpoint  # type: ignore[attr-defined]
-    error.batches_committed = len(checkpoint.batches)  # type: ignore[attr-defined]
-    error.rows_committed = checkpoint.rows  # type: ignore[attr-defined]
-    return error
+    return ConnectorError.after_commits(
+        error,
+        batches_committed=len(checkpoint.batches),
+        rows_committed=checkpoint.rows,
+        checkpoint=checkpoint,
+    )
 
 
 def fingerprint(body: bytes) -> str:

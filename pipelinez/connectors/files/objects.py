@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from pipelinez.connectors.files.formats import glob_escaped, glob_regex, has_glob
 from pipelinez.connectors.files.netfail import is_network_failure
 from pipelinez.connectors.files.store import FileRef
+from pipelinez.connectors.sdk_errors import ObjectStoreError
 from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident, quote_literal
@@ -81,10 +82,9 @@ def io_error(exc: BaseException, code: str, prefix: str = "") -> PzConnectorErro
     from network socket", "Failure when receiving data from the peer", ...), else by the closed list."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     whole = " ".join(str(exc).split())
-    said = getattr(exc, "transient", None)  # the store's own REST calls classify themselves
     transient = (
-        bool(said)
-        if isinstance(said, bool)
+        exc.transient  # the store's own REST calls classify themselves
+        if isinstance(exc, ObjectStoreError)
         else any(kind in text for kind in _TRANSIENT_AWS) or is_network_failure(whole)
     )
     return PzConnectorError(f"{prefix}{text}", is_transient=transient, code=code)

@@ -36,6 +36,7 @@ from pipelinez.connectors.files import ownership, promoting
 from pipelinez.connectors.files.formats import safe_token
 from pipelinez.connectors.files.objects import ObjectStore
 from pipelinez.connectors.files.store import FileRef
+from pipelinez.connectors.sdk_errors import ObjectStoreError
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import PzConnectorError
 
@@ -115,7 +116,7 @@ class ObjectFolder:
             try:
                 self.store.abort_uploads(prefix)
             except OSError as exc:
-                if getattr(exc, "transient", True):
+                if not isinstance(exc, ObjectStoreError) or exc.transient:
                     raise
 
     def _new_tmp(self, run_id: str) -> str:

@@ -20,8 +20,8 @@ under it drop the work tables a killed writer left behind.
   matching keys + INSERT. The `on_delete` column is a control column: it is never written to the target (not
   when the sink creates it, not on insert or update); a target column of that name is left as it is. A NULL
   flag counts as not deleted. DDL auto-commits in MySQL: only the DML is transactional.
-- append: each LOAD DATA chunk is one committed batch; a failure raises PzConnectorError with the
-  attribute `batches_committed`.
+- append: each LOAD DATA chunk is one committed batch; a failure raises a `ConnectorError` whose
+  `batches_committed` / `rows_committed` say what landed.
 
 Tables the sink creates use utf8mb4 with a binary, no-pad collation (MariaDB `utf8mb4_nopad_bin`, MySQL 8
 `utf8mb4_0900_bin`), so keys compare exactly as in DuckDB. Sessions use time_zone '+00:00'.
@@ -46,6 +46,7 @@ from pipelinez.connectors.mysql.types import (
     write_lines,
 )
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
+from pipelinez.connectors.sdk_errors import ConnectorError
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import PzConnectorError
 
@@ -420,11 +421,12 @@ class Writer:
                 err = PzConnectorError(
                     self.settings.redact(f"{self.what}: append failed: {exc}"), code="PZ0501"
                 )
-            err.message = f"{err.message} ({committed} batch(es), {rows} row(s) committed before the failure)"
-            err.args = (err.message,)
-            err.batches_committed = committed  # type: ignore[attr-defined]
-            err.rows_committed = rows  # type: ignore[attr-defined]
-            raise err from exc
+            raise ConnectorError.after_commits(
+                err,
+                batches_committed=committed,
+                rows_committed=rows,
+                message=f"{err.message} ({committed} batch(es), {rows} row(s) committed before the failure)",
+            ) from exc
         return WriteResult(rows, batches_committed=committed)
 
 

@@ -37,6 +37,7 @@ from pipelinez.connectors.postgres.sink_strategies import StrategyWriter
 from pipelinez.connectors.postgres.sink_target import APPEND_BATCH_ROWS, Column, format_name
 from pipelinez.connectors.postgres.sink_types import describe_types, pg_type_for_arrow, pg_type_for_duckdb
 from pipelinez.connectors.sdk import WriteResult
+from pipelinez.connectors.sdk_errors import ConnectorError
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["APPEND_BATCH_ROWS", "AppendFailed", "Writer"]
 
 
-class AppendFailed(PzConnectorError):
+class AppendFailed(ConnectorError):
     """An append that failed after `batches_committed` batches (`rows_committed` rows) had landed."""
 
     def __init__(
@@ -60,9 +61,14 @@ class AppendFailed(PzConnectorError):
         is_transient: bool,
         retry_after: float | None,
     ):
-        super().__init__(message, is_transient=is_transient, retry_after=retry_after, code="PZ0501")
-        self.batches_committed = batches_committed
-        self.rows_committed = rows_committed
+        super().__init__(
+            message,
+            is_transient=is_transient,
+            retry_after=retry_after,
+            code="PZ0501",
+            batches_committed=batches_committed,
+            rows_committed=rows_committed,
+        )
 
 
 class Writer(StrategyWriter):
