@@ -98,7 +98,6 @@ def deliver(
     The bodies of the batches under comparison are spooled to a temporary file (not memory) until the
     comparison is decided, so a mismatch found at batch k can still send batches 0..k-1.
     """
-    checkpoint = DeliveryCheckpoint(batch_rows)
     expected: tuple[AckedBatch, ...] = ()
     if resume is not None and resume.batches:
         if resume.batch_rows == batch_rows:
@@ -108,52 +107,74 @@ def deliver(
                 f"sending every batch again: the batch size changed ({resume.batch_rows} -> {batch_rows} "
                 f"rows) since {len(resume.batches)} batch(es) were acknowledged"
             )
-    spool = _Spool() if expected else None
-
-    def send_one(rows: int, body: bytes, digest: str) -> None:
-        nonlocal checkpoint
-        try:
-            send(body)
-        except PzConnectorError as exc:
-            raise failed_with(exc, checkpoint) from None
-        checkpoint = checkpoint.acknowledged(AckedBatch(len(checkpoint.batches), rows, digest))
-
-    def mismatch() -> None:
-        nonlocal spool
-        assert spool is not None
-        note(
-            f"sending every batch again: what would be sent no longer matches the {len(expected)} batch(es) "
-            "acknowledged before (their fingerprints differ)"
-        )
-        for rows, body, digest in spool.replay():
-            send_one(rows, body, digest)
-        spool.close()
-        spool = None
-
+    delivery = _Delivery(send, batch_rows, expected, note)
     try:
         for rows, body in batches:
-            digest = fingerprint(body)
-            if spool is not None:
-                ack = expected[spool.count]
-                if ack.fingerprint == digest and ack.rows == rows:
-                    spool.add(rows, body, digest)
-                    if spool.count == len(expected):
-                        checkpoint = DeliveryCheckpoint(batch_rows, expected)
-                        note(
-                            f"resuming past {len(expected)} acknowledged batch(es) ({checkpoint.rows} rows): "
-                            "what would be sent matches their fingerprints"
-                        )
-                        spool.close()
-                        spool = None
-                    continue
-                mismatch()
-            send_one(rows, body, digest)
-        if spool is not None:  # fewer batches now than were acknowledged
-            mismatch()
+            delivery.offer(rows, body)
+        if delivery.spool is not None:  # fewer batches now than were acknowledged
+            delivery.mismatch()
     finally:
-        if spool is not None:
-            spool.close()
-    return checkpoint
+        if delivery.spool is not None:
+            delivery.spool.close()
+    return delivery.checkpoint
+
+
+class _Delivery:
+    """One write's delivery: the checkpoint so far and, while a resume is being decided, the spool of the
+    batches that matched the acknowledged ones."""
+
+    def __init__(
+        self,
+        send: Callable[[bytes], None],
+        batch_rows: int,
+        expected: tuple[AckedBatch, ...],
+        note: Callable[[str], None],
+    ):
+        self.send = send
+        self.batch_rows = batch_rows
+        self.expected = expected
+        self.note = note
+        self.checkpoint = DeliveryCheckpoint(batch_rows)
+        self.spool: _Spool | None = _Spool() if expected else None
+
+    def offer(self, rows: int, body: bytes) -> None:
+        """Send one batch, or spool it while it matches the acknowledged batch at its position."""
+        digest = fingerprint(body)
+        if self.spool is not None:
+            ack = self.expected[self.spool.count]
+            if ack.fingerprint == digest and ack.rows == rows:
+                self.spool.add(rows, body, digest)
+                if self.spool.count == len(self.expected):
+                    self.checkpoint = DeliveryCheckpoint(self.batch_rows, self.expected)
+                    self.note(
+                        f"resuming past {len(self.expected)} acknowledged batch(es) ({self.checkpoint.rows} "
+                        "rows): what would be sent matches their fingerprints"
+                    )
+                    self.spool.close()
+                    self.spool = None
+                return
+            self.mismatch()
+        self.send_one(rows, body, digest)
+
+    def send_one(self, rows: int, body: bytes, digest: str) -> None:
+        try:
+            self.send(body)
+        except PzConnectorError as exc:
+            raise failed_with(exc, self.checkpoint) from None
+        self.checkpoint = self.checkpoint.acknowledged(AckedBatch(len(self.checkpoint.batches), rows, digest))
+
+    def mismatch(self) -> None:
+        """Send every spooled batch after all: what would be sent differs from what was acknowledged."""
+        spool = self.spool
+        assert spool is not None
+        self.note(
+            f"sending every batch again: what would be sent no longer matches the {len(self.expected)} "
+            "batch(es) acknowledged before (their fingerprints differ)"
+        )
+        for rows, body, digest in spool.replay():
+            self.send_one(rows, body, digest)
+        spool.close()
+        self.spool = None
 
 
 class _Spool:
