@@ -21,8 +21,8 @@ tables a killed writer left behind.
   (keys) DO UPDATE when a unique index covers exactly the keys, else MERGE (PostgreSQL 15+), else
   DELETE + INSERT; drop the load table. Merging the same result twice leaves the same table.
 - append: create the target from the staging schema when missing; then batches of `batch_rows` rows, each
-  one COPY in its own committed transaction. A failure raises `AppendFailed` (a PzConnectorError) whose
-  `batches_committed` / `rows_committed` say what landed; the message says it too.
+  one COPY in its own committed transaction. A failure raises `AppendFailed` (the SDK's `ConnectorError`)
+  whose `batches_committed` / `rows_committed` say what landed; the message says it too.
 """
 
 from __future__ import annotations
