@@ -10,8 +10,11 @@ Data-plane tiers:
 - universal: the connector yields Arrow record batches (`extract_batches`) that the engine ingests into
   staging, or consumes a stream of record batches the engine reads from staging (`write_batches`).
 
-Errors: raise `PzConnectorError(message, is_transient=..., retry_after=...)`. Connectors never retry
-internally; the engine owns retries. Any other exception counts as terminal (never retried).
+Errors: raise `PzConnectorError(message, is_transient=..., retry_after=...)`, or its typed subclass
+`ConnectorError` when batches or rows were committed before the failure (fields `batches_committed`,
+`rows_committed`, `checkpoint`; see `sdk_errors.py`). An object store's failed call is an `ObjectStoreError`
+(an OSError with `transient`). Connectors never retry internally; the engine owns retries. Any other
+exception counts as terminal (never retried).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
+from pipelinez.connectors.sdk_errors import ConnectorError as ConnectorError
+from pipelinez.connectors.sdk_errors import ObjectStoreError as ObjectStoreError
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.vocabulary import Strategy, Tier
 
@@ -38,9 +43,9 @@ UNIVERSAL = Tier.UNIVERSAL
 class Capabilities:
     source: bool = False
     sink: bool = False
-    source_tiers: tuple[str, ...] = ()  # tiers the source supports at all
-    sink_tiers: tuple[str, ...] = ()
-    strategies: tuple[str, ...] = ()  # replace, merge, append
+    source_tiers: tuple[Tier, ...] = ()  # tiers the source supports at all
+    sink_tiers: tuple[Tier, ...] = ()
+    strategies: tuple[Strategy, ...] = ()  # replace, merge, append
     atomic_replace: bool = False  # replace never leaves a half-replaced target
     transactional_merge: bool = False  # merge runs in one transaction
     checkpointed_delivery: bool = False
@@ -57,7 +62,7 @@ class Capabilities:
         return self.sink and self.sink_tiers == (NATIVE,)
 
 
-def choose_tier(tiers: tuple[str, ...], force_universal: bool) -> Tier:
+def choose_tier(tiers: tuple[Tier, ...], force_universal: bool) -> Tier:
     """The one tier rule: native when the connector has it, universal when forced (and available)."""
     if force_universal and UNIVERSAL in tiers:
         return UNIVERSAL
@@ -72,15 +77,21 @@ class Manifest:
     dataset_schema: dict[str, Any]
     output_schema: dict[str, Any]
     capabilities: Capabilities
-    formats: dict[str, tuple[str, ...]] = field(default_factory=dict)  # format -> tiers
+    formats: dict[str, tuple[Tier, ...]] = field(default_factory=dict)  # format -> tiers
     description: str = ""
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Manifest:
+        """The manifest of JSON `data`: tiers and strategies become `Tier`/`Strategy` (StrEnums, so they still
+        compare equal to their strings); an unknown one is a ValueError (the registry's PZ0702)."""
         caps = dict(data.get("capabilities", {}))
-        for key in ("source_tiers", "sink_tiers", "strategies", "native_only_formats"):
+        for key in ("source_tiers", "sink_tiers"):
             if key in caps:
-                caps[key] = tuple(caps[key])
+                caps[key] = tuple(Tier(t) for t in caps[key])
+        if "strategies" in caps:
+            caps["strategies"] = tuple(Strategy(s) for s in caps["strategies"])
+        if "native_only_formats" in caps:
+            caps["native_only_formats"] = tuple(caps["native_only_formats"])
         return Manifest(
             name=data["name"],
             version=data["version"],
@@ -88,7 +99,7 @@ class Manifest:
             dataset_schema=data.get("dataset_schema", {"type": "object"}),
             output_schema=data.get("output_schema", {"type": "object"}),
             capabilities=Capabilities(**caps),
-            formats={k: tuple(v) for k, v in data.get("formats", {}).items()},
+            formats={k: tuple(Tier(t) for t in v) for k, v in data.get("formats", {}).items()},
             description=data.get("description", ""),
         )
 

@@ -3,8 +3,8 @@ resumes past them.
 
 A connector with the `checkpointed_delivery` capability cuts its input into batches of `batch_rows` rows in
 the order the engine streams them, and records each batch the destination acknowledged as an `AckedBatch`
-with a fingerprint of exactly what was sent. A failed write raises `PzConnectorError` carrying the
-`DeliveryCheckpoint` so far (attribute `checkpoint`); a successful one returns it in `WriteResult`. The
+with a fingerprint of exactly what was sent. A failed write raises a `ConnectorError` carrying the
+`DeliveryCheckpoint` so far (its field `checkpoint`); a successful one returns it in `WriteResult`. The
 engine writes it to run_results.json, and the next attempt, or a `pz retry` of the same node, hands it back
 as `OutputRequest.resume_from`. The connector then skips the acknowledged batches only when the
 fingerprints of what it would send now are the same, in order; otherwise it sends everything again.
@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pipelinez.connectors.sdk_errors import ConnectorError
 from pipelinez.core.diagnostics import PzConnectorError
 
 
@@ -66,12 +67,14 @@ class DeliveryCheckpoint:
             return None
 
 
-def failed_with(error: PzConnectorError, checkpoint: DeliveryCheckpoint) -> PzConnectorError:
+def failed_with(error: PzConnectorError, checkpoint: DeliveryCheckpoint) -> ConnectorError:
     """`error`, carrying the batches acknowledged before it (what the engine records of a failed write)."""
-    error.checkpoint = checkpoint  # type: ignore[attr-defined]
-    error.batches_committed = len(checkpoint.batches)  # type: ignore[attr-defined]
-    error.rows_committed = checkpoint.rows  # type: ignore[attr-defined]
-    return error
+    return ConnectorError.after_commits(
+        error,
+        batches_committed=len(checkpoint.batches),
+        rows_committed=checkpoint.rows,
+        checkpoint=checkpoint,
+    )
 
 
 def fingerprint(body: bytes) -> str:
@@ -95,7 +98,6 @@ def deliver(
     The bodies of the batches under comparison are spooled to a temporary file (not memory) until the
     comparison is decided, so a mismatch found at batch k can still send batches 0..k-1.
     """
-    checkpoint = DeliveryCheckpoint(batch_rows)
     expected: tuple[AckedBatch, ...] = ()
     if resume is not None and resume.batches:
         if resume.batch_rows == batch_rows:
@@ -105,52 +107,74 @@ def deliver(
                 f"sending every batch again: the batch size changed ({resume.batch_rows} -> {batch_rows} "
                 f"rows) since {len(resume.batches)} batch(es) were acknowledged"
             )
-    spool = _Spool() if expected else None
-
-    def send_one(rows: int, body: bytes, digest: str) -> None:
-        nonlocal checkpoint
-        try:
-            send(body)
-        except PzConnectorError as exc:
-            raise failed_with(exc, checkpoint) from None
-        checkpoint = checkpoint.acknowledged(AckedBatch(len(checkpoint.batches), rows, digest))
-
-    def mismatch() -> None:
-        nonlocal spool
-        assert spool is not None
-        note(
-            f"sending every batch again: what would be sent no longer matches the {len(expected)} batch(es) "
-            "acknowledged before (their fingerprints differ)"
-        )
-        for rows, body, digest in spool.replay():
-            send_one(rows, body, digest)
-        spool.close()
-        spool = None
-
+    delivery = _Delivery(send, batch_rows, expected, note)
     try:
         for rows, body in batches:
-            digest = fingerprint(body)
-            if spool is not None:
-                ack = expected[spool.count]
-                if ack.fingerprint == digest and ack.rows == rows:
-                    spool.add(rows, body, digest)
-                    if spool.count == len(expected):
-                        checkpoint = DeliveryCheckpoint(batch_rows, expected)
-                        note(
-                            f"resuming past {len(expected)} acknowledged batch(es) ({checkpoint.rows} rows): "
-                            "what would be sent matches their fingerprints"
-                        )
-                        spool.close()
-                        spool = None
-                    continue
-                mismatch()
-            send_one(rows, body, digest)
-        if spool is not None:  # fewer batches now than were acknowledged
-            mismatch()
+            delivery.offer(rows, body)
+        if delivery.spool is not None:  # fewer batches now than were acknowledged
+            delivery.mismatch()
     finally:
-        if spool is not None:
-            spool.close()
-    return checkpoint
+        if delivery.spool is not None:
+            delivery.spool.close()
+    return delivery.checkpoint
+
+
+class _Delivery:
+    """One write's delivery: the checkpoint so far and, while a resume is being decided, the spool of the
+    batches that matched the acknowledged ones."""
+
+    def __init__(
+        self,
+        send: Callable[[bytes], None],
+        batch_rows: int,
+        expected: tuple[AckedBatch, ...],
+        note: Callable[[str], None],
+    ):
+        self.send = send
+        self.batch_rows = batch_rows
+        self.expected = expected
+        self.note = note
+        self.checkpoint = DeliveryCheckpoint(batch_rows)
+        self.spool: _Spool | None = _Spool() if expected else None
+
+    def offer(self, rows: int, body: bytes) -> None:
+        """Send one batch, or spool it while it matches the acknowledged batch at its position."""
+        digest = fingerprint(body)
+        if self.spool is not None:
+            ack = self.expected[self.spool.count]
+            if ack.fingerprint == digest and ack.rows == rows:
+                self.spool.add(rows, body, digest)
+                if self.spool.count == len(self.expected):
+                    self.checkpoint = DeliveryCheckpoint(self.batch_rows, self.expected)
+                    self.note(
+                        f"resuming past {len(self.expected)} acknowledged batch(es) ({self.checkpoint.rows} "
+                        "rows): what would be sent matches their fingerprints"
+                    )
+                    self.spool.close()
+                    self.spool = None
+                return
+            self.mismatch()
+        self.send_one(rows, body, digest)
+
+    def send_one(self, rows: int, body: bytes, digest: str) -> None:
+        try:
+            self.send(body)
+        except PzConnectorError as exc:
+            raise failed_with(exc, self.checkpoint) from None
+        self.checkpoint = self.checkpoint.acknowledged(AckedBatch(len(self.checkpoint.batches), rows, digest))
+
+    def mismatch(self) -> None:
+        """Send every spooled batch after all: what would be sent differs from what was acknowledged."""
+        spool = self.spool
+        assert spool is not None
+        self.note(
+            f"sending every batch again: what would be sent no longer matches the {len(self.expected)} "
+            "batch(es) acknowledged before (their fingerprints differ)"
+        )
+        for rows, body, digest in spool.replay():
+            self.send_one(rows, body, digest)
+        spool.close()
+        self.spool = None
 
 
 class _Spool:

@@ -351,10 +351,10 @@ def test_a_mysql_connection_the_server_dropped_between_partitions_is_replaced(
 def test_mysql_empty_and_null_partitions_stage_their_columns(
     project_dir: Path, my_db: str, whole: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipelinez.connectors.mysql import connector
+    from pipelinez.connectors.mysql import source
 
     if not whole:  # every partition counts as large: streamed
-        monkeypatch.setattr(connector, "WHOLE_FETCH_ROWS", 0)
+        monkeypatch.setattr(source, "WHOLE_FETCH_ROWS", 0)
     _my(
         my_db,
         "CREATE TABLE t (id INT NULL, v VARCHAR(20), d DATE, n DECIMAL(10,2))",

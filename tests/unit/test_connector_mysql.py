@@ -22,7 +22,7 @@ import pyarrow as pa
 import pymysql
 import pytest
 
-from pipelinez.connectors.mysql import connector as mysql_connector
+from pipelinez.connectors.mysql import sink as mysql_sink
 from pipelinez.connectors.mysql.connector import MySQLConnector
 from pipelinez.connectors.mysql.settings import Settings, TableName, is_transient, split_qualified
 from pipelinez.connectors.sdk import ConnectorContext, DatasetRequest, OutputRequest, Partition
@@ -514,7 +514,7 @@ def test_replace_creates_then_swaps_row_for_row(conn: MySQLConnector, db: Any) -
 def test_replace_into_qualified_table_with_many_batches(
     conn: MySQLConnector, db: Any, database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mysql_connector, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(mysql_sink, "CHUNK_ROWS", 7)
     rows = [
         (i, f"n{i}", Decimal(i) / 100, T0 + dt.timedelta(seconds=i), bytes([i % 256]), i % 2 == 0)
         for i in range(100)
@@ -724,7 +724,7 @@ def test_merge_dml_is_one_transaction(conn: MySQLConnector, db: Any) -> None:
 def test_append_adds_batches_and_counts_them(
     conn: MySQLConnector, db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mysql_connector, "CHUNK_ROWS", 2)
+    monkeypatch.setattr(mysql_sink, "CHUNK_ROWS", 2)
     result = conn.write_batches(out("app", "append"), reader_of(sink_table(BASE), max_chunksize=1))
     assert (result.rows, result.batches_committed) == (3, 2)
     result = conn.write_batches(out("app", "append", run_id="again"), reader_of(sink_table(BASE)))
@@ -735,7 +735,7 @@ def test_append_adds_batches_and_counts_them(
 def test_append_failure_mid_way_reports_batches_committed(
     conn: MySQLConnector, db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mysql_connector, "CHUNK_ROWS", 10)
+    monkeypatch.setattr(mysql_sink, "CHUNK_ROWS", 10)
     schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
     def batches() -> Iterator[pa.RecordBatch]:

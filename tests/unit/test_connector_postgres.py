@@ -17,7 +17,7 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from pipelinez.connectors.postgres import source
+from pipelinez.connectors.postgres import nan_guard, native
 from pipelinez.connectors.postgres.connector import PostgresConnector
 from pipelinez.connectors.postgres.settings import Settings, classify, summary
 from pipelinez.connectors.sdk import ConnectorContext, DatasetRequest, OutputRequest, Partition
@@ -469,7 +469,7 @@ def test_nan_in_decimal_is_refused_in_both_tiers(
 def guard_paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Counts how the NaN guard answered: by key lookup (`key`) or by scanning the table (`scan`)."""
     calls = {"key": 0, "scan": 0}
-    by_key, by_scan = source._nan_by_key, source._nan_by_scan
+    by_key, by_scan = nan_guard._nan_by_key, nan_guard._nan_by_scan
 
     def key(*args: Any) -> Any:
         found = by_key(*args)
@@ -480,8 +480,8 @@ def guard_paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         calls["scan"] += 1
         return by_scan(*args)
 
-    monkeypatch.setattr(source, "_nan_by_key", key)
-    monkeypatch.setattr(source, "_nan_by_scan", scan)
+    monkeypatch.setattr(nan_guard, "_nan_by_key", key)
+    monkeypatch.setattr(nan_guard, "_nan_by_scan", scan)
     return calls
 
 
@@ -551,7 +551,7 @@ def test_nan_guard_scans_without_a_usable_key(
 def test_nan_guard_scans_when_zeros_are_many(
     conn: PostgresConnector, pg: psycopg.Connection[Any], guard_paths: dict[str, int]
 ) -> None:
-    many = source.GUARD_KEY_LIMIT + 5
+    many = nan_guard.GUARD_KEY_LIMIT + 5
     pg.execute(
         "CREATE TABLE shop.guard_many (id int PRIMARY KEY, n numeric(8,2));"
         f"INSERT INTO shop.guard_many SELECT g, 0 FROM generate_series(1, {many}) AS g;"
@@ -562,7 +562,7 @@ def test_nan_guard_scans_when_zeros_are_many(
     pg.execute(f"UPDATE shop.guard_many SET n = 'NaN' WHERE id = {many}")
     assert "column(s) n hold" in _guard_outcome(conn, request)
     assert guard_paths == {"key": 0, "scan": 2}
-    pg.execute(f"DELETE FROM shop.guard_many WHERE id > {source.GUARD_KEY_LIMIT - 10}")
+    pg.execute(f"DELETE FROM shop.guard_many WHERE id > {nan_guard.GUARD_KEY_LIMIT - 10}")
     pg.execute("UPDATE shop.guard_many SET n = 'NaN' WHERE id = 7")
     assert "column(s) n hold" in _guard_outcome(conn, request)  # few enough again: by key
     assert guard_paths == {"key": 1, "scan": 2}
@@ -581,12 +581,12 @@ def test_nan_guard_scans_when_a_staged_key_moved(
     relation = conn.relation(request)
     con = staging()
     with pytest.MonkeyPatch.context() as patch:  # stage without the guard
-        patch.setattr(source, "_nan_guard", lambda *args: None)
+        patch.setattr(native, "nan_guard", lambda *args: None)
         conn.extract_native(con, request, Partition(0, "all"), '"t"')
     assert con.execute('SELECT n FROM "t" ORDER BY id').fetchall() == [(0,), (0,), (1,)]
 
     def guard() -> None:
-        source._nan_guard(con, conn.control(), conn.settings, relation, '"t"', "")
+        nan_guard.nan_guard(con, conn.control(), conn.settings, relation, '"t"', "")
 
     with pytest.raises(PzConnectorError, match="column\\(s\\) n hold NaN"):
         guard()

@@ -9,7 +9,13 @@ from pipelinez.connectors.http.client import retry_after, shown, with_params
 from pipelinez.connectors.http.settings import json_path
 from pipelinez.connectors.http.sink import BodyEncoder, rechunk
 from pipelinez.connectors.http.source import next_link
-from pipelinez.connectors.sdk_delivery import AckedBatch, DeliveryCheckpoint, deliver, fingerprint
+from pipelinez.connectors.sdk_delivery import (
+    AckedBatch,
+    DeliveryCheckpoint,
+    deliver,
+    failed_with,
+    fingerprint,
+)
 from pipelinez.core.diagnostics import PzConnectorError
 
 
@@ -128,8 +134,7 @@ def test_a_failure_and_a_work_item_carry_their_checkpoint_across_a_pickle() -> N
     from pipelinez.engine.run.failures import NodeFailure, classify
 
     cp = DeliveryCheckpoint(2, (AckedBatch(0, 2, "sha256:ab"),))
-    exc = PzConnectorError("HTTP 503", is_transient=True, retry_after=1.5)
-    exc.checkpoint = cp  # type: ignore[attr-defined]
+    exc = failed_with(PzConnectorError("HTTP 503", is_transient=True, retry_after=1.5), cp)  # typed fields
     failure = classify(exc, "PZ0501", "sink 'api' output 'events'")
     assert failure.checkpoint == cp and failure.retry_after == 1.5
     back = pickle.loads(pickle.dumps(failure))

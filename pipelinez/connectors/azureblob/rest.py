@@ -23,6 +23,7 @@ from email.utils import formatdate
 from urllib.parse import parse_qsl, quote, urlsplit
 
 from pipelinez.connectors.files.rest import TRANSIENT_STATUS, NoReply, Reply, send
+from pipelinez.connectors.sdk_errors import ObjectStoreError
 
 API_VERSION = "2021-08-06"
 TIMEOUT = 60.0  # seconds per request: every call here answers without moving data
@@ -41,14 +42,13 @@ _SIGNED_STANDARD_HEADERS = (
 )
 
 
-class AzureRestError(OSError):
+class AzureRestError(ObjectStoreError):
     """A Blob service call failed. `transient`: another attempt may succeed; `status`: the HTTP status the
     service answered (None when no answer came, so the call may or may not have taken effect); `code`: its
     x-ms-error-code."""
 
     def __init__(self, message: str, transient: bool, status: int | None = None, code: str | None = None):
-        super().__init__(message)
-        self.transient = transient
+        super().__init__(message, transient)
         self.status = status
         self.code = code
 

@@ -146,46 +146,72 @@ def write(
     try:
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(catalog)}.{quote_ident(target.schema)}")
         if output.strategy == "replace":
-            sweep(cur, catalog, target, leftovers)
-            tmp = work_table(target, output.run_id)
-            cur.execute(f"DROP TABLE IF EXISTS {tmp.sql(catalog)}")
-            if feed is None:
-                cur.execute(f"CREATE TABLE {tmp.sql(catalog)} AS SELECT * FROM {source}")
-            else:
-                cur.execute(
-                    f"CREATE TABLE {tmp.sql(catalog)} AS SELECT * FROM {shape or source} WITH NO DATA"
-                )
-                rows = feed.insert_into(cur, tmp.sql(catalog))
-            if rows is None:
-                rows = count_rows(cur, tmp.sql(catalog))
-            failpoints.hit("sink.before_swap")
-            cur.execute(f"DROP TABLE IF EXISTS {qtarget}")
-            cur.execute(f"ALTER TABLE {tmp.sql(catalog)} RENAME TO {quote_ident(target.table)}")
-            result = WriteResult(rows)
+            result = _replace(cur, catalog, target, output, source, rows, shape, leftovers, feed)
         else:
-            data = written_columns(output, source_cols)
-            select = "*" if len(data) == len(source_cols) else ", ".join(quote_ident(n) for n, _ in data)
-            cur.execute(
-                f"CREATE TABLE IF NOT EXISTS {qtarget} AS SELECT {select} FROM {shape or source} WITH NO DATA"
-            )
-            _add_missing_columns(cur, qtarget, data)
-            if output.strategy == "append" and feed is not None:
-                result = WriteResult(feed.insert_into(cur, qtarget, by_name=True), 1)
-            elif output.strategy == "append":
-                inserted = cur.execute(f"INSERT INTO {qtarget} BY NAME SELECT * FROM {source}").fetchone()
-                result = WriteResult(rows if rows is not None else int(inserted[0] if inserted else 0), 1)
-            else:
-                if rows is None:
-                    raise ValueError("merge needs a source it can read twice")
-                cur.execute(_merge_sql(qtarget, output, source, source_cols))
-                failpoints.hit("sink.before_merge")
-                result = WriteResult(rows - _delete_requests(cur, output, source))
+            result = _into_target(cur, qtarget, output, source, source_cols, rows, shape, feed)
         cur.execute("COMMIT")
         return result
     except BaseException:
         with contextlib.suppress(Exception):
             cur.execute("ROLLBACK")
         raise
+
+
+def _replace(
+    cur: duckdb.DuckDBPyConnection,
+    catalog: str,
+    target: TableName,
+    output: OutputRequest,
+    source: str,
+    rows: int | None,
+    shape: str | None,
+    leftovers: Sequence[str] | None,
+    feed: ArrowFeed | None,
+) -> WriteResult:
+    """Replace, inside `write`'s transaction: the result into a work table, then swapped in for the target."""
+    sweep(cur, catalog, target, leftovers)
+    tmp = work_table(target, output.run_id)
+    cur.execute(f"DROP TABLE IF EXISTS {tmp.sql(catalog)}")
+    if feed is None:
+        cur.execute(f"CREATE TABLE {tmp.sql(catalog)} AS SELECT * FROM {source}")
+    else:
+        cur.execute(f"CREATE TABLE {tmp.sql(catalog)} AS SELECT * FROM {shape or source} WITH NO DATA")
+        rows = feed.insert_into(cur, tmp.sql(catalog))
+    if rows is None:
+        rows = count_rows(cur, tmp.sql(catalog))
+    failpoints.hit("sink.before_swap")
+    cur.execute(f"DROP TABLE IF EXISTS {target.sql(catalog)}")
+    cur.execute(f"ALTER TABLE {tmp.sql(catalog)} RENAME TO {quote_ident(target.table)}")
+    return WriteResult(rows)
+
+
+def _into_target(
+    cur: duckdb.DuckDBPyConnection,
+    qtarget: str,
+    output: OutputRequest,
+    source: str,
+    source_cols: Sequence[tuple[str, str]],
+    rows: int | None,
+    shape: str | None,
+    feed: ArrowFeed | None,
+) -> WriteResult:
+    """Append or merge, inside `write`'s transaction, into the target (created when missing)."""
+    data = written_columns(output, source_cols)
+    select = "*" if len(data) == len(source_cols) else ", ".join(quote_ident(n) for n, _ in data)
+    cur.execute(
+        f"CREATE TABLE IF NOT EXISTS {qtarget} AS SELECT {select} FROM {shape or source} WITH NO DATA"
+    )
+    _add_missing_columns(cur, qtarget, data)
+    if output.strategy == "append" and feed is not None:
+        return WriteResult(feed.insert_into(cur, qtarget, by_name=True), 1)
+    if output.strategy == "append":
+        inserted = cur.execute(f"INSERT INTO {qtarget} BY NAME SELECT * FROM {source}").fetchone()
+        return WriteResult(rows if rows is not None else int(inserted[0] if inserted else 0), 1)
+    if rows is None:
+        raise ValueError("merge needs a source it can read twice")
+    cur.execute(_merge_sql(qtarget, output, source, source_cols))
+    failpoints.hit("sink.before_merge")
+    return WriteResult(rows - _delete_requests(cur, output, source))
 
 
 def _digest(target: TableName) -> str:

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pipelinez.connectors.files import formats, reading, writing
 from pipelinez.connectors.files.csvformat import ReadSchema
 from pipelinez.connectors.files.netfail import as_transient
-from pipelinez.connectors.files.objects import ObjectFolder, ObjectStore, io_error
+from pipelinez.connectors.files.objects import ObjectStore, io_error
+from pipelinez.connectors.files.objfolder import ObjectFolder
 from pipelinez.connectors.sdk import (
     NATIVE,
     Connector,

@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pipelinez.connectors.http.transport import Deadline, opener
 from pipelinez.connectors.http.transport import shown as shown  # messages everywhere print URLs this way
+from pipelinez.connectors.sdk_errors import ConnectorError
 from pipelinez.core.diagnostics import PzConnectorError
 
 MAX_BODY = 256 << 20  # one page or response larger than this is refused (memory stays bounded)
@@ -31,7 +32,7 @@ TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 USER_AGENT = "pipelinez-http"
 
 
-class HttpStatusError(PzConnectorError):
+class HttpStatusError(ConnectorError):
     """The server answered, with a status other than 2xx (`status`)."""
 
     def __init__(

@@ -1,6 +1,7 @@
 """The `postgres` connector: PostgreSQL tables and queries as sources, tables as sinks, in both tiers.
 
-Source (see `source.py`, type mapping in `types.py`):
+Source (see `source.py`; `native.py` and `nan_guard.py` for the native tier, `reader.py` and
+`arrow_convert.py` for the universal tier; type mapping in `types.py`):
 - native: DuckDB's postgres extension, LOADed from the file the `duckdb-extension-postgres-scanner` package
   ships (no network). Unpartitioned tables are read with the extension's parallel binary table scan, queries
   and partitions with `postgres_query` and a server-side projection.
@@ -9,10 +10,12 @@ Source (see `source.py`, type mapping in `types.py`):
 - both tiers stage the same DuckDB types with the same values; `partitions: {column, count}` splits a
   table or query into contiguous ranges that land one after another into the staging table.
 
-Sink (see `sink.py`): replace (temp table, then one swap transaction that keeps grants), merge (load table,
-then one transaction: delete flagged keys, INSERT ... ON CONFLICT or MERGE), append (COPY in batches, each
-its own transaction; `batches_committed` on the result and on the error). Native writes go through the
-extension (ATTACH READ_WRITE, binary COPY), universal writes through ADBC's bulk ingest (binary COPY).
+Sink (see `sink.py`; the target table in `sink_target.py`, replace and merge in `sink_strategies.py`,
+column types in `sink_types.py`): replace (temp table, then one swap transaction that keeps grants), merge
+(load table, then one transaction: delete flagged keys, INSERT ... ON CONFLICT or MERGE), append (COPY in
+batches, each its own transaction; `batches_committed` on the result and on the error). Native writes go
+through the extension (ATTACH READ_WRITE, binary COPY), universal writes through ADBC's bulk ingest
+(binary COPY).
 
 Errors are `PzConnectorError`s classified by SQLSTATE / connection failure (`settings.classify`), with the
 password scrubbed from every message.
@@ -26,16 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.postgres import sink, target_types, views
+from pipelinez.connectors.postgres.native import Attachment, extract_native
+from pipelinez.connectors.postgres.reader import ReaderConnection, extract_batches
 from pipelinez.connectors.postgres.settings import Settings, TableRef
-from pipelinez.connectors.postgres.source import (
-    Attachment,
-    ReaderConnection,
-    Relation,
-    describe,
-    extract_batches,
-    extract_native,
-    make_partitions,
-)
+from pipelinez.connectors.postgres.source import Relation, describe, make_partitions
 from pipelinez.connectors.sdk import (
     Connector,
     ConnectorContext,

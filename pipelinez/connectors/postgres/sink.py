@@ -21,45 +21,35 @@ tables a killed writer left behind.
   (keys) DO UPDATE when a unique index covers exactly the keys, else MERGE (PostgreSQL 15+), else
   DELETE + INSERT; drop the load table. Merging the same result twice leaves the same table.
 - append: create the target from the staging schema when missing; then batches of `batch_rows` rows, each
-  one COPY in its own committed transaction. A failure raises `AppendFailed` (a PzConnectorError) whose
-  `batches_committed` / `rows_committed` say what landed; the message says it too.
+  one COPY in its own committed transaction. A failure raises `AppendFailed` (the SDK's `ConnectorError`)
+  whose `batches_committed` / `rows_committed` say what landed; the message says it too.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import secrets
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pipelinez.connectors.postgres.settings import Settings, TableRef, lead
-from pipelinez.connectors.postgres.source import attached, table_exists
-from pipelinez.connectors.postgres.types import describe_types, pg_type_for_arrow, pg_type_for_duckdb
-from pipelinez.connectors.sdk import OutputRequest, WriteResult
+from pipelinez.connectors.postgres.native import attached, table_exists
+from pipelinez.connectors.postgres.settings import lead
+from pipelinez.connectors.postgres.sink_strategies import StrategyWriter
+from pipelinez.connectors.postgres.sink_target import APPEND_BATCH_ROWS, Column, format_name
+from pipelinez.connectors.postgres.sink_types import describe_types, pg_type_for_arrow, pg_type_for_duckdb
+from pipelinez.connectors.sdk import WriteResult
+from pipelinez.connectors.sdk_errors import ConnectorError
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident
 
 if TYPE_CHECKING:
     import duckdb
-    import psycopg
     import pyarrow as pa
 
-APPEND_BATCH_ROWS = 1_000_000
-LOCK_TIMEOUT = "30s"
-_LOCK_CLASS = 0x507A  # advisory lock class of pz writers ("Pz")
-_PRIVILEGES = {"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER", "MAINTAIN"}
-_FORMAT_NAMES = {
-    "timestamp": "timestamp without time zone",
-    "timestamptz": "timestamp with time zone",
-    "time": "time without time zone",
-    "timetz": "time with time zone",
-}
+__all__ = ["APPEND_BATCH_ROWS", "AppendFailed", "Writer"]
 
 
-class AppendFailed(PzConnectorError):
+class AppendFailed(ConnectorError):
     """An append that failed after `batches_committed` batches (`rows_committed` rows) had landed."""
 
     def __init__(
@@ -71,213 +61,18 @@ class AppendFailed(PzConnectorError):
         is_transient: bool,
         retry_after: float | None,
     ):
-        super().__init__(message, is_transient=is_transient, retry_after=retry_after, code="PZ0501")
-        self.batches_committed = batches_committed
-        self.rows_committed = rows_committed
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    pg_type: str  # as format_type renders it
-    expr: str | None = None  # DuckDB expression template over {c} (native), or None
-
-
-def format_name(pg_type: str) -> str:
-    """A type as PostgreSQL's format_type renders it (for comparing with the catalog)."""
-    suffix = ""
-    base = pg_type
-    while base.endswith("[]"):
-        base, suffix = base[:-2], suffix + "[]"
-    return _FORMAT_NAMES.get(base, base) + suffix
-
-
-class Writer:
-    def __init__(
-        self,
-        settings: Settings,
-        control: psycopg.Connection[Any],
-        output: OutputRequest,
-        where: str,
-        batch_rows: int = APPEND_BATCH_ROWS,
-    ):
-        self.settings = settings
-        self.conn = control
-        self.output = output
-        self.where = where
-        self.batch_rows = max(1, int(batch_rows))
-        try:
-            ref = TableRef.parse(str(output.options.get("table") or output.name))
-        except ValueError as exc:
-            raise PzConnectorError(f"{lead(where)}table: {exc}", code="PZ0303") from exc
-        schema = ref.schema
-        if schema is None:
-            row = self._run("SELECT current_schema()").fetchone()
-            if row is None or row[0] is None:
-                raise PzConnectorError(
-                    f"{lead(where)}the connection has no current schema; write schema.table", code="PZ0303"
-                )
-            schema = str(row[0])
-        self.schema, self.name = schema, ref.name
-        self.qualified = f"{quote_ident(schema)}.{quote_ident(ref.name)}"
-        self.display = f"{schema}.{ref.name}"
-
-    # -- plumbing ---------------------------------------------------------------------------------
-    def _run(self, sql: str, params: list[Any] | None = None) -> psycopg.Cursor[Any]:
-        try:
-            return self.conn.execute(sql, params)
-        except Exception as exc:
-            raise self.settings.error(exc, self.where, "PZ0501") from exc
-
-    def _fail(self, exc: BaseException) -> PzConnectorError:
-        if isinstance(exc, PzConnectorError):
-            return exc
-        return self.settings.error(exc, self.display, "PZ0501")
-
-    def work_table(self, kind: str) -> str:
-        """`<table>__pz_<kind>_<run id>_<hash>`, at most 63 bytes."""
-        digest = hashlib.sha1(self.display.encode("utf-8")).hexdigest()[:6]
-        run = "".join(ch for ch in (self.output.run_id or secrets.token_hex(4)) if ch.isalnum() or ch in "-_")
-        suffix = f"__pz_{kind}_{run[-24:]}_{digest}"
-        head = self.name.encode("utf-8")[: 63 - len(suffix.encode("utf-8"))].decode("utf-8", "ignore")
-        return head + suffix
-
-    def _work_pattern(self, kind: str) -> tuple[str, str]:
-        digest = hashlib.sha1(self.display.encode("utf-8")).hexdigest()[:6]
-        return f"__pz_{kind}_", f"_{digest}"
-
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """A session advisory lock on the target for pz writers; stale work tables are dropped under it."""
-        row = self._run(
-            "SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_LOCK_CLASS, self.display]
-        ).fetchone()
-        if not (row and row[0]):
-            raise PzConnectorError(
-                f"{lead(self.where)}another pz writer is writing {self.display} right now",
-                is_transient=True,
-                retry_after=5.0,
-                code="PZ0501",
-            )
-        try:
-            self._drop_stale()
-            yield
-        finally:
-            with contextlib.suppress(Exception):
-                self.conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [_LOCK_CLASS, self.display])
-
-    def _drop_stale(self) -> None:
-        for kind in ("tmp", "load"):
-            middle, tail = self._work_pattern(kind)
-            rows = self._run(
-                "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
-                "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r' "
-                "AND strpos(c.relname, %s) > 0 AND right(c.relname, %s) = %s",
-                [self.schema, middle, len(tail), tail],
-            ).fetchall()
-            for (relname,) in rows:
-                self._drop(str(relname))
-
-    def _drop(self, name: str) -> None:
-        with contextlib.suppress(Exception):
-            self.conn.execute(f"DROP TABLE IF EXISTS {quote_ident(self.schema)}.{quote_ident(name)}")
-
-    def _q(self, name: str) -> str:
-        return f"{quote_ident(self.schema)}.{quote_ident(name)}"
-
-    def target_columns(self, cur: Any = None) -> dict[str, str] | None:
-        """The existing target's columns (name -> format_type), or None when it does not exist."""
-        runner = cur if cur is not None else self.conn
-        row = runner.execute("SELECT to_regclass(%s)::oid::int8", [self.qualified]).fetchone()
-        if row is None or row[0] is None:
-            return None
-        rows = runner.execute(
-            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute "
-            "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-            [int(row[0])],
-        ).fetchall()
-        return {str(r[0]): str(r[1]) for r in rows}
-
-    def column_comparisons(self, cur: Any = None) -> dict[str, tuple[str, bool, str]]:
-        """Each target column's (type name, deterministic collation, ICU locale or collate), for how the
-        target compares its values."""
-        runner = cur if cur is not None else self.conn
-        row = runner.execute("SELECT to_regclass(%s)::oid::int8", [self.qualified]).fetchone()
-        if row is None or row[0] is None:
-            return {}
-        rows = runner.execute(
-            "SELECT a.attname, t.typname, coalesce((to_jsonb(c) ->> 'collisdeterministic')::boolean, true), "
-            "coalesce(to_jsonb(c) ->> 'colliculocale', to_jsonb(c) ->> 'colllocale', c.collcollate, '') "
-            "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
-            "LEFT JOIN pg_catalog.pg_collation c ON c.oid = a.attcollation "
-            "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped",
-            [int(row[0])],
-        ).fetchall()
-        return {str(r[0]): (str(r[1]), bool(r[2]), str(r[3] or "")) for r in rows}
-
-    def required_columns(self, cur: Any = None) -> set[str]:
-        """The target's columns an insert must give a value: NOT NULL, no default, not identity or
-        generated."""
-        runner = cur if cur is not None else self.conn
-        row = runner.execute("SELECT to_regclass(%s)::oid::int8", [self.qualified]).fetchone()
-        if row is None or row[0] is None:
-            return set()
-        rows = runner.execute(
-            "SELECT attname FROM pg_catalog.pg_attribute a WHERE attrelid = %s AND attnum > 0 "
-            "AND NOT attisdropped AND attnotnull AND NOT atthasdef "
-            "AND coalesce(to_jsonb(a) ->> 'attidentity', '') = '' "
-            "AND coalesce(to_jsonb(a) ->> 'attgenerated', '') = ''",
-            [int(row[0])],
-        ).fetchall()
-        return {str(r[0]) for r in rows}
-
-    def _create(
-        self,
-        name: str,
-        columns: list[Column],
-        *,
-        unlogged: bool = False,
-        if_not_exists: bool = False,
-        cur: Any = None,
-    ) -> None:
-        body = ", ".join(f"{quote_ident(c.name)} {c.pg_type}" for c in columns)
-        kind = "UNLOGGED TABLE" if unlogged else "TABLE"
-        exists = "IF NOT EXISTS " if if_not_exists else ""
-        (cur or self.conn).execute(f"CREATE {kind} {exists}{self._q(name)} ({body})")
-
-    def _refuse_empty(self) -> PzConnectorError:
-        return PzConnectorError(
-            f"{lead(self.where)}the result has no rows, so replace would empty {self.display}; it was left "
-            "as it was (set allow_empty: true on the output to allow an empty replace)",
-            code="PZ0509",
+        super().__init__(
+            message,
+            is_transient=is_transient,
+            retry_after=retry_after,
+            code="PZ0501",
+            batches_committed=batches_committed,
+            rows_committed=rows_committed,
         )
 
-    def _check_columns(self, columns: list[Column]) -> None:
-        names = [c.name for c in columns]
-        keys = list(self.output.keys)
-        if self.output.strategy == "merge":
-            if not keys:
-                raise PzConnectorError(f"{lead(self.where)}merge needs keys", code="PZ0305")
-            missing = [k for k in keys if k not in names]
-            if missing:
-                raise PzConnectorError(
-                    f"{lead(self.where)}merge key(s) {', '.join(missing)} are not columns of the "
-                    f"result (it has: {', '.join(names)})",
-                    code="PZ0501",
-                )
-            flag = self.output.on_delete
-            if flag and flag not in names:
-                raise PzConnectorError(
-                    f"{lead(self.where)}on_delete column {flag} is not a column of the result", code="PZ0501"
-                )
-            if flag and flag in keys:
-                raise PzConnectorError(
-                    f"{lead(self.where)}on_delete column {flag} cannot be a key", code="PZ0501"
-                )
-        if self.output.strategy not in ("replace", "merge", "append"):
-            raise PzConnectorError(
-                f"{lead(self.where)}unknown strategy '{self.output.strategy}'", code="PZ0305"
-            )
+
+class Writer(StrategyWriter):
+    """One write of a staged result into one PostgreSQL table, in either tier."""
 
     # -- native tier --------------------------------------------------------------------------------
     def write_native(self, con: duckdb.DuckDBPyConnection, source: str) -> WriteResult:
@@ -484,285 +279,6 @@ class Writer:
             is_transient=err.is_transient,
             retry_after=err.retry_after,
         )
-
-    def _replace(self, columns: list[Column], load: Callable[[str], int]) -> WriteResult:
-        with self.locked():
-            tmp = self.work_table("tmp")
-            try:
-                self._create(tmp, columns)
-            except Exception as exc:
-                raise self._fail(exc) from exc
-            try:
-                rows = load(tmp)
-                if rows == 0 and not self.output.allow_empty:
-                    raise self._refuse_empty()
-                failpoints.hit("sink.before_swap")
-                self._swap(tmp)
-            except BaseException:
-                self._drop(tmp)
-                raise
-        return WriteResult(rows=rows)
-
-    def _swap(self, tmp: str) -> None:
-        """One transaction: lock and drop the old table, rename the temp table, re-grant, keep the comment
-        and the owner."""
-        try:
-            with self.conn.transaction():
-                cur = self.conn.cursor()
-                cur.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-                row = cur.execute("SELECT to_regclass(%s)::oid::int8", [self.qualified]).fetchone()
-                old = int(row[0]) if row and row[0] is not None else None
-                grants: list[str] = []
-                owner: str | None = None
-                comment: str | None = None
-                if old is not None:
-                    cur.execute(f"LOCK TABLE {self.qualified} IN ACCESS EXCLUSIVE MODE")
-                    grants = self._grants(cur, old, tmp)
-                    info = cur.execute(
-                        "SELECT pg_get_userbyid(relowner), obj_description(oid, 'pg_class'), "
-                        "pg_get_userbyid(relowner) <> current_user FROM pg_catalog.pg_class WHERE oid = %s",
-                        [old],
-                    ).fetchone()
-                    assert info is not None
-                    owner = str(info[0]) if info[2] else None
-                    comment = None if info[1] is None else str(info[1])
-                    cur.execute(f"DROP TABLE {self.qualified}")
-                cur.execute(f"ALTER TABLE {self._q(tmp)} RENAME TO {quote_ident(self.name)}")
-                for grant in grants:
-                    cur.execute(grant)
-                if comment is not None:
-                    from psycopg import sql
-
-                    cur.execute(
-                        sql.SQL("COMMENT ON TABLE {} IS {}").format(
-                            sql.SQL(self.qualified), sql.Literal(comment)
-                        )
-                    )
-                if owner is not None:
-                    cur.execute("SAVEPOINT pz_owner")
-                    try:
-                        cur.execute(f"ALTER TABLE {self.qualified} OWNER TO {quote_ident(owner)}")
-                    except Exception:  # not a member of the old owner's role: the writer keeps ownership
-                        cur.execute("ROLLBACK TO SAVEPOINT pz_owner")
-        except PzConnectorError:
-            raise
-        except Exception as exc:
-            raise self._fail(exc) from exc
-
-    def _grants(self, cur: Any, old: int, tmp: str) -> list[str]:
-        """GRANT statements that give the new table the old table's table and column privileges."""
-        target = self.qualified
-        rows = cur.execute(
-            "SELECT a.grantee = 0, pg_get_userbyid(a.grantee), a.privilege_type, a.is_grantable "
-            "FROM pg_catalog.pg_class c, aclexplode(c.relacl) a WHERE c.oid = %s AND a.grantee <> c.relowner",
-            [old],
-        ).fetchall()
-        out = []
-        for public, grantee, privilege, grantable in rows:
-            if str(privilege) not in _PRIVILEGES:
-                continue
-            who = "PUBLIC" if public else quote_ident(str(grantee))
-            option = " WITH GRANT OPTION" if grantable else ""
-            out.append(f"GRANT {privilege} ON {target} TO {who}{option}")
-        cols = cur.execute(
-            "SELECT att.attname, a.grantee = 0, pg_get_userbyid(a.grantee), a.privilege_type, a.is_grantable "
-            "FROM pg_catalog.pg_attribute att, aclexplode(att.attacl) a "
-            "WHERE att.attrelid = %s AND att.attnum > 0 AND NOT att.attisdropped AND att.attacl IS NOT NULL",
-            [old],
-        ).fetchall()
-        new_columns = {
-            str(r[0])
-            for r in cur.execute(
-                "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
-                "AND NOT attisdropped",
-                [self._q(tmp)],
-            ).fetchall()
-        }
-        for column, public, grantee, privilege, grantable in cols:
-            if str(privilege) not in _PRIVILEGES or str(column) not in new_columns:
-                continue
-            who = "PUBLIC" if public else quote_ident(str(grantee))
-            option = " WITH GRANT OPTION" if grantable else ""
-            out.append(f"GRANT {privilege} ({quote_ident(str(column))}) ON {target} TO {who}{option}")
-        return out
-
-    def _merge(self, columns: list[Column], load: Callable[[str], int]) -> WriteResult:
-        keys = list(self.output.keys)
-        flag = self.output.on_delete
-        data = [c for c in columns if c.name != flag]
-        with self.locked():
-            work = self.work_table("load")
-            try:
-                self._create(work, columns, unlogged=True)
-            except Exception as exc:
-                raise self._fail(exc) from exc
-            try:
-                rows = load(work)
-                failpoints.hit("sink.before_merge")
-                deleted = self._merge_transaction(work, keys, flag, data)
-            finally:
-                self._drop(work)
-        return WriteResult(rows=rows - deleted)
-
-    def _merge_transaction(self, work: str, keys: list[str], flag: str | None, data: list[Column]) -> int:
-        """Upsert the work table into the target; returns how many of its rows were delete requests."""
-        src = self._q(work)
-        flagged = 0
-        try:
-            with self.conn.transaction():
-                cur = self.conn.cursor()
-                cur.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-                existing = self.target_columns(cur)
-                if existing is None:
-                    self._create(self.name, data, cur=cur)
-                    existing = {c.name: format_name(c.pg_type) for c in data}
-                missing = [c.name for c in data if c.name not in existing]
-                if missing:
-                    raise PzConnectorError(
-                        f"{lead(self.where)}{self.display} has no column(s) {', '.join(missing)} of the "
-                        "result; add them to the table or drop them in the pipeline",
-                        code="PZ0501",
-                    )
-                self._check_keys(cur, src, keys)
-                on = " AND ".join(f"t.{quote_ident(k)} = s.{quote_ident(k)}::{existing[k]}" for k in keys)
-                if flag:
-                    row = cur.execute(
-                        f"SELECT count(*) FROM {src} WHERE {quote_ident(flag)} IS TRUE"
-                    ).fetchone()
-                    flagged = int(row[0]) if row else 0
-                    cur.execute(
-                        f"DELETE FROM {self.qualified} AS t USING {src} AS s WHERE {on} "
-                        f"AND s.{quote_ident(flag)} IS TRUE"
-                    )
-                keep = f" WHERE s.{quote_ident(flag)} IS NOT TRUE" if flag else ""
-                names = [c.name for c in data]
-                cols = ", ".join(quote_ident(n) for n in names)
-                vals = ", ".join(f"s.{quote_ident(n)}::{existing[n]}" for n in names)
-                others = [n for n in names if n not in keys]
-                if self._has_unique_index(cur, keys):
-                    action = (
-                        (
-                            "DO UPDATE SET "
-                            + ", ".join(f"{quote_ident(n)} = EXCLUDED.{quote_ident(n)}" for n in others)
-                        )
-                        if others
-                        else "DO NOTHING"
-                    )
-                    conflict = ", ".join(quote_ident(k) for k in keys)
-                    cur.execute(
-                        f"INSERT INTO {self.qualified} AS t ({cols}) SELECT {vals} FROM {src} AS s{keep} "
-                        f"ON CONFLICT ({conflict}) {action}"
-                    )
-                elif self.conn.info.server_version >= 150000:
-                    update = (
-                        (
-                            " WHEN MATCHED THEN UPDATE SET "
-                            + ", ".join(
-                                f"{quote_ident(n)} = s.{quote_ident(n)}::{existing[n]}" for n in others
-                            )
-                        )
-                        if others
-                        else ""
-                    )
-                    cur.execute(
-                        f"MERGE INTO {self.qualified} AS t USING (SELECT * FROM {src} AS s{keep}) AS s "
-                        f"ON {on}{update} WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({vals})"
-                    )
-                else:
-                    cur.execute(f"DELETE FROM {self.qualified} AS t USING {src} AS s WHERE {on}")
-                    cur.execute(f"INSERT INTO {self.qualified} ({cols}) SELECT {vals} FROM {src} AS s{keep}")
-                cur.execute(f"DROP TABLE {src}")
-        except PzConnectorError:
-            raise
-        except Exception as exc:
-            raise self._fail(exc) from exc
-        return flagged
-
-    def _check_keys(self, cur: Any, src: str, keys: list[str]) -> None:
-        nulls = " OR ".join(f"{quote_ident(k)} IS NULL" for k in keys)
-        row = cur.execute(f"SELECT count(*) FROM {src} WHERE {nulls}").fetchone()
-        if row and row[0]:
-            raise PzConnectorError(
-                f"{lead(self.where)}{row[0]} row(s) of the result have a NULL merge key ({', '.join(keys)}); "
-                "a NULL key never matches, so merge refuses it",
-                code="PZ0501",
-            )
-        group = ", ".join(quote_ident(k) for k in keys)
-        row = cur.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {src} GROUP BY {group} HAVING count(*) > 1) d"
-        ).fetchone()
-        if row and row[0]:
-            raise PzConnectorError(
-                f"{lead(self.where)}{row[0]} merge key value(s) appear more than once in the result; "
-                f"merge needs one row per key ({', '.join(keys)})",
-                code="PZ0501",
-            )
-
-    def _has_unique_index(self, cur: Any, keys: list[str]) -> bool:
-        rows = cur.execute(
-            "SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_catalog.pg_index i "
-            "JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
-            "WHERE i.indrelid = to_regclass(%s) AND i.indisunique AND i.indisvalid AND i.indpred IS NULL "
-            "AND i.indexprs IS NULL GROUP BY i.indexrelid, i.indnkeyatts HAVING count(*) = i.indnkeyatts",
-            [self.qualified],
-        ).fetchall()
-        wanted = sorted(keys)
-        return any(sorted(r[0]) == wanted for r in rows)
-
-    # -- tier 5 -------------------------------------------------------------------------------------
-    def probe(self) -> None:
-        """Whether this user may create/replace/merge/append the target; every problem at once (PZ0606)."""
-        problems: list[str] = []
-        row = self._run(
-            "SELECT has_schema_privilege(current_user, n.oid, 'CREATE'), has_schema_privilege(current_user, "
-            "n.oid, 'USAGE'), current_user FROM pg_catalog.pg_namespace n WHERE n.nspname = %s",
-            [self.schema],
-        ).fetchone()
-        if row is None:
-            raise PzConnectorError(
-                f"{lead(self.where)}schema {self.schema} does not exist; create it first", code="PZ0606"
-            )
-        can_create, can_use, user = bool(row[0]), bool(row[1]), str(row[2])
-        if not can_use:
-            problems.append(f"no USAGE on schema {self.schema}")
-        target = self._run(
-            "SELECT c.relkind, pg_has_role(current_user, c.relowner, 'USAGE'), "
-            "has_table_privilege(current_user, c.oid, 'INSERT'), "
-            "has_table_privilege(current_user, c.oid, 'UPDATE'), "
-            "has_table_privilege(current_user, c.oid, 'DELETE') FROM pg_catalog.pg_class c WHERE c.oid = "
-            "to_regclass(%s)",
-            [self.qualified],
-        ).fetchone()
-        strategy = self.output.strategy
-        if target is None:
-            if not can_create:
-                problems.append(
-                    f"no CREATE on schema {self.schema} (the table {self.name} does not exist yet)"
-                )
-        else:
-            relkind, owner, can_insert, can_update, can_delete = target
-            if relkind not in ("r", "p"):
-                problems.append(f"{self.display} is not a table (relkind {relkind})")
-            if strategy == "replace":
-                if not owner:
-                    problems.append(f"not the owner of {self.display} (replace drops and recreates it)")
-                if not can_create:
-                    problems.append(f"no CREATE on schema {self.schema} (replace writes a temp table)")
-            elif strategy == "merge":
-                if not can_create:
-                    problems.append(f"no CREATE on schema {self.schema} (merge loads a work table)")
-                for ok, what in ((can_insert, "INSERT"), (can_update, "UPDATE")):
-                    if not ok:
-                        problems.append(f"no {what} on {self.display}")
-                if self.output.on_delete and not can_delete:
-                    problems.append(f"no DELETE on {self.display} (on_delete)")
-            elif not can_insert:
-                problems.append(f"no INSERT on {self.display}")
-        if problems:
-            raise PzConnectorError(
-                f"{lead(self.where)}user {user} cannot {strategy} {self.display}: " + "; ".join(problems),
-                code="PZ0606",
-            )
 
 
 class _Stream:

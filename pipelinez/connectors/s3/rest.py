@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from urllib.parse import quote
 
 from pipelinez.connectors.files.rest import TRANSIENT_STATUS, NoReply, send
+from pipelinez.connectors.sdk_errors import ObjectStoreError
 
 _TRANSIENT_CODES = (
     "SlowDown",
@@ -30,12 +31,11 @@ _EMPTY_SHA = hashlib.sha256(b"").hexdigest()
 TIMEOUT = 300.0  # seconds per request: a part copy (up to 5 GiB) runs inside the store before it answers
 
 
-class S3RestError(OSError):
+class S3RestError(ObjectStoreError):
     """An S3 call failed; `transient` says whether another attempt may succeed."""
 
     def __init__(self, message: str, transient: bool, code: str | None = None):
-        super().__init__(message)
-        self.transient = transient
+        super().__init__(message, transient)
         self.code = code
 
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from pipelinez.compile.nodes import PipelineNode, SourceLoadNode
 from pipelinez.connectors.sdk import Partition
+from pipelinez.connectors.sdk_errors import is_transient_store_error
 from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
@@ -369,7 +370,8 @@ class RayBackend:
                 self.cluster.redactor(
                     f"{item.name}: the driver cannot read its published staged data: {exc}"
                 ),
-                transient=bool(getattr(exc, "transient", False)),
+                transient=(isinstance(exc, ReuseUnavailable) and exc.transient)
+                or is_transient_store_error(exc),
             )
             result = AttemptResult(item.name, item.attempt, failure=failure)
         done(result)
@@ -559,7 +561,8 @@ class _FanOut:
             failure = NodeFailure(
                 "PZ0712",
                 backend.cluster.redactor(f"{item.name}: its partitions could not be combined: {exc}"),
-                transient=bool(getattr(exc, "transient", False)),
+                transient=(isinstance(exc, ReuseUnavailable) and exc.transient)
+                or is_transient_store_error(exc),
             )
             self.done(AttemptResult(item.name, item.attempt, failure=failure))
             return

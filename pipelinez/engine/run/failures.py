@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
+from pipelinez.connectors.sdk_errors import ConnectorError
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.duck_messages import condense
 from pipelinez.core.json_types import JsonObject
@@ -112,8 +113,7 @@ def _is_duck_error(exc: BaseException) -> bool:
 
 
 def _checkpoint_of(exc: BaseException) -> DeliveryCheckpoint | None:
-    checkpoint = getattr(exc, "checkpoint", None)
-    return checkpoint if isinstance(checkpoint, DeliveryCheckpoint) else None
+    return exc.checkpoint if isinstance(exc, ConnectorError) else None
 
 
 def classify(exc: BaseException, default_code: str, what: str) -> NodeFailure:
@@ -126,8 +126,8 @@ def classify(exc: BaseException, default_code: str, what: str) -> NodeFailure:
             _about(what, _one_line(what, exc.message)),
             exc.is_transient,
             exc.retry_after,
-            getattr(exc, "batches_committed", None),
-            int(getattr(exc, "rows_committed", 0) or 0),  # a failed append: the rows that landed
+            exc.batches_committed if isinstance(exc, ConnectorError) else None,
+            exc.rows_committed if isinstance(exc, ConnectorError) else 0,  # a failed append: what landed
             _checkpoint_of(exc),
         )
     if _is_duck_error(exc):

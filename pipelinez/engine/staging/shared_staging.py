@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.files.objects import io_error
+from pipelinez.connectors.sdk_errors import is_transient_store_error
 from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.sqlnames import quote_ident, quote_literal
@@ -423,7 +424,7 @@ def _now() -> str:
 def transient_io(exc: BaseException) -> bool:
     """Whether another attempt may read what this error could not (an object store's network error)."""
     if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError | PermissionError):
-        return bool(getattr(exc, "transient", False)) or io_error(exc, "PZ0712").is_transient
+        return is_transient_store_error(exc) or io_error(exc, "PZ0712").is_transient
     return False
 
 
