@@ -57,6 +57,10 @@ class SourceLoadNode(Node):
     def instance(self) -> str | None:
         return f"source:{self.source}"
 
+    def part_table(self, index: int) -> str:
+        """The staging table of partition `index` of a partitioned load (every backend, retries too)."""
+        return f"{self.table}__part{index}"
+
 
 @dataclass(frozen=True)
 class PipelineNode(Node):

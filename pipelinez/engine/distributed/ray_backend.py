@@ -11,10 +11,11 @@ worker or node lost mid-task comes back as a transient PZ0710 with `worker_lost`
 retries it and no circuit breaker counts it. Fail-fast and Ctrl-C cancel running tasks with
 `ray.cancel(force=True)`.
 
-A partitioned source load fans out: one task per partition (at most the instance's `max_concurrency` at once),
-each publishing its partition as `<table>__part<i>`; the load's table is then a manifest listing their files
-(no row copied). A partition that landed stays landed for the node's next attempt in the run, so a worker lost
-mid-partition costs one `node_retry` that re-reads only the partitions that had not landed.
+A partitioned source load fans out: one task per partition (as many at once as its instance has free slots of
+`max_concurrency`, its own included: `partitions.ReadLease`), each publishing its partition's table; the
+load's table is then a manifest listing their files (no row copied). A partition that landed stays landed for
+the node's next attempt in the run (`partitions.LandedParts`), so a worker lost mid-partition costs one
+`node_retry` that re-reads only the partitions that had not landed.
 
 The driver's `staging.duckdb` holds a view per staged table over its Parquet, so `pz` inspection and
 `pz retry` read a Ray run's staging like a local one. A pipeline streamed into its sink write runs where
@@ -50,13 +51,13 @@ from pipelinez.engine.distributed.remote_task import (
     RemoteTask,
     StagedInput,
     driver_failpoints,
-    partition_table,
     probe,
     published_table,
     run_task,
     versions,
 )
-from pipelinez.engine.nodes.node_runners import NodeOutput, make_connector, partition_fingerprint
+from pipelinez.engine.nodes.landing import NodeOutput, make_connector
+from pipelinez.engine.nodes.partitions import LandedParts, ReadLease, partition_fingerprint
 from pipelinez.engine.run.backend import AttemptResult, Done, ThreadBackend, WorkItem
 from pipelinez.engine.run.context import RunContext
 from pipelinez.engine.run.executor_choice import ExecutorChoice
@@ -266,7 +267,7 @@ class RayBackend:
         self.root.attach(self._views)  # the run's views (and streamed pipelines) read the staged Parquet
         self._slots = slots
         self._driver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pz-ray-driver")  # partitions()
-        self._landed: dict[tuple[str, int], TableManifest] = {}  # (node, partition) landed in this run
+        self._landed: LandedParts[TableManifest] = LandedParts()  # partitions landed in this run
         self._interrupted = False
 
     # -- ExecutorBackend ---------------------------------------------------------------------------
@@ -338,6 +339,8 @@ class RayBackend:
         with self._lock:
             inputs = tuple(self._staged[d] for d in needs if d in self._staged)
         table = published_table(planned)
+        if partition is not None and isinstance(planned.node, SourceLoadNode):
+            table = planned.node.part_table(partition.index)
         return RemoteTask(
             item,
             self.root,
@@ -345,7 +348,7 @@ class RayBackend:
             TASK_CPUS,
             self.cluster.memory_limit,
             self.cluster.redactor,
-            publish=table if partition is None or table is None else partition_table(table, partition.index),
+            publish=table,
             prelude=prelude,
             failpoints=driver_failpoints(),
             partition=partition,
@@ -393,8 +396,8 @@ class RayBackend:
         if len(parts) <= 1:
             self._submit_task(item, done)
             return
-        limit = node.work.endpoint.max_concurrency or len(parts)
-        _FanOut(self, item, done, parts, tier, limit).start()
+        lease = ReadLease(self.ctx, node, len(parts), node.work.endpoint.max_concurrency or len(parts))
+        _FanOut(self, item, done, parts, tier, lease).start()
 
     def _register(self, published: TableManifest) -> None:
         """A task published a table: the driver reads its manifest back (a node is done only when its
@@ -445,17 +448,25 @@ def _fans_out(item: WorkItem) -> bool:
 
 
 class _FanOut:
-    """One attempt of a partitioned load: its partitions' tasks, at most `limit` at once; `done` once."""
+    """One attempt of a partitioned load: its partitions' tasks, as many at once as its lease of the
+    instance's slots allows; `done` once."""
 
     def __init__(
-        self, backend: RayBackend, item: WorkItem, done: Done, parts: list[Partition], tier: Tier, limit: int
+        self,
+        backend: RayBackend,
+        item: WorkItem,
+        done: Done,
+        parts: list[Partition],
+        tier: Tier,
+        lease: ReadLease,
     ):
         self.backend = backend
         self.item = item
         self.done = done
         self.parts = parts
         self.tier = tier
-        self.limit = max(1, limit)
+        self.lease = lease
+        self.limit = lease.width
         node = item.planned.node
         assert isinstance(node, SourceLoadNode)
         self.node = node
@@ -468,9 +479,8 @@ class _FanOut:
 
     def start(self) -> None:
         for part in self.parts:  # landed in an earlier attempt of this run, reading the same slice: kept
-            kept = self.backend._landed.get((self.node.name, part.index))
-            fingerprint = partition_fingerprint(part)
-            if kept is not None and [p.get("fingerprint") for p in kept.partitions] == [fingerprint]:
+            kept = self.backend._landed.kept(self.node.name, part)
+            if kept is not None:
                 self.landed[part.index] = kept
             else:
                 self.pending.append(part)
@@ -518,13 +528,14 @@ class _FanOut:
             self.running -= 1
             if manifest is not None:
                 self.landed[part.index] = manifest
-                self.backend._landed[(self.node.name, part.index)] = manifest
+                self.backend._landed.keep(self.node.name, part.index, partition_fingerprint(part), manifest)
             else:
                 assert failure is not None
                 self.failed[part.index] = failure
         self._launch_more()
 
     def _finish(self) -> None:
+        self.lease.release()  # no partition of this attempt reads any more
         backend, item = self.backend, self.item
         results = [
             PartitionResult(

@@ -30,13 +30,8 @@ from pipelinez.core.diagnostics import PzConfigError
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeStatus, Tier
-from pipelinez.engine.nodes.node_runners import (
-    NodeOutput,
-    drop_quietly,
-    make_connector,
-    partition_fingerprint,
-)
-from pipelinez.engine.nodes.node_runners import _land_partition as land_partition
+from pipelinez.engine.nodes.landing import NodeOutput, drop_quietly, make_connector
+from pipelinez.engine.nodes.partitions import LandedParts, land_one
 from pipelinez.engine.run.backend import AttemptResult, WorkItem, run_attempt
 from pipelinez.engine.run.context import open_staging
 from pipelinez.engine.run.failures import NodeFailure, classify
@@ -116,6 +111,7 @@ class _WorkerContext:
         self._run_id = run_id
         self.con = con
         self.notes: list[str] = []
+        self.landed: LandedParts[PartitionResult] = LandedParts()  # one attempt per task: nothing earlier
 
     @property
     def run_id(self) -> str:
@@ -133,6 +129,12 @@ class _WorkerContext:
     @property
     def interrupted(self) -> bool:
         return False  # a worker is stopped by cancelling its Ray task, process and all
+
+    def borrow(self, group: str, wanted: int) -> int:
+        return 0  # the instance's slots are the driver's: a task reads its load's partitions one at a time
+
+    def give_back(self, group: str, n: int) -> None:
+        return None
 
 
 FAILPOINT_ENV = (failpoints.ENV, failpoints.DIR_ENV)
@@ -228,11 +230,6 @@ def _attempt(ctx: _WorkerContext, task: RemoteTask) -> tuple[AttemptResult, tupl
     return result, (manifest,)
 
 
-def partition_table(table: str, index: int) -> str:
-    """The staging table of one partition of a load (as the local executor names it)."""
-    return f"{table}__part{index}"
-
-
 def _attempt_partition(ctx: _WorkerContext, item: WorkItem, partition: Partition) -> AttemptResult:
     """Land one partition of a fanned-out source load in this worker's DuckDB, in its own table."""
     try:
@@ -249,22 +246,15 @@ def run_partition(ctx: _WorkerContext, planned: PlannedNode, partition: Partitio
     """One partition of a source load, landed as the local executor's partition workers land it."""
     node = planned.node
     assert isinstance(node, SourceLoadNode)
-    request = node.work.request
-    table = partition_table(node.table, partition.index)
     cur = ctx.cursor()
     connector = None
     try:
         connector = make_connector(ctx, node.work.endpoint)
-        tier = Tier(connector.source_tier(request))
-        cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
-        land_partition(ctx, connector, cur, request, partition, table, tier)
-        failpoints.hit("source.landed", f"{node.name}#{partition.index}")
-        row = cur.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()
-        rows = int(row[0]) if row else 0
-        landed = PartitionResult(partition.index, rows, fingerprint=partition_fingerprint(partition))
-        return NodeOutput(rows=rows, tier=tier, partitions=[landed])
+        tier = Tier(connector.source_tier(node.work.request))
+        landed = land_one(ctx, node, connector, cur, partition, tier)
+        return NodeOutput(rows=landed.rows, tier=tier, partitions=[landed])
     except Exception as exc:
-        drop_quietly(cur, quote_ident(table))
+        drop_quietly(cur, quote_ident(node.part_table(partition.index)))
         raise classify(exc, "PZ0505", f"source '{node.source}' dataset '{node.dataset}'") from exc
     finally:
         if connector is not None:
@@ -303,7 +293,7 @@ def _publish_landed_partitions(
         if part.status != NodeStatus.SUCCESS:
             continue
         try:
-            out.append(_publish(ctx, task, f"{node.table}__part{part.index}"))
+            out.append(_publish(ctx, task, node.part_table(part.index)))
         except Exception:  # not published: the retry extracts that partition again
             continue
     return tuple(out)

@@ -16,7 +16,8 @@ from typing import Protocol
 
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.vocabulary import NodeKind
-from pipelinez.engine.nodes.node_runners import RUNNERS, NodeContext, NodeOutput, run_sink_write
+from pipelinez.engine.nodes.landing import NodeContext, NodeOutput
+from pipelinez.engine.nodes.node_runners import RUNNERS, run_sink_write
 from pipelinez.engine.nodes.reuse_runner import run_reused_source_load
 from pipelinez.engine.run.context import RunContext
 from pipelinez.engine.run.failures import NodeFailure

@@ -104,16 +104,11 @@ class Executor:
 
     def run(self) -> None:
         order = [p.node.name for p in self.ctx.plan.nodes]
-        limits = {
-            p.node.instance: p.max_concurrency
-            for p in self.ctx.plan.nodes
-            if p.node.instance and p.max_concurrency
-        }
         graph = Graph(
             order,
             {name: self.planned[name].node.deps for name in order},
             group=lambda name: self.planned[name].node.instance,
-            limits=limits,
+            slots=self.ctx.slots,  # shared with the partitions a running load reads at once
         )
         settled = {
             n: r.status in OK_STATUSES for n, r in self.results.items() if r.status != NodeStatus.PENDING
