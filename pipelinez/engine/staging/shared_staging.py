@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.files.objects import io_error
+from pipelinez.connectors.sdk_objstore import io_error
 from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.engine.run.executor_choice import is_object_store
