@@ -456,7 +456,7 @@ def test_sink_posts_batches_and_records_each_acknowledged_one(
     # the checkpoint is part of the published run_results schema
     from jsonschema import Draft202012Validator
 
-    schema_path = Path(__file__).parents[2] / "pipelinez/engine/schemas/run_results.v1.json"
+    schema_path = Path(__file__).parents[2] / "pipelinez/engine/state/schemas/run_results.v1.json"
     schema = json.loads(schema_path.read_text())
     Draft202012Validator(schema).validate(result.run_results())
 

@@ -38,7 +38,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelinez.compile.nodes import PipelineNode, SourceLoadNode
+from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.connectors.sdk import Partition
 from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.redact import Redactor
@@ -273,10 +273,10 @@ class RayBackend:
     # -- ExecutorBackend ---------------------------------------------------------------------------
     def submit(self, item: WorkItem, done: Done) -> None:
         planned = item.planned
-        if isinstance(planned.node, PipelineNode) and planned.stream_into:
+        if planned.stream_into:  # a pipeline streamed into its write: a view in the driver's staging
             self._local.submit(item, done)
             return
-        if _fans_out(item):
+        if planned.fans_out and item.reuse is None:  # a retry's reuse resumes the load in one task
             self._driver.submit(self._fan_out, item, done)  # partitions() may ask the source: not here
             return
         self._submit_task(item, done)
@@ -436,17 +436,6 @@ class RayBackend:
         )
 
 
-def _fans_out(item: WorkItem) -> bool:
-    """A source load runs as one task per partition unless it is incremental (its trim and watermark need
-    the whole table in one DuckDB) or a retry resumes it from the failed run's staging."""
-    node = item.planned.node
-    if not isinstance(node, SourceLoadNode) or item.reuse is not None:
-        return False
-    if node.work.request.bounds.incremental:
-        return False
-    return node.work.endpoint.capabilities().partitions
-
-
 class _FanOut:
     """One attempt of a partitioned load: its partitions' tasks, as many at once as its lease of the
     instance's slots allows; `done` once."""
@@ -578,19 +567,18 @@ class _FanOut:
         self.done(AttemptResult(item.name, item.attempt, output=output))
 
 
-SINGLE_WRITER_CONNECTORS = ("duckdb",)  # a database file one process at a time may open for writing
-
-
 def adapt_plan(plan: Plan) -> tuple[Plan, list[str]]:
-    """The plan as Ray runs it. A DuckDB database file admits one writing process: on the local executor
-    one process shares it between threads, but Ray tasks are separate processes, so each DuckDB instance's
-    nodes run one at a time (its `max_concurrency` becomes 1), and a note says so."""
+    """The plan as Ray runs it. A connector that declares `single_writer` (a DuckDB database file) admits
+    one writing process: on the local executor one process shares it between threads, but Ray tasks are
+    separate processes, so each such instance's nodes run one at a time (its `max_concurrency` becomes 1),
+    and a note says so."""
     nodes: list[PlannedNode] = []
     capped: list[str] = []
     for p in plan.nodes:
         instance = p.node.instance
-        if p.connector in SINGLE_WRITER_CONNECTORS and instance and p.max_concurrency != 1:
-            p = dataclasses.replace(p, max_concurrency=1)
+        point = p.node.endpoint
+        if point is not None and point.caps.single_writer and instance and p.max_concurrency != 1:
+            p = dataclasses.replace(p, concurrency_cap=1)
             if instance not in capped:
                 capped.append(instance)
         nodes.append(p)
