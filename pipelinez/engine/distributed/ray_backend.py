@@ -56,9 +56,9 @@ from pipelinez.engine.distributed.remote_task import (
     run_task,
     versions,
 )
-from pipelinez.engine.nodes.landing import NodeOutput, make_connector
+from pipelinez.engine.nodes.landing import NodeOutput, attempt_tier, make_connector
 from pipelinez.engine.nodes.partitions import LandedParts, ReadLease, partition_fingerprint
-from pipelinez.engine.run.backend import AttemptResult, Done, ThreadBackend, WorkItem
+from pipelinez.engine.run.backend import Attempt, AttemptResult, Done, ThreadBackend
 from pipelinez.engine.run.context import RunContext
 from pipelinez.engine.run.executor_choice import ExecutorChoice
 from pipelinez.engine.run.failures import DEBUG_LOG, NodeFailure, classify
@@ -271,7 +271,7 @@ class RayBackend:
         self._interrupted = False
 
     # -- ExecutorBackend ---------------------------------------------------------------------------
-    def submit(self, item: WorkItem, done: Done) -> None:
+    def submit(self, item: Attempt, done: Done) -> None:
         planned = item.planned
         if planned.stream_into:  # a pipeline streamed into its write: a view in the driver's staging
             self._local.submit(item, done)
@@ -281,7 +281,7 @@ class RayBackend:
             return
         self._submit_task(item, done)
 
-    def _submit_task(self, item: WorkItem, done: Done) -> None:
+    def _submit_task(self, item: Attempt, done: Done) -> None:
         try:
             task = self._task(item)
         except NodeFailure as failure:
@@ -330,7 +330,9 @@ class RayBackend:
         self._views.close()
 
     # -- tasks ---------------------------------------------------------------------------------------
-    def _task(self, item: WorkItem, partition: Partition | None = None) -> RemoteTask:
+    def _task(
+        self, item: Attempt, partition: Partition | None = None, tier: Tier | None = None
+    ) -> RemoteTask:
         planned = item.planned
         prelude = self._streamed.get(item.name)
         needs = list(planned.node.deps)
@@ -352,9 +354,10 @@ class RayBackend:
             prelude=prelude,
             failpoints=driver_failpoints(),
             partition=partition,
+            tier=tier,
         )
 
-    def _settle(self, item: WorkItem, future: Future[RemoteResult], done: Done) -> None:
+    def _settle(self, item: Attempt, future: Future[RemoteResult], done: Done) -> None:
         try:
             remote = future.result()
         except BaseException as exc:
@@ -378,7 +381,7 @@ class RayBackend:
         done(result)
 
     # -- a partitioned load, one task per partition ------------------------------------------------------
-    def _fan_out(self, item: WorkItem, done: Done) -> None:
+    def _fan_out(self, item: Attempt, done: Done) -> None:
         node = item.planned.node
         assert isinstance(node, SourceLoadNode)
         request = node.work.request
@@ -386,7 +389,7 @@ class RayBackend:
             connector = make_connector(self.ctx, node.work.endpoint)
             try:
                 parts = connector.partitions(request)
-                tier = Tier(connector.source_tier(request))
+                tier = attempt_tier(connector, node.work)
             finally:
                 connector.close()
         except Exception as exc:
@@ -417,7 +420,7 @@ class RayBackend:
             except duckdb.Error as exc:
                 raise RuntimeError(first_line(exc)) from exc
 
-    def _lost(self, item: WorkItem, exc: BaseException) -> NodeFailure:
+    def _lost(self, item: Attempt, exc: BaseException) -> NodeFailure:
         """A task that did not return its result: cancelled, its worker lost, or (a bug) it raised."""
         kinds = {cls.__name__ for cls in type(exc).__mro__}
         what = self.cluster.redactor(first_line(exc))
@@ -443,7 +446,7 @@ class _FanOut:
     def __init__(
         self,
         backend: RayBackend,
-        item: WorkItem,
+        item: Attempt,
         done: Done,
         parts: list[Partition],
         tier: Tier,
@@ -486,7 +489,7 @@ class _FanOut:
                 part = self.pending.popleft()
                 self.running += 1
             try:
-                task = self.backend._task(self.item, part)
+                task = self.backend._task(self.item, part, self.tier)
             except NodeFailure as failure:
                 self._one_ended(part, failure=failure)
                 continue

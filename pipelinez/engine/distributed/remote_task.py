@@ -30,9 +30,9 @@ from pipelinez.core.diagnostics import PzConfigError
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeStatus, Tier
-from pipelinez.engine.nodes.landing import NodeOutput, drop_quietly, make_connector
+from pipelinez.engine.nodes.landing import NodeOutput, attempt_tier, drop_quietly, make_connector
 from pipelinez.engine.nodes.partitions import LandedParts, land_one
-from pipelinez.engine.run.backend import AttemptResult, WorkItem, run_attempt
+from pipelinez.engine.run.backend import Attempt, AttemptResult, run_attempt
 from pipelinez.engine.run.context import open_staging
 from pipelinez.engine.run.failures import NodeFailure, classify
 from pipelinez.engine.staging.shared_staging import StagingRoot, TableManifest, transient_io
@@ -57,7 +57,7 @@ class StagedInput:
 
 @dataclass(frozen=True)
 class RemoteTask:
-    item: WorkItem
+    item: Attempt
     root: StagingRoot
     inputs: tuple[StagedInput, ...]
     threads: int  # DuckDB threads: the task's num_cpus
@@ -67,6 +67,7 @@ class RemoteTask:
     prelude: PlannedNode | None = None  # a pipeline streamed into this sink write: its view comes first
     failpoints: tuple[tuple[str, str], ...] = ()  # the driver's PZ_FAILPOINTS(_DIR) (tests)
     partition: Partition | None = None  # a source load fanned out: land this one partition only
+    tier: Tier | None = None  # ... in the tier its attempt's connector confirmed on the driver
 
     @property
     def name(self) -> str:
@@ -202,11 +203,11 @@ def _attempt(ctx: _WorkerContext, task: RemoteTask) -> tuple[AttemptResult, tupl
     finally:
         ctx.release(cur)
     if task.prelude is not None:  # the streamed pipeline's view, read by this write as it is computed
-        before = run_attempt(ctx, WorkItem(item.run_id, task.prelude, 1))
+        before = run_attempt(ctx, Attempt(item.run_id, task.prelude, 1))
         if before.failure is not None:
             return AttemptResult(item.name, item.attempt, failure=before.failure), ()
     if task.partition is not None:
-        result = _attempt_partition(ctx, item, task.partition)
+        result = _attempt_partition(ctx, item, task.partition, task.tier)
     else:
         result = run_attempt(ctx, item)
     if result.failure is not None:
@@ -230,10 +231,12 @@ def _attempt(ctx: _WorkerContext, task: RemoteTask) -> tuple[AttemptResult, tupl
     return result, (manifest,)
 
 
-def _attempt_partition(ctx: _WorkerContext, item: WorkItem, partition: Partition) -> AttemptResult:
+def _attempt_partition(
+    ctx: _WorkerContext, item: Attempt, partition: Partition, tier: Tier | None
+) -> AttemptResult:
     """Land one partition of a fanned-out source load in this worker's DuckDB, in its own table."""
     try:
-        output = run_partition(ctx, item.planned, partition)
+        output = run_partition(ctx, item.planned, partition, tier)
     except NodeFailure as failure:
         return AttemptResult(item.name, item.attempt, failure=failure)
     except Exception as exc:
@@ -242,7 +245,9 @@ def _attempt_partition(ctx: _WorkerContext, item: WorkItem, partition: Partition
     return AttemptResult(item.name, item.attempt, output=output)
 
 
-def run_partition(ctx: _WorkerContext, planned: PlannedNode, partition: Partition) -> NodeOutput:
+def run_partition(
+    ctx: _WorkerContext, planned: PlannedNode, partition: Partition, given: Tier | None = None
+) -> NodeOutput:
     """One partition of a source load, landed as the local executor's partition workers land it."""
     node = planned.node
     assert isinstance(node, SourceLoadNode)
@@ -250,7 +255,7 @@ def run_partition(ctx: _WorkerContext, planned: PlannedNode, partition: Partitio
     connector = None
     try:
         connector = make_connector(ctx, node.work.endpoint)
-        tier = Tier(connector.source_tier(node.work.request))
+        tier = given or attempt_tier(connector, node.work)
         landed = land_one(ctx, node, connector, cur, partition, tier)
         return NodeOutput(rows=landed.rows, tier=tier, partitions=[landed])
     except Exception as exc:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from pipelinez.compile.work import Endpoint
+from pipelinez.compile.work import Endpoint, SourceLoadWork
 from pipelinez.connectors.sdk import NATIVE, Connector, DatasetRequest, Partition
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.connectors.sdk_feed import ArrowFeed
@@ -74,6 +74,14 @@ class NodeOutput:
     provenance: Provenance | None = None  # reused: copied from an earlier run's staging
     reused_from: str | None = None
     watermark: Capture | None = None  # an incremental load's capture
+
+
+def attempt_tier(connector: Connector, work: SourceLoadWork) -> Tier:
+    """The tier a load's attempt extracts in. Planned at compile (`work.tier`, from the manifest: what
+    `pz plan` shows); when an attempt starts its connector has the last word, asked here only, once per
+    attempt (it refuses a native-only format under force_universal with PZ0312, as the plan's note says). A
+    fanned-out partition's task gets the answer with the task instead of asking again."""
+    return Tier(connector.source_tier(work.request))
 
 
 def make_connector(ctx: NodeContext, point: Endpoint) -> Connector:

@@ -17,6 +17,7 @@ from pipelinez.core.vocabulary import NodeKind, NodeStatus, Severity, Strategy, 
 from pipelinez.engine.nodes.landing import (
     NodeContext,
     NodeOutput,
+    attempt_tier,
     capture_watermark,
     count_rows,
     drop_quietly,
@@ -57,7 +58,7 @@ def run_source_load(
     part_tables: list[str] = []
     try:
         connector = make_connector(ctx, work.endpoint)
-        tier = Tier(connector.source_tier(request))
+        tier = attempt_tier(connector, work)
         cur.execute(f"DROP TABLE IF EXISTS {target}")
         partitions = connector.partitions(request)
         if len(partitions) == 1:
