@@ -7,18 +7,22 @@ and compile layers use object stores only through here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors import registry
-from pipelinez.connectors.files.objconnector import ObjectStoreConnector
 from pipelinez.connectors.files.objects import ObjectStore, io_error
 from pipelinez.connectors.sdk import ConnectorIssue
 from pipelinez.core.diagnostics import ConnectorHostError, error
+
+if TYPE_CHECKING:
+    from pipelinez.connectors.files.objconnector import ObjectStoreConnector
 
 __all__ = ["ObjectStore", "io_error", "store_connection_issues", "store_of"]
 
 
 def _store_connector(name: str) -> type[ObjectStoreConnector]:
+    from pipelinez.connectors.files.objconnector import ObjectStoreConnector  # only for an object store
+
     cls = registry.load_class(name)
     if not issubclass(cls, ObjectStoreConnector):
         raise ConnectorHostError([error("PZ0701", f"connector '{name}' is not an object-store connector")])
