@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from pipelinez.compile.work import Endpoint, SourceLoadWork
-from pipelinez.connectors.sdk import NATIVE, Connector, DatasetRequest, Partition
+from pipelinez.connectors.sdk import NATIVE, Connector, DatasetRequest, Partition, choose_tier
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.connectors.sdk_feed import ArrowFeed
 from pipelinez.connectors.sdk_sql import create_staging_table
@@ -80,7 +80,11 @@ def attempt_tier(connector: Connector, work: SourceLoadWork) -> Tier:
     """The tier a load's attempt extracts in. Planned at compile (`work.tier`, from the manifest: what
     `pz plan` shows); when an attempt starts its connector has the last word, asked here only, once per
     attempt (it refuses a native-only format under force_universal with PZ0312, as the plan's note says). A
-    fanned-out partition's task gets the answer with the task instead of asking again."""
+    fanned-out partition's task gets the answer with the task instead of asking again. A connector that keeps
+    the SDK's rule (the manifest's tiers) is answered from the capabilities its work item carries, without
+    reading its manifest again."""
+    if type(connector).source_tier is Connector.source_tier:
+        return choose_tier(work.endpoint.caps.source_tiers, work.request.force_universal)
     return Tier(connector.source_tier(work.request))
 
 
