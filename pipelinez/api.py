@@ -183,40 +183,69 @@ class ValidationReport:
 
 @dataclass(frozen=True)
 class PlanNode:
-    """One node of a plan, in run order."""
+    """One node of a plan, in run order: a read-only view of the plan's own node (nothing copied)."""
 
-    name: str
-    id: str
-    kind: NodeKind
-    deps: tuple[str, ...]
-    tier: Tier | None  # source loads and sink writes: native | universal
-    strategy: Strategy | None  # sink writes
-    connector: str | None
-    delivery: str | None  # a sink write's delivery guarantee
-    retry: RetryPolicy | None  # the effective policy, for a node whose config declares one
-    note: str | None = None
-    breaker: str | None = None  # the instance whose circuit breaker guards this node (engine.breaker set)
-    incremental: JsonObject | None = None  # an incremental load: cursor, watermark, next read's bounds
+    planned: PlannedNode
+    guarded: bool = False  # engine.breaker is set: the node's instance has a circuit breaker
     description: str | None = None  # its dataset's, pipeline's, output's or column's `description:`
 
     @staticmethod
     def of(planned: PlannedNode, breaker: bool = False, description: str | None = None) -> PlanNode:
-        node = planned.node
-        return PlanNode(
-            node.name,
-            node.id,
-            NodeKind(node.kind),
-            tuple(node.deps),
-            planned.tier,
-            planned.strategy,
-            planned.connector,
-            planned.guarantee,
-            planned.retry if planned.declares_retry else None,
-            planned.note,
-            node.instance if breaker else None,
-            _incremental(planned.bounds),
-            description,
-        )
+        return PlanNode(planned, breaker, description)
+
+    @property
+    def name(self) -> str:
+        return self.planned.node.name
+
+    @property
+    def id(self) -> str:
+        return self.planned.node.id
+
+    @property
+    def kind(self) -> NodeKind:
+        return NodeKind(self.planned.node.kind)
+
+    @property
+    def deps(self) -> tuple[str, ...]:
+        return tuple(self.planned.node.deps)
+
+    @property
+    def tier(self) -> Tier | None:
+        """Source loads and sink writes: native | universal."""
+        return self.planned.tier
+
+    @property
+    def strategy(self) -> Strategy | None:
+        """Sink writes."""
+        return self.planned.strategy
+
+    @property
+    def connector(self) -> str | None:
+        return self.planned.connector
+
+    @property
+    def delivery(self) -> str | None:
+        """A sink write's delivery guarantee."""
+        return self.planned.guarantee
+
+    @property
+    def retry(self) -> RetryPolicy | None:
+        """The effective policy, for a node whose config declares one."""
+        return self.planned.retry if self.planned.declares_retry else None
+
+    @property
+    def note(self) -> str | None:
+        return self.planned.note
+
+    @property
+    def breaker(self) -> str | None:
+        """The instance whose circuit breaker guards this node (engine.breaker set)."""
+        return self.planned.node.instance if self.guarded else None
+
+    @property
+    def incremental(self) -> JsonObject | None:
+        """An incremental load: cursor, watermark, next read's bounds."""
+        return _incremental(self.planned.bounds)
 
     def to_dict(self) -> JsonObject:
         """The fields of a `plan_node` line under `--log-format json`."""

@@ -186,7 +186,7 @@ class _NodeBuilder:
         work = sink_write_work(self.project, self.sinks[sink], output, pipeline, view)
         self.nodes[name] = SinkWriteNode(name, SINK_WRITE, "", deps, place, info.source.tags, work=work)
         spec = self.project.sinks[sink]
-        caps = work.endpoint.capabilities()
+        caps = work.endpoint.caps
         if output not in spec.outputs and caps.strategies and work.strategy not in caps.strategies:
             # a declared output's strategy is checked in tier 3; an undeclared one is a replace
             self.diags.append(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipelinez.compile.work import CheckWork, PipelineWork, SinkWriteWork, SourceLoadWork
+from pipelinez.compile.work import CheckWork, Endpoint, PipelineWork, SinkWriteWork, SourceLoadWork
 from pipelinez.config.model import CheckSpec
 from pipelinez.core.diagnostics import Place
 from pipelinez.core.vocabulary import NodeKind
@@ -36,6 +36,11 @@ class Node:
         """`source:<name>` / `sink:<name>` for nodes that use an external instance."""
         return None
 
+    @property
+    def endpoint(self) -> Endpoint | None:
+        """The external instance the node reads or writes (its connector, connection, capabilities)."""
+        return None
+
 
 @dataclass(frozen=True)
 class SourceLoadNode(Node):
@@ -56,6 +61,14 @@ class SourceLoadNode(Node):
     @property
     def instance(self) -> str | None:
         return f"source:{self.source}"
+
+    @property
+    def endpoint(self) -> Endpoint | None:
+        return self.work.endpoint
+
+    def part_table(self, index: int) -> str:
+        """The staging table of partition `index` of a partitioned load (every backend, retries too)."""
+        return f"{self.table}__part{index}"
 
 
 @dataclass(frozen=True)
@@ -112,3 +125,7 @@ class SinkWriteNode(Node):
     @property
     def instance(self) -> str | None:
         return f"sink:{self.sink}"
+
+    @property
+    def endpoint(self) -> Endpoint | None:
+        return self.work.endpoint

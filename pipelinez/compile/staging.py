@@ -36,7 +36,7 @@ def resolve_staging(project: Project, templater: Templater) -> tuple[JsonObject,
         )
     except TemplateFailure as exc:
         return {}, list(exc.diagnostics)
-    from pipelinez.connectors.s3.connector import S3Connector  # only for a project with engine.staging
+    from pipelinez.connectors.sdk_objstore import store_connection_issues  # only with engine.staging
 
     real, display = coerce(STAGING, real), coerce(STAGING, display)
     diags = [
@@ -47,6 +47,6 @@ def resolve_staging(project: Project, templater: Templater) -> tuple[JsonObject,
             next_step="fix engine.staging in project.yml (the keys of the s3 connector's connection block, "
             "without bucket: the bucket is the --staging URL's)",
         )
-        for issue in S3Connector.validate(display, {}, {})
+        for issue in store_connection_issues("s3", display)
     ]
     return real, diags

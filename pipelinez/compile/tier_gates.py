@@ -43,7 +43,7 @@ def _forced(point: Endpoint, project: Project | None, node: str) -> Place:
 def source_gates(node: SourceLoadNode, project: Project | None) -> list[Diagnostic]:
     work = node.work
     point = work.endpoint
-    caps = point.capabilities()
+    caps = point.caps
     found: list[Diagnostic] = []
     if caps.native_only_source:
         if point.force_universal:
@@ -85,7 +85,7 @@ def source_gates(node: SourceLoadNode, project: Project | None) -> list[Diagnost
 
 def sink_gates(node: SinkWriteNode, project: Project | None) -> list[Diagnostic]:
     point = node.work.endpoint
-    if point.force_universal and point.capabilities().native_only_sink:
+    if point.force_universal and point.caps.native_only_sink:
         return [
             error(
                 "PZ0312",

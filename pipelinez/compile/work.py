@@ -57,6 +57,10 @@ class Endpoint:
     force_universal: bool = False
     # where the data is: the connection without credentials and transport settings (the node's identity)
     connection_identity: JsonObject = field(default_factory=dict, repr=False, metadata=SECRET)
+    # what the connector declares it can do (its manifest), looked up once at compile: nothing downstream
+    # (planner, tier gates, backends) asks the registry again. Empty when the manifest is unreadable (tier 3
+    # reported it).
+    caps: Capabilities = field(default_factory=Capabilities, repr=False, metadata=RUN_ONLY)
 
     def connect(self, note: Any = _no_note, run_id: str = "") -> Connector:
         """A connector instance for one attempt (the caller closes it). ConnectorHostError when its code
@@ -66,12 +70,13 @@ class Endpoint:
             ConnectorContext(self.instance, self.project_dir, self.connection, note=note, run_id=run_id)
         )
 
-    def capabilities(self) -> Capabilities:
-        """The manifest's capabilities; none when the manifest is unreadable (tier 3 reported it)."""
-        try:
-            return registry.manifest_of(self.connector).capabilities
-        except ConnectorHostError:
-            return Capabilities()
+
+def capabilities_of(connector: str) -> Capabilities:
+    """The manifest's capabilities; none when the manifest is unreadable (tier 3 reported it)."""
+    try:
+        return registry.manifest_of(connector).capabilities
+    except ConnectorHostError:
+        return Capabilities()
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,7 @@ def endpoint(project: Project, inst: ResolvedInstance) -> Endpoint:
         spec.max_concurrency,
         force_universal(project, spec),
         connection_identity(spec.connector, inst.connection),
+        capabilities_of(spec.connector),
     )
 
 
@@ -202,7 +208,7 @@ def source_load_work(
     retry, declared = _retry(
         project, (f"source '{spec.name}'", spec.retry), (f"dataset '{dataset}'", spec.datasets[dataset].retry)
     )
-    return SourceLoadWork(point, request, table, source_tier(point.capabilities(), request), retry, declared)
+    return SourceLoadWork(point, request, table, source_tier(point.caps, request), retry, declared)
 
 
 def sink_write_work(
@@ -214,7 +220,7 @@ def sink_write_work(
     retry, declared = _retry(
         project, (f"sink '{spec.name}'", spec.retry), (f"output '{output}'", out.retry if out else None)
     )
-    tier = choose_tier(point.capabilities().sink_tiers, point.force_universal)
+    tier = choose_tier(point.caps.sink_tiers, point.force_universal)
     duplicates = out.duplicates if out else None
     return SinkWriteWork(
         point, output_request(project, inst, output), source_table, tier, retry, duplicates, declared, *view

@@ -52,6 +52,7 @@ class Capabilities:
     partitions: bool = False  # source reads can be split into resumable partitions
     windowed_reads: bool = False
     native_only_formats: tuple[str, ...] = ()  # formats of a dual-tier connector with no universal route
+    single_writer: bool = False  # one process at a time may open the instance for writing (a database file)
 
     @property
     def native_only_source(self) -> bool:

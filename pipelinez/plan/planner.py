@@ -1,5 +1,6 @@
-"""The plan: the selected nodes in order, each with its data-plane tier, strategy, effective retry policy
-and the capabilities that limit its delivery guarantee. Tier conflicts (PZ0312, PZ0313) were refused by
+"""The plan: the selected nodes in order, each annotated with what the plan decided (its delivery guarantee,
+notes, a pipeline's storage, whether a load may fan out); its tier, strategy and effective retry policy are
+its work item's, read through `PlannedNode`, never copied. Tier conflicts (PZ0312, PZ0313) were refused by
 validation already (`compile.tier_gates`)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.descriptions import node_descriptions
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.policy import BreakerPolicy, RetryPolicy, breaker_policy
+from pipelinez.compile.work import SinkWriteWork, SourceLoadWork, WorkItem
 from pipelinez.connectors.sdk import Capabilities, ReadBounds
 from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.vocabulary import Strategy, Tier
@@ -21,18 +23,66 @@ from pipelinez.plan.streaming import consumers_of, storage
 
 @dataclass(frozen=True)
 class PlannedNode:
+    """A node as this plan runs it: the node itself (its frozen work item says what it does, read through
+    the properties below, never copied) and what the plan decided about it (annotations)."""
+
     node: Node
-    tier: Tier | None  # for source loads and sink writes
-    strategy: Strategy | None
-    retry: RetryPolicy
-    declares_retry: bool
-    max_concurrency: int | None
-    guarantee: str | None  # what a sink write's delivery guarantee is, honestly
-    connector: str | None = None
+    guarantee: str | None = None  # what a sink write's delivery guarantee is, honestly
     note: str | None = None  # what the plan can already tell about this node's run
     stream_into: str | None = None  # a pipeline streamed into this sink write, not stored in staging
     streamed_from: str | None = None  # a sink write reading a streamed pipeline: "pipeline 'x' (file)"
-    bounds: ReadBounds | None = None  # an incremental load's read bounds for this run
+    # nodes of this node's instance at once when the backend caps it below the instance's max_concurrency
+    # (Ray: a single-writer instance's nodes run one at a time)
+    concurrency_cap: int | None = None
+    fans_out: bool = False  # a partitioned load a distributed backend may split into one task per partition
+
+    @property
+    def tier(self) -> Tier | None:
+        """A source load's or sink write's data-plane tier, decided at compile (`compile.work`)."""
+        work = self.node.work if isinstance(self.node, SourceLoadNode | SinkWriteNode) else None
+        return work.tier if work is not None else None
+
+    @property
+    def strategy(self) -> Strategy | None:
+        return self.node.work.strategy if isinstance(self.node, SinkWriteNode) else None
+
+    @property
+    def work(self) -> WorkItem:
+        """What the node does, resolved at compile (the node's own frozen work item)."""
+        node = self.node
+        assert isinstance(node, SourceLoadNode | PipelineNode | CheckNode | SinkWriteNode)
+        return node.work
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self.work.retry
+
+    @property
+    def declares_retry(self) -> bool:
+        """Retry set below the engine level (a source/sink or dataset/output of its own)."""
+        work = self.work
+        return work.declares_retry if isinstance(work, SourceLoadWork | SinkWriteWork) else False
+
+    @property
+    def connector(self) -> str | None:
+        point = self.node.endpoint
+        return point.connector if point is not None else None
+
+    @property
+    def max_concurrency(self) -> int | None:
+        """Nodes (and a partitioned load's reads) against this node's instance at once."""
+        if self.concurrency_cap is not None:
+            return self.concurrency_cap
+        point = self.node.endpoint
+        return point.max_concurrency if point is not None else None
+
+    @property
+    def bounds(self) -> ReadBounds | None:
+        """An incremental load's read bounds for this run."""
+        if not isinstance(self.node, SourceLoadNode):
+            return None
+        bounds = self.node.work.request.bounds
+        return bounds if bounds.incremental else None
 
 
 @dataclass
@@ -74,7 +124,7 @@ def plan_node(node: Node) -> PlannedNode:
     if isinstance(node, SourceLoadNode):
         work = node.work
         point = work.endpoint
-        caps = point.capabilities()
+        caps = point.caps
         note = None
         fmt = str(work.request.options.get("format", ""))
         if point.force_universal and fmt in caps.native_only_formats:
@@ -82,34 +132,13 @@ def plan_node(node: Node) -> PlannedNode:
                 f"format {fmt} is native-only: with force_universal this load fails with PZ0312 "
                 "when it starts"
             )
-        return PlannedNode(
-            node,
-            work.tier,
-            None,
-            work.retry,
-            work.declares_retry,
-            point.max_concurrency,
-            None,
-            point.connector,
-            note,
-            bounds=work.request.bounds if work.request.bounds.incremental else None,
-        )
+        # an incremental load's trim and watermark need the whole table in one DuckDB: never split
+        fans_out = caps.partitions and not work.request.bounds.incremental
+        return PlannedNode(node, note=note, fans_out=fans_out)
     if isinstance(node, SinkWriteNode):
-        sink = node.work
-        point = sink.endpoint
-        caps = point.capabilities()
-        return PlannedNode(
-            node,
-            sink.tier,
-            sink.strategy,
-            sink.retry,
-            sink.declares_retry,
-            point.max_concurrency,
-            _guarantee(sink.strategy, caps),
-            point.connector,
-        )
+        return PlannedNode(node, guarantee=_guarantee(node.work.strategy, node.work.endpoint.caps))
     assert isinstance(node, PipelineNode | CheckNode)
-    return PlannedNode(node, None, None, node.work.retry, False, None, None)
+    return PlannedNode(node)
 
 
 def build_plan(

@@ -70,6 +70,6 @@ def storage(pipeline: PipelineNode, readers: list[Node], planned: Collection[str
         return Storage(None, "stored in staging: merge checks its keys on the stored result first")
     if strategy != Strategy.REPLACE:
         return Storage(None, f"stored in staging: {strategy} may commit part of a result that fails half way")
-    if not reader.work.endpoint.capabilities().atomic_replace:
+    if not reader.work.endpoint.caps.atomic_replace:
         return Storage(None, f"stored in staging: {reader.name} does not replace atomically")
     return Storage(reader.name, f"streamed into {reader.name}: its only reader, so not stored in staging")

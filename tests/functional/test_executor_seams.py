@@ -10,7 +10,7 @@ from typing import Any
 from pipelinez.core.redact import Redactor
 from pipelinez.core.vocabulary import NodeStatus
 from pipelinez.engine import workflow
-from pipelinez.engine.run.backend import AttemptResult, Done, ThreadBackend, WorkItem
+from pipelinez.engine.run.backend import Attempt, AttemptResult, Done, ThreadBackend
 from pipelinez.engine.run.context import RunContext, open_staging
 from pipelinez.engine.run.executor import Executor, NodeGate
 from pipelinez.engine.run.failures import NodeFailure
@@ -38,7 +38,7 @@ class PicklingBackend:
         self.flaky = flaky
         self.submitted: list[tuple[str, int]] = []
 
-    def submit(self, item: WorkItem, done: Done) -> None:
+    def submit(self, item: Attempt, done: Done) -> None:
         item = pickle.loads(pickle.dumps(item))
         self.submitted.append((item.name, item.attempt))
         if item.name == self.flaky and item.attempt == 1:

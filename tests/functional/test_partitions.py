@@ -106,6 +106,67 @@ def test_postgres_partitions_run_max_concurrency_at_a_time(project_dir: Path, un
         ]
 
 
+# -- max_concurrency counts every read against the instance once -------------------------------------------
+# The witness of an instance's concurrency: each partition read samples, for up to 2 s, how many partition
+# reads of this database run at once, stops early once it saw more than `n`, holds one more second so that the
+# others see it too, and returns the most it saw (itself included).
+PG_PEAK = """
+CREATE FUNCTION pz_peak(n int) RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+DECLARE seen int := 0; most int := 0;
+BEGIN
+    IF current_query() NOT ILIKE 'copy%' THEN RETURN 0; END IF;
+    FOR i IN 1..40 LOOP
+        PERFORM pg_stat_clear_snapshot();
+        SELECT count(*) INTO seen FROM pg_stat_activity
+        WHERE datname = current_database() AND state = 'active' AND query ILIKE 'copy%pz_peak(%';
+        most := greatest(most, seen);
+        EXIT WHEN most > n;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+    IF most > n THEN PERFORM pg_sleep(1); END IF;
+    RETURN most;
+END $$;
+CREATE TABLE t AS SELECT i AS id FROM generate_series(1, 4) i;
+"""
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("universal", TIERS)
+def test_max_concurrency_counts_partition_reads_of_every_load_of_the_instance_once(
+    project_dir: Path, universal: bool
+) -> None:
+    # two partitioned loads of one source with max_concurrency 2: at most 2 reads against it at any time, not
+    # 2 loads x 2 partition workers
+    dataset = (
+        "{ query: 'SELECT id, pz_peak(2) AS peak FROM t', columns: { id: int, peak: int }, "
+        "partitions: { column: id, count: 2 } }"
+    )
+    tier = str(universal).lower()
+    with fresh_pg_database(PG_PEAK) as db:
+        write_project(
+            project_dir,
+            {
+                "project.yml": f"name: parts\nengine: {{ force_universal: {tier}, threads: 4 }}\n",
+                "sources/pg.yml": f"""
+                    connector: postgres
+                    connection: {{ host: {PG_HOST}, port: {PG_PORT}, user: {PG_USER}, database: {db} }}
+                    max_concurrency: 2
+                    datasets:
+                      a: {dataset}
+                      b: {dataset}
+                """,
+                "sinks/wh.yml": "connector: duckdb\nconnection: { path: out/wh.duckdb }\n",
+                "pipelines/copy.sql": "INSERT INTO {{ sink('wh', 'copy') }} "
+                "SELECT * FROM {{ source('pg', 'a') }} UNION ALL SELECT * FROM {{ source('pg', 'b') }}\n",
+            },
+        )
+        result = pz(project_dir, "run")
+        assert result.exit_code == 0, result.output
+        assert [len(_node(result, f"src_pg__{d}")["partitions"]) for d in "ab"] == [2, 2]
+        peaks = [r[0] for r in _wh(project_dir, "SELECT peak FROM copy")]
+        assert len(peaks) == 8 and max(peaks) == 2, peaks  # never more than 2, and 2 did run at once
+
+
 # -- one connection per worker ------------------------------------------------------------------------------
 @pytest.mark.postgres
 @pytest.mark.parametrize("universal", TIERS)

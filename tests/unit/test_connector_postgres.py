@@ -22,7 +22,7 @@ from pipelinez.connectors.postgres.connector import PostgresConnector
 from pipelinez.connectors.postgres.settings import Settings, classify, summary
 from pipelinez.connectors.sdk import ConnectorContext, DatasetRequest, OutputRequest, Partition
 from pipelinez.core.diagnostics import PzConnectorError
-from pipelinez.engine.nodes.node_runners import ingest_batches
+from pipelinez.engine.nodes.landing import ingest_batches
 from tests.conftest import fresh_pg_database
 
 pytestmark = pytest.mark.postgres

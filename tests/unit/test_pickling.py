@@ -18,7 +18,7 @@ from pipelinez.core.diagnostics import (
     warning,
 )
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus
-from pipelinez.engine.nodes.node_runners import NodeOutput
+from pipelinez.engine.nodes.landing import NodeOutput
 from pipelinez.engine.run.backend import AttemptResult
 from pipelinez.engine.run.failures import NodeFailure
 from pipelinez.engine.run.session import RunOutcome

@@ -19,6 +19,7 @@ from pipelinez.engine.run.scheduler import (
     Finished,
     GateDecision,
     Graph,
+    GroupSlots,
     Refuse,
     RetryIn,
     Scheduler,
@@ -192,6 +193,22 @@ def test_max_concurrency_caps_each_group_while_others_go_on() -> None:
     assert nodes.peak["*"] == 3  # the maria node did not wait for a pg slot
     assert [s[0] for s in nodes.starts][:3] == ["p1", "p2", "m1"]
     assert set(nodes.outcomes) == set(deps)
+
+
+def test_slots_a_running_node_borrowed_count_against_its_group() -> None:
+    # a group's slots are shared with what a running node borrows for itself (a load's partition reads): one
+    # slot of pg's two is borrowed, so pg's nodes run one at a time
+    shared = GroupSlots({"pg": 2})
+    assert shared.take("pg", 3) == 2 and shared.take("pg") == 0  # never more than the limit, never waits
+    shared.give("pg", 1)
+    deps: dict[str, list[str]] = {"p1": [], "p2": [], "p3": []}
+    groups = {k: "pg" for k in deps}
+    with ThreadPoolExecutor(4) as pool:
+        nodes = FakeNodes(FakeClock(), {}, groups, pool)
+        graph = Graph(list(deps), deps, group=lambda k: groups.get(k), slots=shared)
+        Scheduler(graph, nodes, slots=4).run()
+    assert nodes.peak["pg"] == 1 and set(nodes.outcomes) == set(deps)
+    assert shared.taken("pg") == 1  # every node gave its slot back; the borrowed one is still out
 
 
 def test_failure_skips_every_descendant_naming_the_root_and_independent_branches_finish() -> None:

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from pipelinez.connectors.sdk_feed import ArrowFeed
-from pipelinez.engine.nodes.node_runners import ingest_batches
+from pipelinez.engine.nodes.landing import ingest_batches
 from pipelinez.engine.run.failures import NodeFailure
 
 

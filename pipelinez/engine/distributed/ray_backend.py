@@ -11,10 +11,11 @@ worker or node lost mid-task comes back as a transient PZ0710 with `worker_lost`
 retries it and no circuit breaker counts it. Fail-fast and Ctrl-C cancel running tasks with
 `ray.cancel(force=True)`.
 
-A partitioned source load fans out: one task per partition (at most the instance's `max_concurrency` at once),
-each publishing its partition as `<table>__part<i>`; the load's table is then a manifest listing their files
-(no row copied). A partition that landed stays landed for the node's next attempt in the run, so a worker lost
-mid-partition costs one `node_retry` that re-reads only the partitions that had not landed.
+A partitioned source load fans out: one task per partition (as many at once as its instance has free slots of
+`max_concurrency`, its own included: `partitions.ReadLease`), each publishing its partition's table; the
+load's table is then a manifest listing their files (no row copied). A partition that landed stays landed for
+the node's next attempt in the run (`partitions.LandedParts`), so a worker lost mid-partition costs one
+`node_retry` that re-reads only the partitions that had not landed.
 
 The driver's `staging.duckdb` holds a view per staged table over its Parquet, so `pz` inspection and
 `pz retry` read a Ray run's staging like a local one. A pipeline streamed into its sink write runs where
@@ -37,7 +38,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelinez.compile.nodes import PipelineNode, SourceLoadNode
+from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.connectors.sdk import Partition
 from pipelinez.connectors.sdk_errors import is_transient_store_error
 from pipelinez.core.diagnostics import PzConfigError, error
@@ -51,14 +52,14 @@ from pipelinez.engine.distributed.remote_task import (
     RemoteTask,
     StagedInput,
     driver_failpoints,
-    partition_table,
     probe,
     published_table,
     run_task,
     versions,
 )
-from pipelinez.engine.nodes.node_runners import NodeOutput, make_connector, partition_fingerprint
-from pipelinez.engine.run.backend import AttemptResult, Done, ThreadBackend, WorkItem
+from pipelinez.engine.nodes.landing import NodeOutput, attempt_tier, make_connector
+from pipelinez.engine.nodes.partitions import LandedParts, ReadLease, partition_fingerprint
+from pipelinez.engine.run.backend import Attempt, AttemptResult, Done, ThreadBackend
 from pipelinez.engine.run.context import RunContext
 from pipelinez.engine.run.executor_choice import ExecutorChoice
 from pipelinez.engine.run.failures import DEBUG_LOG, NodeFailure, classify
@@ -267,21 +268,21 @@ class RayBackend:
         self.root.attach(self._views)  # the run's views (and streamed pipelines) read the staged Parquet
         self._slots = slots
         self._driver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pz-ray-driver")  # partitions()
-        self._landed: dict[tuple[str, int], TableManifest] = {}  # (node, partition) landed in this run
+        self._landed: LandedParts[TableManifest] = LandedParts()  # partitions landed in this run
         self._interrupted = False
 
     # -- ExecutorBackend ---------------------------------------------------------------------------
-    def submit(self, item: WorkItem, done: Done) -> None:
+    def submit(self, item: Attempt, done: Done) -> None:
         planned = item.planned
-        if isinstance(planned.node, PipelineNode) and planned.stream_into:
+        if planned.stream_into:  # a pipeline streamed into its write: a view in the driver's staging
             self._local.submit(item, done)
             return
-        if _fans_out(item):
+        if planned.fans_out and item.reuse is None:  # a retry's reuse resumes the load in one task
             self._driver.submit(self._fan_out, item, done)  # partitions() may ask the source: not here
             return
         self._submit_task(item, done)
 
-    def _submit_task(self, item: WorkItem, done: Done) -> None:
+    def _submit_task(self, item: Attempt, done: Done) -> None:
         try:
             task = self._task(item)
         except NodeFailure as failure:
@@ -330,7 +331,9 @@ class RayBackend:
         self._views.close()
 
     # -- tasks ---------------------------------------------------------------------------------------
-    def _task(self, item: WorkItem, partition: Partition | None = None) -> RemoteTask:
+    def _task(
+        self, item: Attempt, partition: Partition | None = None, tier: Tier | None = None
+    ) -> RemoteTask:
         planned = item.planned
         prelude = self._streamed.get(item.name)
         needs = list(planned.node.deps)
@@ -339,6 +342,8 @@ class RayBackend:
         with self._lock:
             inputs = tuple(self._staged[d] for d in needs if d in self._staged)
         table = published_table(planned)
+        if partition is not None and isinstance(planned.node, SourceLoadNode):
+            table = planned.node.part_table(partition.index)
         return RemoteTask(
             item,
             self.root,
@@ -346,13 +351,14 @@ class RayBackend:
             TASK_CPUS,
             self.cluster.memory_limit,
             self.cluster.redactor,
-            publish=table if partition is None or table is None else partition_table(table, partition.index),
+            publish=table,
             prelude=prelude,
             failpoints=driver_failpoints(),
             partition=partition,
+            tier=tier,
         )
 
-    def _settle(self, item: WorkItem, future: Future[RemoteResult], done: Done) -> None:
+    def _settle(self, item: Attempt, future: Future[RemoteResult], done: Done) -> None:
         try:
             remote = future.result()
         except BaseException as exc:
@@ -377,7 +383,7 @@ class RayBackend:
         done(result)
 
     # -- a partitioned load, one task per partition ------------------------------------------------------
-    def _fan_out(self, item: WorkItem, done: Done) -> None:
+    def _fan_out(self, item: Attempt, done: Done) -> None:
         node = item.planned.node
         assert isinstance(node, SourceLoadNode)
         request = node.work.request
@@ -385,7 +391,7 @@ class RayBackend:
             connector = make_connector(self.ctx, node.work.endpoint)
             try:
                 parts = connector.partitions(request)
-                tier = Tier(connector.source_tier(request))
+                tier = attempt_tier(connector, node.work)
             finally:
                 connector.close()
         except Exception as exc:
@@ -395,8 +401,8 @@ class RayBackend:
         if len(parts) <= 1:
             self._submit_task(item, done)
             return
-        limit = node.work.endpoint.max_concurrency or len(parts)
-        _FanOut(self, item, done, parts, tier, limit).start()
+        lease = ReadLease(self.ctx, node, len(parts), node.work.endpoint.max_concurrency or len(parts))
+        _FanOut(self, item, done, parts, tier, lease).start()
 
     def _register(self, published: TableManifest) -> None:
         """A task published a table: the driver reads its manifest back (a node is done only when its
@@ -416,7 +422,7 @@ class RayBackend:
             except duckdb.Error as exc:
                 raise RuntimeError(first_line(exc)) from exc
 
-    def _lost(self, item: WorkItem, exc: BaseException) -> NodeFailure:
+    def _lost(self, item: Attempt, exc: BaseException) -> NodeFailure:
         """A task that did not return its result: cancelled, its worker lost, or (a bug) it raised."""
         kinds = {cls.__name__ for cls in type(exc).__mro__}
         what = self.cluster.redactor(first_line(exc))
@@ -435,29 +441,26 @@ class RayBackend:
         )
 
 
-def _fans_out(item: WorkItem) -> bool:
-    """A source load runs as one task per partition unless it is incremental (its trim and watermark need
-    the whole table in one DuckDB) or a retry resumes it from the failed run's staging."""
-    node = item.planned.node
-    if not isinstance(node, SourceLoadNode) or item.reuse is not None:
-        return False
-    if node.work.request.bounds.incremental:
-        return False
-    return node.work.endpoint.capabilities().partitions
-
-
 class _FanOut:
-    """One attempt of a partitioned load: its partitions' tasks, at most `limit` at once; `done` once."""
+    """One attempt of a partitioned load: its partitions' tasks, as many at once as its lease of the
+    instance's slots allows; `done` once."""
 
     def __init__(
-        self, backend: RayBackend, item: WorkItem, done: Done, parts: list[Partition], tier: Tier, limit: int
+        self,
+        backend: RayBackend,
+        item: Attempt,
+        done: Done,
+        parts: list[Partition],
+        tier: Tier,
+        lease: ReadLease,
     ):
         self.backend = backend
         self.item = item
         self.done = done
         self.parts = parts
         self.tier = tier
-        self.limit = max(1, limit)
+        self.lease = lease
+        self.limit = lease.width
         node = item.planned.node
         assert isinstance(node, SourceLoadNode)
         self.node = node
@@ -470,9 +473,8 @@ class _FanOut:
 
     def start(self) -> None:
         for part in self.parts:  # landed in an earlier attempt of this run, reading the same slice: kept
-            kept = self.backend._landed.get((self.node.name, part.index))
-            fingerprint = partition_fingerprint(part)
-            if kept is not None and [p.fingerprint for p in kept.partitions] == [fingerprint]:
+            kept = self.backend._landed.kept(self.node.name, part)
+            if kept is not None:
                 self.landed[part.index] = kept
             else:
                 self.pending.append(part)
@@ -489,7 +491,7 @@ class _FanOut:
                 part = self.pending.popleft()
                 self.running += 1
             try:
-                task = self.backend._task(self.item, part)
+                task = self.backend._task(self.item, part, self.tier)
             except NodeFailure as failure:
                 self._one_ended(part, failure=failure)
                 continue
@@ -520,13 +522,14 @@ class _FanOut:
             self.running -= 1
             if manifest is not None:
                 self.landed[part.index] = manifest
-                self.backend._landed[(self.node.name, part.index)] = manifest
+                self.backend._landed.keep(self.node.name, part.index, partition_fingerprint(part), manifest)
             else:
                 assert failure is not None
                 self.failed[part.index] = failure
         self._launch_more()
 
     def _finish(self) -> None:
+        self.lease.release()  # no partition of this attempt reads any more
         backend, item = self.backend, self.item
         results = [
             PartitionResult(
@@ -570,19 +573,18 @@ class _FanOut:
         self.done(AttemptResult(item.name, item.attempt, output=output))
 
 
-SINGLE_WRITER_CONNECTORS = ("duckdb",)  # a database file one process at a time may open for writing
-
-
 def adapt_plan(plan: Plan) -> tuple[Plan, list[str]]:
-    """The plan as Ray runs it. A DuckDB database file admits one writing process: on the local executor
-    one process shares it between threads, but Ray tasks are separate processes, so each DuckDB instance's
-    nodes run one at a time (its `max_concurrency` becomes 1), and a note says so."""
+    """The plan as Ray runs it. A connector that declares `single_writer` (a DuckDB database file) admits
+    one writing process: on the local executor one process shares it between threads, but Ray tasks are
+    separate processes, so each such instance's nodes run one at a time (its `max_concurrency` becomes 1),
+    and a note says so."""
     nodes: list[PlannedNode] = []
     capped: list[str] = []
     for p in plan.nodes:
         instance = p.node.instance
-        if p.connector in SINGLE_WRITER_CONNECTORS and instance and p.max_concurrency != 1:
-            p = dataclasses.replace(p, max_concurrency=1)
+        point = p.node.endpoint
+        if point is not None and point.caps.single_writer and instance and p.max_concurrency != 1:
+            p = dataclasses.replace(p, concurrency_cap=1)
             if instance not in capped:
                 capped.append(instance)
         nodes.append(p)

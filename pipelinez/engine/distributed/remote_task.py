@@ -30,14 +30,9 @@ from pipelinez.core.diagnostics import PzConfigError
 from pipelinez.core.redact import Redactor
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import NodeStatus, Tier
-from pipelinez.engine.nodes.node_runners import (
-    NodeOutput,
-    drop_quietly,
-    make_connector,
-    partition_fingerprint,
-)
-from pipelinez.engine.nodes.node_runners import _land_partition as land_partition
-from pipelinez.engine.run.backend import AttemptResult, WorkItem, run_attempt
+from pipelinez.engine.nodes.landing import NodeOutput, attempt_tier, drop_quietly, make_connector
+from pipelinez.engine.nodes.partitions import LandedParts, land_one
+from pipelinez.engine.run.backend import Attempt, AttemptResult, run_attempt
 from pipelinez.engine.run.context import open_staging
 from pipelinez.engine.run.failures import NodeFailure, classify
 from pipelinez.engine.staging.shared_staging import (
@@ -67,7 +62,7 @@ class StagedInput:
 
 @dataclass(frozen=True)
 class RemoteTask:
-    item: WorkItem
+    item: Attempt
     root: StagingRoot
     inputs: tuple[StagedInput, ...]
     threads: int  # DuckDB threads: the task's num_cpus
@@ -77,6 +72,7 @@ class RemoteTask:
     prelude: PlannedNode | None = None  # a pipeline streamed into this sink write: its view comes first
     failpoints: tuple[tuple[str, str], ...] = ()  # the driver's PZ_FAILPOINTS(_DIR) (tests)
     partition: Partition | None = None  # a source load fanned out: land this one partition only
+    tier: Tier | None = None  # ... in the tier its attempt's connector confirmed on the driver
 
     @property
     def name(self) -> str:
@@ -121,6 +117,7 @@ class _WorkerContext:
         self._run_id = run_id
         self.con = con
         self.notes: list[str] = []
+        self.landed: LandedParts[PartitionResult] = LandedParts()  # one attempt per task: nothing earlier
 
     @property
     def run_id(self) -> str:
@@ -138,6 +135,12 @@ class _WorkerContext:
     @property
     def interrupted(self) -> bool:
         return False  # a worker is stopped by cancelling its Ray task, process and all
+
+    def borrow(self, group: str, wanted: int) -> int:
+        return 0  # the instance's slots are the driver's: a task reads its load's partitions one at a time
+
+    def give_back(self, group: str, n: int) -> None:
+        return None
 
 
 FAILPOINT_ENV = (failpoints.ENV, failpoints.DIR_ENV)
@@ -205,11 +208,11 @@ def _attempt(ctx: _WorkerContext, task: RemoteTask) -> tuple[AttemptResult, tupl
     finally:
         ctx.release(cur)
     if task.prelude is not None:  # the streamed pipeline's view, read by this write as it is computed
-        before = run_attempt(ctx, WorkItem(item.run_id, task.prelude, 1))
+        before = run_attempt(ctx, Attempt(item.run_id, task.prelude, 1))
         if before.failure is not None:
             return AttemptResult(item.name, item.attempt, failure=before.failure), ()
     if task.partition is not None:
-        result = _attempt_partition(ctx, item, task.partition)
+        result = _attempt_partition(ctx, item, task.partition, task.tier)
     else:
         result = run_attempt(ctx, item)
     if result.failure is not None:
@@ -232,15 +235,12 @@ def _attempt(ctx: _WorkerContext, task: RemoteTask) -> tuple[AttemptResult, tupl
     return result, (manifest,)
 
 
-def partition_table(table: str, index: int) -> str:
-    """The staging table of one partition of a load (as the local executor names it)."""
-    return f"{table}__part{index}"
-
-
-def _attempt_partition(ctx: _WorkerContext, item: WorkItem, partition: Partition) -> AttemptResult:
+def _attempt_partition(
+    ctx: _WorkerContext, item: Attempt, partition: Partition, tier: Tier | None
+) -> AttemptResult:
     """Land one partition of a fanned-out source load in this worker's DuckDB, in its own table."""
     try:
-        output = run_partition(ctx, item.planned, partition)
+        output = run_partition(ctx, item.planned, partition, tier)
     except NodeFailure as failure:
         return AttemptResult(item.name, item.attempt, failure=failure)
     except Exception as exc:
@@ -249,26 +249,21 @@ def _attempt_partition(ctx: _WorkerContext, item: WorkItem, partition: Partition
     return AttemptResult(item.name, item.attempt, output=output)
 
 
-def run_partition(ctx: _WorkerContext, planned: PlannedNode, partition: Partition) -> NodeOutput:
+def run_partition(
+    ctx: _WorkerContext, planned: PlannedNode, partition: Partition, given: Tier | None = None
+) -> NodeOutput:
     """One partition of a source load, landed as the local executor's partition workers land it."""
     node = planned.node
     assert isinstance(node, SourceLoadNode)
-    request = node.work.request
-    table = partition_table(node.table, partition.index)
     cur = ctx.cursor()
     connector = None
     try:
         connector = make_connector(ctx, node.work.endpoint)
-        tier = Tier(connector.source_tier(request))
-        cur.execute(f"DROP TABLE IF EXISTS {quote_ident(table)}")
-        land_partition(ctx, connector, cur, request, partition, table, tier)
-        failpoints.hit("source.landed", f"{node.name}#{partition.index}")
-        row = cur.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()
-        rows = int(row[0]) if row else 0
-        landed = PartitionResult(partition.index, rows, fingerprint=partition_fingerprint(partition))
-        return NodeOutput(rows=rows, tier=tier, partitions=[landed])
+        tier = given or attempt_tier(connector, node.work)
+        landed = land_one(ctx, node, connector, cur, partition, tier)
+        return NodeOutput(rows=landed.rows, tier=tier, partitions=[landed])
     except Exception as exc:
-        drop_quietly(cur, quote_ident(table))
+        drop_quietly(cur, quote_ident(node.part_table(partition.index)))
         raise classify(exc, "PZ0505", f"source '{node.source}' dataset '{node.dataset}'") from exc
     finally:
         if connector is not None:
@@ -307,7 +302,7 @@ def _publish_landed_partitions(
         if part.status != NodeStatus.SUCCESS:
             continue
         try:
-            out.append(_publish(ctx, task, f"{node.table}__part{part.index}"))
+            out.append(_publish(ctx, task, node.part_table(part.index)))
         except Exception:  # not published: the retry extracts that partition again
             continue
     return tuple(out)

@@ -3,7 +3,7 @@
 The copy is checked, not trusted: its row count must equal what the failed run recorded for the node. A
 staging that is gone, a table that cannot be read, or a count that differs falls back to a normal extraction
 with a note saying why, so a retry never fails because of the reuse. A load that failed part-way resumes past
-the partitions that fully landed (see `node_runners.run_source_load`).
+the partitions that fully landed (see `partitions.load_partitions`).
 """
 
 from __future__ import annotations
@@ -12,13 +12,8 @@ from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.core import failpoints
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import Provenance
-from pipelinez.engine.nodes.node_runners import (
-    NodeContext,
-    NodeOutput,
-    capture_watermark,
-    drop_quietly,
-    run_source_load,
-)
+from pipelinez.engine.nodes.landing import NodeContext, NodeOutput, capture_watermark, drop_quietly
+from pipelinez.engine.nodes.node_runners import run_source_load
 from pipelinez.engine.staging.staging_store import Reuse, ReuseUnavailable
 from pipelinez.plan.planner import PlannedNode
 

@@ -270,11 +270,11 @@ def _plan_reuse(
         whole = True
     elif before.status == NodeStatus.FAILED and before.partitions:
         parts = tuple(
-            StagedPart(p.index, p.rows, p.fingerprint, f"{node.table}__part{p.index}")
+            StagedPart(p.index, p.rows, p.fingerprint, node.part_table(p.index))
             for p in before.partitions
             if p.status == NodeStatus.SUCCESS
             and p.fingerprint
-            and store.unusable(StagedLoad(run_id, f"{node.table}__part{p.index}", p.rows)) is None
+            and store.unusable(StagedLoad(run_id, node.part_table(p.index), p.rows)) is None
         )
         if not parts:
             return

@@ -1,9 +1,12 @@
 """Where node attempts run. The scheduler decides *when*; an ExecutorBackend decides *where*.
 
-The seam is a work item in, an attempt result out, both picklable: a process-pool or Ray backend can ship
-`WorkItem` to a worker that opens staging at `StagingLocation` itself, runs `run_attempt`, and sends the
-`AttemptResult` back (errors as data: NodeFailure survives a pickle round-trip). The thread backend, the
-first implementation, runs attempts on a pool of threads sharing one staging connection (a cursor each).
+The seam is an `Attempt` in (one attempt of one planned node, which carries the node's frozen work item), an
+`AttemptResult` out, both picklable: a process-pool or Ray backend can ship the attempt to a worker that
+opens staging at `StagingLocation` itself, runs `run_attempt`, and sends the `AttemptResult` back (errors as
+data: NodeFailure survives a pickle round-trip). The thread backend, the first implementation, runs attempts
+on a pool of threads sharing one staging connection (a cursor each). A backend's `submit` knows nothing of
+node kinds or connectors: what it may do with a node (stream it locally, fan a load out) is the plan's
+annotation.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Protocol
 
 from pipelinez.connectors.sdk_delivery import DeliveryCheckpoint
 from pipelinez.core.vocabulary import NodeKind
-from pipelinez.engine.nodes.node_runners import RUNNERS, NodeContext, NodeOutput, run_sink_write
+from pipelinez.engine.nodes.landing import NodeContext, NodeOutput
+from pipelinez.engine.nodes.node_runners import RUNNERS, run_sink_write
 from pipelinez.engine.nodes.reuse_runner import run_reused_source_load
 from pipelinez.engine.run.context import RunContext
 from pipelinez.engine.run.failures import NodeFailure
@@ -33,8 +37,9 @@ class StagingLocation:
 
 
 @dataclass(frozen=True)
-class WorkItem:
-    """One attempt of one node: everything a worker needs besides the staging database."""
+class Attempt:
+    """One attempt of one node: everything a worker needs besides the staging database. (The node's work
+    item, `compile.work`, is what the node does; an attempt is one try at doing it.)"""
 
     run_id: str
     planned: PlannedNode
@@ -61,7 +66,7 @@ Done = Callable[[AttemptResult], None]
 
 
 class ExecutorBackend(Protocol):
-    def submit(self, item: WorkItem, done: Done) -> None:
+    def submit(self, item: Attempt, done: Done) -> None:
         """Start the attempt; call `done` exactly once, from any thread, when it ended (however it ended)."""
 
     def interrupt(self) -> None:
@@ -82,7 +87,7 @@ class BackendProvider(Protocol):
         """The run's backend; the caller closes it after the run."""
 
 
-def run_attempt(ctx: NodeContext, item: WorkItem) -> AttemptResult:
+def run_attempt(ctx: NodeContext, item: Attempt) -> AttemptResult:
     """Run one attempt of a node; a runner bug becomes the node's PZ0512 failure, never a crash."""
     node = item.planned.node
     try:
@@ -107,7 +112,7 @@ class ThreadBackend:
         self.ctx = ctx
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="pz-node")
 
-    def submit(self, item: WorkItem, done: Done) -> None:
+    def submit(self, item: Attempt, done: Done) -> None:
         future = self._pool.submit(run_attempt, self.ctx, item)
 
         def report(f: Future[AttemptResult]) -> None:

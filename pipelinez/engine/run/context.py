@@ -12,7 +12,10 @@ from pipelinez.config.model import Project
 from pipelinez.core import duck_catalog, duck_connect
 from pipelinez.core.sqlnames import quote_literal
 from pipelinez.engine.events import EventBus, Note
+from pipelinez.engine.nodes.partitions import LandedParts
 from pipelinez.engine.run.failures import NodeFailure
+from pipelinez.engine.run.scheduler import GroupSlots
+from pipelinez.engine.state.run_results import PartitionResult
 from pipelinez.plan.planner import Plan
 
 if TYPE_CHECKING:
@@ -29,6 +32,11 @@ class RunContext:
     _cursors: set[duckdb.DuckDBPyConnection] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _interrupted: bool = False  # set by interrupt_all: no new cursor after it
+    landed: LandedParts[PartitionResult] = field(default_factory=LandedParts)  # kept for a next attempt
+    slots: GroupSlots = field(init=False)  # each instance's max_concurrency, shared by nodes and partitions
+
+    def __post_init__(self) -> None:
+        self.slots = GroupSlots(instance_limits(self.plan) if self.plan is not None else {})
 
     @property
     def dag(self) -> CompiledDag:
@@ -82,6 +90,17 @@ class RunContext:
 
     def note(self, message: str) -> None:
         self.bus.publish(Note(self.run_id, message=message))
+
+    def borrow(self, group: str, wanted: int) -> int:
+        return self.slots.take(group, wanted)
+
+    def give_back(self, group: str, n: int) -> None:
+        self.slots.give(group, n)
+
+
+def instance_limits(plan: Plan) -> dict[str, int]:
+    """Each source/sink instance's `max_concurrency`: the reads and writes against it at once."""
+    return {p.node.instance: p.max_concurrency for p in plan.nodes if p.node.instance and p.max_concurrency}
 
 
 STAGING_STORAGE = "v1.2.0"

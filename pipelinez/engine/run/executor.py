@@ -20,7 +20,7 @@ from pipelinez.engine.nodes.watermarks import Capture
 from pipelinez.engine.resilience.breaker import Transition
 from pipelinez.engine.resilience.breaker_gate import BreakerGate
 from pipelinez.engine.resilience.retry import retry_delay
-from pipelinez.engine.run.backend import AttemptResult, Done, ExecutorBackend, ThreadBackend, WorkItem
+from pipelinez.engine.run.backend import Attempt, AttemptResult, Done, ExecutorBackend, ThreadBackend
 from pipelinez.engine.run.context import RunContext
 from pipelinez.engine.run.failures import NodeFailure
 from pipelinez.engine.run.scheduler import (
@@ -104,16 +104,11 @@ class Executor:
 
     def run(self) -> None:
         order = [p.node.name for p in self.ctx.plan.nodes]
-        limits = {
-            p.node.instance: p.max_concurrency
-            for p in self.ctx.plan.nodes
-            if p.node.instance and p.max_concurrency
-        }
         graph = Graph(
             order,
             {name: self.planned[name].node.deps for name in order},
             group=lambda name: self.planned[name].node.instance,
-            limits=limits,
+            slots=self.ctx.slots,  # shared with the partitions a running load reads at once
         )
         settled = {
             n: r.status in OK_STATUSES for n, r in self.results.items() if r.status != NodeStatus.PENDING
@@ -167,7 +162,7 @@ class Executor:
         self.ctx.bus.publish(
             NodeStarted(self.ctx.run_id, name=key, id=node.id, kind=node.kind, attempt=attempt)
         )
-        work = WorkItem(self.ctx.run_id, planned, attempt, self._resume.get(key), self.reuse.get(key))
+        work = Attempt(self.ctx.run_id, planned, attempt, self._resume.get(key), self.reuse.get(key))
         self._backend.submit(work, done)
 
     def settle(self, key: str, attempt: int, result: AttemptResult, may_retry: bool) -> Verdict:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import queue
+import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -127,6 +128,36 @@ class Unschedulable(RuntimeError):
         super().__init__(f"{problem}: {', '.join(map(str, self.keys))}")
 
 
+class GroupSlots:
+    """The slots of each limited group (a source/sink instance's `max_concurrency`), counted once for
+    everything that runs against the group: the scheduler takes one per running node, and a running node may
+    borrow more for work of its own (a partitioned load's parallel reads) while they are free. Thread-safe:
+    the scheduler takes on its coordinator thread, a node borrows and gives back on its workers."""
+
+    def __init__(self, limits: Mapping[str, int]):
+        self.limits = {g: n for g, n in limits.items() if n}
+        self._taken: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, group: str, wanted: int = 1) -> int:
+        """Take up to `wanted` slots of `group` that are free now (all of them for an unlimited group);
+        returns how many were taken, never waits."""
+        with self._lock:
+            taken = self._taken.get(group, 0)
+            limit = self.limits.get(group)
+            n = max(0, min(wanted, limit - taken)) if limit else max(0, wanted)
+            self._taken[group] = taken + n
+            return n
+
+    def give(self, group: str, n: int = 1) -> None:
+        with self._lock:
+            self._taken[group] = max(0, self._taken.get(group, 0) - n)
+
+    def taken(self, group: str) -> int:
+        with self._lock:
+            return self._taken.get(group, 0)
+
+
 @dataclass(frozen=True)
 class Graph(Generic[K]):
     """Nodes in their preferred start order, each with the nodes it depends on (each one of the graph's
@@ -136,6 +167,7 @@ class Graph(Generic[K]):
     deps: Mapping[K, Sequence[K]]
     group: Callable[[K], str | None] = lambda _key: None  # e.g. the source/sink instance
     limits: Mapping[str, int] = field(default_factory=dict)  # max running nodes per group
+    slots: GroupSlots | None = None  # the groups' slots when shared with the nodes (else made of `limits`)
 
 
 @dataclass(order=True)
@@ -191,7 +223,7 @@ class Scheduler(Generic[K, R]):
         self._timers: list[_Timer[K]] = []
         self._seq = 0
         self._running: dict[K, int] = {}
-        self._busy: dict[str, int] = {}
+        self._groups = graph.slots if graph.slots is not None else GroupSlots(graph.limits)
         self._inbox: queue.Queue[tuple[K, int, R]] = queue.Queue()
         self._cancelled = False
         for key, ok in (settled or {}).items():
@@ -257,25 +289,25 @@ class Scheduler(Generic[K, R]):
             entry = heapq.heappop(self._ready)
             _, attempt, key = entry
             group = self.graph.group(key)
-            limit = self.graph.limits.get(group) if group else None
-            if group and limit and self._busy.get(group, 0) >= limit:
+            if group and not self._groups.take(group):
                 held.append(entry)  # waits for a slot of its group; re-examined after each completion
                 continue
             decision = self.gate(key, now) if self.gate else None
+            if decision is not None and group:
+                self._groups.give(group)  # it does not start: its slot is free again
             if isinstance(decision, Defer):
                 self._wait(key, attempt, decision.at, deferred=True)
             elif isinstance(decision, Refuse):
                 self.hooks.refuse(key, decision.reason)
                 self._finish(key, False)
             else:
-                self._start(key, attempt, group)
+                self._start(key, attempt)
         for entry in held:
             heapq.heappush(self._ready, entry)
 
-    def _start(self, key: K, attempt: int, group: str | None) -> None:
+    def _start(self, key: K, attempt: int) -> None:
+        """Submit an attempt; the slot of its group is already taken."""
         self._running[key] = attempt
-        if group:
-            self._busy[group] = self._busy.get(group, 0) + 1
 
         def done(result: R) -> None:
             self._inbox.put((key, attempt, result))
@@ -300,10 +332,11 @@ class Scheduler(Generic[K, R]):
             heapq.heappush(self._ready, (self._rank[timer.key], timer.attempt, timer.key))
 
     def _release(self, key: K) -> None:
-        self._running.pop(key, None)
+        if self._running.pop(key, None) is None:
+            return
         group = self.graph.group(key)
-        if group and group in self._busy:
-            self._busy[group] -= 1
+        if group:
+            self._groups.give(group)
 
     def _settle(self, key: K, attempt: int, result: R) -> None:
         self._release(key)

@@ -2,7 +2,8 @@
 
 The layout and the manifests are `shared_staging`'s: `<prefix>/<run-id>/<table>/part-<token>.parquet` and
 `_manifest.json`. Where the bucket is and how to sign in is project.yml's `engine.staging` block, with the
-keys of the `s3` connector's connection block; the `s3` connector's `S3Store` does the rest, so the
+keys of the `s3` connector's connection block; the store that connector builds (`connectors.sdk_objstore`,
+found through the registry, never imported) does the rest, so the
 endpoint, region, url_style, use_ssl and credentials mean exactly what they mean for an s3 source or sink:
 
 - DuckDB (workers writing Parquet with COPY, every reader's views) goes through the httpfs extension LOADed
@@ -27,8 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.files.objects import io_error
-from pipelinez.connectors.s3.connector import S3Store
+from pipelinez.connectors.sdk_objstore import ObjectStore, io_error, store_of
 from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import PzConfigError, PzConnectorError, error
 from pipelinez.core.sqlnames import quote_literal
@@ -55,11 +55,12 @@ class ObjectStagingRoot(StagingRoot):
         return ObjectStagingRoot(bucket, prefix.strip("/"), dict(settings))
 
     @property
-    def store(self) -> S3Store:
-        """The s3 connector's store of this bucket (built once per process, never pickled)."""
-        cached = self.__dict__.get("_store")
+    def store(self) -> ObjectStore:
+        """The s3 connector's store of this bucket, through the SDK (built once per process, never
+        pickled)."""
+        cached: ObjectStore | None = self.__dict__.get("_store")
         if cached is None:
-            cached = S3Store({**self.settings, "bucket": self.bucket})
+            cached = store_of(S3, {**self.settings, "bucket": self.bucket})
             object.__setattr__(self, "_store", cached)
         return cached
 

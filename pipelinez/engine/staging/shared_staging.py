@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.files.objects import io_error
 from pipelinez.connectors.sdk_errors import is_transient_store_error
+from pipelinez.connectors.sdk_objstore import io_error
 from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.sqlnames import quote_ident, quote_literal
