@@ -163,6 +163,7 @@ def guarded(fn: F) -> F:
             settings.log_format = command_log_format
         settings.color = settings.color and not command_no_color
         settings.quiet = settings.quiet or command_quiet
+        signals_before = interrupts.count()
         try:
             return fn(*args, **kwargs)
         except KeyboardInterrupt:
@@ -170,8 +171,8 @@ def guarded(fn: F) -> F:
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:
-            if interrupts.tripped():  # what a signal became inside DuckDB or an import: still an interrupt
-                _report_interrupt(settings)
+            if interrupts.count() > signals_before:  # a signal of this command, become an error inside
+                _report_interrupt(settings)  # DuckDB or an import: still an interrupt
             _report_failure(settings, exc)
 
     return wrapper  # type: ignore[return-value]

@@ -36,6 +36,11 @@ def tripped() -> bool:
     return stop_signals.tripped()
 
 
+def count() -> int:
+    """Stop signals recorded so far in this process (see `stop_signals.count`)."""
+    return stop_signals.count()
+
+
 def received() -> str:
     """The signal that stopped pz: "SIGINT" or "SIGTERM"."""
     return stop_signals.received()

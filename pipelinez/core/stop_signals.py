@@ -82,6 +82,13 @@ def tripped() -> bool:
     return _tripped.is_set()
 
 
+def count() -> int:
+    """How many stop signals pz's handler has recorded in this process: a command compares it with the
+    count at its start, so a signal an earlier command of the same process (the Python API, a test) took
+    never turns a later command's error into an interrupt."""
+    return len(_received)
+
+
 def received() -> str:
     """The last stop signal that came ("SIGINT" or "SIGTERM"); "SIGINT" when none was recorded (a
     KeyboardInterrupt raised by Python's own handler)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -250,3 +251,24 @@ def test_no_duckdb_connection_of_pz_draws_a_progress_bar() -> None:
         if path.name != "duck_connect.py" and re.search(r"\bduckdb\.connect\(", path.read_text())
     ]
     assert direct == [], f"connect through pipelinez.core.duck_connect instead: {direct}"
+
+
+def test_a_stop_signal_of_an_earlier_command_does_not_turn_a_later_error_into_an_interrupt(
+    tmp_path: Path,
+) -> None:
+    """In one process (the Python API, a test worker), a SIGINT that an earlier command took must not make
+    every later command's user error read as PZ0514 'run interrupted'."""
+    from click.testing import CliRunner
+
+    from pipelinez.cli.main import cli
+    from pipelinez.core import stop_signals
+
+    (tmp_path / "project.yml").write_text("name: p\nbogus_key: 1\n")
+    stop_signals._received.append("SIGINT")  # what the handler records for a signal an earlier command took
+    stop_signals._tripped.set()
+    try:
+        result = CliRunner().invoke(cli, ["-p", str(tmp_path), "validate"])
+    finally:
+        stop_signals._received.pop()
+        stop_signals._tripped.clear()
+    assert "PZ0102" in result.output and "PZ0514" not in result.output, result.output
