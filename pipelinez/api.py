@@ -35,9 +35,9 @@ from pipelinez.core.diagnostics import (
 from pipelinez.core.stop_signals import sigterm_stops_the_run
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy, Tier
 from pipelinez.engine.run import prepare, workflow
-from pipelinez.engine.run.callbacks import EventCallbackError, OnEvent
-from pipelinez.engine.run.callbacks import Forward as _Forward
 from pipelinez.engine.run.compile_cache import COMPILES
+from pipelinez.engine.run.workflow import EventCallbackError, OnEvent
+from pipelinez.engine.run.workflow import Forward as _Forward
 from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:

@@ -346,7 +346,9 @@ def test_run_results_match_the_published_schema(project_dir: Path) -> None:
 
     from jsonschema import Draft202012Validator
 
-    schema_path = Path(__file__).parents[2] / "pipelinez" / "engine" / "schemas" / "run_results.v1.json"
+    schema_path = (
+        Path(__file__).parents[2] / "pipelinez" / "engine" / "state" / "schemas" / "run_results.v1.json"
+    )
     schema = json.loads(schema_path.read_text())
     Draft202012Validator.check_schema(schema)
     write_project(

@@ -178,3 +178,34 @@ def test_external_access_is_never_cached(shop: Path, compiles: list[str]) -> Non
     Project(shop).plan()
     Project(shop).plan()
     assert len(compiles) == 2
+
+
+def test_a_linked_pipelines_folder_pointed_elsewhere_compiles_again(
+    tmp_path: Path, shop: Path, compiles: list[str]
+) -> None:
+    for name, column in (("one", "id"), ("two", "amount")):
+        write_project(
+            tmp_path / name,
+            {
+                f"{name}.sql": f"INSERT INTO {{{{ sink('lake', '{name}') }}}} "
+                f"SELECT {column} FROM {{{{ source('files', 'orders') }}}}\n"
+            },
+        )
+    link = shop / "pipelines" / "shared"
+    link.symlink_to(tmp_path / "one")
+    assert "one" in Project(shop).plan().names
+    link.unlink()
+    link.symlink_to(tmp_path / "two")
+    assert "two" in Project(shop).plan().names
+    assert len(compiles) == 2
+
+
+def test_a_folder_too_large_to_fingerprint_is_not_cached(
+    shop: Path, compiles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(compile_cache, "MAX_ENTRIES", 5)
+    for i in range(6):
+        (shop / "data" / f"extra{i}.txt").write_text("x")
+    Project(shop).plan()
+    Project(shop).plan()
+    assert len(compiles) == 2

@@ -1,11 +1,12 @@
 """The facade's compile cache: a compiled project kept by its content, so that a plan then a run, or a project
 re-opened in the same process, compile once.
 
-The key is everything a compile reads: the project folder (the bytes of project.yml, pz.lock and every file
-under sources/, sinks/, pipelines/ and docs/; the size and modification time of every other file and the
-name of every folder, data and outputs included; `.pz/` apart from the schemas `--connect` cached), the
-`--var` values, the values of the environment variables the project declares, the committed watermarks
-the compile binds (none for a full refresh), and the pz and connector versions. A hit is taken only while
+The key is everything a compile reads: the project folder (the bytes of project.yml, pz.lock and every project
+file the loader finds under sources/, sinks/, pipelines/ and docs/, found as it finds them; the size and
+modification time of every other file, data and outputs included, and every folder and link, up to
+MAX_ENTRIES; `.pz/` apart from the schemas `--connect` cached), the `--var` values, the values of the
+environment variables the project declares, the committed watermarks the compile binds (none for a full
+refresh), and the pz and connector versions. A hit is taken only while
 what connectors told of the datasets' columns without connecting (files outside the folder included) still
 holds. A project with `engine.external_access` is never cached: its dry compile may read any file.
 """
@@ -21,14 +22,16 @@ from pathlib import Path
 from pipelinez import __version__
 from pipelinez.compile.compiler import CompileResult, compile_project, static_schema_lookup
 from pipelinez.compile.nodes import SourceLoadNode
+from pipelinez.config.discovery import PROJECT_FILE, discover
 from pipelinez.config.model import Project
 from pipelinez.connectors import registry
+from pipelinez.core.lockfile import LOCK_FILE
 from pipelinez.core.run_state import Watermark
 
-# read whole: what the project says; any other file enters by its size and modification time
-_READ_DIRS = frozenset({"sources", "sinks", "pipelines", "docs"})
-_READ_FILES = frozenset({"project.yml", "project.yaml", "pz.lock"})
-_SKIPPED_DIRS = frozenset({".pz", ".git", "__pycache__"})
+# the other files of the folder enter by their size and modification time, up to this many entries (a
+# larger folder is not cached: walking it could cost more than compiling)
+MAX_ENTRIES = 50_000
+_SKIPPED_DIRS = frozenset({".pz", ".git"})
 
 
 class _Digest:
@@ -57,7 +60,9 @@ def content_key(
     digest.feed("pz", __version__, str(project.root))
     for name, connector in sorted(registry.installed().items()):
         digest.feed(name, connector.distribution, connector.version)
-    _feed_folder(digest, project.root)
+    _feed_project_files(digest, project.root)
+    if not _feed_folder(digest, project.root):
+        return None
     digest.feed("schemas", _read(project.state_dir / "target" / "schemas.json"))
     digest.feed("vars", sorted((overrides or {}).items()))
     env = os.environ if environ is None else environ
@@ -66,31 +71,55 @@ def content_key(
     return digest.hexdigest()
 
 
-def _feed_folder(digest: _Digest, root: Path) -> None:
+def _feed_project_files(digest: _Digest, root: Path) -> None:
+    """The bytes of the files the loader reads, found as it finds them (links followed, walks bounded)."""
+    files = discover(root)
+    found = [*files.sources, *files.sinks, *files.pipelines, *files.sidecars, *files.docs]
+    for path in [root / PROJECT_FILE, root / "project.yaml", root / LOCK_FILE, *found]:
+        digest.feed("file", os.fspath(path), _read(path))
+    digest.feed("problems", [(d.code, d.message) for d in files.problems])
+
+
+def _feed_folder(digest: _Digest, root: Path) -> bool:
+    """Every other entry of the folder, by name, size and modification time (links by their target, not
+    walked); False when it holds more than MAX_ENTRIES."""
+    seen = 0
     for folder, dirs, files in os.walk(root):
-        here = Path(folder).relative_to(root)
-        if here == Path("."):
+        if folder == os.fspath(root):
             dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS]
-        else:
-            dirs[:] = [d for d in dirs if d not in ("__pycache__",)]
         dirs.sort()
-        digest.feed("dir", here.as_posix())
-        read = bool(here.parts) and here.parts[0] in _READ_DIRS
+        seen += len(dirs) + len(files)
+        if seen > MAX_ENTRIES:
+            return False
+        digest.feed("dir", folder, sorted(files))
         for name in sorted(files):
-            path = Path(folder) / name
-            if read or (here == Path(".") and name in _READ_FILES):
-                digest.feed("file", name, _read(path))
-                continue
-            try:
-                stat = path.stat()
-                digest.feed("stat", name, stat.st_size, stat.st_mtime_ns)
-            except OSError:
-                digest.feed("gone", name)
+            digest.feed(name, _stat(os.path.join(folder, name)))
+        for name in dirs:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                digest.feed("link", name, _link(path))
+    return True
+
+
+def _stat(path: str) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _link(path: str) -> str | None:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
 
 
 def _read(path: Path) -> bytes | None:
+    """A regular file's bytes (never a named pipe's: reading one would block); None for anything else."""
     try:
-        return path.read_bytes()
+        return path.read_bytes() if path.is_file() else None
     except OSError:
         return None
 

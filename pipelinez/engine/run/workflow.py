@@ -1,5 +1,6 @@
 """The facade's private helper for what changes state: a run, a retry, `pz clean` and the run history, called
-by `pipelinez.api.Project` only (which holds the compile cache they compile through). Decides; never prints.
+by `pipelinez.api.Project` only (which holds the compile cache they compile through), and how the facade's
+`on_event` callback hears a run (`Forward`, PZ0535 `EventCallbackError`). Decides; never prints.
 
 Refusals before any node runs raise PzValidationError (every diagnostic of every tier that ran) or
 PzConfigError; the CLI renders them and exits 2. Every use of the project lock is a `with` block.
@@ -8,8 +9,9 @@ PzConfigError; the CLI renders them and exits 2. Every use of the project lock i
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +22,9 @@ from pipelinez.compile.staging import resolve_staging
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.values import resolve_values
 from pipelinez.config.loader import find_project_root, load_project
+from pipelinez.core.diagnostics import Diagnostic, PzError, error
 from pipelinez.core.vocabulary import RunStatus
-from pipelinez.engine.events import Subscriber
+from pipelinez.engine.events import Event, Subscriber
 from pipelinez.engine.run.compile_cache import CompileCache
 from pipelinez.engine.run.prepare import checked_dag, plan
 
@@ -36,6 +39,58 @@ if TYPE_CHECKING:  # what runs, retries and cleans imports when it is called: `p
     from pipelinez.engine.state.run_results import RunArgs, RunResults
     from pipelinez.engine.state.runs import RunSummary
 from pipelinez.plan.planner import Plan, plan_named
+
+OnEvent = Callable[[dict[str, Any]], None]
+
+
+class EventCallbackError(PzError):
+    """PZ0535: the `on_event` callback raised. It was not called again after that; the run went on to its
+    end and was recorded: `outcome` is what `run` (or `retry`) would have returned. The callback's own
+    exception is `__cause__`."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic], outcome: Any):
+        super().__init__(diagnostics)
+        self.outcome = outcome
+
+
+class Forward:
+    """`on_event` as a subscriber of the run's events: each event a deep copy (the callback may keep or
+    change it; other subscribers don't see it). The first exception it raises is kept, and it is not called
+    again, so a broken callback can stop neither the run nor its records."""
+
+    def __init__(self, on_event: OnEvent | None):
+        self.on_event = on_event
+        self.failed: tuple[str, Exception] | None = None
+
+    def subscribers(self) -> list[Callable[[Event, dict[str, Any]], None]]:
+        return [self] if self.on_event is not None else []
+
+    def __call__(self, _event: Event, data: dict[str, Any]) -> None:
+        if self.on_event is None or self.failed is not None:
+            return
+        try:
+            self.on_event(copy.deepcopy(data))
+        except Exception as exc:
+            self.failed = (str(data.get("event")), exc)
+
+    def check(self, call: str, run_id: str | None, status: str | None, outcome: Any) -> None:
+        """Raise EventCallbackError when the callback raised during the call."""
+        if self.failed is None:
+            return
+        event, exc = self.failed
+        ran = f"run {run_id} went on and ended {status}" if run_id else "nothing ran"
+        raise EventCallbackError(
+            [
+                error(
+                    "PZ0535",
+                    f"on_event raised {type(exc).__name__}: {exc} on the '{event}' event and was not called "
+                    f"again; the {ran} (events.jsonl holds every event)",
+                    file=f"{call}()",
+                    next_step="fix the callback (an exception in it is the caller's, pz only reports it)",
+                )
+            ],
+            outcome,
+        ) from exc
 
 
 def run(
