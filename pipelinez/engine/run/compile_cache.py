@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -139,11 +140,12 @@ def _still_told(result: CompileResult) -> bool:
 
 class CompileCache:
     """Compiles by content: the same key (and connectors telling the same) gives the same `CompileResult`.
-    Holds the `size` most recent compiles."""
+    Holds the `size` most recent compiles; safe to share between threads (two that miss both compile)."""
 
     def __init__(self, size: int = 8):
         self.size = size
         self._entries: OrderedDict[str, CompileResult] = OrderedDict()
+        self._guard = threading.Lock()
 
     def compile(
         self,
@@ -153,19 +155,25 @@ class CompileCache:
         watermarks: Mapping[tuple[str, str], Watermark],
     ) -> CompileResult:
         key = content_key(project, overrides, environ, watermarks)
-        cached = self._entries.get(key) if key is not None else None
+        if key is None:
+            return compile_project(project, overrides, environ, watermarks)
+        with self._guard:
+            cached = self._entries.get(key)
         if cached is not None and _still_told(cached):
-            self._entries.move_to_end(key)  # type: ignore[arg-type]
+            with self._guard:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
             return cached
         result = compile_project(project, overrides, environ, watermarks)
-        if key is not None:
+        with self._guard:
             self._entries[key] = result
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
         return result
 
     def clear(self) -> None:
-        self._entries.clear()
+        with self._guard:
+            self._entries.clear()
 
 
 # one per process: every `Project` of the process shares it
