@@ -209,3 +209,16 @@ def test_a_folder_too_large_to_fingerprint_is_not_cached(
     Project(shop).plan()
     Project(shop).plan()
     assert len(compiles) == 2
+
+
+def test_a_full_refresh_retry_compiles_once_without_committed_watermarks(
+    shop: Path, compiles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PZ_FAILPOINTS", "sink.write@lake.big")
+    assert Project(shop).run().exit_code == 1
+    monkeypatch.delenv("PZ_FAILPOINTS")
+    compiles.clear()
+    COMPILES.clear()  # else the failed run's compile serves the retry (its write failed: nothing changed)
+    outcome = Project(shop).retry(full_refresh=True)
+    assert outcome.run is not None and outcome.run.exit_code == 0
+    assert len(compiles) == 1  # the failed run's ids and the full-refresh run: the same compile
