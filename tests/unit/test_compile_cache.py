@@ -222,3 +222,36 @@ def test_a_full_refresh_retry_compiles_once_without_committed_watermarks(
     outcome = Project(shop).retry(full_refresh=True)
     assert outcome.run is not None and outcome.run.exit_code == 0
     assert len(compiles) == 1  # the failed run's ids and the full-refresh run: the same compile
+
+
+def test_a_committed_watermark_compiles_again(tmp_path: Path, compiles: list[str]) -> None:
+    shop = write_project(
+        tmp_path / "shop",
+        {
+            "project.yml": "name: shop\n",
+            "sources/files.yml": """
+                connector: localfiles
+                connection: { root: data }
+                datasets:
+                  orders:
+                    format: csv
+                    path: orders.csv
+                    columns: { id: bigint }
+                    sync: { mode: incremental, cursor: id }
+            """,
+            "sinks/lake.yml": f"connector: duckdb\nconnection: {{ path: {tmp_path / 'wh.duckdb'} }}\n"
+            "outputs: { copy: { strategy: append, duplicates: accept } }\n",
+            "data/orders.csv": "id\n1\n2\n",
+            "pipelines/copy.sql": """
+                INSERT INTO {{ sink('lake', 'copy') }}
+                SELECT id FROM {{ source('files', 'orders') }}
+            """,
+        },
+    )
+    project = Project(shop)
+    project.plan()
+    assert len(compiles) == 1
+    assert project.run().exit_code == 0  # commits the watermark id = 2 (the sink is outside the folder)
+    assert len(compiles) == 1
+    assert project.plan().nodes[0].incremental["watermark"] == "2"  # type: ignore[index]
+    assert len(compiles) == 2
