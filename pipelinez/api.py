@@ -12,10 +12,9 @@ raised with the run's outcome. Called in the main thread, a run or retry stops o
 
 from __future__ import annotations
 
-import copy
 import importlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,13 +31,14 @@ from pipelinez.core.diagnostics import (
     PzError,
     PzUsageError,
     PzValidationError,
-    error,
 )
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.stop_signals import sigterm_stops_the_run
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy, Tier
-from pipelinez.engine import workflow
-from pipelinez.engine.events import Event
+from pipelinez.engine.run import prepare, workflow
+from pipelinez.engine.run.compile_cache import COMPILES
+from pipelinez.engine.run.workflow import EventCallbackError, OnEvent
+from pipelinez.engine.run.workflow import Forward as _Forward
 from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:
@@ -118,59 +118,8 @@ __all__ = [
     "write_schemas",
 ]
 
-OnEvent = Callable[[JsonObject], None]
 PathLike = str | os.PathLike[str]
 EXECUTORS = ("local", "ray")
-
-
-class EventCallbackError(PzError):
-    """PZ0535: the `on_event` callback raised. It was not called again after that; the run went on to its
-    end and was recorded: `outcome` is what `run` (or `retry`) would have returned. The callback's own
-    exception is `__cause__`."""
-
-    def __init__(self, diagnostics: Sequence[Diagnostic], outcome: Any):
-        super().__init__(diagnostics)
-        self.outcome = outcome
-
-
-class _Forward:
-    """`on_event` as a subscriber of the run's events: each event a deep copy (the callback may keep or
-    change it; other subscribers don't see it). The first exception it raises is kept, and it is not called
-    again, so a broken callback can stop neither the run nor its records."""
-
-    def __init__(self, on_event: OnEvent | None):
-        self.on_event = on_event
-        self.failed: tuple[str, Exception] | None = None
-
-    def subscribers(self) -> list[Callable[[Event, JsonObject], None]]:
-        return [self] if self.on_event is not None else []
-
-    def __call__(self, _event: Event, data: JsonObject) -> None:
-        if self.on_event is None or self.failed is not None:
-            return
-        try:
-            self.on_event(copy.deepcopy(data))
-        except Exception as exc:
-            self.failed = (str(data.get("event")), exc)
-
-    def check(self, call: str, run_id: str | None, status: str | None, outcome: Any) -> None:
-        """Raise EventCallbackError when the callback raised during the call."""
-        if self.failed is None:
-            return
-        event, exc = self.failed
-        ran = f"run {run_id} went on and ended {status}" if run_id else "nothing ran"
-        raise EventCallbackError(
-            [
-                error(
-                    "PZ0535",
-                    f"on_event raised {type(exc).__name__}: {exc} on the '{event}' event and was not called "
-                    f"again; the {ran} (events.jsonl holds every event)",
-                    file=f"{call}()",
-                    next_step="fix the callback (an exception in it is the caller's, pz only reports it)",
-                )
-            ],
-            outcome,
-        ) from exc
 
 
 @dataclass(frozen=True)
@@ -292,11 +241,16 @@ class RunPlan:
 
 class Project:
     """A pz project folder (the nearest folder upwards from `path` holding project.yml; default: the
-    working directory). `environ` replaces os.environ for `env()` values, e.g. in tests."""
+    working directory). `environ` replaces os.environ for `env()` values, e.g. in tests.
+
+    Compiles are cached by content (see `engine.run.compile_cache`): a `plan()` then a `run()` compile
+    once, and so does the same project re-opened in the same process until a file, a var, a declared
+    environment variable, a committed watermark or an installed connector changes."""
 
     def __init__(self, path: PathLike | None = None, *, environ: Mapping[str, str] | None = None):
         self.root = find_project_root(Path(path) if path is not None else Path.cwd())
         self.environ = environ
+        self._compiles = COMPILES
 
     def __repr__(self) -> str:
         return f"Project({str(self.root)!r})"
@@ -308,7 +262,7 @@ class Project:
         given.flag("connect", connect)
         given.variables("vars", vars)
         given.check()
-        checked = workflow.validate(self.root, vars, self.environ, connect=connect)
+        checked = prepare.validate(self.root, vars, self.environ, connect=connect, compiles=self._compiles)
         if checked.errors:
             raise PzValidationError([*checked.errors, *checked.warnings])
         dag = checked.compiled.dag if checked.compiled else None
@@ -327,7 +281,9 @@ class Project:
         given.names("exclude", exclude)
         given.variables("vars", vars)
         given.check()
-        the_plan, warnings = workflow.plan(self.root, select, exclude, vars, self.environ)
+        the_plan, warnings = prepare.plan(
+            self.root, select, exclude, vars, self.environ, compiles=self._compiles
+        )
         engine_retry = engine_retry_policy(the_plan.dag.project)
         return RunPlan(
             tuple(
@@ -384,6 +340,7 @@ class Project:
                 subscribers=forward.subscribers(),
                 executor=executor,
                 staging=staging,
+                compiles=self._compiles,
             )
         forward.check("Project.run", outcome.run_id, outcome.status, outcome)
         return outcome
@@ -420,6 +377,7 @@ class Project:
                 subscribers=forward.subscribers(),
                 executor=executor,
                 staging=staging,
+                compiles=self._compiles,
             )
         ran = outcome.run
         forward.check("Project.retry", ran.run_id if ran else None, ran.status if ran else None, outcome)

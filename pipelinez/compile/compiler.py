@@ -52,6 +52,9 @@ class CompileResult:
     # every incremental dataset by (source, dataset), whichever route declared it
     incremental: dict[tuple[str, str], IncrementalSpec] = field(default_factory=dict)
     described: Described | None = None  # with compile_project(describe=True)
+    # what connectors told of datasets' columns without connecting ("<source>.<dataset>" -> columns or
+    # None): facts of the data, not of the project files, that a cached compile must still find true
+    told: dict[str, list[tuple[str, str]] | None] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -68,11 +71,13 @@ def static_schema_lookup(
     project: Project,
     fetched: Mapping[str, list[tuple[str, str]]] | None = None,
     last_staging: LastStaging | None = None,
+    told: dict[str, list[tuple[str, str]] | None] | None = None,
 ) -> Callable[[SourceLoadNode], list[tuple[str, str]] | None]:
     """A dataset's columns: its contract, else the schema `--connect` fetched (this run's, then the cache's),
-    else what its connector tells without connecting; with `last_staging` (lineage and `pz docs` only), else
-    what the newest run staged."""
+    else what its connector tells without connecting (recorded in `told`); with `last_staging` (lineage and
+    `pz docs` only), else what the newest run staged."""
     cache = {**cached_schemas(project.state_dir), **(fetched or {})}
+    told_by_connectors = told
 
     def lookup(node: SourceLoadNode) -> list[tuple[str, str]] | None:
         request = node.work.request
@@ -89,6 +94,8 @@ def static_schema_lookup(
                 connector.close()
         except Exception:  # a schema we can't tell cheaply: compile loosely (PZ0406 says so)
             told = None
+        if told_by_connectors is not None:
+            told_by_connectors[f"{node.source}.{node.dataset}"] = told
         if told is None and last_staging is not None:
             return last_staging.columns(node.table)
         return told
@@ -159,8 +166,9 @@ def compile_project(
 
     # tier 4
     last_staging = LastStaging(project.state_dir) if describe else None
+    told: dict[str, list[tuple[str, str]] | None] = {}
     compiler = DryCompiler(
-        static_schema_lookup(project, schemas, last_staging),
+        static_schema_lookup(project, schemas, last_staging, told),
         lambda name: inline(good[name].display_query, good, name, display=True)[1] if name in good else [],
         external_access=project.engine.external_access,
     )
@@ -180,7 +188,9 @@ def compile_project(
     errors += [d for d in lowers.unless_bound if not any(e.place.file == d.place.file for e in errors)]
 
     dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor, staging)
-    return CompileResult(dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs, described)
+    return CompileResult(
+        dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs, described, told
+    )
 
 
 @dataclass

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez.core.diagnostics import Diagnostic, PzError, error
-from pipelinez.engine import workflow
+from pipelinez.engine.run import prepare
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def column_lineage(
     """Where `column` ("<pipeline>.<column>") comes from; PZ0539 when the project has no such column."""
     from pipelinez.compile.lineage import project_lineage, staging_tables
 
-    the_plan, described, _ = workflow.described_plan(root, overrides=vars, environ=environ, describe=True)
+    the_plan, described, _ = prepare.described_plan(root, overrides=vars, environ=environ, describe=True)
     assert described is not None
     lineage = project_lineage(described, staging_tables(the_plan.dag.nodes))
     pipeline, _, name = column.partition(".")

@@ -19,7 +19,7 @@ from pipelinez.compile.lineage import project_lineage, staging_tables
 from pipelinez.core.diagnostics import Diagnostic, PzConfigError, error
 from pipelinez.core.json_types import JsonObject
 from pipelinez.docs_site.model import DocsInputs, docs_document
-from pipelinez.engine import workflow
+from pipelinez.engine.run import prepare
 
 ASSETS = ("app.js", "app.css")
 GENERATOR = '<meta name="generator" content="pz docs">'  # marks a folder pz docs may overwrite
@@ -79,7 +79,7 @@ def generate(
     runs: int = 20,
 ) -> DocsSite:
     _refuse_foreign(out)
-    plan, described, warnings = workflow.described_plan(root, (), (), overrides, environ, describe=True)
+    plan, described, warnings = prepare.described_plan(root, (), (), overrides, environ, describe=True)
     assert described is not None
     lineage = project_lineage(described, staging_tables(plan.dag.nodes))
     document = docs_document(DocsInputs(plan, described, lineage, runs))

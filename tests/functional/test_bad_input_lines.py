@@ -120,7 +120,7 @@ def test_internal_error_is_a_json_event_under_log_format_json(
     project_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_project(project_dir, BASE)
-    monkeypatch.setattr("pipelinez.engine.workflow.validate", _bug)
+    monkeypatch.setattr("pipelinez.engine.run.prepare.validate", _bug)
     result = pz(project_dir, "--log-format", "json", "validate")
     assert result.exit_code == 2
     events = [json.loads(line) for line in result.lines]
@@ -131,7 +131,7 @@ def test_internal_error_is_a_json_event_under_log_format_json(
 
 def test_crash_log_is_appended_never_overwritten(project_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_project(project_dir, {**BASE, ".pz/pz-crash.log": "earlier text\n"})
-    monkeypatch.setattr("pipelinez.engine.workflow.validate", _bug)
+    monkeypatch.setattr("pipelinez.engine.run.prepare.validate", _bug)
     for _ in range(2):
         result = pz(project_dir, "validate")
         assert result.output.startswith("error: PZ0512 pz hit an internal error; please report it with")

@@ -9,7 +9,7 @@ from typing import Any
 
 from pipelinez.core.redact import Redactor
 from pipelinez.core.vocabulary import NodeStatus
-from pipelinez.engine import workflow
+from pipelinez.engine.run import prepare
 from pipelinez.engine.run.backend import Attempt, AttemptResult, Done, ThreadBackend
 from pipelinez.engine.run.context import RunContext, open_staging
 from pipelinez.engine.run.executor import Executor, NodeGate
@@ -57,7 +57,7 @@ class PicklingBackend:
 def _run(
     project: Path, backend_for: Any, gate: NodeGate | None = None
 ) -> tuple[RunResults, list[dict[str, Any]]]:
-    plan, _ = workflow.plan(project)
+    plan, _ = prepare.plan(project)
     events: list[dict[str, Any]] = []
     with RunSession(project / ".pz", Redactor(), 5, [lambda _e, data: events.append(data)]) as session:
         results = RunResults(session.run_id, "run", "now", plan.selection, RunArgs())

@@ -193,7 +193,7 @@ def test_internal_error_with_no_writable_crash_log_still_prints_one_line(
     def bug(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("a pz bug")
 
-    monkeypatch.setattr("pipelinez.engine.workflow.validate", bug)
+    monkeypatch.setattr("pipelinez.engine.run.prepare.validate", bug)
     result = pz(project_dir, "validate")
     assert result.exit_code == 2
     assert "Traceback" not in result.output

@@ -23,8 +23,8 @@ from pipelinez.core.vocabulary import RunCommand, RunStatus
 from pipelinez.engine.events import EventBus, utc_now
 from pipelinez.engine.run.context import RunContext, open_staging
 from pipelinez.engine.run.executor import OK_STATUSES, Executor
+from pipelinez.engine.run.prepare import validate
 from pipelinez.engine.state.run_results import NodeResult, ResultsWriter, RunArgs, RunResults
-from pipelinez.engine.workflow import validate
 from pipelinez.plan.planner import plan_named
 from pipelinez.plan.selection import match_nodes, nothing_selected
 

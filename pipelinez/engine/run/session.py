@@ -81,26 +81,27 @@ class RunSession:
         lock: ProjectLock | None = None,
         remove_staged: Callable[[str, str], None] | None = None,
     ):
-        """`lock`: the project lock, when the caller already holds it (a retry decides under it); the session
-        releases it at the end like its own. `remove_staged`: how the retention sweep deletes what a Ray run
-        staged (see `runs.sweep`)."""
+        """`lock`: the project lock, held by the caller's `with` block (a retry decides and runs under it);
+        without it the session takes the lock itself, until its end. `remove_staged`: how the retention
+        sweep deletes what a Ray run staged (see `runs.sweep`)."""
         self.remove_staged = remove_staged
         self.state_dir = state_dir
         self.redactor = redactor
         self.keep_last = keep_last
         self.subscribers = subscribers
-        self._lock = lock or ProjectLock(state_dir)
+        self._held = lock
+        self._owned = contextlib.ExitStack()  # the session's own lock, when the caller holds none
 
     def __enter__(self) -> RunSession:
-        if not self._lock.held:
-            self._lock.__enter__()
+        if self._held is None or not self._held.held:
+            self._owned.enter_context(ProjectLock(self.state_dir))
         self.run_id = new_run_id()
         self.run_dir = runs_dir(self.state_dir) / self.run_id
         try:  # refused before any node runs when the run's folder cannot be written
             self.run_dir.mkdir(parents=True)
             self._events = JsonlWriter(self.run_dir / "events.jsonl")
         except OSError as exc:
-            self._lock.__exit__(None, None, None)
+            self._owned.close()
             raise state_error(exc, self.state_dir) from None
         self.bus = EventBus(self.redactor)
         self.bus.subscribe(self._events)
@@ -162,7 +163,7 @@ class RunSession:
             with contextlib.suppress(OSError):  # retention retries on the next run
                 sweep(self.state_dir, self.keep_last, current=self.run_id, remove_staged=self.remove_staged)
         finally:
-            self._lock.__exit__(exc_type, exc, tb)
+            self._owned.close()
 
     def _final_write(self) -> None:
         try:

@@ -1,32 +1,33 @@
-"""The facade the CLI calls: load → compile → plan → execute. Decides; never prints.
+"""The facade's private helper for what changes state: a run, a retry, `pz clean` and the run history, called
+by `pipelinez.api.Project` only (which holds the compile cache they compile through), and how the facade's
+`on_event` callback hears a run (`Forward`, PZ0535 `EventCallbackError`). Decides; never prints.
 
 Refusals before any node runs raise PzValidationError (every diagnostic of every tier that ran) or
-PzConfigError; the CLI renders them and exits 2.
+PzConfigError; the CLI renders them and exits 2. Every use of the project lock is a `with` block.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pipelinez.compile.compiler import CompileResult, compile_project
 from pipelinez.compile.dag import CompiledDag
-from pipelinez.compile.described import Described
 from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.compile.staging import resolve_staging
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.values import resolve_values
 from pipelinez.config.loader import find_project_root, load_project
-from pipelinez.config.model import Project
-from pipelinez.core.diagnostics import Diagnostic, PzValidationError
-from pipelinez.core.run_state import RunState, StateFileError, Watermark
+from pipelinez.core.diagnostics import Diagnostic, PzError, error
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import RunCommand, RunStatus
-from pipelinez.engine.connect.connectivity import check_connectivity
-from pipelinez.engine.events import Subscriber
+from pipelinez.engine.events import Event, Subscriber
+from pipelinez.engine.run.compile_cache import CompileCache
+from pipelinez.engine.run.prepare import checked_dag, plan
 
 if TYPE_CHECKING:  # what runs, retries and cleans imports when it is called: `pz validate` never needs it
     from pipelinez.engine.retry.retry_command import RetryOutcome
@@ -34,99 +35,63 @@ if TYPE_CHECKING:  # what runs, retries and cleans imports when it is called: `p
     from pipelinez.engine.run.backend import BackendProvider
     from pipelinez.engine.run.executor_choice import ExecutorChoice
     from pipelinez.engine.run.session import RunOutcome
-    from pipelinez.engine.staging.staging_store import StagingStore
+    from pipelinez.engine.staging.staging_store import LocalStagingStore, StagingStore
+    from pipelinez.engine.state.lock import ProjectLock
     from pipelinez.engine.state.run_results import RunArgs, RunResults
     from pipelinez.engine.state.runs import RunSummary
-from pipelinez.core.json_types import JsonObject
-from pipelinez.plan.planner import Plan, build_plan, plan_named
+from pipelinez.plan.planner import Plan, plan_named
+
+OnEvent = Callable[[JsonObject], None]
 
 
-@dataclass
-class Validation:
-    project: Project | None
-    errors: list[Diagnostic] = field(default_factory=list)
-    warnings: list[Diagnostic] = field(default_factory=list)
-    compiled: CompileResult | None = None
+class EventCallbackError(PzError):
+    """PZ0535: the `on_event` callback raised. It was not called again after that; the run went on to its
+    end and was recorded: `outcome` is what `run` (or `retry`) would have returned. The callback's own
+    exception is `__cause__`."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic], outcome: Any):
+        super().__init__(diagnostics)
+        self.outcome = outcome
 
 
-def validate(
-    project_dir: Path | None,
-    overrides: Mapping[str, str] | None = None,
-    environ: Mapping[str, str] | None = None,
-    connect: bool = False,
-    full_refresh: bool = False,
-    describe: bool = False,
-) -> Validation:
-    """Tiers 1-4 (and 5 with `connect`); every diagnostic gathered. Never raises for user errors.
-    Incremental datasets are compiled against their committed watermarks, none with `full_refresh`.
-    `describe`: also gather the tables' columns and queries lineage and `pz docs` read."""
-    root = find_project_root(project_dir or Path.cwd())
-    project, diags = load_project(root, partial=True)
-    errors = [d for d in diags if d.is_error]
-    warnings = [d for d in diags if not d.is_error]
-    if project is None:
-        return Validation(None, errors, warnings)
-    try:
-        watermarks = committed_watermarks(project, full_refresh)
-        unreadable: list[Diagnostic] = []
-    except StateFileError as exc:  # a broken or locked state file matters to incremental datasets only
-        watermarks, unreadable = {}, list(exc.diagnostics)
-    compiled = compile_project(project, overrides, environ, watermarks, describe=describe)
-    if compiled.incremental:
-        errors += unreadable
-    found: list[Diagnostic] = []
-    warned: list[Diagnostic] = []
-    if connect and not errors and not compiled.errors and compiled.dag is not None:
-        found, warned, fetched = check_connectivity(compiled.dag)
-        if fetched and any(w.code == "PZ0406" for w in compiled.warnings):
-            # tier 4 bound loosely what tier 5 has just fetched: bind it now, in this same command
-            compiled = compile_project(project, overrides, environ, watermarks, fetched, describe=describe)
-    errors += compiled.errors + found
-    warnings += compiled.warnings + warned
-    return Validation(project, errors, warnings, compiled)
+class Forward:
+    """`on_event` as a subscriber of the run's events: each event a deep copy (the callback may keep or
+    change it; other subscribers don't see it). The first exception it raises is kept, and it is not called
+    again, so a broken callback can stop neither the run nor its records."""
 
+    def __init__(self, on_event: OnEvent | None):
+        self.on_event = on_event
+        self.failed: tuple[str, Exception] | None = None
 
-def committed_watermarks(project: Project, full_refresh: bool = False) -> dict[tuple[str, str], Watermark]:
-    """The committed watermark of every incremental dataset (none for a full refresh)."""
-    if full_refresh:
-        return {}
-    return RunState(project.state_dir).watermarks()
+    def subscribers(self) -> list[Callable[[Event, JsonObject], None]]:
+        return [self] if self.on_event is not None else []
 
+    def __call__(self, _event: Event, data: JsonObject) -> None:
+        if self.on_event is None or self.failed is not None:
+            return
+        try:
+            self.on_event(copy.deepcopy(data))
+        except Exception as exc:
+            self.failed = (str(data.get("event")), exc)
 
-def plan(
-    project_dir: Path | None,
-    select: Sequence[str] = (),
-    exclude: Sequence[str] = (),
-    overrides: Mapping[str, str] | None = None,
-    environ: Mapping[str, str] | None = None,
-    full_refresh: bool = False,
-) -> tuple[Plan, list[Diagnostic]]:
-    """(plan, warnings); raises PzValidationError with every error."""
-    the_plan, _described, warnings = described_plan(
-        project_dir, select, exclude, overrides, environ, full_refresh
-    )
-    return the_plan, warnings
-
-
-def described_plan(
-    project_dir: Path | None,
-    select: Sequence[str] = (),
-    exclude: Sequence[str] = (),
-    overrides: Mapping[str, str] | None = None,
-    environ: Mapping[str, str] | None = None,
-    full_refresh: bool = False,
-    describe: bool = False,
-) -> tuple[Plan, Described | None, list[Diagnostic]]:
-    """(plan, with `describe` the described tables lineage and `pz docs` read, warnings); raises
-    PzValidationError with every error."""
-    checked = validate(project_dir, overrides, environ, full_refresh=full_refresh, describe=describe)
-    if checked.errors or checked.compiled is None or checked.compiled.dag is None:
-        raise PzValidationError([*checked.errors, *checked.warnings])
-    the_plan, diags = build_plan(checked.compiled.dag, select, exclude)
-    errors = [d for d in diags if d.is_error]
-    if errors:
-        raise PzValidationError([*errors, *checked.warnings])
-    return the_plan, checked.compiled.described, [*checked.warnings, *diags]
+    def check(self, call: str, run_id: str | None, status: str | None, outcome: Any) -> None:
+        """Raise EventCallbackError when the callback raised during the call."""
+        if self.failed is None:
+            return
+        event, exc = self.failed
+        ran = f"run {run_id} went on and ended {status}" if run_id else "nothing ran"
+        raise EventCallbackError(
+            [
+                error(
+                    "PZ0535",
+                    f"on_event raised {type(exc).__name__}: {exc} on the '{event}' event and was not called "
+                    f"again; the {ran} (events.jsonl holds every event)",
+                    file=f"{call}()",
+                    next_step="fix the callback (an exception in it is the caller's, pz only reports it)",
+                )
+            ],
+            outcome,
+        ) from exc
 
 
 def run(
@@ -143,15 +108,17 @@ def run(
     command: RunCommand = RunCommand.RUN,
     executor: str | None = None,
     staging: str | None = None,
+    compiles: CompileCache | None = None,
 ) -> RunOutcome:
-    """`executor`/`staging`: --executor and --staging (else PZ_EXECUTOR, PZ_STAGING_URL; else local)."""
+    """`executor`/`staging`: --executor and --staging (else PZ_EXECUTOR, PZ_STAGING_URL; else local).
+    `compiles`: the facade's compile cache."""
     from pipelinez.engine.run.executor_choice import choose_executor
     from pipelinez.engine.run.session import execute
     from pipelinez.engine.state.run_results import RunArgs
 
     root = find_project_root(project_dir or Path.cwd())
     choice = choose_executor(executor, staging, environ, root / ".pz")
-    the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh)
+    the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
     args = RunArgs(
         tuple(select),
         tuple(exclude),
@@ -210,50 +177,84 @@ def retry(
     subscribers: Sequence[Subscriber] = (),
     executor: str | None = None,
     staging: str | None = None,
+    compiles: CompileCache | None = None,
 ) -> RetryOutcome:
     """Finish the last run (the retry article): refusals PZ0502/PZ0503/PZ0504/PZ0526, then the project is
     validated with the last run's vars, the retry selected by node id, and run (or only shown: `dry_run`).
-    Everything is decided under the project lock, which the retry's run keeps until it ends."""
-    from pipelinez.engine.retry.checkpoints import checkpoints_from
-    from pipelinez.engine.retry.retry_command import (
-        NOTHING,
-        NOTHING_CHANGED,
-        RetryOutcome,
-        last_run,
-        project_changed,
-    )
-    from pipelinez.engine.retry.retry_select import select_retry
-    from pipelinez.engine.run.executor_choice import ExecutorChoice, choose_executor
-    from pipelinez.engine.run.session import Resumption, execute
-    from pipelinez.engine.staging.shared_staging import SharedStagingStore, staging_root
+    Everything is decided, and the retry run, under the project lock. `compiles`: the facade's compile
+    cache (a `--full-refresh` of a project without committed watermarks compiles once)."""
+    from pipelinez.engine.retry.retry_command import NOTHING, RetryOutcome, last_run
+    from pipelinez.engine.run.executor_choice import ExecutorChoice
     from pipelinez.engine.staging.staging_store import LocalStagingStore
     from pipelinez.engine.state.lock import ProjectLock
     from pipelinez.engine.state.runs import runs_dir
 
     root = find_project_root(project_dir or Path.cwd())
     state_dir = root / ".pz"
-    lock = ProjectLock(state_dir).__enter__()
-    local = LocalStagingStore(runs_dir(state_dir))
-    handed = False
-    try:
+    with ProjectLock(state_dir) as lock:
         last = last_run(state_dir)
         if last.status == RunStatus.SUCCESS:
             return RetryOutcome(last.run_id, message=NOTHING)
-        # a retry runs where the run it finishes ran, unless told otherwise
-        ran_on = ExecutorChoice(last.args.executor, last.args.staging)
-        shared = ran_on.staging if ran_on.is_ray else None
-        if shared is None and not full_refresh:
-            # open and copy the failed run's staging while the project is validated
-            local.prepare(last.run_id, copy=not dry_run)
-        the_plan, warnings = plan(root, (), (), last.args.vars, environ, last.args.full_refresh)
-        dag = the_plan.dag
+        local = LocalStagingStore(runs_dir(state_dir))
+        try:
+            # a retry runs where the run it finishes ran, unless told otherwise
+            ran_on = ExecutorChoice(last.args.executor, last.args.staging)
+            if not ran_on.is_ray and not full_refresh:
+                # open and copy the failed run's staging while the project is validated
+                local.prepare(last.run_id, copy=not dry_run)
+            decided = _Retry(root, last, ran_on, local, environ, compiles, full_refresh)
+            return decided.finish(dry_run, executor, staging, subscribers, lock)
+        finally:
+            local.close()  # a staging copy the run did not take is deleted, under the lock
+
+
+class _Retry:
+    """One retry of `last`, decided under the project lock: the validated project, the selection, the
+    retry's plan."""
+
+    def __init__(
+        self,
+        root: Path,
+        last: RunResults,
+        ran_on: ExecutorChoice,
+        local: LocalStagingStore,
+        environ: Mapping[str, str] | None,
+        compiles: CompileCache | None,
+        full_refresh: bool,
+    ):
+        self.root, self.last, self.ran_on, self.local = root, last, ran_on, local
+        self.environ, self.compiles, self.full_refresh = environ, compiles, full_refresh
+
+    def finish(
+        self,
+        dry_run: bool,
+        executor: str | None,
+        staging: str | None,
+        subscribers: Sequence[Subscriber],
+        lock: ProjectLock,
+    ) -> RetryOutcome:
+        from pipelinez.engine.retry.checkpoints import checkpoints_from
+        from pipelinez.engine.retry.retry_command import (
+            NOTHING,
+            NOTHING_CHANGED,
+            RetryOutcome,
+            project_changed,
+        )
+        from pipelinez.engine.retry.retry_select import select_retry
+        from pipelinez.engine.run.executor_choice import choose_executor
+        from pipelinez.engine.run.session import Resumption, execute
+        from pipelinez.engine.staging.shared_staging import SharedStagingStore, staging_root
+
+        last, environ = self.last, self.environ
+        dag, warnings = checked_dag(self.root, last.args.vars, environ, last.args.full_refresh, self.compiles)
+        shared = self.ran_on.staging if self.ran_on.is_ray else None
         # a Ray run's staged tables: its manifests, on its folder or bucket (engine.staging signs in)
         store: StagingStore = (
-            local if shared is None else SharedStagingStore(staging_root(shared, dag.staging))
+            self.local if shared is None else SharedStagingStore(staging_root(shared, dag.staging))
         )
-        choice = choose_executor(executor, staging, environ, state_dir, default=ran_on)
-        selection = select_retry(last, dag, store, full_refresh)
-        local.close_readers()
+        choice = choose_executor(executor, staging, environ, self.root / ".pz", default=self.ran_on)
+        selection = select_retry(last, dag, store, self.full_refresh)
+        self.local.close_readers()
         notes = tuple(selection.notes())
         if selection.nothing:
             if selection.changed or selection.removed:  # a retry only finishes what that run would have done
@@ -262,12 +263,9 @@ def retry(
             return RetryOutcome(last.run_id, notes, NOTHING, selection)
         if dry_run:
             return RetryOutcome(last.run_id, notes, None, selection, dry_run=True, warnings=tuple(warnings))
-        retry_plan, args, refresh_notes = _retry_run_plan(
-            root, last, dag, selection, choice, environ, full_refresh
-        )
+        retry_plan, args, refresh_notes = self._run_plan(dag, selection, choice)
         notes = (*notes, *refresh_notes)
         with executing(choice, retry_plan) as (retry_plan, provider, executor_notes):
-            handed = True
             outcome = execute(
                 retry_plan,
                 command=RunCommand.RETRY,
@@ -278,45 +276,36 @@ def retry(
                 fail_fast=last.args.fail_fast,
                 retry_of=last.run_id,
                 resume=Resumption(notes, selection.reuse, tuple(selection.carried)),
-                checkpoints=None if full_refresh else checkpoints_from(last, retry_plan),
+                checkpoints=None if self.full_refresh else checkpoints_from(last, retry_plan),
                 lock=lock,
                 notes=executor_notes,
                 provider=provider,
             )
         return RetryOutcome(last.run_id, notes, None, selection, outcome)
-    finally:
-        local.close()  # a staging copy the run did not take is deleted, under the lock
-        if not handed:
-            lock.__exit__(None, None, None)
 
-
-def _retry_run_plan(
-    root: Path,
-    last: RunResults,
-    dag: CompiledDag,
-    selection: RetrySelection,
-    choice: ExecutorChoice,
-    environ: Mapping[str, str] | None,
-    full_refresh: bool,
-) -> tuple[Plan, RunArgs, tuple[str, ...]]:
-    """What the retry of `last` runs: its plan (validated by `plan` already), the run's args, and the note
-    naming the incremental datasets it reads from their start (none, or one)."""
-    run_dag = dag
-    if full_refresh and not last.args.full_refresh:
-        # ids were matched as the failed run compiled; the retry itself reads every incremental dataset
-        # from its start (watermarks ignored), so it runs the full-refresh compile of the same nodes
-        run_dag = plan(root, (), (), last.args.vars, environ, full_refresh=True)[0].dag
-    retry_plan = plan_named(run_dag, selection.run, last.selection)
-    args = dataclasses.replace(
-        last.args,
-        full_refresh=last.args.full_refresh or full_refresh,
-        executor=choice.kind,
-        staging=choice.staging,
-    )
-    incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(retry_plan))
-    if args.full_refresh and incremental:
-        return retry_plan, args, (_full_refresh_note(incremental),)
-    return retry_plan, args, ()
+    def _run_plan(
+        self, dag: CompiledDag, selection: RetrySelection, choice: ExecutorChoice
+    ) -> tuple[Plan, RunArgs, tuple[str, ...]]:
+        """What the retry runs: its plan (of a project validated already), the run's args, and the note
+        naming the incremental datasets it reads from their start (none, or one)."""
+        last = self.last
+        run_dag = dag
+        if self.full_refresh and not last.args.full_refresh:
+            # ids were matched as the failed run compiled; the retry itself reads every incremental dataset
+            # from its start (watermarks ignored), so it runs the full-refresh compile of the same nodes
+            # (the same compile, from the cache, when no watermark is committed)
+            run_dag = checked_dag(self.root, last.args.vars, self.environ, True, self.compiles)[0]
+        retry_plan = plan_named(run_dag, selection.run, last.selection)
+        args = dataclasses.replace(
+            last.args,
+            full_refresh=last.args.full_refresh or self.full_refresh,
+            executor=choice.kind,
+            staging=choice.staging,
+        )
+        incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(retry_plan))
+        if args.full_refresh and incremental:
+            return retry_plan, args, (_full_refresh_note(incremental),)
+        return retry_plan, args, ()
 
 
 def _full_refresh_note(incremental: Sequence[str]) -> str:

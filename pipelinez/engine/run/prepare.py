@@ -1,0 +1,138 @@
+"""Load → compile → plan: tiers 1-4 (5 with `connect`), every diagnostic gathered, for the facade
+(`pipelinez.api.Project`) and `pz docs`/`pz lineage`. Decides; never prints.
+
+A compile goes through the facade's `CompileCache` when one is given (not with `describe`, nor the
+recompile that binds what tier 5 fetched). Refusals raise PzValidationError with every diagnostic of every
+tier that ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipelinez.compile.compiler import CompileResult, compile_project
+from pipelinez.compile.dag import CompiledDag
+from pipelinez.compile.described import Described
+from pipelinez.config.loader import find_project_root, load_project
+from pipelinez.config.model import Project
+from pipelinez.core.diagnostics import Diagnostic, PzValidationError
+from pipelinez.core.run_state import RunState, StateFileError, Watermark
+from pipelinez.engine.connect.connectivity import check_connectivity
+from pipelinez.engine.run.compile_cache import CompileCache
+from pipelinez.plan.planner import Plan, build_plan
+
+
+@dataclass
+class Validation:
+    project: Project | None
+    errors: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
+    compiled: CompileResult | None = None
+
+
+def validate(
+    project_dir: Path | None,
+    overrides: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    connect: bool = False,
+    full_refresh: bool = False,
+    describe: bool = False,
+    compiles: CompileCache | None = None,
+) -> Validation:
+    """Tiers 1-4 (and 5 with `connect`); every diagnostic gathered. Never raises for user errors.
+    Incremental datasets are compiled against their committed watermarks, none with `full_refresh`.
+    `describe`: also gather the tables' columns and queries lineage and `pz docs` read. `compiles`: the
+    cache the compile goes through."""
+    root = find_project_root(project_dir or Path.cwd())
+    project, diags = load_project(root, partial=True)
+    errors = [d for d in diags if d.is_error]
+    warnings = [d for d in diags if not d.is_error]
+    if project is None:
+        return Validation(None, errors, warnings)
+    try:
+        watermarks = committed_watermarks(project, full_refresh)
+        unreadable: list[Diagnostic] = []
+    except StateFileError as exc:  # a broken or locked state file matters to incremental datasets only
+        watermarks, unreadable = {}, list(exc.diagnostics)
+    if compiles is not None and not describe:
+        compiled = compiles.compile(project, overrides, environ, watermarks)
+    else:
+        compiled = compile_project(project, overrides, environ, watermarks, describe=describe)
+    if compiled.incremental:
+        errors += unreadable
+    found: list[Diagnostic] = []
+    warned: list[Diagnostic] = []
+    if connect and not errors and not compiled.errors and compiled.dag is not None:
+        found, warned, fetched = check_connectivity(compiled.dag)
+        if fetched and any(w.code == "PZ0406" for w in compiled.warnings):
+            # tier 4 bound loosely what tier 5 has just fetched: bind it now, in this same command
+            compiled = compile_project(project, overrides, environ, watermarks, fetched, describe=describe)
+    errors += compiled.errors + found
+    warnings += compiled.warnings + warned
+    return Validation(project, errors, warnings, compiled)
+
+
+def committed_watermarks(project: Project, full_refresh: bool = False) -> dict[tuple[str, str], Watermark]:
+    """The committed watermark of every incremental dataset (none for a full refresh)."""
+    if full_refresh:
+        return {}
+    return RunState(project.state_dir).watermarks()
+
+
+def checked_dag(
+    project_dir: Path | None,
+    overrides: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    full_refresh: bool = False,
+    compiles: CompileCache | None = None,
+) -> tuple[CompiledDag, list[Diagnostic]]:
+    """(the compiled project, warnings); raises PzValidationError with every error."""
+    checked = validate(project_dir, overrides, environ, full_refresh=full_refresh, compiles=compiles)
+    if checked.errors or checked.compiled is None or checked.compiled.dag is None:
+        raise PzValidationError([*checked.errors, *checked.warnings])
+    return checked.compiled.dag, checked.warnings
+
+
+def plan(
+    project_dir: Path | None,
+    select: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    overrides: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    full_refresh: bool = False,
+    compiles: CompileCache | None = None,
+) -> tuple[Plan, list[Diagnostic]]:
+    """(plan, warnings); raises PzValidationError with every error."""
+    dag, warnings = checked_dag(project_dir, overrides, environ, full_refresh, compiles)
+    return _planned(dag, select, exclude, warnings)
+
+
+def described_plan(
+    project_dir: Path | None,
+    select: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    overrides: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    full_refresh: bool = False,
+    describe: bool = False,
+) -> tuple[Plan, Described | None, list[Diagnostic]]:
+    """(plan, with `describe` the described tables lineage and `pz docs` read, warnings); raises
+    PzValidationError with every error."""
+    checked = validate(project_dir, overrides, environ, full_refresh=full_refresh, describe=describe)
+    if checked.errors or checked.compiled is None or checked.compiled.dag is None:
+        raise PzValidationError([*checked.errors, *checked.warnings])
+    the_plan, warnings = _planned(checked.compiled.dag, select, exclude, checked.warnings)
+    return the_plan, checked.compiled.described, warnings
+
+
+def _planned(
+    dag: CompiledDag, select: Sequence[str], exclude: Sequence[str], warnings: list[Diagnostic]
+) -> tuple[Plan, list[Diagnostic]]:
+    """(the plan of the selection, the compile's warnings and the selection's: PZ0250, PZ0251)."""
+    the_plan, diags = build_plan(dag, select, exclude)
+    errors = [d for d in diags if d.is_error]
+    if errors:
+        raise PzValidationError([*errors, *warnings])
+    return the_plan, [*warnings, *diags]
