@@ -3,8 +3,8 @@ re-opened in the same process, compile once.
 
 The key is everything a compile reads: the project folder (the bytes of project.yml, pz.lock and every project
 file the loader finds under sources/, sinks/, pipelines/, docs/, macros/ and tests/, found as it finds them;
-the size and modification time of every other file, data and outputs included, and every folder and link, up to
-MAX_ENTRIES; `.pz/` apart from the schemas `--connect` cached), the `--var` values, the values of the
+the size and modification time of every other file, data and outputs included, and every folder and link,
+up to MAX_ENTRIES; `.pz/` apart from the schemas `--connect` cached), the `--var` values, the values of the
 environment variables the project declares, the committed watermarks the compile binds (none for a full
 refresh), and the pz and connector versions. A hit is taken only while
 what connectors told of the datasets' columns without connecting (files outside the folder included) still
