@@ -73,9 +73,10 @@ class Duplicates(StrEnum):
 
 
 class Materialization(StrEnum):
-    """A pipeline sidecar's `materialized:`."""
+    """A pipeline's `materialized:` (sidecar or project.yml folder config)."""
 
     TABLE = "table"  # a staging table of its own (the default)
+    VIEW = "view"  # a view in staging: its checks and readers run its query
     EPHEMERAL = "ephemeral"  # inlined into the pipelines that ref() it
 
 
