@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from pipelinez.core.diagnostics import Diagnostic
+from pipelinez.core.json_types import JsonObject
 from pipelinez.importers.dbt.naming import SchemaNamer
 from pipelinez.importers.dbt.profiles import Target
 from pipelinez.importers.dbt.project import DbtProject
@@ -26,13 +26,13 @@ class Context:
     report: Report
     macro_names: frozenset[str]
     files: dict[str, str] = field(default_factory=dict)
-    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # warehouse sink outputs
+    outputs: dict[str, JsonObject] = field(default_factory=dict)  # warehouse sink outputs
     relations: dict[tuple[str, str, str], str] = field(default_factory=dict)  # for compiled SQL
     cursor_types: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    env: dict[str, dict[str, Any]] = field(default_factory=dict)
+    env: dict[str, JsonObject] = field(default_factory=dict)
     errors: list[Diagnostic] = field(default_factory=list)
     pipelines: set[str] = field(default_factory=set)
-    seed_datasets: dict[str, Any] = field(default_factory=dict)
+    seed_datasets: JsonObject = field(default_factory=dict)
     source_readers: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     ref_readers: dict[str, set[str]] = field(default_factory=dict)
     in_warehouse: set[str] = field(default_factory=set)  # pipelines the warehouse sink writes

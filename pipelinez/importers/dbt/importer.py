@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez.core.diagnostics import Diagnostic, PzError, warning
+from pipelinez.core.json_types import JsonObject
 from pipelinez.importers.dbt.context import NAME, SINK, Context
 from pipelinez.importers.dbt.jinja_text import rewrite, unresolved
 from pipelinez.importers.dbt.macros import read_macros
@@ -75,7 +76,7 @@ def import_dbt(
 
 
 def _project_yml(ctx: Context, folders: str) -> str:
-    data: dict[str, Any] = {"name": ctx.project.name if NAME.match(ctx.project.name) else "imported"}
+    data: JsonObject = {"name": ctx.project.name if NAME.match(ctx.project.name) else "imported"}
     variables = _vars(ctx)
     if variables:
         data["vars"] = variables
@@ -101,8 +102,8 @@ def _var_type(value: Any) -> str | None:
     return None
 
 
-def _vars(ctx: Context) -> dict[str, Any]:
-    found: dict[str, Any] = {}
+def _vars(ctx: Context) -> JsonObject:
+    found: JsonObject = {}
     for name, value in sorted(ctx.project.vars.items()):
         kind = _var_type(value)
         if not NAME.match(str(name)) or kind is None:
@@ -116,7 +117,7 @@ def _vars(ctx: Context) -> dict[str, Any]:
 
 
 def _sink(ctx: Context) -> str:
-    spec: dict[str, Any] = {"connector": ctx.target.type, "connection": dict(ctx.target.connection)}
+    spec: JsonObject = {"connector": ctx.target.type, "connection": dict(ctx.target.connection)}
     if any(ctx.outputs.values()):
         spec["outputs"] = {name: ctx.outputs[name] for name in sorted(ctx.outputs) if ctx.outputs[name]}
     ctx.report.converted.append(f"target {ctx.target.name} ({ctx.target.type}) → sinks/{SINK}.yml")

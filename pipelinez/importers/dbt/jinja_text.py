@@ -6,10 +6,10 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from jinja2 import Environment, TemplateSyntaxError, meta
 
+from pipelinez.core.json_types import JsonObject
 from pipelinez.importers.dbt.profiles import to_pz_env
 
 # pz's template names (dbt_syntax.md items 1-2) and Jinja's own globals
@@ -88,7 +88,7 @@ class _Literals(ast.NodeTransformer):
         raise ConfigError(f"'{node.id}' is not a literal")
 
 
-def parse_config_args(args: str) -> dict[str, Any]:
+def parse_config_args(args: str) -> JsonObject:
     try:
         tree = ast.parse(f"f({args})", mode="eval")
     except SyntaxError as exc:
@@ -96,7 +96,7 @@ def parse_config_args(args: str) -> dict[str, Any]:
     call = tree.body
     if not isinstance(call, ast.Call) or call.args:
         raise ConfigError("config() takes keyword arguments only")
-    config: dict[str, Any] = {}
+    config: JsonObject = {}
     for keyword in call.keywords:
         if keyword.arg is None:
             raise ConfigError("**kwargs cannot be read")
@@ -107,10 +107,10 @@ def parse_config_args(args: str) -> dict[str, Any]:
     return config
 
 
-def extract_configs(text: str) -> tuple[str, dict[str, Any], list[tuple[int, str]]]:
+def extract_configs(text: str) -> tuple[str, JsonObject, list[tuple[int, str]]]:
     """The text without its `{{ config(...) }}` blocks (blanked), their merged keys, and (line, reason)
     for each block that could not be read."""
-    config: dict[str, Any] = {}
+    config: JsonObject = {}
     problems: list[tuple[int, str]] = []
     while (match := _CONFIG_OPEN.search(text)) is not None:
         end = _closing(text, match.end())

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez.core.diagnostics import error, warning
+from pipelinez.core.json_types import JsonObject
 from pipelinez.importers.dbt import compiled, incremental
 from pipelinez.importers.dbt.context import NAME, SINK, Context
 from pipelinez.importers.dbt.jinja_text import Unresolved, extract_configs, rewrite, unresolved
@@ -27,10 +28,10 @@ class ModelPlan:
     rel: str  # the dbt file, relative to the dbt project
     out: str  # the pipeline file, relative to the pz project
     text: str
-    cfg: dict[str, Any]
-    folder_cfg: dict[str, Any]  # what the folders alone configure
+    cfg: JsonObject
+    folder_cfg: JsonObject  # what the folders alone configure
     materialized: str
-    props: dict[str, Any]  # from the properties files
+    props: JsonObject  # from the properties files
     schema: str
     identifier: str
     original: str
@@ -55,11 +56,11 @@ def _hidden(rel: Path) -> bool:
     return any(part.startswith(".") for part in rel.parts)
 
 
-def folder_config(ctx: Context, folders: set[tuple[str, ...]]) -> dict[str, Any]:
+def folder_config(ctx: Context, folders: set[tuple[str, ...]]) -> JsonObject:
     """project.yml `pipelines:`: "." carries the project-level materialization and the warehouse sink."""
     tree = ctx.project.models_tree
     root = level_config(tree)
-    config: dict[str, Any] = {".": _pz_folder(root, default="view")}
+    config: JsonObject = {".": _pz_folder(root, default="view")}
     config["."]["sink"] = SINK
     for parts in folder_keys(tree):
         if parts not in folders:
@@ -70,16 +71,16 @@ def folder_config(ctx: Context, folders: set[tuple[str, ...]]) -> dict[str, Any]
     return config
 
 
-def _own(tree: dict[str, Any], parts: tuple[str, ...]) -> dict[str, Any]:
+def _own(tree: JsonObject, parts: tuple[str, ...]) -> JsonObject:
     node = tree
     for part in parts:
         node = mapping(node.get(part))
     return level_config(node)
 
 
-def _pz_folder(cfg: dict[str, Any], default: str | None, own: dict[str, Any] | None = None) -> dict[str, Any]:
+def _pz_folder(cfg: JsonObject, default: str | None, own: JsonObject | None = None) -> JsonObject:
     own = cfg if own is None else own
-    entry: dict[str, Any] = {}
+    entry: JsonObject = {}
     materialized = own.get("materialized", default)
     if materialized in _PZ_MATERIALIZED:
         entry["materialized"] = _PZ_MATERIALIZED[str(materialized)]
@@ -170,7 +171,7 @@ def _write(ctx: Context, plan: ModelPlan) -> None:
         message = f"model '{name}' becomes a pipeline another model or seed of that name already is"
         ctx.errors.append(error("PZ0147", message, file=rel))
         return
-    strategy: dict[str, Any] = {}
+    strategy: JsonObject = {}
     if plan.materialized == "incremental":
         text, strategy = _incremental(ctx, plan, text)
     missing = unresolved(text, ctx.macro_names)
@@ -189,7 +190,7 @@ def _write(ctx: Context, plan: ModelPlan) -> None:
     if plan.materialized == "view":
         strategy = _view_strategy(ctx, name, text)
     if plan.materialized != "ephemeral":
-        output: dict[str, Any] = {}
+        output: JsonObject = {}
         table = ctx.table_name(plan.schema, plan.identifier, name)
         if table:
             output["table"] = table
@@ -222,7 +223,7 @@ def _compiled_fallback(ctx: Context, plan: ModelPlan, missing: list[Unresolved])
     return fallback
 
 
-def _view_strategy(ctx: Context, name: str, text: str) -> dict[str, Any]:
+def _view_strategy(ctx: Context, name: str, text: str) -> JsonObject:
     """A view model is a view in staging; in the warehouse a view too when everything it reads lives there
     (dbt_syntax.md item 5: `strategy: view` reads only the sink's own tables and views), else a table."""
     outside = sorted(set(incremental.refs(text)) - ctx.in_warehouse)
@@ -243,7 +244,7 @@ def tidy(text: str) -> str:
     return re.sub(r"\n[ \t]*\n([ \t]*\n)+", "\n\n", text.lstrip("\n").rstrip()) + "\n"
 
 
-def _incremental(ctx: Context, plan: ModelPlan, text: str) -> tuple[str, dict[str, Any]]:
+def _incremental(ctx: Context, plan: ModelPlan, text: str) -> tuple[str, JsonObject]:
     others = {
         read: sorted(names - {plan.name}) for read, names in ctx.source_readers.items() if names - {plan.name}
     }
@@ -272,9 +273,9 @@ def _incremental(ctx: Context, plan: ModelPlan, text: str) -> tuple[str, dict[st
     return result.text, {"strategy": "append", "duplicates": "accept"}
 
 
-def _sidecar(ctx: Context, plan: ModelPlan) -> dict[str, Any]:
+def _sidecar(ctx: Context, plan: ModelPlan) -> JsonObject:
     props, cfg, folder_cfg = plan.props, plan.cfg, plan.folder_cfg
-    sidecar: dict[str, Any] = {}
+    sidecar: JsonObject = {}
     if description(props):
         sidecar["description"] = description(props)
     mine = _PZ_MATERIALIZED[plan.materialized]
@@ -284,11 +285,11 @@ def _sidecar(ctx: Context, plan: ModelPlan) -> dict[str, Any]:
     if tags:
         sidecar["tags"] = tags
     where = f"{props.get('_file', plan.rel)}: model {plan.name}"
-    columns: dict[str, Any] = {}
+    columns: JsonObject = {}
     data_tests: list[Any] = []
     for column in columns_of(props):
         col = str(column["name"])
-        entry: dict[str, Any] = {}
+        entry: JsonObject = {}
         if description(column):
             entry["description"] = description(column)
         spelled = []

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez.core.diagnostics import PzError, error
+from pipelinez.core.json_types import JsonObject
 from pipelinez.importers.dbt.yamlio import load_yaml, mapping
 
 _ENV_VAR = re.compile(r"env_var\(\s*['\"](\w+)['\"]\s*(?:,\s*['\"]([^'\"]*)['\"]\s*)?\)")
@@ -21,8 +22,8 @@ class Target:
     type: str
     schema: str
     database: str
-    connection: dict[str, Any]
-    env: dict[str, dict[str, Any]] = field(default_factory=dict)
+    connection: JsonObject
+    env: dict[str, JsonObject] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
@@ -61,12 +62,12 @@ def read_target(root: Path, profile: str, wanted: str | None, environ: dict[str,
     return _target(name, mapping(outputs[name]), rel)
 
 
-def _target(name: str, spec: dict[str, Any], rel: str) -> Target:
+def _target(name: str, spec: JsonObject, rel: str) -> Target:
     kind = str(spec.get("type") or "")
-    env: dict[str, dict[str, Any]] = {}
+    env: dict[str, JsonObject] = {}
     for key, value in spec.items():
         for var, default in env_calls(str(value)):
-            decl: dict[str, Any] = {}
+            decl: JsonObject = {}
             if key in _SECRET_KEYS:
                 decl["secret"] = True
             if default is None:
@@ -91,7 +92,7 @@ def _value(value: Any) -> Any:
     return value
 
 
-def _duckdb(name: str, spec: dict[str, Any], env: dict[str, dict[str, Any]]) -> Target:
+def _duckdb(name: str, spec: JsonObject, env: dict[str, JsonObject]) -> Target:
     path = str(spec.get("path") or ":memory:")
     notes = []
     if path == ":memory:" or path.startswith("md:"):
@@ -104,9 +105,9 @@ def _duckdb(name: str, spec: dict[str, Any], env: dict[str, dict[str, Any]]) -> 
     return Target(name, "duckdb", schema, database, {"path": _value(path)}, env, notes)
 
 
-def _postgres(name: str, spec: dict[str, Any], env: dict[str, dict[str, Any]]) -> Target:
+def _postgres(name: str, spec: JsonObject, env: dict[str, JsonObject]) -> Target:
     database = str(spec.get("dbname") or spec.get("database") or "")
-    connection: dict[str, Any] = {}
+    connection: JsonObject = {}
     for pz_key, keys in (("host", ["host"]), ("port", ["port"]), ("database", ["dbname", "database"])):
         for key in keys:
             if key in spec:

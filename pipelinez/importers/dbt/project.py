@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez.core.diagnostics import PzError, error
+from pipelinez.core.json_types import JsonObject
 from pipelinez.importers.dbt.yamlio import load_yaml, mapping
 
 # config keys dbt accepts without a `+` in the models:/seeds: trees (anything else that maps is a folder)
@@ -95,16 +96,16 @@ class DbtProject:
     analysis_paths: list[str]
     docs_paths: list[str]
     target_path: str
-    vars: dict[str, Any]
-    models_tree: dict[str, Any]
-    seeds_tree: dict[str, Any]
+    vars: JsonObject
+    models_tree: JsonObject
+    seeds_tree: JsonObject
     hooks: list[str] = field(default_factory=list)
     other_trees: list[str] = field(default_factory=list)  # models: keys naming other packages
     unused_keys: list[str] = field(default_factory=list)  # dbt_project.yml keys the import does not use
     packages: list[str] = field(default_factory=list)
 
 
-def _paths(data: dict[str, Any], key: str, default: list[str]) -> list[str]:
+def _paths(data: JsonObject, key: str, default: list[str]) -> list[str]:
     value = data.get(key, default)
     return [str(v).strip("/") for v in value] if isinstance(value, list) else default
 
@@ -159,17 +160,17 @@ def _is_config(key: str, value: Any) -> bool:
     return key.startswith("+") or key in CONFIG_KEYS or not isinstance(value, dict)
 
 
-def level_config(tree: dict[str, Any]) -> dict[str, Any]:
+def level_config(tree: JsonObject) -> JsonObject:
     """The configs set at one level of a models:/seeds: tree (`+` stripped)."""
     return {k.lstrip("+"): v for k, v in tree.items() if _is_config(k, v)}
 
 
-def subtree(tree: dict[str, Any], part: str) -> dict[str, Any] | None:
+def subtree(tree: JsonObject, part: str) -> JsonObject | None:
     value = tree.get(part)
     return value if isinstance(value, dict) and not _is_config(part, value) else None
 
 
-def merge_config(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+def merge_config(base: JsonObject, top: JsonObject) -> JsonObject:
     """dbt's merge: tags add up, other keys of `top` win."""
     merged = dict(base)
     for key, value in top.items():
@@ -181,10 +182,10 @@ def merge_config(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def effective_config(tree: dict[str, Any], parts: list[str]) -> dict[str, Any]:
+def effective_config(tree: JsonObject, parts: list[str]) -> JsonObject:
     """The config of the node at `parts` (folders, then the node's own name) from the project tree."""
     config = level_config(tree)
-    node: dict[str, Any] | None = tree
+    node: JsonObject | None = tree
     for part in parts:
         node = subtree(node, part) if node is not None else None
         if node is None:
@@ -195,7 +196,7 @@ def effective_config(tree: dict[str, Any], parts: list[str]) -> dict[str, Any]:
     return config
 
 
-def folder_keys(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+def folder_keys(tree: JsonObject, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     """Every folder (or node) path the tree configures, depth first in file order."""
     found: list[tuple[str, ...]] = []
     for key, value in tree.items():

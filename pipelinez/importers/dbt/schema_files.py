@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelinez.core.json_types import JsonObject
 from pipelinez.importers.dbt.yamlio import load_yaml, mapping
 
 SKIPPED_KEYS = {
@@ -24,9 +25,9 @@ SKIPPED_KEYS = {
 
 @dataclass
 class Properties:
-    models: dict[str, dict[str, Any]] = field(default_factory=dict)
-    seeds: dict[str, dict[str, Any]] = field(default_factory=dict)
-    sources: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (file, source)
+    models: dict[str, JsonObject] = field(default_factory=dict)
+    seeds: dict[str, JsonObject] = field(default_factory=dict)
+    sources: list[tuple[str, JsonObject]] = field(default_factory=list)  # (file, source)
     skipped: list[str] = field(default_factory=list)
 
 
@@ -68,7 +69,7 @@ def read_properties(root: Path, folders: list[str]) -> Properties:
     return props
 
 
-def columns_of(entry: dict[str, Any]) -> list[dict[str, Any]]:
+def columns_of(entry: JsonObject) -> list[JsonObject]:
     """A node's `columns:` as a list of mappings (dbt writes a list; a mapping is accepted too)."""
     columns = entry.get("columns") or []
     if isinstance(columns, dict):
@@ -76,11 +77,11 @@ def columns_of(entry: dict[str, Any]) -> list[dict[str, Any]]:
     return [mapping(c) for c in columns if mapping(c).get("name")]
 
 
-def tests_of(entry: dict[str, Any]) -> list[Any]:
+def tests_of(entry: JsonObject) -> list[Any]:
     return list(entry.get("data_tests") or []) + list(entry.get("tests") or [])
 
 
-def description(entry: dict[str, Any]) -> str | None:
+def description(entry: JsonObject) -> str | None:
     """The description with doc("x") written as pz reads it: {{ doc('x') }}."""
     text = entry.get("description")
     if not isinstance(text, str) or not text.strip():

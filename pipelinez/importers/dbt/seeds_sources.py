@@ -4,9 +4,9 @@ writes it to the warehouse as `dbt seed` does; dbt sources → pz sources."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pipelinez.core.diagnostics import error
+from pipelinez.core.json_types import JsonObject
 from pipelinez.importers.dbt.context import NAME, Context
 from pipelinez.importers.dbt.project import effective_config, merge_config
 from pipelinez.importers.dbt.schema_files import columns_of, description, tests_of
@@ -20,9 +20,9 @@ SEED_SOURCE = "seeds"
 _SEED_KEYS = {"schema", "alias", "enabled", "column_types", "delimiter", "docs", "tags", "quote_columns"}
 
 
-def import_seeds(ctx: Context, data: dict[str, bytes]) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
+def import_seeds(ctx: Context, data: dict[str, bytes]) -> dict[tuple[str, str], tuple[str, JsonObject]]:
     """Write the seed source and pipelines; (schema, identifier) → (seed name, its dataset) for sources."""
-    by_relation: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+    by_relation: dict[tuple[str, str], tuple[str, JsonObject]] = {}
     for folder in ctx.project.seed_paths:
         base = ctx.project.root / folder
         for path in sorted(base.rglob("*.csv")) if base.is_dir() else []:
@@ -39,7 +39,7 @@ def import_seeds(ctx: Context, data: dict[str, bytes]) -> dict[tuple[str, str], 
     return by_relation
 
 
-def _seed(ctx: Context, path: Path, rel: Path) -> tuple[tuple[str, str], dict[str, Any]]:
+def _seed(ctx: Context, path: Path, rel: Path) -> tuple[tuple[str, str], JsonObject]:
     """One seed: its dataset (typed columns), and its pipeline into the warehouse when dbt loads it."""
     name = path.stem
     props = ctx.props.seeds.get(name, {})
@@ -51,7 +51,7 @@ def _seed(ctx: Context, path: Path, rel: Path) -> tuple[tuple[str, str], dict[st
     columns = seed_columns(text, str(cfg.get("delimiter") or ","))
     columns.update({str(c): str(kind).lower() for c, kind in mapping(cfg.get("column_types")).items()})
     docs = {str(c["name"]): description(c) for c in columns_of(props)}
-    dataset: dict[str, Any] = {"path": rel.as_posix()}
+    dataset: JsonObject = {"path": rel.as_posix()}
     if cfg.get("delimiter"):
         dataset["delimiter"] = cfg["delimiter"]
     if description(props):
@@ -91,7 +91,7 @@ def write_seed_source(ctx: Context) -> None:
 def _seed_pipeline(ctx: Context, name: str, schema: str, identifier: str) -> None:
     ctx.files[f"pipelines/seeds/{name}.sql"] = f"SELECT * FROM {{{{ source('{SEED_SOURCE}', '{name}') }}}}\n"
     ctx.pipelines.add(name)
-    output: dict[str, Any] = {}
+    output: JsonObject = {}
     table = ctx.table_name(schema, identifier, name)
     if table:
         output["table"] = table
@@ -99,7 +99,7 @@ def _seed_pipeline(ctx: Context, name: str, schema: str, identifier: str) -> Non
     ctx.relations[ctx.relation(schema, identifier)] = "{{ ref('" + name + "') }}"
 
 
-def import_sources(ctx: Context, seeds: dict[tuple[str, str], tuple[str, dict[str, Any]]]) -> None:
+def import_sources(ctx: Context, seeds: dict[tuple[str, str], tuple[str, JsonObject]]) -> None:
     for rel, source in ctx.props.sources:
         name = str(source["name"])
         if not NAME.match(name) or name == SEED_SOURCE:
@@ -111,7 +111,7 @@ def import_sources(ctx: Context, seeds: dict[tuple[str, str], tuple[str, dict[st
         tables = [mapping(t) for t in source.get("tables") or [] if mapping(t).get("name")]
         keyed = {str(t["name"]): (str(t.get("identifier") or t["name"]), t) for t in tables}
         from_seeds = all((schema.lower(), ident.lower()) in seeds for ident, _ in keyed.values()) and keyed
-        datasets: dict[str, Any] = {}
+        datasets: JsonObject = {}
         for table_name, (identifier, table) in keyed.items():
             dataset = _dataset(ctx, name, schema, identifier, table, seeds if from_seeds else None, rel)
             datasets[table_name] = dataset
@@ -132,7 +132,7 @@ def import_sources(ctx: Context, seeds: dict[tuple[str, str], tuple[str, dict[st
         )
 
 
-def _connection(ctx: Context, from_seeds: bool) -> dict[str, Any]:
+def _connection(ctx: Context, from_seeds: bool) -> JsonObject:
     if from_seeds:
         return {"connector": "localfiles", "connection": {"root": "seeds"}}
     return {"connector": ctx.target.type, "connection": dict(ctx.target.connection)}
@@ -143,11 +143,11 @@ def _dataset(
     source: str,
     schema: str,
     identifier: str,
-    table: dict[str, Any],
-    seeds: dict[tuple[str, str], tuple[str, dict[str, Any]]] | None,
+    table: JsonObject,
+    seeds: dict[tuple[str, str], tuple[str, JsonObject]] | None,
     rel: str,
-) -> dict[str, Any]:
-    dataset: dict[str, Any]
+) -> JsonObject:
+    dataset: JsonObject
     if seeds is not None:
         seed_name, seed_dataset = seeds[(schema.lower(), identifier.lower())]
         if seed_name in ctx.disabled_seeds:

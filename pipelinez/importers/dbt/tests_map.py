@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pipelinez.core.json_types import JsonObject
 from pipelinez.importers.dbt.yamlio import mapping
 
 _CONFIG = ("severity", "where", "warn_if", "error_if")
 
 
-def _split(test: Any) -> tuple[str, dict[str, Any]]:
+def _split(test: Any) -> tuple[str, JsonObject]:
     if isinstance(test, str):
         return test, {}
     if isinstance(test, dict) and len(test) == 1:
@@ -21,7 +22,7 @@ def _split(test: Any) -> tuple[str, dict[str, Any]]:
     return "", {}
 
 
-def _config(args: dict[str, Any], where: str, skipped: list[str]) -> dict[str, Any]:
+def _config(args: JsonObject, where: str, skipped: list[str]) -> JsonObject:
     config = {**mapping(args.pop("config", None))}
     for key in _CONFIG:
         if key in args:
@@ -34,7 +35,7 @@ def _config(args: dict[str, Any], where: str, skipped: list[str]) -> dict[str, A
 
 def column_test(
     test: Any, column: str, where: str, skipped: list[str]
-) -> tuple[Any | None, dict[str, Any] | None]:
+) -> tuple[Any | None, JsonObject | None]:
     """(column-level spelling, or a model-level one) for one dbt column test; (None, None) when skipped."""
     name, args = _split(test)
     if args.get("enabled") is False or mapping(args.get("config")).get("enabled") is False:
@@ -45,7 +46,7 @@ def column_test(
     if name in ("unique", "not_null"):
         return ({name: {"config": config}} if config else name), None
     if name == "accepted_values":
-        spec: dict[str, Any] = {"values": list(args.get("values") or [])}
+        spec: JsonObject = {"values": list(args.get("values") or [])}
         return {name: _with(spec, config)}, None
     if name == "relationships":
         spec = {"to": str(args.get("to")), "field": str(args.get("field"))}
@@ -59,7 +60,7 @@ def column_test(
     return None, None
 
 
-def _range(column: str, args: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+def _range(column: str, args: JsonObject, config: JsonObject) -> JsonObject:
     inclusive = args.get("inclusive", True)
     parts = []
     if "min_value" in args:
@@ -69,7 +70,7 @@ def _range(column: str, args: dict[str, Any], config: dict[str, Any]) -> dict[st
     return {"expression": _with({"sql": " AND ".join(parts) or "TRUE"}, config)}
 
 
-def model_test(test: Any, where: str, skipped: list[str]) -> dict[str, Any] | None:
+def model_test(test: Any, where: str, skipped: list[str]) -> JsonObject | None:
     name, args = _split(test)
     args.pop("name", None)
     config = _config(args, where, skipped)
@@ -81,11 +82,11 @@ def model_test(test: Any, where: str, skipped: list[str]) -> dict[str, Any] | No
     return None
 
 
-def _with(spec: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+def _with(spec: JsonObject, config: JsonObject) -> JsonObject:
     return {**spec, "config": config} if config else spec
 
 
-def source_check(test: Any, column: str, where: str, skipped: list[str]) -> dict[str, Any] | None:
+def source_check(test: Any, column: str, where: str, skipped: list[str]) -> JsonObject | None:
     """A source column's test as a pz `checks:` entry (the spelling source datasets take today)."""
     spelled, _model_level = column_test(test, column, where, skipped)
     if spelled is None:
@@ -96,7 +97,7 @@ def source_check(test: Any, column: str, where: str, skipped: list[str]) -> dict
     if set(config) - {"severity"}:
         skipped.append(f"{where}: where/warn_if/error_if of test {name} on {column} are not carried over")
     if name in ("unique", "not_null"):
-        check: dict[str, Any] = {name: {"columns": [column]}}
+        check: JsonObject = {name: {"columns": [column]}}
     elif name == "accepted_values":
         check = {name: {"column": column, "values": spec["values"]}}
     else:

@@ -11,6 +11,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from pipelinez.core.diagnostics import PzError, error
+from pipelinez.core.json_types import JsonObject
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-/]*$")
 _RESERVED = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
@@ -26,7 +27,7 @@ def load_yaml(path: Path, rel: str) -> Any:
         raise PzError([error("PZ0140", f"cannot read dbt file {rel}: {reason}", file=rel)]) from None
 
 
-def mapping(value: Any) -> dict[str, Any]:
+def mapping(value: Any) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
 
@@ -100,7 +101,7 @@ def _lines(value: Any, indent: int) -> list[str]:
     return out
 
 
-def dump_yaml(data: dict[str, Any]) -> str:
+def dump_yaml(data: JsonObject) -> str:
     """Block YAML in the mapping's own key order, short lists and mappings in flow style; every string
     that YAML could read as something else is double-quoted (JSON quoting)."""
     return "\n".join(_lines(data, 0)) + "\n"
