@@ -321,3 +321,14 @@ def test_a_module_that_does_not_exist_is_caught() -> None:
     assert _resolves("pipelinez/engine/workflow.py") is not None  # moved to engine/run/
     assert _resolves("engine.backend.WorkItem") is not None
     assert _resolves("engine.run.backend.NoSuchThing") is not None
+
+
+def test_the_architecture_page_quotes_the_import_contracts_as_pyproject_has_them() -> None:
+    page = _read(DOCS / "architecture.md")
+    quoted = re.search(r"```toml\n(\[tool\.importlinter\]\n.*?)```", page, re.S)
+    assert quoted is not None
+    pyproject = _read(ROOT / "pyproject.toml")
+    start = pyproject.index("[tool.importlinter]\n")
+    end = pyproject.find("\n[tool.", start + 1)
+    section = pyproject[start : end if end != -1 else None]
+    assert tomllib.loads(quoted.group(1)) == tomllib.loads(section)
