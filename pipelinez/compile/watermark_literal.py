@@ -16,7 +16,8 @@ from __future__ import annotations
 from pipelinez.core.duck_types import parse_type
 from pipelinez.core.sqlnames import quote_literal
 
-CURSOR_TYPES = ("int", "bigint", "decimal", "date", "timestamp", "timestamptz")  # as the article names them
+# the cursor types "Validation and errors" names (PZ0227), and timestamptz
+CURSOR_TYPES = ("int", "bigint", "decimal", "date", "timestamp", "timestamptz")
 ZONED = "TIMESTAMP WITH TIME ZONE"  # compared in UTC; its watermark is stored with its zone (+00:00)
 _TIME = frozenset({"DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", ZONED})
 _EXACT = frozenset({"INTEGER", "BIGINT", *_TIME})

@@ -12,8 +12,8 @@ Json = JsonObject  # a node of DuckDB's JSON parse tree
 
 
 class Cause(StrEnum):
-    """Why a watermark() call is not a recognised lower-bound comparison (PZ0224): one per article bullet,
-    plus the shapes the analysis cannot follow."""
+    """Why a watermark() call is not a recognised lower-bound comparison (PZ0224): one per bullet of
+    "Validation and errors", plus the shapes the analysis cannot follow."""
 
     UPPER_BOUND = "upper_bound"
     EQUALITY = "equality"

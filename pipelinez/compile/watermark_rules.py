@@ -1,5 +1,6 @@
-"""The SQL route of incremental reads, checked: PZ0224-PZ0227, gated in the article's order, all reported at
-once; the `IncrementalSpec` of every SQL-declared dataset; and the literal each watermark() call renders.
+"""The SQL route of incremental reads, checked: PZ0224-PZ0227, gated in the order of "Validation and errors",
+all reported at once; the `IncrementalSpec` of every SQL-declared dataset; and the literal each watermark()
+call renders.
 
 1. PZ0224, per watermark() call: the call names a dataset the pipeline source()s, and is a recognised
    lower-bound comparison on a cursor of that dataset (`watermark_sql`). A recognised call declares its

@@ -268,3 +268,67 @@ def test_pip_failing_is_quoted_on_one_line(monkeypatch: pytest.MonkeyPatch) -> N
     assert diag.message.endswith(
         "pip said: ERROR: Could not find a version | ERROR: No matching distribution found for pz-numbers"
     )
+
+
+# --- docs/architecture.md names only modules that exist ---------------------------------------------
+
+_LAYERS = "core|config|compile|plan|engine|connectors|cli|docs_site|importers|scaffold|api"
+# a module path or dotted name inside backticks: `pipelinez/engine/run/session.py`,
+# `engine.run.backend.Attempt`, `pipelinez.compile.work`, `compile.nodes.SourceLoadNode.part_table(i)`
+# (what follows the name is ignored)
+_MODULE_NAME = re.compile(rf"`((?:pipelinez[./])?(?:{_LAYERS})(?:[./][A-Za-z_][A-Za-z0-9_]*)+(?:\.py)?/?)")
+
+
+def _resolves(name: str) -> str | None:
+    """None when `name` is a package, a module, or an attribute (or dataclass field) of one; else what is
+    missing."""
+    import importlib
+
+    parts = [p for p in re.split(r"[./]", name.removesuffix(".py").rstrip("/")) if p]
+    if parts[0] != "pipelinez":
+        parts.insert(0, "pipelinez")
+    where = ROOT
+    for i, part in enumerate(parts):
+        if (where / part).is_dir():
+            where = where / part
+            continue
+        if not (where / f"{part}.py").is_file():
+            return f"{'.'.join(parts)}: no module or package {'/'.join(parts[: i + 1])}"
+        obj: Any = importlib.import_module(".".join(parts[: i + 1]))
+        for attr in parts[i + 1 :]:
+            fields = {*getattr(obj, "__dataclass_fields__", {}), *getattr(obj, "__annotations__", {})}
+            if attr in fields:
+                return None  # a field: what follows it is the field's
+            if not hasattr(obj, attr):
+                return f"{'.'.join(parts)}: no {attr}"
+            obj = getattr(obj, attr)
+        return None
+    return None
+
+
+def test_every_module_the_architecture_page_names_exists() -> None:
+    text = _read(DOCS / "architecture.md")
+    names = sorted(set(_MODULE_NAME.findall(text)))
+    assert len(names) > 100, names  # the page names modules throughout; a broken pattern finds none
+    missing = [problem for name in names if (problem := _resolves(name)) is not None]
+    assert missing == []
+
+
+def test_a_module_that_does_not_exist_is_caught() -> None:
+    assert _resolves("pipelinez/engine/run/session.py") is None
+    assert _resolves("engine.run.backend.Attempt") is None
+    assert _resolves("compile.work.Endpoint.caps") is None
+    assert _resolves("pipelinez/engine/workflow.py") is not None  # moved to engine/run/
+    assert _resolves("engine.backend.WorkItem") is not None
+    assert _resolves("engine.run.backend.NoSuchThing") is not None
+
+
+def test_the_architecture_page_quotes_the_import_contracts_as_pyproject_has_them() -> None:
+    page = _read(DOCS / "architecture.md")
+    quoted = re.search(r"```toml\n(\[tool\.importlinter\]\n.*?)```", page, re.S)
+    assert quoted is not None
+    pyproject = _read(ROOT / "pyproject.toml")
+    start = pyproject.index("[tool.importlinter]\n")
+    end = pyproject.find("\n[tool.", start + 1)
+    section = pyproject[start : end if end != -1 else None]
+    assert tomllib.loads(quoted.group(1)) == tomllib.loads(section)

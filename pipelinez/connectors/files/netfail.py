@@ -1,9 +1,9 @@
 """Network failures of the object stores' own DuckDB reads and writes: the connector-reported transient path.
 
-The engine's closed list (`pipelinez.core.transient`) stays as the article gives it. A DuckDB statement the
-s3 or azureblob connector runs itself (the data read, CSV type detection, a parquet schema read, a write)
-reaches a server through httpfs' or the azure extension's HTTP client; the connector knows these words are
-a dropped, refused or unanswered connection of *its* request, so it reports them as transient
+The engine's closed list (`pipelinez.core.transient`) stays as "Validation and errors" gives it. A DuckDB
+statement the s3 or azureblob connector runs itself (the data read, CSV type detection, a parquet schema read,
+a write) reaches a server through httpfs' or the azure extension's HTTP client; the connector knows these
+words are a dropped, refused or unanswered connection of *its* request, so it reports them as transient
 (`PzConnectorError(is_transient=True)`) -- as the postgres connector does with libpq's words.
 
 Matched on `core.transient.summarize(message)` (before any LINE context, quoted names and URLs removed),

@@ -1,6 +1,6 @@
 """What `pz retry` does with the last run: the smallest amount of work that finishes it.
 
-Rules (the retry article):
+Rules ("Retry without starting over"):
 - select every node that failed, was skipped because something upstream failed, or was cancelled, matched by
   content-hash id; an edited node is not "the node that failed" and is reported as changed;
 - add whatever those nodes depend on, and the checks of every pipeline that runs (pipelines and checks always
@@ -83,7 +83,7 @@ class RetrySelection:
         return out
 
     def notes(self) -> list[str]:
-        """The notes a retry prints before its nodes, in the article's words."""
+        """The notes a retry prints before its nodes, in the words of "Retry without starting over"."""
         notes = [
             f"{n} changed since the failed run{self.why_changed.get(n, '')}; {FULL_PASS}"
             for n in self.changed
@@ -180,8 +180,8 @@ def select_retry(
 
 
 def _report_changes(sel: RetrySelection, last: RunResults, dag: CompiledDag, unmatched: list[str]) -> None:
-    """Name the edited nodes at the root of each unmatched node's change (the article names the pipeline
-    that was edited, not every node whose id changed with it)."""
+    """Name the edited nodes at the root of each unmatched node's change ("Retry without starting over" names
+    the pipeline that was edited, not every node whose id changed with it)."""
     old_ids = {n.name: n.id for n in last.nodes}
     edited = {n for n, node in dag.nodes.items() if n in old_ids and node.id != old_ids[n]}
     roots: list[str] = []
@@ -322,9 +322,10 @@ def _carry_candidates(dag: CompiledDag, chosen: set[str], old: dict[str, NodeRes
 
 
 def _may_carry(name: str, dag: CompiledDag, old: dict[str, NodeResult], reuse: dict[str, Reuse]) -> bool:
-    """The article's two conditions: every node between the sink and its sources succeeded last time and is
-    unchanged (an id hashes the node and its inputs' ids, so an equal id vouches for the whole lineage), and
-    every source load feeding it is being reused whole from the failed run's staging."""
+    """The two conditions of "Retry without starting over": every node between the sink and its sources
+    succeeded last time and is unchanged (an id hashes the node and its inputs' ids, so an equal id vouches
+    for the whole lineage), and every source load feeding it is being reused whole from the failed run's
+    staging."""
     was_carried = old[name].status == NodeStatus.CARRIED_FORWARD
     for up in ancestors(dag.edges, [name]):
         before = old.get(up)

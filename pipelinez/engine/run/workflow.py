@@ -179,10 +179,10 @@ def retry(
     staging: str | None = None,
     compiles: CompileCache | None = None,
 ) -> RetryOutcome:
-    """Finish the last run (the retry article): refusals PZ0502/PZ0503/PZ0504/PZ0526, then the project is
-    validated with the last run's vars, the retry selected by node id, and run (or only shown: `dry_run`).
-    Everything is decided, and the retry run, under the project lock. `compiles`: the facade's compile
-    cache (a `--full-refresh` of a project without committed watermarks compiles once)."""
+    """Finish the last run ("Retry without starting over"): refusals PZ0502/PZ0503/PZ0504/PZ0526, then the
+    project is validated with the last run's vars, the retry selected by node id, and run (or only shown:
+    `dry_run`). Everything is decided, and the retry run, under the project lock. `compiles`: the facade's
+    compile cache (a `--full-refresh` of a project without committed watermarks compiles once)."""
     from pipelinez.engine.retry.retry_command import NOTHING, RetryOutcome, last_run
     from pipelinez.engine.run.executor_choice import ExecutorChoice
     from pipelinez.engine.staging.staging_store import LocalStagingStore
