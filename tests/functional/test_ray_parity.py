@@ -365,11 +365,11 @@ def test_without_ray_installed_the_ray_executor_is_pz0707_with_the_install_comma
 def test_a_cluster_running_another_pipelinez_is_refused_by_the_version_probe(
     tmp_path: Path, ray_instance: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipelinez.engine.distributed import ray_backend
+    from pipelinez.engine.distributed import ray_cluster
 
     project = write_project(tmp_path / "p", FILES)
-    real = ray_backend.versions()
-    monkeypatch.setattr(ray_backend, "versions", lambda: {**real, "pipelinez": "0.0.1"})  # the driver's view
+    real = ray_cluster.versions()
+    monkeypatch.setattr(ray_cluster, "versions", lambda: {**real, "pipelinez": "0.0.1"})  # the driver's view
     result = pz(project, "run", "--executor", "ray")
     assert result.exit_code == 2, result.output
     assert "error: PZ0709" in result.output

@@ -6,7 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelinez.compile.templating import _LITERAL_ARG, _LITERAL_CALL, _literal_calls
+from pipelinez.compile.template_locate import LITERAL_ARG as _LITERAL_ARG
+from pipelinez.compile.template_locate import LITERAL_CALL as _LITERAL_CALL
+from pipelinez.compile.template_locate import literal_calls as _literal_calls
 
 PIECES = [
     "a",

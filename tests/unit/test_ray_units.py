@@ -11,7 +11,7 @@ import pytest
 from pipelinez.core.diagnostics import PzConfigError
 from pipelinez.core.redact import Redactor
 from pipelinez.engine.distributed.ray_address import RayAddress, check_reachable, parse
-from pipelinez.engine.distributed.ray_backend import (
+from pipelinez.engine.distributed.ray_cluster import (
     RayCluster,
     _check_resources,
     _probe_versions,
