@@ -7,7 +7,7 @@ import pytest
 from pipelinez.compile.checks import outcome, threshold_hit
 from pipelinez.config.model import CheckSpec
 from pipelinez.core.diagnostics import Place
-from pipelinez.core.vocabulary import Severity
+from pipelinez.core.vocabulary import CheckSeverity
 
 
 @pytest.mark.parametrize(
@@ -39,17 +39,22 @@ def _check(severity: str = "error", warn_if: str = "!=0", error_if: str = "!=0")
     ("check", "count", "failed", "severity"),
     [
         (_check(), 0, False, None),
-        (_check(), 3, True, Severity.ERROR),
-        (_check("warn"), 3, True, Severity.WARN),
+        (_check(), 3, True, CheckSeverity.ERROR),
+        (_check("warn"), 3, True, CheckSeverity.WARN),
         (_check(warn_if=">1", error_if=">5"), 1, False, None),
-        (_check(warn_if=">1", error_if=">5"), 2, True, Severity.WARN),
-        (_check(warn_if=">1", error_if=">5"), 6, True, Severity.ERROR),
-        (_check("warn", error_if=">=1"), 6, True, Severity.WARN),  # severity warn: error_if not looked at
+        (_check(warn_if=">1", error_if=">5"), 2, True, CheckSeverity.WARN),
+        (_check(warn_if=">1", error_if=">5"), 6, True, CheckSeverity.ERROR),
+        (
+            _check("warn", error_if=">=1"),
+            6,
+            True,
+            CheckSeverity.WARN,
+        ),  # severity warn: error_if not looked at
         (_check(error_if=">100", warn_if=">100"), 50, False, None),
     ],
 )
 def test_outcome_follows_dbts_order(
-    check: CheckSpec, count: int, failed: bool, severity: Severity | None
+    check: CheckSpec, count: int, failed: bool, severity: CheckSeverity | None
 ) -> None:
     result = outcome(check, "t", count, None)
     assert result.failed is failed

@@ -7,7 +7,6 @@ import pickle
 from typing import Any
 
 import pytest
-from pipelinez.engine.failures import classify
 
 from pipelinez.connectors.azureblob.rest import AzureRestError
 from pipelinez.connectors.http.client import HttpStatusError
@@ -15,6 +14,7 @@ from pipelinez.connectors.s3.rest import S3RestError
 from pipelinez.connectors.sdk_delivery import AckedBatch, DeliveryCheckpoint, deliver, failed_with
 from pipelinez.connectors.sdk_errors import ConnectorError, ObjectStoreError, is_transient_store_error
 from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.engine.run.failures import classify
 
 CHECKPOINT = DeliveryCheckpoint(10, (AckedBatch(0, 10, "sha256:aa"), AckedBatch(1, 4, "sha256:bb")))
 

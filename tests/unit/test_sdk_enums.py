@@ -23,7 +23,7 @@ def test_builtin_manifests_load_tiers_and_strategies_as_enums() -> None:
         assert tiers and all(type(t) is Tier for t in tiers), name
         assert all(type(s) is Strategy for s in caps.strategies), name
     postgres = manifest_of("postgres").capabilities
-    assert postgres.strategies == ("replace", "merge", "append")  # equal to the JSON's strings
+    assert postgres.strategies == ("replace", "merge", "append", "view")  # equal to the JSON's strings
     assert json.dumps(list(postgres.source_tiers)) == '["native", "universal"]'
     assert choose_tier(postgres.source_tiers, force_universal=True) is Tier.UNIVERSAL
 
