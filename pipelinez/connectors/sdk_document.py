@@ -35,10 +35,14 @@ class JsonDocument:
         current = self.objects.read(self.key)
         return self._decode(current.data) if current is not None else None
 
-    def update(self, change: Change) -> dict[str, Any]:
+    def update(self, change: Change, guard: Callable[[], None] | None = None) -> dict[str, Any]:
         """Write `change(document)` (None when there is none yet) in one conditional write; on a lost race
-        apply `change` again to the document that won. The document written; PZ0592 after `attempts`."""
+        apply `change` again to the document that won. The document written; PZ0592 after `attempts`.
+        `guard` runs before each attempt and raises to stop it (`ObjectLease.check`: the lease that
+        guards this state is still held)."""
         for _ in range(self.attempts):
+            if guard is not None:
+                guard()
             current = self.objects.read(self.key)
             before = self._decode(current.data) if current is not None else None
             after = change(before)

@@ -325,3 +325,16 @@ def _wait_until_expired(objects: ConditionalObjects, key: str) -> None:
     assert holder is not None
     while not holder.expired(time.time()):
         time.sleep(0.1)
+
+
+def test_a_document_guarded_by_a_lost_lease_is_not_written(objects: ConditionalObjects) -> None:
+    old = ObjectLease(objects, "lock", "old", seconds=0.5)
+    old.acquire()
+    doc = JsonDocument(objects, "watermarks.json")
+    doc.update(lambda _: {"orders": 1}, guard=old.check)
+    _wait_until_expired(objects, "lock")
+    ObjectLease(objects, "lock", "new", seconds=30).acquire()
+    with pytest.raises(LeaseError) as caught:
+        doc.update(lambda _: {"orders": 2}, guard=old.check)
+    assert caught.value.code == "PZ0591"
+    assert doc.read() == {"orders": 1}
