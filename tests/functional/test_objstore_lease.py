@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
@@ -112,6 +113,25 @@ def test_store_errors_are_typed_and_keep_secrets_out(spec: tuple[str, dict[str, 
     assert getattr(caught.value, "transient", None) is False
     for secret in (S3_SECRET, AZURITE_KEY):
         assert secret not in text
+
+
+def test_conditional_calls_under_a_sas_and_its_signature_never_in_errors(azure: AzureServer) -> None:
+    from tests.functional.test_connector_azureblob import account_sas, sas_connection
+
+    root = azure.container(f"pz-{secrets.token_hex(4)}")
+    writer = store_of(
+        "azureblob", {"container": root, "connection_string": sas_connection(azure, account_sas())}
+    )
+    lease = ObjectLease(writer.conditional(), "lock", "sas-run", seconds=30)
+    lease.acquire()
+    assert lease.release()
+    sas = account_sas("rl")  # may read and list, not write
+    reader = store_of("azureblob", {"container": root, "connection_string": sas_connection(azure, sas)})
+    with pytest.raises(OSError) as caught:
+        ObjectLease(reader.conditional(), "lock", "reader", seconds=30).acquire()
+    sig = sas.rsplit("sig=", 1)[1]
+    assert "403" in str(caught.value)
+    assert sig not in str(caught.value) and unquote(sig) not in str(caught.value)
 
 
 def test_a_store_without_conditional_writes_is_pz0593(tmp_path: Path) -> None:
@@ -231,7 +251,8 @@ def test_a_killed_holder_is_taken_over_after_expiry_never_two_holders(
         while time.monotonic() < alive_until:
             with pytest.raises(LeaseError) as caught:
                 taker.acquire()
-            assert caught.value.holder is not None and caught.value.holder.run_id == "killed-run"
+            holder = caught.value.holder
+            assert holder is not None and (holder.run_id, holder.pid) == ("killed-run", proc.pid)
             time.sleep(0.3)
     finally:
         proc.send_signal(signal.SIGKILL)
