@@ -2,7 +2,9 @@
 client, signed with the account key (Shared Key, HMAC-SHA256) or authorized by the connection's SAS token:
 the asynchronous Copy Blob a promote uses (pyarrow's `copy_file` is the synchronous Copy Blob From URL,
 which Azure caps at 256 MiB of source blob), Get Blob Properties to follow it, Abort Copy Blob, and the blob
-snapshot that lets a failed copy be rolled back (`copying`).
+snapshot that lets a failed copy be rolled back (`copying`), and the conditional calls of a shared state
+backend (`files.conditional`: Get Blob with its ETag, Put Blob with `If-None-Match: *` or `If-Match`,
+Delete Blob with `If-Match`; a failed precondition is a `Conflict` result).
 
 One attempt per call, like the rest of the connector (the engine owns retries): a refused, reset or timed-out
 connection and HTTP 408/429/500/502/503/504 are transient. The account key only ever goes into the

@@ -1,6 +1,8 @@
 """The few S3 calls pyarrow's S3 client does not offer, signed with AWS Signature Version 4 over the standard
 library's HTTP client: multipart copy (for objects over CopyObject's 5 GiB cap) and listing and aborting
-incomplete multipart uploads (which a killed or failed write leaves behind, billed until aborted).
+incomplete multipart uploads (which a killed or failed write leaves behind, billed until aborted), and the
+conditional calls of a shared state backend (`files.conditional`: GET with its ETag, PUT with
+`If-None-Match: *` or `If-Match`, DELETE with `If-Match`; a failed precondition is a `Conflict` result).
 
 One attempt per call, like the rest of the connector (the engine owns retries): a refused, reset or timed-out
 connection, HTTP 500/503 or the S3 codes SlowDown/RequestTimeout/InternalError are transient. S3 can answer a
