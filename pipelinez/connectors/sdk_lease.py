@@ -123,6 +123,7 @@ class ObjectLease:
         self._etag: str | None = None
         self._written_at = 0.0
         self._lost: LeaseError | None = None
+        self._renew_error = ""  # the store's last answer to a failed renewal
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -142,7 +143,7 @@ class ObjectLease:
             if self._etag is None:
                 raise LeaseError(f"the lease {self.name} is not held by this process", "PZ0591")
             if self.clock() > self._deadline():
-                raise self._lose("it was not renewed within its length")
+                raise self._lose(self._overdue())
 
     def holder(self) -> LeaseHolder | None:
         """Who the lease object names now (None: nobody holds it)."""
@@ -193,7 +194,7 @@ class ObjectLease:
                 with self._lock:
                     raise self._lose("another holder took it over")
         with self._lock:
-            self._etag, self._written_at = result.etag, written_at
+            self._etag, self._written_at, self._renew_error = result.etag, written_at, ""
 
     def release(self) -> bool:
         """Stop renewing and delete the lease if it is still ours; False when it was not (taken over)."""
@@ -233,8 +234,9 @@ class ObjectLease:
                 return  # lost: `check` and `held` say so
             except ObjectStoreError as exc:  # try again next beat, until the deadline passes
                 with self._lock:
+                    self._renew_error = str(exc)
                     if self.clock() > self._deadline():
-                        self._lose(f"it could not be renewed within its length ({exc})")
+                        self._lose(self._overdue())
                         return
 
     def __enter__(self) -> ObjectLease:
@@ -263,6 +265,10 @@ class ObjectLease:
         if current is None:
             return None
         return current if decode(self.name, current.data).token == self.token else None
+
+    def _overdue(self) -> str:
+        why = "it was not renewed within its length"
+        return f"{why} (the last renewal failed: {self._renew_error})" if self._renew_error else why
 
     def _deadline(self) -> float:
         return self._written_at + self.seconds

@@ -359,3 +359,49 @@ def test_a_document_guarded_by_a_lost_lease_is_not_written(objects: ConditionalO
         doc.update(lambda _: {"orders": 2}, guard=old.check)
     assert caught.value.code == "PZ0591"
     assert doc.read() == {"orders": 1}
+
+
+def test_a_holder_that_cannot_renew_stops_holding_after_its_length() -> None:
+    with moto_server() as server:  # a server of its own, stopped under the holder
+        bucket = server.bucket(f"pz-{secrets.token_hex(4)}")
+        connection = {
+            "bucket": bucket,
+            "endpoint": server.endpoint,
+            "region": "us-east-1",
+            "access_key_id": S3_KEY_ID,
+            "secret_access_key": S3_SECRET,
+        }
+        objects = store_of("s3", connection).conditional()
+        lease = ObjectLease(objects, "lock", "cut-off", seconds=2)
+        lease.acquire()
+        lease.start_heartbeat(every=0.3)
+    with pytest.raises(OSError) as caught:  # the store is gone: a transient store error, not a conflict
+        objects.read("lock")
+    assert getattr(caught.value, "transient", None) is True
+    assert S3_SECRET not in str(caught.value)
+    while lease.held:
+        time.sleep(0.1)
+    with pytest.raises(LeaseError) as lost:
+        lease.check()
+    assert lost.value.code == "PZ0591" and "not renewed within its length" in lost.value.message
+    assert "the last renewal failed: S3 writing s3://" in lost.value.message
+    assert S3_SECRET not in lost.value.message
+    lease.stop_heartbeat()
+
+
+def test_clock_skew_under_two_thirds_of_the_length_never_takes_a_live_lease(
+    objects: ConditionalObjects,
+) -> None:
+    with ObjectLease(objects, "lock", "live", seconds=3) as live:
+        ahead = ObjectLease(objects, "lock", "ahead", seconds=3, clock=lambda: time.time() + 1.5)
+        until = time.monotonic() + 5
+        while time.monotonic() < until:
+            with pytest.raises(LeaseError):
+                ahead.acquire()
+            time.sleep(0.25)
+        far_ahead = ObjectLease(objects, "lock", "far-ahead", seconds=3, clock=lambda: time.time() + 10)
+        far_ahead.acquire()  # skew beyond the assumption: taken over early ...
+        with pytest.raises(LeaseError) as caught:
+            live.renew()  # ... and the live holder learns it at its next renewal
+        assert caught.value.code == "PZ0591" and not live.held
+        assert far_ahead.release()
