@@ -32,6 +32,7 @@ _TRANSIENT_CODES = (
 )
 _EMPTY_SHA = hashlib.sha256(b"").hexdigest()
 TIMEOUT = 300.0  # seconds per request: a part copy (up to 5 GiB) runs inside the store before it answers
+SMALL_TIMEOUT = 30.0  # seconds per conditional call (a small object): a lease lasts tens of seconds
 
 
 class S3RestError(ObjectStoreError):
@@ -152,7 +153,7 @@ class S3Rest:
 
     def read(self, key: str) -> Versioned | None:
         try:
-            reply = self._request("GET", key, {}, what=f"reading {self.name(key)}")
+            reply = self._request("GET", key, {}, what=f"reading {self.name(key)}", timeout=SMALL_TIMEOUT)
         except S3RestError as exc:
             if exc.code == "NoSuchKey":
                 return None
@@ -168,7 +169,7 @@ class S3Rest:
     def delete_if_match(self, key: str, etag: str) -> Written | Conflict:
         what = f"deleting {self.name(key)} if unchanged"
         try:
-            self._request("DELETE", key, {}, {"If-Match": etag}, what=what)
+            self._request("DELETE", key, {}, {"If-Match": etag}, what=what, timeout=SMALL_TIMEOUT)
         except S3RestError as exc:
             return _conflict(exc, key, "changed")
         return Written()
@@ -179,7 +180,7 @@ class S3Rest:
         headers = {**condition, "Content-Type": "application/octet-stream"}
         try:
             reply = self._request(
-                "PUT", key, {}, headers, data, what=f"writing {self.name(key)} conditionally"
+                "PUT", key, {}, headers, data, f"writing {self.name(key)} conditionally", SMALL_TIMEOUT
             )
         except S3RestError as exc:
             return _conflict(exc, key, reason)
@@ -209,6 +210,7 @@ class S3Rest:
         headers: dict[str, str] | None = None,
         body: bytes = b"",
         what: str = "",
+        timeout: float = TIMEOUT,
     ) -> Reply:
         """One signed request and its reply; an error status raises."""
         path = (self.base + "/" + quote(key, safe="/~")) if key else (self.base or "/")
@@ -218,7 +220,7 @@ class S3Rest:
         all_headers = self._signed(method, path, canonical_query, dict(headers or {}), body)
         target = path + (f"?{canonical_query}" if canonical_query else "")
         try:
-            reply = send(self.host, self.use_ssl, method, target, all_headers, body, TIMEOUT)
+            reply = send(self.host, self.use_ssl, method, target, all_headers, body, timeout)
         except NoReply as exc:
             raise S3RestError(f"S3 {what}: {exc}", transient=True) from None
         if reply.status >= 300:
