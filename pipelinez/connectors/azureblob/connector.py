@@ -93,6 +93,9 @@ class AzureStore(ObjectStore):
     def secret_options(self) -> str:
         return f"TYPE azure, CONNECTION_STRING {quote_literal(self.account.connection_string())}"
 
+    def conditional(self) -> BlobRest:
+        return self.rest()
+
     def rest(self) -> BlobRest:
         return BlobRest(
             self.account.name, self.account.key, self.account.sas, self.account.blob_url, self.root

@@ -2,7 +2,9 @@
 client, signed with the account key (Shared Key, HMAC-SHA256) or authorized by the connection's SAS token:
 the asynchronous Copy Blob a promote uses (pyarrow's `copy_file` is the synchronous Copy Blob From URL,
 which Azure caps at 256 MiB of source blob), Get Blob Properties to follow it, Abort Copy Blob, and the blob
-snapshot that lets a failed copy be rolled back (`copying`).
+snapshot that lets a failed copy be rolled back (`copying`), and the conditional calls of a shared state
+backend (`files.conditional`: Get Blob with its ETag, Put Blob with `If-None-Match: *` or `If-Match`,
+Delete Blob with `If-Match`; a failed precondition is a `Conflict` result).
 
 One attempt per call, like the rest of the connector (the engine owns retries): a refused, reset or timed-out
 connection and HTTP 408/429/500/502/503/504 are transient. The account key only ever goes into the
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from urllib.parse import parse_qsl, quote, urlsplit
 
+from pipelinez.connectors.files.conditional import Conflict, ConflictReason, Versioned, Written
 from pipelinez.connectors.files.rest import TRANSIENT_STATUS, NoReply, Reply, send
 from pipelinez.connectors.sdk_errors import ObjectStoreError
 
@@ -156,6 +159,43 @@ class BlobRest:
             if exc.status != 404:
                 raise
 
+    # -- conditional calls (files.conditional.ConditionalObjects) -------------------------------
+    def read(self, blob: str) -> Versioned | None:
+        """Get Blob: the blob's bytes and ETag; None when there is no blob."""
+        try:
+            reply = self._call("GET", blob, {}, what=f"reading {self.name(blob)}")
+        except AzureRestError as exc:
+            if exc.code == "BlobNotFound":
+                return None
+            raise
+        return Versioned(reply.body, reply.headers.get("etag", ""))
+
+    def put_if_absent(self, blob: str, data: bytes) -> Written | Conflict:
+        return self._put(blob, data, {"If-None-Match": "*"}, "exists")
+
+    def put_if_match(self, blob: str, data: bytes, etag: str) -> Written | Conflict:
+        return self._put(blob, data, {"If-Match": etag}, "changed")
+
+    def delete_if_match(self, blob: str, etag: str) -> Written | Conflict:
+        headers = {"If-Match": etag, "x-ms-delete-snapshots": "include"}
+        try:
+            self._call("DELETE", blob, {}, headers, what=f"deleting {self.name(blob)} if unchanged")
+        except AzureRestError as exc:
+            return _conflict(exc, blob, "changed")
+        return Written()
+
+    def _put(
+        self, blob: str, data: bytes, condition: dict[str, str], reason: ConflictReason
+    ) -> Written | Conflict:
+        """Put Blob (one block blob, all or nothing) under a precondition."""
+        headers = {**condition, "x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream"}
+        what = f"writing {self.name(blob)} conditionally"
+        try:
+            reply = self._call("PUT", blob, {}, headers, what=what, body=data)
+        except AzureRestError as exc:
+            return _conflict(exc, blob, reason)
+        return Written(reply.headers.get("etag", ""))
+
     # -- transport -------------------------------------------------------------------------------
     def _call(
         self,
@@ -164,15 +204,19 @@ class BlobRest:
         query: dict[str, str],
         headers: dict[str, str] | None = None,
         what: str = "",
+        body: bytes = b"",
     ) -> Reply:
         path = self.path(blob)
         encoded = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in sorted(query.items()))
         if self._sas and not self._key:
             encoded = f"{encoded}&{self._sas}" if encoded else self._sas
-        all_headers = self._signed(method, path, query, dict(headers or {}))
+        headers = dict(headers or {})
+        if body:
+            headers["content-length"] = str(len(body))
+        all_headers = self._signed(method, path, query, headers)
         target = path + (f"?{encoded}" if encoded else "")
         try:
-            reply = send(self.host, self.use_ssl, method, target, all_headers, b"", TIMEOUT)
+            reply = send(self.host, self.use_ssl, method, target, all_headers, body, TIMEOUT)
         except NoReply as exc:
             raise AzureRestError(self._scrub(f"Azure {what}: {exc}"), transient=True) from None
         status, data = reply.status, reply.body
@@ -250,6 +294,16 @@ def _copy_state(reply: Reply, blob: str) -> CopyState:
         reply.headers.get("x-ms-copy-status-description", ""),
         reply.headers.get("x-ms-copy-progress", ""),
     )
+
+
+def _conflict(exc: AzureRestError, blob: str, reason: ConflictReason) -> Conflict:
+    """A failed precondition as a result: 412 ConditionNotMet, 409 BlobAlreadyExists (If-None-Match: *
+    found a blob), 404 BlobNotFound (no blob to match); any other error raises."""
+    if exc.status == 412 or exc.code == "BlobAlreadyExists":
+        return Conflict(blob, reason)
+    if exc.code == "BlobNotFound":
+        return Conflict(blob, "missing")
+    raise exc
 
 
 def _error_field(data: bytes, name: str) -> str | None:

@@ -26,6 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from pipelinez.connectors.files.conditional import ConditionalObjects
 from pipelinez.connectors.files.formats import glob_escaped, glob_regex, has_glob
 from pipelinez.connectors.files.netfail import is_network_failure
 from pipelinez.connectors.files.store import FileRef
@@ -220,6 +221,15 @@ class ObjectStore(ABC):
             return None
         with self.fs.open_input_stream(path) as stream:
             return bytes(stream.read())
+
+    def conditional(self) -> ConditionalObjects:
+        """The store's conditional calls (`files.conditional`): what a lease or an atomic state document
+        needs. PZ0593 where the store has none."""
+        raise PzConnectorError(
+            f"{self.describe()} offers no conditional writes (If-None-Match, If-Match): it cannot hold a "
+            "lease or an atomic state document; use an s3 or azureblob store",
+            code="PZ0593",
+        )
 
     def abort_uploads(self, prefix: str) -> None:
         """Abort the incomplete multipart uploads whose keys start with `prefix` (a killed or failed write

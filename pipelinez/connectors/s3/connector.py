@@ -102,6 +102,9 @@ class S3Store(ObjectStore):
             opts.append(f"SESSION_TOKEN {quote_literal(str(self.token))}")
         return ", ".join(opts)
 
+    def conditional(self) -> S3Rest:
+        return self.rest()
+
     def rest(self) -> S3Rest:
         return S3Rest(
             self.root,

@@ -1,6 +1,8 @@
 """The few S3 calls pyarrow's S3 client does not offer, signed with AWS Signature Version 4 over the standard
 library's HTTP client: multipart copy (for objects over CopyObject's 5 GiB cap) and listing and aborting
-incomplete multipart uploads (which a killed or failed write leaves behind, billed until aborted).
+incomplete multipart uploads (which a killed or failed write leaves behind, billed until aborted), and the
+conditional calls of a shared state backend (`files.conditional`: GET with its ETag, PUT with
+`If-None-Match: *` or `If-Match`, DELETE with `If-Match`; a failed precondition is a `Conflict` result).
 
 One attempt per call, like the rest of the connector (the engine owns retries): a refused, reset or timed-out
 connection, HTTP 500/503 or the S3 codes SlowDown/RequestTimeout/InternalError are transient. S3 can answer a
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import quote
 
-from pipelinez.connectors.files.rest import TRANSIENT_STATUS, NoReply, send
+from pipelinez.connectors.files.conditional import Conflict, ConflictReason, Versioned, Written
+from pipelinez.connectors.files.rest import TRANSIENT_STATUS, NoReply, Reply, send
 from pipelinez.connectors.sdk_errors import ObjectStoreError
 
 _TRANSIENT_CODES = (
@@ -29,14 +32,16 @@ _TRANSIENT_CODES = (
 )
 _EMPTY_SHA = hashlib.sha256(b"").hexdigest()
 TIMEOUT = 300.0  # seconds per request: a part copy (up to 5 GiB) runs inside the store before it answers
+SMALL_TIMEOUT = 30.0  # seconds per conditional call (a small object): a lease lasts tens of seconds
 
 
 class S3RestError(ObjectStoreError):
     """An S3 call failed; `transient` says whether another attempt may succeed."""
 
-    def __init__(self, message: str, transient: bool, code: str | None = None):
+    def __init__(self, message: str, transient: bool, code: str | None = None, status: int | None = None):
         super().__init__(message, transient)
         self.code = code
+        self.status = status
 
 
 def _strip_ns(tag: str) -> str:
@@ -142,6 +147,45 @@ class S3Rest:
                 return found
             markers = {"key-marker": key_marker, "upload-id-marker": id_marker}
 
+    # -- conditional calls (files.conditional.ConditionalObjects) -------------------------------
+    def name(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def read(self, key: str) -> Versioned | None:
+        try:
+            reply = self._request("GET", key, {}, what=f"reading {self.name(key)}", timeout=SMALL_TIMEOUT)
+        except S3RestError as exc:
+            if exc.code == "NoSuchKey":
+                return None
+            raise
+        return Versioned(reply.body, reply.headers.get("etag", ""))
+
+    def put_if_absent(self, key: str, data: bytes) -> Written | Conflict:
+        return self._put(key, data, {"If-None-Match": "*"}, "exists")
+
+    def put_if_match(self, key: str, data: bytes, etag: str) -> Written | Conflict:
+        return self._put(key, data, {"If-Match": etag}, "changed")
+
+    def delete_if_match(self, key: str, etag: str) -> Written | Conflict:
+        what = f"deleting {self.name(key)} if unchanged"
+        try:
+            self._request("DELETE", key, {}, {"If-Match": etag}, what=what, timeout=SMALL_TIMEOUT)
+        except S3RestError as exc:
+            return _conflict(exc, key, "changed")
+        return Written()
+
+    def _put(
+        self, key: str, data: bytes, condition: dict[str, str], reason: ConflictReason
+    ) -> Written | Conflict:
+        headers = {**condition, "Content-Type": "application/octet-stream"}
+        try:
+            reply = self._request(
+                "PUT", key, {}, headers, data, f"writing {self.name(key)} conditionally", SMALL_TIMEOUT
+            )
+        except S3RestError as exc:
+            return _conflict(exc, key, reason)
+        return Written(reply.headers.get("etag", ""))
+
     # -- transport -------------------------------------------------------------------------------
     def _call(
         self,
@@ -152,6 +196,23 @@ class S3Rest:
         body: bytes = b"",
         what: str = "",
     ) -> ET.Element | None:
+        reply = self._request(method, key, query, headers, body, what)
+        root = _parse(reply.body)
+        if root is not None and _strip_ns(root.tag) == "Error":  # S3 can say 200 OK with an <Error> body
+            raise _error(reply.status, root, what)
+        return root
+
+    def _request(
+        self,
+        method: str,
+        key: str,
+        query: dict[str, str],
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+        what: str = "",
+        timeout: float = TIMEOUT,
+    ) -> Reply:
+        """One signed request and its reply; an error status raises."""
         path = (self.base + "/" + quote(key, safe="/~")) if key else (self.base or "/")
         canonical_query = "&".join(
             f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(query.items())
@@ -159,19 +220,17 @@ class S3Rest:
         all_headers = self._signed(method, path, canonical_query, dict(headers or {}), body)
         target = path + (f"?{canonical_query}" if canonical_query else "")
         try:
-            reply = send(self.host, self.use_ssl, method, target, all_headers, body, TIMEOUT)
+            reply = send(self.host, self.use_ssl, method, target, all_headers, body, timeout)
         except NoReply as exc:
             raise S3RestError(f"S3 {what}: {exc}", transient=True) from None
-        status = reply.status
-        root = _parse(reply.body)
-        if root is not None and _strip_ns(root.tag) == "Error":
-            code = _find(root, "Code") or "Error"
-            message = _find(root, "Message") or ""
-            transient = code in _TRANSIENT_CODES or status in TRANSIENT_STATUS
-            raise S3RestError(f"S3 {what}: HTTP {status} {code}: {message}".rstrip(": "), transient, code)
-        if status >= 300:
-            raise S3RestError(f"S3 {what}: HTTP {status}", status in TRANSIENT_STATUS)
-        return root
+        if reply.status >= 300:
+            root = _parse(reply.body)
+            if root is not None and _strip_ns(root.tag) == "Error":
+                raise _error(reply.status, root, what)
+            raise S3RestError(
+                f"S3 {what}: HTTP {reply.status}", reply.status in TRANSIENT_STATUS, status=reply.status
+            )
+        return reply
 
     def _signed(
         self,
@@ -189,7 +248,7 @@ class S3Rest:
         headers = {k.lower(): v for k, v in headers.items()}
         headers.update({"host": self.host, "x-amz-date": amz_date, "x-amz-content-sha256": payload_hash})
         if body:
-            headers["content-type"] = "application/xml"
+            headers.setdefault("content-type", "application/xml")
         if self.token:
             headers["x-amz-security-token"] = self.token
         if not self.key_id:
@@ -213,6 +272,23 @@ class S3Rest:
             f"Signature={signature}"
         )
         return headers
+
+
+def _error(status: int, root: ET.Element, what: str) -> S3RestError:
+    code = _find(root, "Code") or "Error"
+    message = _find(root, "Message") or ""
+    transient = code in _TRANSIENT_CODES or status in TRANSIENT_STATUS
+    return S3RestError(f"S3 {what}: HTTP {status} {code}: {message}".rstrip(": "), transient, code, status)
+
+
+def _conflict(exc: S3RestError, key: str, reason: ConflictReason) -> Conflict:
+    """A failed precondition as a result: 412 (the condition), 409 ConditionalRequestConflict (another
+    conditional write to the key is in flight), 404 (no object to match); any other error raises."""
+    if exc.status == 412 or exc.code == "ConditionalRequestConflict":
+        return Conflict(key, reason)
+    if exc.status == 404 and exc.code in ("NoSuchKey", None):
+        return Conflict(key, "missing")
+    raise exc
 
 
 def _hmac(key: bytes, text: str) -> bytes:

@@ -280,4 +280,41 @@ CODES: tuple[Code, ...] = (
         "generate` did not write: pz never overwrites them",
         "pass --out with an empty or new folder, or the folder of an earlier pz docs generate",
     ),
+    Code(
+        "PZ0590",
+        "ObjectLeaseHeld",
+        "a lease object in a shared object store (the lock of a state backend) is held by another live "
+        "holder (its host, pid and run id are named, with when its lease expires)",
+        "wait for that run to finish; if its holder died, the lease is taken over once it expires (no need "
+        "to delete it by hand)",
+    ),
+    Code(
+        "PZ0591",
+        "ObjectLeaseLost",
+        "a lease this process held was taken over by another holder, or could not be renewed before it "
+        "expired (the store unreachable for a whole lease length): the process no longer holds it",
+        "stop the work the lease guarded and start it again (pz retry); if the store was unreachable, fix "
+        "the connection it names, or use a longer lease",
+    ),
+    Code(
+        "PZ0592",
+        "StateDocumentConflict",
+        "an atomic JSON document of a shared object store (watermarks) changed under every attempt to "
+        "update it: another writer kept replacing it",
+        "make sure one run at a time writes this state (the lease), then run again; nothing was written",
+    ),
+    Code(
+        "PZ0593",
+        "ConditionalWritesUnsupported",
+        "a lease or an atomic state document was asked of an object store that offers no conditional "
+        "writes (If-None-Match, If-Match)",
+        "keep shared state in an s3 or azureblob store (both offer conditional writes)",
+    ),
+    Code(
+        "PZ0594",
+        "StateObjectUnreadable",
+        "a lease object or a state document in an object store is not the JSON pz wrote (written by "
+        "something else, or damaged)",
+        "look at the object the message names; if no run is live, delete it (pz writes it again)",
+    ),
 )
