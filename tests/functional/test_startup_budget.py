@@ -1,0 +1,87 @@
+"""A cheap regression guard for start-up and fixed costs (issue 22), counted, not timed: for `pz --version`,
+`pz validate` and `pz run` of a small project, the number of `pipelinez` modules the process imports and the
+number of DuckDB statements it issues (calls of `execute`, `executemany`, `sql` and `query` on a DuckDB
+connection or cursor, from any thread, seen by a profile hook on C calls: no seam in pz's own code). Each
+command runs in a fresh Python process, as `pz` does.
+
+The test fails when a change makes a command import more pz modules or run more statements than its budget.
+To update a budget after a deliberate change: run
+`PYTHONPATH=$PWD .venv/bin/python -m pytest tests/functional/test_startup_budget.py -q`, read the counts the
+failure message prints, and write them into BUDGETS below with a word in the commit on why they grew (a
+command that now imports the engine for `--version`, or a query per node, is the kind of growth this catches).
+A count below its budget passes; lower the budget in the same change so the guard stays tight.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SMALL, write_project
+
+# command → (pipelinez modules imported, DuckDB statements executed), upper bounds
+BUDGETS: dict[str, tuple[int, int]] = {
+    "--version": (8, 0),  # 30 before the lazy command group (cli/lazy_group.py)
+    "validate": (145, 11),
+    "run": (176, 35),
+}
+
+PROBE = """
+import json, sys, threading
+STATEMENTS = ("execute", "executemany", "sql", "query")
+counts = {"statements": 0}
+
+def hook(frame, event, arg):
+    if (
+        event == "c_call"
+        and getattr(arg, "__module__", None) == "_duckdb"
+        and getattr(arg, "__name__", None) in STATEMENTS
+        and "DuckDBPyConnection" in (getattr(arg, "__doc__", None) or "").split(")", 1)[0]
+    ):
+        counts["statements"] += 1
+
+sys.argv = ["pz", *json.loads(sys.argv[1])]
+sys.setprofile(hook)
+threading.setprofile(hook)
+from pipelinez.cli.main import main
+try:
+    main()
+except SystemExit as done:
+    code = done.code
+sys.setprofile(None)
+threading.setprofile(None)
+modules = sorted(m for m, mod in sys.modules.items() if m.split(".")[0] == "pipelinez" and mod is not None)
+print("COUNTS " + json.dumps({"code": code, "modules": modules, "statements": counts["statements"]}))
+"""
+
+
+def counts(args: list[str], cwd: Path) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(args)], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("COUNTS ")), None)
+    assert line is not None, done.stdout + done.stderr
+    result: dict[str, object] = json.loads(line.removeprefix("COUNTS "))
+    return result
+
+
+@pytest.mark.parametrize("command", list(BUDGETS))
+def test_a_command_stays_within_its_import_and_query_budget(tmp_path: Path, command: str) -> None:
+    project = write_project(tmp_path / "shop", SMALL)
+    args = ["--version"] if command == "--version" else ["-p", str(project), command]
+    got = counts(args, tmp_path)
+    assert got["code"] == 0, got
+    modules = got["modules"]
+    assert isinstance(modules, list)
+    max_modules, max_statements = BUDGETS[command]
+    found = (len(modules), got["statements"])
+    print(f"pz {command}: {found[0]} pipelinez modules, {found[1]} DuckDB statements")
+    assert len(modules) <= max_modules and got["statements"] <= max_statements, (
+        f"pz {command} now imports {found[0]} pipelinez modules (budget {max_modules}) and executes "
+        f"{found[1]} DuckDB statements (budget {max_statements}); if the growth is deliberate, update "
+        f"BUDGETS in this file (see its docstring). Modules: {modules}"
+    )
