@@ -20,7 +20,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from pipelinez.cli.main import cli
 from tests.conftest import SMALL, write_project
 
 # command → (pipelinez modules imported, DuckDB statements executed), upper bounds
@@ -29,6 +31,8 @@ BUDGETS: dict[str, tuple[int, int]] = {
     "validate": (145, 11),
     "run": (176, 35),
 }
+# `pz --version` through the console script (cli/entry.py answers it before click is imported)
+CONSOLE_VERSION_MODULES = 6
 
 PROBE = """
 import json, sys, threading
@@ -84,4 +88,24 @@ def test_a_command_stays_within_its_import_and_query_budget(tmp_path: Path, comm
         f"pz {command} now imports {found[0]} pipelinez modules (budget {max_modules}) and executes "
         f"{found[1]} DuckDB statements (budget {max_statements}); if the growth is deliberate, update "
         f"BUDGETS in this file (see its docstring). Modules: {modules}"
+    )
+
+
+def test_the_console_script_answers_version_without_importing_click(tmp_path: Path) -> None:
+    entry = "from pipelinez.cli.entry import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", entry, "--version"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == CliRunner().invoke(cli, ["--version"]).output  # word for word what click prints
+    imported = {ln.rsplit("|", 1)[-1].strip() for ln in done.stderr.splitlines() if ln.startswith("import ")}
+    assert "click" not in imported
+    ours = sorted(m for m in imported if m.split(".")[0] == "pipelinez")
+    assert len(ours) <= CONSOLE_VERSION_MODULES, (
+        f"the console script's `pz --version` imports {len(ours)} pipelinez modules (budget "
+        f"{CONSOLE_VERSION_MODULES}; see the docstring to update it): {ours}"
     )
