@@ -74,7 +74,7 @@ def emit(diags: Sequence[Diagnostic], log_format: str) -> None:
     from pipelinez.cli.render import diagnostics_report
 
     if log_format == "json":
-        from pipelinez.engine.events import utc_now
+        from pipelinez.cli.common import utc_now
 
         for d in diags:
             click.echo(json.dumps({"event": d.severity, "ts": utc_now(), **d.to_dict()}))
