@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from pipelinez.cli import interrupts
 from pipelinez.cli.usage import PzGroup
 
 Loader = Callable[[], click.Command]
@@ -38,9 +39,15 @@ class LazyPzGroup(PzGroup):
         self._loaded = value
 
     def _load(self, name: str) -> click.Command | None:
-        loader = self._lazy.pop(name, None)
+        loader = self._lazy.get(name)
         if loader is not None:
-            self._loaded[name] = loader()
+            try:
+                self._loaded[name] = loader()
+            except ImportError:  # a stop signal that lands while a C extension initializes (`interrupts`)
+                if not interrupts.tripped():
+                    raise
+                raise KeyboardInterrupt from None
+            del self._lazy[name]
         return self._loaded.get(name)
 
     def command_names(self) -> list[str]:
