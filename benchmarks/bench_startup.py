@@ -2,8 +2,9 @@
 checkout against another pz source tree, alternating, with compiled bytecode.
 
 Each round runs every command once per tree, the order of the trees swapped every round because the
-machine's speed drifts; the table gives each tree's median and fastest wall time and the median of the
-per-round ratios (before / after). Both trees are byte-compiled first (`compileall`), as an installed pz is.
+machine's speed drifts; the table gives each tree's median and fastest wall time, its median CPU time
+(user + system: steadier than wall time on a loaded machine) and the median of the per-round wall-time ratios
+(before / after). Both trees are byte-compiled first (`compileall`), as an installed pz is.
 Each tree validates its own copy of examples/quickstart, in a neutral folder.
 
     .venv/bin/python benchmarks/bench_startup.py                         # this checkout only
@@ -30,6 +31,9 @@ QUICKSTART = ROOT / "examples" / "quickstart"
 PZ = "import sys; from pipelinez.cli.entry import main; sys.exit(main())"
 
 
+Runs = dict[tuple[str, str], list[tuple[float, float]]]  # (command, tree) → (wall, CPU) of each round
+
+
 def tree_at(rev: str, into: Path) -> Path:
     """The pipelinez package of git revision `rev`, extracted into `into`."""
     archive = subprocess.run(
@@ -44,14 +48,25 @@ def commands(project: Path) -> dict[str, list[str]]:
     return {"pz --version": ["--version"], "pz validate quickstart": ["validate", "-p", str(project)]}
 
 
-def once(tree: Path, args: list[str], cwd: Path) -> float:
+def once(tree: Path, args: list[str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one whole `pz` process."""
     env = {**os.environ, "PYTHONPATH": str(tree), "NO_COLOR": "1"}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", PZ, *args], cwd=cwd, env=env, capture_output=True, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PZ, *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    output = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"pz {' '.join(args)} with {tree} failed:\n{done.stdout}{done.stderr}")
-    return wall
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"pz {' '.join(args)} with {tree} failed:\n{output}")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -68,7 +83,7 @@ def main() -> None:
         elif opts.before:
             trees["before"] = opts.before.resolve()
         trees["after"] = ROOT
-        runs: dict[tuple[str, str], list[float]] = {}
+        runs: Runs = {}
         plans: dict[str, dict[str, list[str]]] = {}
         for label, tree in trees.items():
             compileall.compile_dir(tree / "pipelinez", quiet=1)
@@ -86,16 +101,20 @@ def main() -> None:
         report(runs, list(plans["after"]), order)
 
 
-def report(runs: dict[tuple[str, str], list[float]], names: list[str], order: list[str]) -> None:
-    print(f"{'command':<24} {'tree':<7} {'median s':>9} {'fastest s':>10} {'before/after':>13}")
+def report(runs: Runs, names: list[str], order: list[str]) -> None:
+    print(f"{'command':<24} {'tree':<7} {'median s':>9} {'fastest s':>10} {'CPU s':>7} {'before/after':>13}")
     for name in names:
         for label in order:
-            walls = runs[(name, label)]
+            walls = [wall for wall, _ in runs[(name, label)]]
+            cpus = [cpu for _, cpu in runs[(name, label)]]
             ratio = ""
             if label == "after" and "before" in order:
-                pairs = zip(runs[(name, "before")], walls, strict=True)
-                ratio = f"{statistics.median(b / a for b, a in pairs):.2f}x"
-            print(f"{name:<24} {label:<7} {statistics.median(walls):>9.3f} {min(walls):>10.3f} {ratio:>13}")
+                pairs = zip(runs[(name, "before")], runs[(name, label)], strict=True)
+                ratio = f"{statistics.median(b[0] / a[0] for b, a in pairs):.2f}x"
+            print(
+                f"{name:<24} {label:<7} {statistics.median(walls):>9.3f} {min(walls):>10.3f} "
+                f"{statistics.median(cpus):>7.3f} {ratio:>13}"
+            )
 
 
 if __name__ == "__main__":
