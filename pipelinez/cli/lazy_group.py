@@ -50,6 +50,14 @@ class LazyPzGroup(PzGroup):
             del self._lazy[name]
         return self._loaded.get(name)
 
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """A command registered already imported (as click does), without loading the lazy ones."""
+        name = name or cmd.name
+        if name is None:
+            raise TypeError("Command has no name.")
+        self._lazy.pop(name, None)
+        self._loaded[name] = cmd
+
     def command_names(self) -> list[str]:
         return sorted({*self._loaded, *self._lazy})
 

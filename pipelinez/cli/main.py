@@ -21,7 +21,9 @@ from pipelinez.cli.lazy_group import LazyPzGroup
 EXIT_FAILED = 1  # as cli.common.EXIT_FAILED, which this module does not import before a command runs
 
 # Each command: (its module in pipelinez.cli, its name there). The module is imported when the command is
-# looked up (`lazy_group`), so `pz --version` and one command's run import only what they use.
+# looked up (`lazy_group`), so `pz --version` and one command's run import only what they use. A new command
+# is one line here; `cli.add_command(command)` also works, but imports the command's module with this one
+# (tests/functional/test_startup_budget.py counts the modules `pz --version` imports).
 COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("commands_project", "init"),
     "validate": ("commands_inspect", "validate"),

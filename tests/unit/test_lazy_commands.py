@@ -61,3 +61,20 @@ def test_a_stop_signal_that_breaks_a_command_import_is_one_pz0514_line() -> None
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stderr
     assert "PZ0514" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_command_added_the_click_way_loads_no_lazy_one() -> None:
+    import click
+
+    from pipelinez.cli.lazy_group import LazyPzGroup
+
+    loaded: list[str] = []
+
+    def lazy() -> click.Command:
+        loaded.append("lazy")
+        return click.Command("lazy")
+
+    group = LazyPzGroup("g", lazy={"lazy": lazy})
+    group.add_command(click.Command("eager"))
+    assert loaded == [] and group.list_commands(click.Context(group)) == ["eager", "lazy"]
+    assert group.get_command(click.Context(group), "lazy") is not None and loaded == ["lazy"]
