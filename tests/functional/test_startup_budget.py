@@ -111,3 +111,12 @@ def test_the_console_script_answers_version_without_importing_click(tmp_path: Pa
         f"the console script's `pz --version` imports {len(ours)} pipelinez modules (budget "
         f"{CONSOLE_VERSION_MODULES}; see the docstring to update it): {ours}"
     )
+
+
+def test_importing_the_facade_imports_neither_jsonschema_nor_duckdb() -> None:
+    """Each is imported when first used (a file's shape checked, a query bound), so a command that needs
+    neither, or a validation answered from a cache, does not pay for them (about 0.2 s of CPU together)."""
+    probe = "import sys, pipelinez.api; print(sorted({'jsonschema', 'duckdb'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
