@@ -6,15 +6,15 @@ The Python API: `from pipelinez import Project` (see docs/api.md). It is importe
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 __version__ = "0.1.0"
 
 _API = frozenset({"Project", "PzError", "PzConfigError", "PzValidationError"})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
+    # nothing imported at the top: this module runs before `pz` records stop signals (cli/entry.py)
     if name in _API:
+        import importlib
+
         return getattr(importlib.import_module("pipelinez.api"), name)
     raise AttributeError(f"module 'pipelinez' has no attribute {name!r}")

@@ -8,9 +8,8 @@ from pathlib import Path
 import click
 
 from pipelinez.cli import interrupts
-from pipelinez.cli.common import Settings, guarded, parse_vars, var_options
+from pipelinez.cli.common import Settings, guarded, parse_vars, utc_now, var_options
 from pipelinez.cli.usage import PzGroup
-from pipelinez.engine.events import utc_now
 
 
 @click.group(cls=PzGroup)

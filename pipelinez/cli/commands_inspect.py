@@ -8,8 +8,15 @@ import json
 
 import click
 
-from pipelinez.cli.common import Settings, echo_json, guarded, parse_vars, select_options, var_options
-from pipelinez.engine.events import utc_now
+from pipelinez.cli.common import (
+    Settings,
+    echo_json,
+    guarded,
+    parse_vars,
+    select_options,
+    utc_now,
+    var_options,
+)
 
 
 @click.command()

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import click
 
-from pipelinez.cli.common import Settings, guarded
+from pipelinez.cli.common import Settings, guarded, utc_now
 from pipelinez.core.diagnostics import warning
-from pipelinez.engine.events import utc_now
 
 
 @click.command()

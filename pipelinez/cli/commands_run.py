@@ -14,9 +14,9 @@ from pipelinez.cli.common import (
     report_run_error,
     reporter,
     select_options,
+    utc_now,
 )
 from pipelinez.core.diagnostics import PzError, error
-from pipelinez.engine.events import utc_now
 
 
 @click.command()

@@ -23,11 +23,17 @@ from pipelinez.cli.usage import emit
 from pipelinez.core.diagnostics import Diagnostic, PzError, error
 from pipelinez.core.oserrors import os_error, os_reason
 from pipelinez.core.vocabulary import NodeError
-from pipelinez.engine.events import utc_now
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def utc_now() -> str:
+    """`engine.events.utc_now`, imported when a command first prints a JSON line, not for `pz --help`."""
+    from pipelinez.engine.events import utc_now as now
+
+    return now()
 
 
 class Settings:

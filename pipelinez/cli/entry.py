@@ -3,7 +3,8 @@ SIGTERM) while pz starts up is one PZ0514 line too (see `interrupts`), then runs
 command has ended, the process leaves at once with its exit code (`interrupts.exit_now`): a signal can then
 never land in Python's own shutdown, where it printed a traceback or, once Python had put the default
 handlers back, killed a finished run with 143. (`pipelinez.cli.main.main`, called from Python, still ends
-with SystemExit.)"""
+with SystemExit.) A bare `pz --version` is answered here, before click and the command line are imported.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ from pipelinez.cli import interrupts
 
 def main() -> None:
     interrupts.install()
+    if sys.argv[1:] == ["--version"]:  # what click's version option prints, without importing click
+        from pipelinez import __version__
+
+        sys.stdout.write(f"pz, version {__version__}\n")
+        interrupts.exit_now(0)
     try:
         from pipelinez.cli.main import main as run
     except (KeyboardInterrupt, ImportError):

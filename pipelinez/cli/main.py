@@ -7,19 +7,65 @@ Exit codes: 0 everything ran (warnings allowed); 1 a node failed; 2 refused befo
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from pipelinez import __version__
-from pipelinez.cli import commands_docs, commands_inspect, commands_project, commands_run, interrupts
-from pipelinez.cli.common import EXIT_FAILED, Settings, guarded
-from pipelinez.cli.common import _secret_free as _secret_free  # tests mask a crash log through it
-from pipelinez.cli.import_cmd import import_group
-from pipelinez.cli.usage import PzGroup
+from pipelinez.cli import interrupts
+from pipelinez.cli.lazy_group import LazyPzGroup
+
+EXIT_FAILED = 1  # as cli.common.EXIT_FAILED, which this module does not import before a command runs
+
+# Each command: (its module in pipelinez.cli, its name there). The module is imported when the command is
+# looked up (`lazy_group`), so `pz --version` and one command's run import only what they use. A new command
+# is one line here; `cli.add_command(command)` also works, but imports the command's module with this one
+# (tests/functional/test_startup_budget.py counts the modules `pz --version` imports).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("commands_project", "init"),
+    "validate": ("commands_inspect", "validate"),
+    "plan": ("commands_inspect", "plan"),
+    "ls": ("commands_inspect", "ls"),
+    "compile": ("commands_inspect", "compile_"),
+    "show": ("commands_inspect", "show"),
+    "run": ("commands_run", "run"),
+    "build": ("commands_run", "build"),
+    "test": ("commands_run", "test"),
+    "retry": ("commands_run", "retry"),
+    "runs": ("commands_project", "runs"),
+    "clean": ("commands_project", "clean"),
+    "restore": ("commands_project", "restore"),
+    "schema": ("commands_project", "schema"),
+    "lineage": ("commands_inspect", "lineage"),
+    "docs": ("commands_docs", "docs"),
+}
 
 
-@click.group(name="pz", cls=PzGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def _loader(module: str, attr: str) -> Callable[[], click.Command]:
+    def load() -> click.Command:
+        command = getattr(importlib.import_module(f"pipelinez.cli.{module}"), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+    return load
+
+
+def _import_group() -> click.Command:
+    """`pz import dbt`: takes the shared error handling."""
+    from pipelinez.cli.common import guarded
+    from pipelinez.cli.import_cmd import import_group
+
+    return import_group(guarded)
+
+
+_LAZY: dict[str, Callable[[], click.Command]] = {name: _loader(*where) for name, where in COMMANDS.items()}
+_LAZY["import"] = _import_group
+
+
+@click.group(name="pz", cls=LazyPzGroup, lazy=_LAZY, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pz")
 @click.option(
     "-p",
@@ -34,30 +80,17 @@ from pipelinez.cli.usage import PzGroup
 @click.pass_context
 def cli(ctx: click.Context, project: Path | None, log_format: str, no_color: bool, quiet: bool) -> None:
     """PipelineZ: move data from sources to sinks through SQL, validated before data moves."""
+    from pipelinez.cli.common import Settings
+
     ctx.obj = Settings(project, log_format, not no_color, quiet)
 
 
-COMMANDS: tuple[click.Command, ...] = (
-    commands_project.init,
-    commands_inspect.validate,
-    commands_inspect.plan,
-    commands_inspect.ls,
-    commands_inspect.compile_,
-    commands_inspect.show,
-    commands_run.run,
-    commands_run.build,
-    commands_run.test,
-    commands_run.retry,
-    commands_project.runs,
-    commands_project.clean,
-    commands_project.restore,
-    commands_project.schema,
-    commands_inspect.lineage,
-    commands_docs.docs,
-)
-for _command in COMMANDS:
-    cli.add_command(_command)
-cli.add_command(import_group(guarded))  # `pz import dbt`: takes the shared error handling
+def __getattr__(name: str) -> Any:
+    if name == "_secret_free":  # tests mask a crash log through it
+        from pipelinez.cli.common import _secret_free
+
+        return _secret_free
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:

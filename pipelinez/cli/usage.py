@@ -11,11 +11,12 @@ import json
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from pipelinez.core.diagnostics import Diagnostic, error
+if TYPE_CHECKING:
+    from pipelinez.core.diagnostics import Diagnostic
 
 EXIT_REFUSED = 2
 COMMAND_LINE = "command line"
@@ -49,6 +50,8 @@ _PLAIN_WORDS = (
 def usage_diagnostic(
     exc: click.ClickException, argv: Sequence[str] = (), commands: Sequence[str] = ()
 ) -> Diagnostic:
+    from pipelinez.core.diagnostics import error
+
     ctx = getattr(exc, "ctx", None)
     command = ctx.command_path if ctx is not None else "pz"
     if ctx is None:  # errors click raises before it knows the command: name it from the command line
@@ -71,7 +74,7 @@ def emit(diags: Sequence[Diagnostic], log_format: str) -> None:
     from pipelinez.cli.render import diagnostics_report
 
     if log_format == "json":
-        from pipelinez.engine.events import utc_now
+        from pipelinez.cli.common import utc_now
 
         for d in diags:
             click.echo(json.dumps({"event": d.severity, "ts": utc_now(), **d.to_dict()}))
@@ -82,6 +85,8 @@ def emit(diags: Sequence[Diagnostic], log_format: str) -> None:
 
 def _not_built(name: str) -> click.Command:
     def callback(**_kwargs: Any) -> None:
+        from pipelinez.core.diagnostics import error
+
         ctx = click.get_current_context()
         settings = ctx.obj
         emit(
@@ -111,10 +116,17 @@ class PzGroup(click.Group):
     """The `pz` group: usage errors become PZ0513 diagnostics; not-built commands say so."""
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        command = super().get_command(ctx, cmd_name)
+        command = self.find_command(ctx, cmd_name)
         if command is None and cmd_name in NOT_BUILT:
             return _not_built(cmd_name)
         return command
+
+    def find_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The registered command of that name (a subclass may import it here)."""
+        return super().get_command(ctx, cmd_name)
+
+    def command_names(self) -> list[str]:
+        return list(self.commands)
 
     def main(
         self,
@@ -132,7 +144,7 @@ class PzGroup(click.Group):
             if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:  # bare `pz`: its help
                 click.echo(ctx.get_help())
                 sys.exit(0)
-            emit([usage_diagnostic(exc, argv, list(self.commands))], log_format_of(argv))
+            emit([usage_diagnostic(exc, argv, self.command_names())], log_format_of(argv))
             sys.exit(EXIT_REFUSED)
         except click.exceptions.Abort:
             sys.exit(1)

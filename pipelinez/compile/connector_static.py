@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.config.model import InstanceSpec, Project, SinkSpec, SourceSpec
 from pipelinez.config.suggest import did_you_mean
@@ -50,6 +48,8 @@ def _schema_errors(
     base: tuple[str | int, ...],
     locate: Locator,
 ) -> list[Diagnostic]:
+    from jsonschema import Draft202012Validator  # here: `import pipelinez.api` does not import jsonschema
+
     diags = []
     validator = Draft202012Validator(schema)
     for err in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path))):
@@ -171,6 +171,8 @@ def validate_instances(
 
 def _invalid_keys(schema: JsonObject, value: JsonObject) -> set[str]:
     """Top-level keys of `value` that fail `schema` (unknown keys included); "" for a root-level error."""
+    from jsonschema import Draft202012Validator
+
     keys: set[str] = set()
     for err in Draft202012Validator(schema).iter_errors(value):
         if err.absolute_path:

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cache
-from typing import Any, TypeGuard
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from pipelinez.config.checks import CHECK_TYPES, config_twice
 from pipelinez.config.positions import JsonPath, dotted
@@ -20,9 +17,15 @@ from pipelinez.config.yaml_loader import YamlDoc
 from pipelinez.core.diagnostics import Diagnostic, error, sort_diagnostics
 from pipelinez.core.durations import parse_duration
 
+if TYPE_CHECKING:  # jsonschema is imported when a file is first checked, not with the package
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+
 
 @cache
 def _validator(kind: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(load_schema(kind))
 
 

@@ -8,9 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
-
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from pipelinez.config.checks import CHECK_KEYS, CHECK_TYPES, THRESHOLD_PATTERN, example
 from pipelinez.config.positions import JsonPath, dotted
@@ -19,6 +17,9 @@ from pipelinez.config.suggest import did_you_mean, expected_types, kind_of, one_
 from pipelinez.config.yaml_loader import YamlDoc
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.durations import DURATION_PATTERN
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import excerpt
 from pipelinez.core.sqlnames import NAME_PATTERN

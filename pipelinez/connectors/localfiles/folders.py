@@ -19,7 +19,6 @@ so a reader (or a failed attempt) never sees half a file. Hidden names are never
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import secrets
@@ -49,6 +48,8 @@ def exchange(a: Path, b: Path) -> bool:
     """Swap two existing paths in one step with renameat2(RENAME_EXCHANGE). False when unavailable."""
     if not sys.platform.startswith("linux"):
         return False
+    import ctypes  # here, not at the top: `pz validate` imports this module and never swaps a folder
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         renameat2 = libc.renameat2

@@ -1,0 +1,122 @@
+"""A cheap regression guard for start-up and fixed costs (issue 22), counted, not timed: for `pz --version`,
+`pz --help`, and `pz validate` and `pz run` of a small project, the number of `pipelinez` modules the process
+imports and the number of DuckDB statements it issues (calls of `execute`, `executemany`, `sql` and `query` on
+a DuckDB connection or cursor, from any thread, seen by a profile hook on C calls: no seam in pz's own code).
+Each command runs in a fresh Python process, as `pz` does.
+
+The test fails when a change makes a command import more pz modules or run more statements than its budget.
+To update a budget after a deliberate change: run
+`PYTHONPATH=$PWD .venv/bin/python -m pytest tests/functional/test_startup_budget.py -q`, read the counts the
+failure message prints, and write them into BUDGETS below with a word in the commit on why they grew (a
+command that now imports the engine for `--version`, or a query per node, is the kind of growth this catches).
+A count below its budget passes; lower the budget in the same change so the guard stays tight.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipelinez.cli.main import cli
+from tests.conftest import SMALL, write_project
+
+# command → (pipelinez modules imported, DuckDB statements executed), upper bounds. Before issue 22's start-up
+# work (a2e81e6): --version 30/0, --help 30/0, validate 148/11, run 179/35.
+BUDGETS: dict[str, tuple[int, int]] = {
+    "--version": (8, 0),  # the command modules are imported on first use (cli/lazy_group.py)
+    "--help": (28, 0),  # every command's module, not the engine (cli.common.utc_now imports it late)
+    "validate": (145, 11),
+    "run": (176, 35),
+}
+# `pz --version` through the console script (cli/entry.py answers it before click is imported)
+CONSOLE_VERSION_MODULES = 6
+
+PROBE = """
+import json, sys, threading
+STATEMENTS = ("execute", "executemany", "sql", "query")
+counts = {"statements": 0}
+
+def hook(frame, event, arg):
+    if (
+        event == "c_call"
+        and getattr(arg, "__module__", None) == "_duckdb"
+        and getattr(arg, "__name__", None) in STATEMENTS
+        and "DuckDBPyConnection" in (getattr(arg, "__doc__", None) or "").split(")", 1)[0]
+    ):
+        counts["statements"] += 1
+
+sys.argv = ["pz", *json.loads(sys.argv[1])]
+sys.setprofile(hook)
+threading.setprofile(hook)
+from pipelinez.cli.main import main
+try:
+    main()
+except SystemExit as done:
+    code = done.code
+sys.setprofile(None)
+threading.setprofile(None)
+modules = sorted(m for m, mod in sys.modules.items() if m.split(".")[0] == "pipelinez" and mod is not None)
+print("COUNTS " + json.dumps({"code": code, "modules": modules, "statements": counts["statements"]}))
+"""
+
+
+def counts(args: list[str], cwd: Path) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(args)], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("COUNTS ")), None)
+    assert line is not None, done.stdout + done.stderr
+    result: dict[str, object] = json.loads(line.removeprefix("COUNTS "))
+    return result
+
+
+@pytest.mark.parametrize("command", list(BUDGETS))
+def test_a_command_stays_within_its_import_and_query_budget(tmp_path: Path, command: str) -> None:
+    project = write_project(tmp_path / "shop", SMALL)
+    args = [command] if command.startswith("--") else ["-p", str(project), command]
+    got = counts(args, tmp_path)
+    assert got["code"] == 0, got
+    modules = got["modules"]
+    assert isinstance(modules, list)
+    max_modules, max_statements = BUDGETS[command]
+    found = (len(modules), got["statements"])
+    print(f"pz {command}: {found[0]} pipelinez modules, {found[1]} DuckDB statements")
+    assert len(modules) <= max_modules and got["statements"] <= max_statements, (
+        f"pz {command} now imports {found[0]} pipelinez modules (budget {max_modules}) and executes "
+        f"{found[1]} DuckDB statements (budget {max_statements}); if the growth is deliberate, update "
+        f"BUDGETS in this file (see its docstring). Modules: {modules}"
+    )
+
+
+def test_the_console_script_answers_version_without_importing_click(tmp_path: Path) -> None:
+    entry = "from pipelinez.cli.entry import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", entry, "--version"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == CliRunner().invoke(cli, ["--version"]).output  # word for word what click prints
+    imported = {ln.rsplit("|", 1)[-1].strip() for ln in done.stderr.splitlines() if ln.startswith("import ")}
+    assert "click" not in imported
+    ours = sorted(m for m in imported if m.split(".")[0] == "pipelinez")
+    assert len(ours) <= CONSOLE_VERSION_MODULES, (
+        f"the console script's `pz --version` imports {len(ours)} pipelinez modules (budget "
+        f"{CONSOLE_VERSION_MODULES}; see the docstring to update it): {ours}"
+    )
+
+
+def test_importing_the_facade_imports_neither_jsonschema_nor_duckdb() -> None:
+    """Each is imported when first used (a file's shape checked, a query bound), so a command that needs
+    neither, or a validation answered from a cache, does not pay for them (about 0.2 s of CPU together)."""
+    probe = "import sys, pipelinez.api; print(sorted({'jsonschema', 'duckdb'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
