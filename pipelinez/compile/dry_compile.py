@@ -7,20 +7,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelinez.compile.batched_ddl import BatchedDdl
 from pipelinez.compile.bind_cache import BindCache, Columns
-from pipelinez.compile.check_types import check_label, type_problem
+from pipelinez.compile.check_binds import BINDS, CheckBinds, _is_duck_error, _outside_message
 from pipelinez.compile.duck_errors import DuckError, in_file, map_sql_error, parse_duck_error, unknown_name
 from pipelinez.compile.inlining import Origin
 from pipelinez.compile.name_checks import column_clash, column_clash_error
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
 from pipelinez.compile.null_columns import MAX_BIND_ERRORS, Shift, null_at, null_call_at, unshifted
-from pipelinez.compile.sql_inputs import OutsideRead, line_col, outside_reads, refused_statement
+from pipelinez.compile.sql_inputs import line_col, outside_reads, refused_statement
 from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import Diagnostic, error, warning
 from pipelinez.core.duck_messages import condense
@@ -34,26 +33,11 @@ OriginLookup = Callable[
     [str], Sequence[Origin]
 ]  # pipeline name -> where each line of its display SQL came from
 
-CHECK_BATCH = 25  # check queries bound per statement
 _FINAL_SEMICOLON = re.compile(r";(?:\s|--[^\n]*|/\*.*?\*/)*\Z", re.S)
 
+
 # the seam tests count binds through: pipeline or check name -> times its query was bound in this process
-BINDS: Counter[str] = Counter()
-
-
-def _outside_message(what: str, read: OutsideRead, where: str) -> str:
-    return (
-        f"{what} reads {read.what}{where}, which is not one of its inputs: it reads only source() and ref()"
-    )
-
-
-def _is_duck_error(exc: Exception) -> bool:
-    import duckdb
-
-    return isinstance(exc, duckdb.Error)
-
-
-class DryCompiler:
+class DryCompiler(CheckBinds):
     def __init__(
         self,
         schema_of: SchemaLookup,
@@ -375,108 +359,6 @@ class DryCompiler:
         except Exception as exc:
             if not _is_duck_error(exc):
                 raise
-
-    def _bind_checks(self, checks: list[CheckNode]) -> list[Diagnostic]:
-        """Every check query not in the bind cache bound (those that bind are cached)."""
-        keys = {c.name: self.binds.key("check", c.sql, self._inputs(c)) for c in checks}
-        todo = [c for c in checks if self.binds.get(keys[c.name]) is None]
-        self._materialize(list(dict.fromkeys(d for c in todo for d in c.deps)))
-        self.ddl.commit()
-        found = self._bind_uncached(todo)
-        failed = {d.place for d in found}
-        for check in todo:
-            assert check.check is not None
-            if check.check.place not in failed:
-                self.binds.put(keys[check.name], [])
-        return found
-
-    def _bind_uncached(self, checks: list[CheckNode]) -> list[Diagnostic]:
-        """Every check query bound: CHECK_BATCH at a time in one statement (one bind instead of a
-        hundred); a batch that fails is bound check by check, so each error names its check."""
-        single: list[CheckNode] = []
-        suspects: list[CheckNode] = []  # bound one by one: _bind_check words their error
-        refused: list[Diagnostic] = []
-        for check in checks:
-            BINDS[check.name] += 1
-            found = self._check_outside(check)
-            if found:
-                refused += found
-                continue
-            (single if self._single_statement(check) and self._types_fit(check) else suspects).append(check)
-        for start in range(0, len(single), CHECK_BATCH):
-            batch = single[start : start + CHECK_BATCH]
-            union = "\nUNION ALL\n".join(f"(\n{c.sql}\n)" for c in batch)
-            try:
-                self.con.execute("PREPARE __pz_checks AS " + union)
-            except Exception as exc:
-                if not _is_duck_error(exc):
-                    raise
-                self._recover()
-                suspects += batch
-        return refused + [d for d in map(self._bind_check, suspects) if d]
-
-    def _check_outside(self, node: CheckNode) -> list[Diagnostic]:
-        assert node.check is not None
-        if self.external_access:
-            return []
-        what = check_label(node)
-        return [
-            error("PZ0413", _outside_message(what, read, ""), place=node.check.place)
-            for read in outside_reads(self.con, node.sql)
-        ]
-
-    def _single_statement(self, node: CheckNode) -> bool:
-        try:
-            self._assert_single(node)
-        except Exception as exc:
-            if not (_is_duck_error(exc) or isinstance(exc, ValueError)):
-                raise
-            return False
-        return True
-
-    def _types_fit(self, node: CheckNode) -> bool:
-        """Whether the check's options fit its columns' types (else it is bound alone, to say why)."""
-        try:
-            return type_problem(self.con, node) is None
-        except Exception as exc:
-            if not _is_duck_error(exc):
-                raise
-            self._recover()
-            return False
-
-    def _assert_single(self, node: CheckNode) -> None:
-        assert node.check is not None
-        if node.check.type == "expression":
-            # the expression alone must be one expression: `x) OR (1=1` or `x; DROP …` are refused
-            alone = self.con.extract_statements("SELECT " + str(node.check.options["sql"]) + "\n")
-            if len(alone) != 1:
-                raise ValueError("the check expression must be a single SQL expression")
-        if node.check.where is not None:
-            # as the expression: `x) OR (1=1` or `x; DROP …` in config.where are refused
-            alone = self.con.extract_statements("SELECT 1 WHERE " + node.check.where + "\n")
-            if len(alone) != 1:
-                raise ValueError("config.where must be a single SQL predicate")
-        if len(self.con.extract_statements(node.sql)) != 1:
-            raise ValueError("the check expression must be a single SQL expression")
-
-    def _bind_check(self, node: CheckNode) -> Diagnostic | None:
-        assert node.check is not None
-        try:
-            self._assert_single(node)
-            problem = type_problem(self.con, node)  # before binding: its words beat DuckDB's
-            if problem:
-                raise ValueError(problem)
-            self.con.execute("EXPLAIN " + node.sql)
-        except Exception as exc:
-            if not (_is_duck_error(exc) or isinstance(exc, ValueError)):
-                raise
-            summary = parse_duck_error(str(exc), node.sql).summary if _is_duck_error(exc) else str(exc)
-            return error(
-                "PZ0405",
-                f"{check_label(node)}: {condense(summary)}",
-                place=node.check.place,
-            )
-        return None
 
 
 class _Refused(Exception):
