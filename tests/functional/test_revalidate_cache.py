@@ -101,8 +101,8 @@ def test_a_var_default_and_a_var_value_bind_what_uses_the_var(shop: Path) -> Non
 
 
 def test_an_env_value_binds_what_uses_it(shop: Path) -> None:
-    assert validate(shop, env={"SHOP_REGION": "us"}) == {"c": 1}
-    assert validate(shop, env={"SHOP_REGION": "us"}) == {}
+    assert validate(shop, env={"SHOP_REGION": "zz-region"}) == {"c": 1}
+    assert validate(shop, env={"SHOP_REGION": "zz-region"}) == {}
     assert validate(shop) == {"c": 1}  # back to the default: the other value's entry was not kept
 
 
@@ -147,3 +147,31 @@ def test_a_project_with_external_access_is_not_cached(shop: Path) -> None:
     edit(shop, "project.yml", "name: shop\n", "name: shop\nengine: { external_access: true }\n")
     assert validate(shop) == EVERYTHING
     assert validate(shop) == EVERYTHING
+
+
+def test_replay_keeps_warnings_and_checks_env_values(tmp_path: Path) -> None:
+    from pipelinez.config.loader import load_project
+    from pipelinez.core.diagnostics import Place, warning
+
+    root = write_project(tmp_path / "shop", FILES)
+    project, _ = load_project(root)
+    assert project is not None
+    warned = (
+        warning(
+            "PZ0406", "dataset 'files.orders' has no declared columns", place=Place("sources/files.yml", 3, 5)
+        ),
+    )
+    key = validate_cache.files_key(root, {})
+    validate_cache.store(
+        project, key, {"SHOP_REGION": "zz-region"}, False, validate_cache.Replayed(8, warned)
+    )
+    replayed = validate_cache.replay(root, key, {"SHOP_REGION": "zz-region"})
+    assert replayed == validate_cache.Replayed(8, warned)
+    assert validate_cache.replay(root, key, {"SHOP_REGION": "eu"}) is None
+    assert (
+        validate_cache.replay(
+            root, validate_cache.files_key(root, {"min_id": "1"}), {"SHOP_REGION": "zz-region"}
+        )
+        is None
+    )
+    assert "zz-region" not in (root / ".pz" / "target" / "validate.json").read_text()  # a digest only
