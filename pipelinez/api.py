@@ -266,6 +266,7 @@ class Project:
         replayed = validate_cache.replay(self.root, key, self.environ)
         if replayed is not None:  # an unchanged project: validated by an earlier process
             return ValidationReport(replayed.nodes, replayed.warnings)
+        seen = validate_cache.before(self.root, key, vars)
         checked = prepare.validate(self.root, vars, self.environ, connect=connect, compiles=self._compiles)
         if checked.errors:
             raise PzValidationError([*checked.errors, *checked.warnings])
@@ -274,7 +275,7 @@ class Project:
         report = ValidationReport(len(dag.nodes) if dag else 0, tuple(checked.warnings))
         if compiled is not None and checked.project is not None and not compiled.told:
             result = validate_cache.Replayed(report.nodes, report.warnings)
-            validate_cache.store(checked.project, key, self.environ, bool(compiled.incremental), result)
+            validate_cache.store(checked.project, seen, self.environ, bool(compiled.incremental), result)
         return report
 
     def plan(

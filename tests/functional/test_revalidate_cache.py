@@ -162,8 +162,9 @@ def test_replay_keeps_warnings_and_checks_env_values(tmp_path: Path) -> None:
         ),
     )
     key = validate_cache.files_key(root, {})
+    seen = validate_cache.before(root, key, {})
     validate_cache.store(
-        project, key, {"SHOP_REGION": "zz-region"}, False, validate_cache.Replayed(8, warned)
+        project, seen, {"SHOP_REGION": "zz-region"}, False, validate_cache.Replayed(8, warned)
     )
     replayed = validate_cache.replay(root, key, {"SHOP_REGION": "zz-region"})
     assert replayed == validate_cache.Replayed(8, warned)
@@ -175,3 +176,15 @@ def test_replay_keeps_warnings_and_checks_env_values(tmp_path: Path) -> None:
         is None
     )
     assert "zz-region" not in (root / ".pz" / "target" / "validate.json").read_text()  # a digest only
+
+
+def test_a_folder_edited_while_it_compiled_is_not_stored(tmp_path: Path) -> None:
+    from pipelinez.config.loader import load_project
+
+    root = write_project(tmp_path / "shop", FILES)
+    project, _ = load_project(root)
+    assert project is not None
+    seen = validate_cache.before(root, validate_cache.files_key(root, {}), {})
+    edit(root, "pipelines/a.sql", "SELECT", "SELECT 1 AS one,")
+    validate_cache.store(project, seen, None, False, validate_cache.Replayed(8, ()))
+    assert not (root / ".pz" / "target" / "validate.json").exists()

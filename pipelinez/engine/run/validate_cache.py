@@ -110,16 +110,34 @@ def replay(root: Path, key: str | None, environ: Mapping[str, str] | None) -> Re
         return None
 
 
+@dataclass(frozen=True)
+class Before:
+    """What the folder and the committed watermarks were before a compile began."""
+
+    key: str
+    overrides: dict[str, str]
+    watermarks: list[str] | None
+
+
+def before(root: Path, key: str | None, overrides: Mapping[str, str] | None) -> Before | None:
+    return None if key is None else Before(key, dict(overrides or {}), _watermarks(root))
+
+
 def store(
     project: Project,
-    key: str | None,
+    seen: Before | None,
     environ: Mapping[str, str] | None,
     incremental: bool,
     result: Replayed,
 ) -> None:
-    """Keep a valid validation for `replay` (nothing when the folder could not be keyed)."""
-    if key is None or project.engine.external_access:
+    """Keep a valid validation for `replay`; nothing when the folder could not be keyed, or when it or the
+    committed watermarks changed while the compile ran (the result may be of either content)."""
+    if seen is None or project.engine.external_access:
         return
+    marks = _watermarks(project.root)
+    if files_key(project.root, seen.overrides) != seen.key or marks != seen.watermarks:
+        return
+    key = seen.key
     salt = secrets.token_hex(16)
     entry = {
         "format": FORMAT,
@@ -127,7 +145,7 @@ def store(
         "salt": salt,
         "env_names": sorted(project.env),
         "env": _salted(salt, _env_pairs(list(project.env), environ)),
-        "watermarks": _salted(salt, _watermarks(project.root)) if incremental else None,
+        "watermarks": _salted(salt, marks) if incremental else None,
         "nodes": result.nodes,
         "warnings": [d.to_dict() for d in result.warnings],
     }
