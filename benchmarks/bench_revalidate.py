@@ -78,7 +78,8 @@ def main() -> None:
         order = KINDS[round_ % len(KINDS) :] + KINDS[: round_ % len(KINDS)]
         for kind in order:
             runs[kind].append(measure(project, kind))
-        print(f"  round {round_ + 1}: " + ", ".join(f"{k} {runs[k][-1].wall:.2f} s" for k in KINDS), flush=True)
+        times = ", ".join(f"{k} {runs[k][-1].wall:.2f} s ({runs[k][-1].cpu:.2f} cpu)" for k in KINDS)
+        print(f"  round {round_ + 1}: {times}", flush=True)
     project.edited.write_text(project.original, encoding="utf-8")
 
     print(

@@ -78,6 +78,8 @@ class DryCompiler(CheckBinds):
     def query_columns(self, sql: str) -> list[str] | None:
         """The names a query over the bound tables gives its columns, before CREATE TABLE … AS renames a
         taken one (`a`, `"A"` → `a`, `A_1`); None when it does not bind."""
+        if self.virtual:  # it may read any table: those the cache answered for are made first
+            self.materialize_all()
         try:
             rows = self.con.execute("DESCRIBE " + _without_final_semicolon(sql)).fetchall()
         except Exception as exc:

@@ -188,3 +188,12 @@ def test_a_folder_edited_while_it_compiled_is_not_stored(tmp_path: Path) -> None
     edit(root, "pipelines/a.sql", "SELECT", "SELECT 1 AS one,")
     validate_cache.store(project, seen, None, False, validate_cache.Replayed(8, ()))
     assert not (root / ".pz" / "target" / "validate.json").exists()
+
+
+def test_a_case_clash_found_after_the_bind_is_found_from_the_cache_too(shop: Path) -> None:
+    """PZ0119 describes the query again over its inputs: the tables the cache answered for are made."""
+    edit(shop, "pipelines/c.sql", "AS region", 'AS region, 1 AS "ID"')
+    for _ in range(2):
+        COMPILES.clear()
+        result = pz(shop, "validate")
+        assert result.exit_code == 2 and "PZ0119 pipelines/c.sql" in result.output, result.output
