@@ -266,7 +266,7 @@ class Project:
         replayed = validate_cache.replay(self.root, key, self.environ)
         if replayed is not None:  # an unchanged project: validated by an earlier process
             return ValidationReport(replayed.nodes, replayed.warnings)
-        seen = validate_cache.before(self.root, key, vars)
+        seen = validate_cache.before(key, vars)
         checked = prepare.validate(self.root, vars, self.environ, connect=connect, compiles=self._compiles)
         if checked.errors:
             raise PzValidationError([*checked.errors, *checked.warnings])

@@ -164,7 +164,7 @@ def test_replay_keeps_warnings_and_checks_env_values(tmp_path: Path) -> None:
         ),
     )
     key = validate_cache.files_key(root, {})
-    seen = validate_cache.before(root, key, {})
+    seen = validate_cache.before(key, {})
     validate_cache.store(
         project, seen, {"SHOP_REGION": "zz-region"}, False, validate_cache.Replayed(8, warned)
     )
@@ -186,7 +186,7 @@ def test_a_folder_edited_while_it_compiled_is_not_stored(tmp_path: Path) -> None
     root = write_project(tmp_path / "shop", FILES)
     project, _ = load_project(root)
     assert project is not None
-    seen = validate_cache.before(root, validate_cache.files_key(root, {}), {})
+    seen = validate_cache.before(validate_cache.files_key(root, {}), {})
     edit(root, "pipelines/a.sql", "SELECT", "SELECT 1 AS one,")
     validate_cache.store(project, seen, None, False, validate_cache.Replayed(8, ()))
     assert not (root / ".pz" / "target" / "validate.json").exists()
@@ -220,3 +220,20 @@ def test_a_reader_binds_against_a_table_made_from_cached_types(tmp_path: Path) -
     assert validate(root, nodes=6) == {"a": 1, "b": 1, "c": 1, "d": 1}
     edit(root, "pipelines/c.sql", "AS first", "AS first_item")
     assert validate(root, nodes=6) == {"c": 1}  # b's table made from its cached types, not bound
+
+
+def test_a_project_that_reads_incrementally_is_validated_again(tmp_path: Path) -> None:
+    """Its committed watermarks enter its validation, wherever the state lives: never replayed (its
+    pipelines' binds are still cached: the watermark literals are in their SQL)."""
+    files = {
+        **FILES,
+        "sources/files.yml": FILES["sources/files.yml"].replace(
+            "amount: integer } }", "amount: integer }, sync: { mode: incremental, cursor: id } }"
+        ),
+        "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\noutputs:\n"
+        "  c: { strategy: append, duplicates: accept }\n  d: { strategy: append, duplicates: accept }\n",
+    }
+    root = write_project(tmp_path / "shop", files)
+    assert validate(root) == EVERYTHING
+    assert not (root / ".pz" / "target" / "validate.json").exists()
+    assert validate(root) == {}

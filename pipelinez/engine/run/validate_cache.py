@@ -4,11 +4,12 @@ The file holds the last valid validation (its node count and warnings) under a c
 every project file, the size and modification time of every other entry of the folder and of pz's own
 modules, the schemas `--connect` cached, the `--var` values and the pz and connector versions (the key of
 `compile_cache.content_key`, computed without loading the project). Besides it the entry keeps what only the
-loaded project names: a salted digest of the values of the environment variables the project declares, and,
-when the project reads incrementally, of the committed watermarks; both must still match. Never stored: a
-validation with errors, one with `--connect`, a project with `engine.external_access` (binding may read any
-file) and one whose datasets' columns a connector told (a file outside the folder may change them). A file
-that is missing, corrupt or foreign is a miss, never an error; it is written atomically.
+loaded project names: a salted digest of the values of the environment variables the project declares, which
+must still match. Never stored: a validation with errors, one with `--connect`, a project with
+`engine.external_access` (binding may read any file), one whose datasets' columns a connector told (a file
+outside the folder may change them), one that reads incrementally (its committed watermarks, wherever the
+state lives, enter its validation), and one whose folder changed while it compiled. A file that is missing,
+corrupt or foreign is a miss, never an error; it is written atomically.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from pipelinez.compile.bind_cache import pz_fingerprint, write_atomic
 from pipelinez.config.discovery import PROJECT_FILE
 from pipelinez.connectors import registry
 from pipelinez.core.diagnostics import Diagnostic, DiagnosticSeverity, Place
-from pipelinez.core.run_state import RunState, StateFileError
 from pipelinez.engine.run.folder_key import Digest, feed_folder, feed_project_files, read_bytes
 
 if TYPE_CHECKING:
@@ -83,16 +83,8 @@ def _env_pairs(names: list[str], environ: Mapping[str, str] | None) -> list[tupl
     return [(name, env.get(name)) for name in sorted(names)]
 
 
-def _watermarks(root: Path) -> list[str] | None:
-    try:
-        marks = RunState(root / ".pz").watermarks()
-    except StateFileError:
-        return None
-    return sorted(repr((key, mark)) for key, mark in marks.items())
-
-
 def replay(root: Path, key: str | None, environ: Mapping[str, str] | None) -> Replayed | None:
-    """The stored validation when its key and its project's env values (and watermarks) still match."""
+    """The stored validation when its key and its project's env values still match."""
     if key is None:
         return None
     try:
@@ -102,8 +94,6 @@ def replay(root: Path, key: str | None, environ: Mapping[str, str] | None) -> Re
         salt = str(entry["salt"])
         if entry["env"] != _salted(salt, _env_pairs(list(entry["env_names"]), environ)):
             return None
-        if entry["watermarks"] is not None and entry["watermarks"] != _salted(salt, _watermarks(root)):
-            return None
         warnings = tuple(_diagnostic(d) for d in entry["warnings"])
         return Replayed(int(entry["nodes"]), warnings)
     except (OSError, ValueError, TypeError, AttributeError, KeyError):
@@ -112,15 +102,14 @@ def replay(root: Path, key: str | None, environ: Mapping[str, str] | None) -> Re
 
 @dataclass(frozen=True)
 class Before:
-    """What the folder and the committed watermarks were before a compile began."""
+    """What the folder was before a compile began."""
 
     key: str
     overrides: dict[str, str]
-    watermarks: list[str] | None
 
 
-def before(root: Path, key: str | None, overrides: Mapping[str, str] | None) -> Before | None:
-    return None if key is None else Before(key, dict(overrides or {}), _watermarks(root))
+def before(key: str | None, overrides: Mapping[str, str] | None) -> Before | None:
+    return None if key is None else Before(key, dict(overrides or {}))
 
 
 def store(
@@ -130,12 +119,11 @@ def store(
     incremental: bool,
     result: Replayed,
 ) -> None:
-    """Keep a valid validation for `replay`; nothing when the folder could not be keyed, or when it or the
-    committed watermarks changed while the compile ran (the result may be of either content)."""
-    if seen is None or project.engine.external_access:
+    """Keep a valid validation for `replay`; nothing when the folder could not be keyed, when the project
+    reads incrementally, or when the folder changed while the compile ran (the result may be of either)."""
+    if seen is None or incremental or project.engine.external_access:
         return
-    marks = _watermarks(project.root)
-    if files_key(project.root, seen.overrides) != seen.key or marks != seen.watermarks:
+    if files_key(project.root, seen.overrides) != seen.key:
         return
     key = seen.key
     salt = secrets.token_hex(16)
@@ -145,7 +133,6 @@ def store(
         "salt": salt,
         "env_names": sorted(project.env),
         "env": _salted(salt, _env_pairs(list(project.env), environ)),
-        "watermarks": _salted(salt, marks) if incremental else None,
         "nodes": result.nodes,
         "warnings": [d.to_dict() for d in result.warnings],
     }
