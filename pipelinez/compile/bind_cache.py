@@ -55,7 +55,7 @@ def pz_fingerprint() -> str:
 
 
 class BindCache:
-    """The entries of `.pz/target/binds.json` (`path`: the target folder; None: a cache that keeps
+    """The entries of `.pz/target/binds.json` (`folder`: the target folder; None: a cache that keeps
     nothing, for a compile that may read files)."""
 
     def __init__(self, folder: Path | None):
