@@ -35,7 +35,7 @@ from pipelinez.core.diagnostics import (
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.stop_signals import sigterm_stops_the_run
 from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy, Tier
-from pipelinez.engine.run import prepare, workflow
+from pipelinez.engine.run import prepare, validate_cache, workflow
 from pipelinez.engine.run.compile_cache import COMPILES
 from pipelinez.engine.run.workflow import EventCallbackError, OnEvent
 from pipelinez.engine.run.workflow import Forward as _Forward
@@ -262,11 +262,21 @@ class Project:
         given.flag("connect", connect)
         given.variables("vars", vars)
         given.check()
+        key = None if connect else validate_cache.files_key(self.root, vars)
+        replayed = validate_cache.replay(self.root, key, self.environ)
+        if replayed is not None:  # an unchanged project: validated by an earlier process
+            return ValidationReport(replayed.nodes, replayed.warnings)
+        seen = validate_cache.before(key, vars)
         checked = prepare.validate(self.root, vars, self.environ, connect=connect, compiles=self._compiles)
         if checked.errors:
             raise PzValidationError([*checked.errors, *checked.warnings])
-        dag = checked.compiled.dag if checked.compiled else None
-        return ValidationReport(len(dag.nodes) if dag else 0, tuple(checked.warnings))
+        compiled = checked.compiled
+        dag = compiled.dag if compiled else None
+        report = ValidationReport(len(dag.nodes) if dag else 0, tuple(checked.warnings))
+        if compiled is not None and checked.project is not None and not compiled.told:
+            result = validate_cache.Replayed(report.nodes, report.warnings)
+            validate_cache.store(checked.project, seen, self.environ, bool(compiled.incremental), result)
+        return report
 
     def plan(
         self,

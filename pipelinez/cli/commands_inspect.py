@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +19,10 @@ from pipelinez.cli.common import (
     var_options,
 )
 
+if TYPE_CHECKING:
+    from pipelinez.api import ValidationReport
+    from pipelinez.engine.run.validate_cache import Replayed
+
 
 @click.command()
 @click.option("--connect", is_flag=True, help="Also run tier 5: connection, schema drift, sink permissions.")
@@ -26,10 +31,16 @@ from pipelinez.cli.common import (
 @guarded
 def validate(settings: Settings, connect: bool, variables: tuple[str, ...]) -> None:
     """Run validation tiers 1-4 (5 with --connect); print every error and warning."""
-    from pipelinez.api import Project
+    from pipelinez.engine.run.validate_cache import replay_project
 
     overrides = parse_vars(variables)
-    report = Project(settings.project).validate(connect=connect, vars=overrides)  # errors: PzValidationError
+    report: ValidationReport | Replayed | None = None
+    if not connect:  # an unchanged project, from .pz/target/, before importing what a compile needs
+        report = replay_project(settings.project, overrides)
+    if report is None:
+        from pipelinez.api import Project
+
+        report = Project(settings.project).validate(connect=connect, vars=overrides)  # PzValidationError
     settings.emit_diagnostics(report.warnings)
     if settings.log_format == "text" and not settings.quiet:
         click.echo(f"ok: project is valid ({report.nodes} nodes)")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from pipelinez.compile import not_built
 from pipelinez.compile.append_duplicates import check_incremental_outputs, yaml_incremental
+from pipelinez.compile.bind_cache import BindCache
 from pipelinez.compile.bounds import read_bounds
 from pipelinez.compile.connector_static import validate_instances
 from pipelinez.compile.dag import CompiledDag, build_nodes
@@ -171,12 +172,16 @@ def compile_project(
         static_schema_lookup(project, schemas, last_staging, told),
         lambda name: inline(good[name].display_query, good, name, display=True)[1] if name in good else [],
         external_access=project.engine.external_access,
+        binds=BindCache(None if project.engine.external_access else project.state_dir / "target"),
     )
     try:
         found, warned = compiler.run(nodes)
+        compiler.binds.save()
         found += _write_columns(project, nodes, compiler)
         found += result_column_clashes(nodes, good, compiler.columns_of, compiler.query_columns)
         warned += unknown_doc_columns(project, good, compiler.columns_of)
+        if describe:
+            compiler.materialize_all()
         described = describe_tables(compiler.con, good) if describe else None
     finally:
         compiler.close()

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelinez.compile.batched_ddl import BatchedDdl
-from pipelinez.compile.check_types import check_label, type_problem
+from pipelinez.compile.bind_cache import BindCache, Columns
+from pipelinez.compile.check_binds import BINDS, CheckBinds, _is_duck_error, _outside_message
 from pipelinez.compile.duck_errors import DuckError, in_file, map_sql_error, parse_duck_error, unknown_name
 from pipelinez.compile.inlining import Origin
 from pipelinez.compile.name_checks import column_clash, column_clash_error
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
 from pipelinez.compile.null_columns import MAX_BIND_ERRORS, Shift, null_at, null_call_at, unshifted
-from pipelinez.compile.sql_inputs import OutsideRead, line_col, outside_reads, refused_statement
+from pipelinez.compile.sql_inputs import line_col, outside_reads, refused_statement
 from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import Diagnostic, error, warning
 from pipelinez.core.duck_messages import condense
@@ -32,25 +33,17 @@ OriginLookup = Callable[
     [str], Sequence[Origin]
 ]  # pipeline name -> where each line of its display SQL came from
 
-CHECK_BATCH = 25  # check queries bound per statement
 _FINAL_SEMICOLON = re.compile(r";(?:\s|--[^\n]*|/\*.*?\*/)*\Z", re.S)
 
 
-def _outside_message(what: str, read: OutsideRead, where: str) -> str:
-    return (
-        f"{what} reads {read.what}{where}, which is not one of its inputs: it reads only source() and ref()"
-    )
-
-
-def _is_duck_error(exc: Exception) -> bool:
-    import duckdb
-
-    return isinstance(exc, duckdb.Error)
-
-
-class DryCompiler:
+# the seam tests count binds through: pipeline or check name -> times its query was bound in this process
+class DryCompiler(CheckBinds):
     def __init__(
-        self, schema_of: SchemaLookup, origins: OriginLookup | None = None, external_access: bool = False
+        self,
+        schema_of: SchemaLookup,
+        origins: OriginLookup | None = None,
+        external_access: bool = False,
+        binds: BindCache | None = None,
     ):
 
         self.con: duckdb.DuckDBPyConnection = duck_connect.connect()
@@ -63,17 +56,30 @@ class DryCompiler:
         self.ddl = BatchedDdl(self.con)  # the tables of sources and pipelines, many to a transaction
         self.schema_of = schema_of
         self.origins: OriginLookup = origins or (lambda _name: [])
+        self.binds = binds or BindCache(None)
+        self.shapes: dict[str, Columns] = {}  # a created (or cached) table's columns and types, by node
+        self.virtual: dict[str, Columns] = {}  # pipelines the cache answered for: tables not created yet
+        self._nodes: dict[str, Node] = {}
 
     def close(self) -> None:
         self.con.close()
 
     def columns_of(self, name: str) -> list[str] | None:
         """The columns of a bound pipeline, or None when it was not bound."""
+        if name in self.shapes:
+            return [column for column, _ in self.shapes[name]]
         return _columns_of(self.con, name)
+
+    def materialize_all(self) -> None:
+        """Create every table the cache answered for (what reads the connection needs them all)."""
+        self._materialize(list(self.virtual))
+        self.ddl.commit()
 
     def query_columns(self, sql: str) -> list[str] | None:
         """The names a query over the bound tables gives its columns, before CREATE TABLE … AS renames a
         taken one (`a`, `"A"` → `a`, `A_1`); None when it does not bind."""
+        if self.virtual:  # it may read any table: those the cache answered for are made first
+            self.materialize_all()
         try:
             rows = self.con.execute("DESCRIBE " + _without_final_semicolon(sql)).fetchall()
         except Exception as exc:
@@ -92,6 +98,7 @@ class DryCompiler:
         broken: set[str] = set()
         loose: set[str] = set()
         checks: list[CheckNode] = []
+        self._nodes = nodes
         for name, node in nodes.items():
             if any(d in broken for d in node.deps):
                 broken.add(name)
@@ -110,15 +117,16 @@ class DryCompiler:
                     )
                     continue
                 diag = self._create_source(node, columns)
+                if diag is None:
+                    self.shapes[name] = list(columns)
             elif isinstance(node, PipelineNode):
-                found = self._refuse_outside(node)
-                if found:
-                    diags = found
-                elif any(d in loose for d in node.deps):
-                    loose.add(name)
-                    diags = _listed(self._parse_only(node))
+                if any(d in loose for d in node.deps):
+                    found = self._refuse_outside(node)
+                    if not found:
+                        loose.add(name)
+                    diags = found or _listed(self._parse_only(node))
                 else:
-                    diags = self._bind_pipeline(node)
+                    diags = self._bind_cached(node)
                 if diags:
                     errors += diags
                     broken.add(name)
@@ -135,6 +143,53 @@ class DryCompiler:
         self.ddl.commit()
         errors += self._bind_checks(checks)
         return errors, warnings
+
+    def _inputs(self, node: Node) -> list[tuple[str, Columns | None]]:
+        """The tables a node reads (its deps that are loads or pipelines) with their columns."""
+        return [
+            (d, self.shapes.get(d))
+            for d in node.deps
+            if isinstance(self._nodes.get(d), SourceLoadNode | PipelineNode)
+        ]
+
+    def _bind_cached(self, node: PipelineNode) -> list[Diagnostic]:
+        """The pipeline's result columns from the bind cache, else bound (and cached when it binds)."""
+        key = self.binds.key("pipeline", node.display_sql, self._inputs(node))
+        cached = self.binds.get(key)
+        if cached is not None:
+            self.shapes[node.name] = self.virtual[node.name] = cached
+            return []
+        found = self._refuse_outside(node)
+        if found:
+            return found
+        self._materialize(node.deps)
+        found = self._bind_pipeline(node)
+        if not found:
+            columns = _typed_columns(self.con, node.name)
+            if columns:
+                self.shapes[node.name] = columns
+                self.binds.put(key, columns)
+        return found
+
+    def _materialize(self, names: Sequence[str]) -> None:
+        """Create the tables of these cached pipelines from their cached columns (one DuckDB cannot
+        create from its type names: bound from its query, as without a cache)."""
+        for name in names:
+            columns = self.virtual.pop(name, None)
+            if columns is None:
+                continue
+            cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in columns)
+            try:
+                if ";" in cols:
+                    raise ValueError(cols)
+                self.ddl.execute(f"CREATE TABLE {quote_ident(name)} ({cols})", name)
+            except Exception as exc:
+                if not (_is_duck_error(exc) or isinstance(exc, ValueError)):
+                    raise
+                node = self._nodes[name]
+                assert isinstance(node, PipelineNode)
+                self._materialize(node.deps)
+                self._bind_pipeline(node)
 
     def _create_source(self, node: SourceLoadNode, columns: list[tuple[str, str]]) -> Diagnostic | None:
         unnamable = [c for c, _ in columns if "\x00" in c]
@@ -234,6 +289,7 @@ class DryCompiler:
         return self._check_statement(node)
 
     def _bind_pipeline(self, node: PipelineNode) -> list[Diagnostic]:
+        BINDS[node.name] += 1
         query = _without_final_semicolon(node.display_sql)  # secrets masked: errors may quote SQL
         if ";" in query:  # perhaps several statements: say so rather than bind the first
             diag = self._check_statement(node)
@@ -306,93 +362,6 @@ class DryCompiler:
             if not _is_duck_error(exc):
                 raise
 
-    def _bind_checks(self, checks: list[CheckNode]) -> list[Diagnostic]:
-        """Every check query bound: CHECK_BATCH at a time in one statement (one bind instead of a
-        hundred); a batch that fails is bound check by check, so each error names its check."""
-        single: list[CheckNode] = []
-        suspects: list[CheckNode] = []  # bound one by one: _bind_check words their error
-        refused: list[Diagnostic] = []
-        for check in checks:
-            found = self._check_outside(check)
-            if found:
-                refused += found
-                continue
-            (single if self._single_statement(check) and self._types_fit(check) else suspects).append(check)
-        for start in range(0, len(single), CHECK_BATCH):
-            batch = single[start : start + CHECK_BATCH]
-            union = "\nUNION ALL\n".join(f"(\n{c.sql}\n)" for c in batch)
-            try:
-                self.con.execute("PREPARE __pz_checks AS " + union)
-            except Exception as exc:
-                if not _is_duck_error(exc):
-                    raise
-                self._recover()
-                suspects += batch
-        return refused + [d for d in map(self._bind_check, suspects) if d]
-
-    def _check_outside(self, node: CheckNode) -> list[Diagnostic]:
-        assert node.check is not None
-        if self.external_access:
-            return []
-        what = check_label(node)
-        return [
-            error("PZ0413", _outside_message(what, read, ""), place=node.check.place)
-            for read in outside_reads(self.con, node.sql)
-        ]
-
-    def _single_statement(self, node: CheckNode) -> bool:
-        try:
-            self._assert_single(node)
-        except Exception as exc:
-            if not (_is_duck_error(exc) or isinstance(exc, ValueError)):
-                raise
-            return False
-        return True
-
-    def _types_fit(self, node: CheckNode) -> bool:
-        """Whether the check's options fit its columns' types (else it is bound alone, to say why)."""
-        try:
-            return type_problem(self.con, node) is None
-        except Exception as exc:
-            if not _is_duck_error(exc):
-                raise
-            self._recover()
-            return False
-
-    def _assert_single(self, node: CheckNode) -> None:
-        assert node.check is not None
-        if node.check.type == "expression":
-            # the expression alone must be one expression: `x) OR (1=1` or `x; DROP …` are refused
-            alone = self.con.extract_statements("SELECT " + str(node.check.options["sql"]) + "\n")
-            if len(alone) != 1:
-                raise ValueError("the check expression must be a single SQL expression")
-        if node.check.where is not None:
-            # as the expression: `x) OR (1=1` or `x; DROP …` in config.where are refused
-            alone = self.con.extract_statements("SELECT 1 WHERE " + node.check.where + "\n")
-            if len(alone) != 1:
-                raise ValueError("config.where must be a single SQL predicate")
-        if len(self.con.extract_statements(node.sql)) != 1:
-            raise ValueError("the check expression must be a single SQL expression")
-
-    def _bind_check(self, node: CheckNode) -> Diagnostic | None:
-        assert node.check is not None
-        try:
-            self._assert_single(node)
-            problem = type_problem(self.con, node)  # before binding: its words beat DuckDB's
-            if problem:
-                raise ValueError(problem)
-            self.con.execute("EXPLAIN " + node.sql)
-        except Exception as exc:
-            if not (_is_duck_error(exc) or isinstance(exc, ValueError)):
-                raise
-            summary = parse_duck_error(str(exc), node.sql).summary if _is_duck_error(exc) else str(exc)
-            return error(
-                "PZ0405",
-                f"{check_label(node)}: {condense(summary)}",
-                place=node.check.place,
-            )
-        return None
-
 
 class _Refused(Exception):
     """A statement a pipeline may not run (ATTACH, COPY, …)."""
@@ -410,6 +379,15 @@ def _without_final_semicolon(sql: str) -> str:
     """The query without its closing `;`, even when comments follow it (blanked, so positions hold)."""
     match = _FINAL_SEMICOLON.search(sql)
     return sql if match is None else sql[: match.start()] + " " + sql[match.start() + 1 :]
+
+
+def _typed_columns(con: duckdb.DuckDBPyConnection, name: str) -> Columns | None:
+    try:
+        return [(str(r[0]), str(r[1])) for r in con.execute(f"DESCRIBE {quote_ident(name)}").fetchall()]
+    except Exception as exc:
+        if not _is_duck_error(exc):
+            raise
+        return None
 
 
 def _columns_of(con: duckdb.DuckDBPyConnection, name: str) -> list[str] | None:

@@ -16,7 +16,7 @@ import pytest
 from pipelinez.api import Project
 from pipelinez.connectors import registry
 from pipelinez.core.run_state import Watermark
-from pipelinez.engine.run import compile_cache
+from pipelinez.engine.run import compile_cache, folder_key
 from pipelinez.engine.run.compile_cache import COMPILES, content_key
 from tests.conftest import write_project
 
@@ -224,7 +224,7 @@ def test_a_linked_pipelines_folder_pointed_elsewhere_compiles_again(
 def test_a_folder_too_large_to_fingerprint_is_not_cached(
     shop: Path, compiles: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(compile_cache, "MAX_ENTRIES", 5)
+    monkeypatch.setattr(folder_key, "MAX_ENTRIES", 5)
     for i in range(6):
         (shop / "data" / f"extra{i}.txt").write_text("x")
     Project(shop).plan()

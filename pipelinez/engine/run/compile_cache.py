@@ -13,39 +13,18 @@ holds. A project with `engine.external_access` is never cached: its dry compile 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from pathlib import Path
 
 from pipelinez import __version__
 from pipelinez.compile.compiler import CompileResult, compile_project, static_schema_lookup
 from pipelinez.compile.nodes import SourceLoadNode
-from pipelinez.config.discovery import PROJECT_FILE, discover
 from pipelinez.config.model import Project
 from pipelinez.connectors import registry
-from pipelinez.core.lockfile import LOCK_FILE
 from pipelinez.core.run_state import Watermark
-
-# the other files of the folder enter by their size and modification time, up to this many entries (a
-# larger folder is not cached: walking it could cost more than compiling)
-MAX_ENTRIES = 50_000
-_SKIPPED_DIRS = frozenset({".pz", ".git"})
-
-
-class _Digest:
-    def __init__(self) -> None:
-        self._hash = hashlib.sha256()
-
-    def feed(self, *parts: object) -> None:
-        for part in parts:
-            data = part if isinstance(part, bytes) else repr(part).encode()
-            self._hash.update(len(data).to_bytes(8, "big") + data)
-
-    def hexdigest(self) -> str:
-        return self._hash.hexdigest()
+from pipelinez.engine.run.folder_key import Digest, feed_folder, feed_project_files, read_bytes
 
 
 def content_key(
@@ -57,73 +36,19 @@ def content_key(
     """The content key of compiling `project` with these values and watermarks; None: not cacheable."""
     if project.engine.external_access:
         return None
-    digest = _Digest()
+    digest = Digest()
     digest.feed("pz", __version__, str(project.root))
     for name, connector in sorted(registry.installed().items()):
         digest.feed(name, connector.distribution, connector.version)
-    _feed_project_files(digest, project.root)
-    if not _feed_folder(digest, project.root):
+    feed_project_files(digest, project.root)
+    if not feed_folder(digest, project.root):
         return None
-    digest.feed("schemas", _read(project.state_dir / "target" / "schemas.json"))
+    digest.feed("schemas", read_bytes(project.state_dir / "target" / "schemas.json"))
     digest.feed("vars", sorted((overrides or {}).items()))
     env = os.environ if environ is None else environ
     digest.feed("env", [(name, env.get(name)) for name in sorted(project.env)])
     digest.feed("watermarks", sorted((key, repr(mark)) for key, mark in watermarks.items()))
     return digest.hexdigest()
-
-
-def _feed_project_files(digest: _Digest, root: Path) -> None:
-    """The bytes of the files the loader reads, found as it finds them (links followed, walks bounded)."""
-    files = discover(root)
-    found = [*files.sources, *files.sinks, *files.pipelines, *files.sidecars, *files.docs, *files.macros]
-    found += files.tests
-    for path in [root / PROJECT_FILE, root / "project.yaml", root / LOCK_FILE, *found]:
-        digest.feed("file", os.fspath(path), _read(path))
-    digest.feed("problems", [(d.code, d.message) for d in files.problems])
-
-
-def _feed_folder(digest: _Digest, root: Path) -> bool:
-    """Every other entry of the folder, by name, size and modification time (links by their target, not
-    walked); False when it holds more than MAX_ENTRIES."""
-    seen = 0
-    for folder, dirs, files in os.walk(root):
-        if folder == os.fspath(root):
-            dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS]
-        dirs.sort()
-        seen += len(dirs) + len(files)
-        if seen > MAX_ENTRIES:
-            return False
-        digest.feed("dir", folder, sorted(files))
-        for name in sorted(files):
-            digest.feed(name, _stat(os.path.join(folder, name)))
-        for name in dirs:
-            path = os.path.join(folder, name)
-            if os.path.islink(path):
-                digest.feed("link", name, _link(path))
-    return True
-
-
-def _stat(path: str) -> tuple[int, int] | None:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return stat.st_size, stat.st_mtime_ns
-
-
-def _link(path: str) -> str | None:
-    try:
-        return os.readlink(path)
-    except OSError:
-        return None
-
-
-def _read(path: Path) -> bytes | None:
-    """A regular file's bytes (never a named pipe's: reading one would block); None for anything else."""
-    try:
-        return path.read_bytes() if path.is_file() else None
-    except OSError:
-        return None
 
 
 def _still_told(result: CompileResult) -> bool:

@@ -1,0 +1,103 @@
+"""Re-validation benchmark: whole `pz validate` processes on a generated diamond-DAG project, cold (no
+`.pz/target/` cache), warm (unchanged since the last validate) and after editing one pipeline (its SQL with
+the same result columns; its result columns, so its readers bind again), the four kinds alternating in a
+rotated order every round. Each process must print `project is valid`; what a measurement starts from (the
+cache emptied, or warmed by an untimed validate, then the edit) is set up before its clock starts.
+
+    .venv/bin/python benchmarks/bench_revalidate.py --pipelines 2000 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import os
+import shutil
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from bench_validate import Timing, timed
+from gen_diamond_project import generate
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / ".data"
+KINDS = ["cold", "warm", "edit sql", "edit columns"]
+
+
+class Project:
+    def __init__(self, root: Path, pipelines: int):
+        self.root = root
+        self.cmd = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(root), "validate"]
+        self.env = dict(os.environ)
+        self.edited = root / "pipelines" / f"p_{pipelines // 2:05d}.sql"
+        self.original = self.edited.read_text(encoding="utf-8")
+        self.flips = 0
+
+    def validate(self) -> Timing:
+        return timed(self.cmd, self.root, self.env, "project is valid")
+
+    def empty_cache(self) -> None:
+        shutil.rmtree(self.root / ".pz" / "target", ignore_errors=True)
+
+    def edit(self, columns: bool) -> None:
+        """Another text each time (so the cache never knows it), the same result columns or one more."""
+        self.validate()  # warm first: the edit is the only change
+        self.flips += 1
+        where = f"WHERE a.id > {-self.flips}\n"  # the first query ends with its WHERE: one more AND
+        extra = f", {self.flips} AS extra_{self.flips}\nFROM" if columns else "\nFROM"
+        text = self.original.replace("\nFROM", extra, 1).replace("WHERE", where.strip() + " AND", 1)
+        self.edited.write_text(text, encoding="utf-8")
+
+
+def measure(project: Project, kind: str) -> Timing:
+    setups: dict[str, Callable[[], None]] = {
+        "cold": project.empty_cache,
+        "warm": lambda: (project.validate(), None)[1],
+        "edit sql": lambda: project.edit(columns=False),
+        "edit columns": lambda: project.edit(columns=True),
+    }
+    setups[kind]()
+    return project.validate()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pipelines", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--spread", type=int, default=10, help="see gen_diamond_project.py")
+    parser.add_argument("--checks-every", type=int, default=10, help="every K-th pipeline has two checks")
+    args = parser.parse_args()
+    compileall.compile_dir(HERE.parent / "pipelinez", quiet=1)  # as an installed package has it
+    out = DATA / f"revalidate_{args.pipelines}_s{args.spread}_c{args.checks_every}"
+    generate(out, args.pipelines, args.spread, args.checks_every, dbt=False)
+    project = Project(out / "pz", args.pipelines)
+    runs: dict[str, list[Timing]] = {kind: [] for kind in KINDS}
+    for round_ in range(args.rounds):
+        order = KINDS[round_ % len(KINDS) :] + KINDS[: round_ % len(KINDS)]
+        for kind in order:
+            runs[kind].append(measure(project, kind))
+        times = ", ".join(f"{k} {runs[k][-1].wall:.2f} s ({runs[k][-1].cpu:.2f} cpu)" for k in KINDS)
+        print(f"  round {round_ + 1}: {times}", flush=True)
+    project.edited.write_text(project.original, encoding="utf-8")
+
+    print(
+        f"\npz validate at {args.pipelines:,} pipelines (spread {args.spread}, checks every "
+        f"{args.checks_every or '-'}), {args.rounds} rounds of whole processes in rotated order; "
+        "s = median wall seconds, cpu = median user+sys seconds"
+    )
+    head = f"{'kind':<13} {'s':>6} {'min s':>6} {'cpu':>6} {'RSS MiB':>8} {'vs cold':>8}"
+    print(head)
+    print("-" * len(head))
+    cold = statistics.median(r.wall for r in runs["cold"])
+    for kind in KINDS:
+        wall = statistics.median(r.wall for r in runs[kind])
+        cpu = statistics.median(r.cpu for r in runs[kind])
+        rss = max(r.rss for r in runs[kind])
+        low = min(r.wall for r in runs[kind])
+        print(f"{kind:<13} {wall:>6.2f} {low:>6.2f} {cpu:>6.2f} {rss:>8} {wall / cold:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

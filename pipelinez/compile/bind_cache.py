@@ -1,0 +1,120 @@
+"""Tier 4's persistent bind cache, `.pz/target/binds.json`: what binding a query gave, by content.
+
+A pipeline's bind depends on its SQL as rendered (vars, env values, macros and watermark literals already
+in it) and on the column names and types of the tables it reads, nothing else (binding reads no data, and
+no file: a project with `engine.external_access` is never cached). So an entry's key is the digest of the
+pz and DuckDB versions, the SQL, and each input's name and columns with their types; its value is the
+result's columns with their types, which in turn enter the keys of its readers. An edit that changes a
+pipeline's result changes every reader's key; one that does not (a comment, a WHERE) stops there. A check
+is cached the same way (its SQL and its inputs' columns), its value only that it bound. Only what bound is
+kept: an error is found again by binding again, never replayed.
+
+The file is read once and written whole (a temporary file renamed over it) with the entries this compile
+used, so it holds no more than the project. A file that is missing, corrupt, of another format or of
+another pz or DuckDB version is ignored (the cache starts empty), never an error; one that cannot be
+written is left as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from pipelinez import __version__
+
+FILE = "binds.json"
+FORMAT = 1
+Columns = list[tuple[str, str]]  # (name, DuckDB type) of a table's columns, in order
+
+
+def _versions() -> str:
+    import duckdb
+
+    return f"pz {__version__} {pz_fingerprint()}; duckdb {duckdb.__version__}"
+
+
+@functools.cache
+def pz_fingerprint() -> str:
+    """A digest of the size and modification time of every module of pz: a pz edited in place (a
+    development checkout) is another pz, whatever its version says."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for folder, dirs, files in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith((".py", ".json", ".yml", ".yaml"))):
+            with contextlib.suppress(OSError):
+                stat = os.stat(os.path.join(folder, name))
+                digest.update(f"{folder}/{name} {stat.st_size} {stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+class BindCache:
+    """The entries of `.pz/target/binds.json` (`folder`: the target folder; None: a cache that keeps
+    nothing, for a compile that may read files)."""
+
+    def __init__(self, folder: Path | None):
+        self.folder = folder
+        self.versions = _versions()
+        self._old: dict[str, Columns] = _read(folder / FILE, self.versions) if folder else {}
+        self._used: dict[str, Columns] = {}
+
+    def key(self, kind: str, sql: str, inputs: Sequence[tuple[str, Columns | None]]) -> str:
+        """The content key of binding `sql` (a `pipeline` or a `check`) over `inputs` (name, columns)."""
+        data = json.dumps([self.versions, kind, sql, sorted(inputs)], separators=(",", ":"))
+        return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+    def get(self, key: str) -> Columns | None:
+        """The columns a bind with this key gave (a check: []); None when not cached."""
+        if self.folder is None:
+            return None
+        found = self._old.get(key)
+        if found is not None:
+            self._used[key] = found
+        return found
+
+    def put(self, key: str, columns: Columns) -> None:
+        if self.folder is not None:
+            self._used[key] = columns
+
+    def save(self) -> None:
+        """Write the entries this compile used, atomically; unchanged or unwritable: nothing written."""
+        if self.folder is None or self._used == self._old:
+            return
+        data = {"format": FORMAT, "versions": self.versions, "binds": self._used}
+        with contextlib.suppress(OSError):
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.folder / FILE, json.dumps(data, separators=(",", ":")))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """`text` into `path` through a temporary file of the same folder renamed over it: a reader sees the
+    old file or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _read(path: Path, versions: str) -> dict[str, Columns]:
+    """The file's entries; {} for a file that is missing, not ours, corrupt or of other versions."""
+    try:
+        data = json.loads(path.read_bytes())
+        if data.get("format") != FORMAT or data.get("versions") != versions:
+            return {}
+        return {
+            str(key): [(str(name), str(kind)) for name, kind in columns]
+            for key, columns in data["binds"].items()
+        }
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return {}

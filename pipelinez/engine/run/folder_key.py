@@ -1,0 +1,86 @@
+"""The content of a project folder as a digest, computed without loading the project: the bytes of
+project.yml, pz.lock and every project file the loader finds (found as it finds them), the size and
+modification time of every other entry up to MAX_ENTRIES (`.pz/` and `.git/` apart). Shared by the
+facade's in-memory compile cache and the persistent validation cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from pipelinez.config.discovery import PROJECT_FILE, discover
+from pipelinez.core.lockfile import LOCK_FILE
+
+# the other files of the folder enter by their size and modification time, up to this many entries (a
+# larger folder is not cached: walking it could cost more than compiling)
+MAX_ENTRIES = 50_000
+_SKIPPED_DIRS = frozenset({".pz", ".git"})
+
+
+class Digest:
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+
+    def feed(self, *parts: object) -> None:
+        for part in parts:
+            data = part if isinstance(part, bytes) else repr(part).encode()
+            self._hash.update(len(data).to_bytes(8, "big") + data)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def feed_project_files(digest: Digest, root: Path) -> None:
+    """The bytes of the files the loader reads, found as it finds them (links followed, walks bounded)."""
+    files = discover(root)
+    found = [*files.sources, *files.sinks, *files.pipelines, *files.sidecars, *files.docs, *files.macros]
+    found += files.tests
+    for path in [root / PROJECT_FILE, root / "project.yaml", root / LOCK_FILE, *found]:
+        digest.feed("file", os.fspath(path), read_bytes(path))
+    digest.feed("problems", [(d.code, d.message) for d in files.problems])
+
+
+def feed_folder(digest: Digest, root: Path) -> bool:
+    """Every other entry of the folder, by name, size and modification time (links by their target, not
+    walked); False when it holds more than MAX_ENTRIES."""
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        if folder == os.fspath(root):
+            dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS]
+        dirs.sort()
+        seen += len(dirs) + len(files)
+        if seen > MAX_ENTRIES:
+            return False
+        digest.feed("dir", folder, sorted(files))
+        for name in sorted(files):
+            digest.feed(name, _stat(os.path.join(folder, name)))
+        for name in dirs:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                digest.feed("link", name, _link(path))
+    return True
+
+
+def _stat(path: str) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _link(path: str) -> str | None:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """A regular file's bytes (never a named pipe's: reading one would block); None for anything else."""
+    try:
+        return path.read_bytes() if path.is_file() else None
+    except OSError:
+        return None

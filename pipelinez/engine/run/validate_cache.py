@@ -1,0 +1,155 @@
+"""`pz validate` of an unchanged project from `.pz/target/validate.json`, without loading or compiling it.
+
+The file holds the last valid validation (its node count and warnings) under a content key: the bytes of
+every project file, the size and modification time of every other entry of the folder and of pz's own
+modules, the schemas `--connect` cached, the `--var` values and the pz and connector versions (the key of
+`compile_cache.content_key`, computed without loading the project). Besides it the entry keeps what only the
+loaded project names: a salted digest of the values of the environment variables the project declares, which
+must still match. Never stored: a validation with errors, one with `--connect`, a project with
+`engine.external_access` (binding may read any file), one whose datasets' columns a connector told (a file
+outside the folder may change them), one that reads incrementally (its committed watermarks, wherever the
+state lives, enter its validation), and one whose folder changed while it compiled. A file that is missing,
+corrupt or foreign is a miss, never an error; it is written atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipelinez import __version__
+from pipelinez.compile.bind_cache import pz_fingerprint, write_atomic
+from pipelinez.config.discovery import PROJECT_FILE
+from pipelinez.connectors import registry
+from pipelinez.core.diagnostics import Diagnostic, DiagnosticSeverity, Place
+from pipelinez.engine.run.folder_key import Digest, feed_folder, feed_project_files, read_bytes
+
+if TYPE_CHECKING:
+    from pipelinez.config.model import Project
+
+FILE = "validate.json"
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Replayed:
+    nodes: int
+    warnings: tuple[Diagnostic, ...]
+
+
+def _path(root: Path) -> Path:
+    return root / ".pz" / "target" / FILE
+
+
+def files_key(root: Path, overrides: Mapping[str, str] | None) -> str | None:
+    """The content key of the project folder and the `--var` values; None: too large a folder to walk."""
+    digest = Digest()
+    digest.feed("pz", __version__, pz_fingerprint(), str(root))
+    for name, connector in sorted(registry.installed().items()):
+        digest.feed(name, connector.distribution, connector.version)
+    feed_project_files(digest, root)
+    if not feed_folder(digest, root):
+        return None
+    digest.feed("schemas", read_bytes(root / ".pz" / "target" / "schemas.json"))
+    digest.feed("vars", sorted((overrides or {}).items()))
+    return digest.hexdigest()
+
+
+def replay_project(start: Path | None, overrides: Mapping[str, str] | None) -> Replayed | None:
+    """`replay` for the project `start` is in (the working directory by default), cheaply: for `pz validate`
+    before it imports what a compile needs. None (validate as usual) when anything is not plain."""
+    here = (start or Path.cwd()).expanduser().resolve()
+    for folder in (here, *here.parents):
+        if (folder / PROJECT_FILE).is_file():
+            return replay(folder, files_key(folder, overrides), None)
+        if (folder / PROJECT_FILE).is_symlink():  # a broken link: the full path says so
+            return None
+    return None
+
+
+def _salted(salt: str, data: object) -> str:
+    return hashlib.sha256((salt + json.dumps(data, sort_keys=True)).encode("utf-8")).hexdigest()
+
+
+def _env_pairs(names: list[str], environ: Mapping[str, str] | None) -> list[tuple[str, str | None]]:
+    env = os.environ if environ is None else environ
+    return [(name, env.get(name)) for name in sorted(names)]
+
+
+def replay(root: Path, key: str | None, environ: Mapping[str, str] | None) -> Replayed | None:
+    """The stored validation when its key and its project's env values still match."""
+    if key is None:
+        return None
+    try:
+        entry = json.loads(_path(root).read_bytes())
+        if entry.get("format") != FORMAT or entry.get("key") != key:
+            return None
+        salt = str(entry["salt"])
+        if entry["env"] != _salted(salt, _env_pairs(list(entry["env_names"]), environ)):
+            return None
+        warnings = tuple(_diagnostic(d) for d in entry["warnings"])
+        return Replayed(int(entry["nodes"]), warnings)
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return None
+
+
+@dataclass(frozen=True)
+class Before:
+    """What the folder was before a compile began."""
+
+    key: str
+    overrides: dict[str, str]
+
+
+def before(key: str | None, overrides: Mapping[str, str] | None) -> Before | None:
+    return None if key is None else Before(key, dict(overrides or {}))
+
+
+def store(
+    project: Project,
+    seen: Before | None,
+    environ: Mapping[str, str] | None,
+    incremental: bool,
+    result: Replayed,
+) -> None:
+    """Keep a valid validation for `replay`; nothing when the folder could not be keyed, when the project
+    reads incrementally, or when the folder changed while the compile ran (the result may be of either)."""
+    if seen is None or incremental or project.engine.external_access:
+        return
+    if files_key(project.root, seen.overrides) != seen.key:
+        return
+    key = seen.key
+    salt = secrets.token_hex(16)
+    entry = {
+        "format": FORMAT,
+        "key": key,
+        "salt": salt,
+        "env_names": sorted(project.env),
+        "env": _salted(salt, _env_pairs(list(project.env), environ)),
+        "nodes": result.nodes,
+        "warnings": [d.to_dict() for d in result.warnings],
+    }
+    path = _path(project.root)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(entry, separators=(",", ":")))
+
+
+def _diagnostic(data: dict[str, object]) -> Diagnostic:
+    place = data["place"]
+    if not isinstance(place, dict):
+        raise TypeError("place")
+    return Diagnostic(
+        str(data["code"]),
+        str(data["message"]),
+        Place(**place),
+        str(data["next_step"]),
+        DiagnosticSeverity(str(data["severity"])),
+    )
