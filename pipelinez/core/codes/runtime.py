@@ -280,4 +280,19 @@ CODES: tuple[Code, ...] = (
         "generate` did not write: pz never overwrites them",
         "pass --out with an empty or new folder, or the folder of an earlier pz docs generate",
     ),
+    Code(
+        "PZ0580",
+        "StateBackendUnreachable",
+        "the shared state backend of `state:` in project.yml cannot be reached (server down, wrong host or "
+        "credentials); nothing was recorded there",
+        "check the server and the credentials in state.connection, then run the command again",
+    ),
+    Code(
+        "PZ0581",
+        "StateBackendRefused",
+        "the shared state backend answered but refused a read or write of pz's state (no privilege on its "
+        "schema, a table changed by hand)",
+        "grant the role in state.connection the right to create and write the schema named in state.schema, "
+        "then run the command again",
+    ),
 )

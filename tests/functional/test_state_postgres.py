@@ -1,0 +1,132 @@
+"""Two machines, one PostgreSQL state backend: two copies of one project in two folders (clone A, clone B),
+sharing a database created for the test (its source table, its sink table and pz's `state:` schema)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pipelinez.connectors.postgres.state_backend import PostgresBackend
+from pipelinez.core.state.backend import Holder
+from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_pg_database, pz, pz_subprocess, write_project
+
+LEASE = 1.5  # seconds: a short lease, so a dead holder's lock is taken over within the test
+
+
+def _files(db: str, state: str) -> dict[str, str]:
+    conn = f"{{ host: {PG_HOST}, port: {PG_PORT}, user: {PG_USER}, database: {db} }}"
+    return {
+        "project.yml": f"name: twin\n{state}",
+        "sources/src.yml": f"connector: postgres\nconnection: {conn}\ndatasets:\n  items:\n"
+        "    table: public.items\n    columns: { id: int, v: varchar }\n"
+        "    sync: { mode: incremental, cursor: id }\n",
+        "sinks/wh.yml": f"connector: postgres\nconnection: {conn}\noutputs:\n"
+        "  copy: { strategy: append, duplicates: accept }\n",
+        "pipelines/copy.sql": "INSERT INTO {{ sink('wh', 'copy') }}\n"
+        "SELECT * FROM {{ source('src', 'items') }}\n",
+    }
+
+
+def _state_block(db: str) -> str:
+    return (
+        f"state:\n  backend: postgres\n  connection: {{ host: {PG_HOST}, port: {PG_PORT}, user: {PG_USER}, "
+        f"database: {db} }}\n  schema: pz_state\n  lease_seconds: {LEASE}\n"
+    )
+
+
+@pytest.fixture
+def db() -> Iterator[str]:
+    with fresh_pg_database("CREATE TABLE items (id integer PRIMARY KEY, v text)") as name:
+        yield name
+
+
+def _sql(db: str, statement: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db, autocommit=True) as con:
+        cur = con.execute(statement)  # type: ignore[arg-type]
+        return cur.fetchall() if cur.description else []
+
+
+def _insert(db: str, ids: range) -> None:
+    _sql(db, "INSERT INTO items VALUES " + ", ".join(f"({i}, 'v{i}')" for i in ids))
+
+
+def _copied(db: str) -> list[int]:
+    return [int(str(r[0])) for r in _sql(db, "SELECT id FROM public.copy ORDER BY id")]
+
+
+def _clones(tmp_path: Path, db: str) -> tuple[Path, Path]:
+    files = _files(db, _state_block(db))
+    return write_project(tmp_path / "a", files), write_project(tmp_path / "b", files)
+
+
+def _backend(db: str) -> PostgresBackend:
+    return PostgresBackend(
+        "twin",
+        {
+            "connection": {"host": PG_HOST, "port": PG_PORT, "user": PG_USER, "database": db},
+            "schema": "pz_state",
+            "lease_seconds": LEASE,
+        },
+    )
+
+
+def test_clone_b_continues_from_clone_a_watermark(tmp_path: Path, db: str) -> None:
+    a, b = _clones(tmp_path, db)
+    _insert(db, range(1, 4))
+    first = pz(a, "run")
+    assert first.exit_code == 0, first.output
+    assert _copied(db) == [1, 2, 3]
+    assert not (a / ".pz" / "state.duckdb").exists()  # the watermark lives in the backend
+    assert _backend(db).watermarks()[("src", "items")].value == "3"
+    _insert(db, range(4, 6))
+    second = pz(b, "run")
+    assert second.exit_code == 0, second.output
+    assert _copied(db) == [1, 2, 3, 4, 5]  # exactly the new rows, once
+    runs = pz(b, "runs")
+    assert runs.exit_code == 0, runs.output
+    assert len(_backend(db).run_ids()) == 2
+    assert sorted(p.name for p in (b / ".pz" / "runs").iterdir()) == _backend(db).run_ids()
+
+
+def test_a_run_while_another_machine_holds_the_lock_is_pz0511(tmp_path: Path, db: str) -> None:
+    _a, b = _clones(tmp_path, db)
+    backend = _backend(db)
+    other = Holder("machine-a", 4242, "20260101T000000000Z-abcd", "tok")
+    assert backend.acquire(other) is None
+    result = pz(b, "run")
+    assert result.exit_code == 2, result.output
+    assert "PZ0511" in result.output and "pid 4242 on machine-a" in result.output
+    assert _sql(db, "SELECT count(*) FROM pg_tables WHERE tablename = 'copy'") == [(0,)]
+    backend.release(other)
+    assert pz(b, "run").exit_code == 0
+
+
+def test_a_killed_holder_is_interrupted_after_its_lease_expires(tmp_path: Path, db: str) -> None:
+    a, b = _clones(tmp_path, db)
+    _insert(db, range(1, 4))
+    killed = pz_subprocess(a, "run", env={"PZ_FAILPOINTS": "source.landed:kill"})
+    assert killed.exit_code == 137, killed.output
+    lease = _backend(db).lease()
+    assert lease is not None and not lease.expired and lease.holder.run_id  # still held by the dead run
+    held = pz(b, "retry")
+    assert held.exit_code == 2 and "PZ0511" in held.output, held.output
+    time.sleep(LEASE + 0.5)  # the dead holder stops renewing: its lease runs out
+    retry = pz(b, "retry")
+    assert retry.exit_code == 2 and "PZ0503" in retry.output, retry.output
+    assert lease.holder.run_id in retry.output
+    run = pz(b, "run")
+    assert run.exit_code == 0, run.output
+    assert _copied(db) == [1, 2, 3]
+    assert _backend(db).lease() is None  # released at the end of the run
+
+
+def test_a_local_project_keeps_its_state_in_dot_pz(tmp_path: Path, db: str) -> None:
+    project = write_project(tmp_path / "local", _files(db, ""))
+    _insert(db, range(1, 3))
+    assert pz(project, "run").exit_code == 0
+    assert (project / ".pz" / "state.duckdb").exists()
+    assert _sql(db, "SELECT count(*) FROM pg_namespace WHERE nspname = 'pz_state'") == [(0,)]
