@@ -12,7 +12,14 @@ from pathlib import Path
 import click
 
 from pipelinez import __version__
-from pipelinez.cli import commands_docs, commands_inspect, commands_project, commands_run, interrupts
+from pipelinez.cli import (
+    commands_docs,
+    commands_inspect,
+    commands_project,
+    commands_run,
+    commands_state,
+    interrupts,
+)
 from pipelinez.cli.common import EXIT_FAILED, Settings, guarded
 from pipelinez.cli.common import _secret_free as _secret_free  # tests mask a crash log through it
 from pipelinez.cli.import_cmd import import_group
@@ -54,6 +61,7 @@ COMMANDS: tuple[click.Command, ...] = (
     commands_project.schema,
     commands_inspect.lineage,
     commands_docs.docs,
+    commands_state.state,
 )
 for _command in COMMANDS:
     cli.add_command(_command)

@@ -130,3 +130,50 @@ def test_a_local_project_keeps_its_state_in_dot_pz(tmp_path: Path, db: str) -> N
     assert pz(project, "run").exit_code == 0
     assert (project / ".pz" / "state.duckdb").exists()
     assert _sql(db, "SELECT count(*) FROM pg_namespace WHERE nspname = 'pz_state'") == [(0,)]
+
+
+def test_state_show_and_an_idempotent_migrate(tmp_path: Path, db: str) -> None:
+    project = write_project(tmp_path / "p", _files(db, ""))
+    _insert(db, range(1, 4))
+    assert pz(project, "run").exit_code == 0  # local state: .pz/state.duckdb, .pz/runs
+    local = pz(project, "state", "show")
+    assert local.exit_code == 0, local.output
+    assert "state: local folder" in local.output and "src.items: id = 3" in local.output
+    refused = pz(project, "state", "migrate", "--to", "postgres")
+    assert refused.exit_code == 2 and "PZ0582" in refused.output, refused.output
+    (project / "project.yml").write_text(f"name: twin\n{_state_block(db)}", encoding="utf-8")
+    moved = pz(project, "state", "migrate", "--to", "postgres")
+    assert moved.exit_code == 0, moved.output
+    assert "1 watermark(s), 1 run(s) (0 already there)" in moved.output
+    again = pz(project, "state", "migrate", "--to", "postgres")
+    assert "0 watermark(s), 0 run(s) (1 already there)" in again.output, again.output
+    shown = pz(project, "state", "show")
+    assert f"state: postgres {PG_USER}@{PG_HOST}:{PG_PORT}/{db}, schema pz_state" in shown.output
+    assert "src.items: id = 3" in shown.output and "lock: free" in shown.output
+    _insert(db, range(4, 6))
+    clone = write_project(tmp_path / "clone", _files(db, _state_block(db)))
+    assert pz(clone, "run").exit_code == 0  # continues from the migrated watermark
+    assert _copied(db) == [1, 2, 3, 4, 5]
+
+
+def test_object_store_state_is_refused_not_silently_local(tmp_path: Path, db: str) -> None:
+    project = write_project(tmp_path / "p", _files(db, "state: { backend: s3 }\n"))
+    result = pz(project, "validate")
+    assert result.exit_code == 2 and "PZ0132" in result.output and "not available yet" in result.output
+
+
+def test_a_literal_password_is_refused_and_never_printed(tmp_path: Path, db: str) -> None:
+    block = f"state:\n  backend: postgres\n  connection: {{ host: {PG_HOST}, password: hunter2secret }}\n"
+    project = write_project(tmp_path / "p", _files(db, block))
+    result = pz(project, "validate")
+    assert result.exit_code == 2 and "PZ0133" in result.output, result.output
+    assert "hunter2secret" not in result.output
+
+
+def test_an_unreachable_backend_is_a_coded_error(tmp_path: Path, db: str) -> None:
+    block = "state:\n  backend: postgres\n  connection: { host: 127.0.0.1, port: 1, user: postgres }\n"
+    project = write_project(tmp_path / "p", _files(db, block))
+    _insert(db, range(1, 2))
+    result = pz(project, "run")
+    assert result.exit_code == 2 and "PZ0580" in result.output, result.output
+    assert "Traceback" not in result.output

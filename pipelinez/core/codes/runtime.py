@@ -295,4 +295,12 @@ CODES: tuple[Code, ...] = (
         "grant the role in state.connection the right to create and write the schema named in state.schema, "
         "then run the command again",
     ),
+    Code(
+        "PZ0582",
+        "StateMigrateTarget",
+        "`pz state migrate --to <backend>` names a backend other than the one project.yml's `state:` "
+        "block configures (or the project keeps its state locally)",
+        "set `state: {backend: <backend>, connection: {...}}` in project.yml, then run pz state migrate "
+        "again",
+    ),
 )
