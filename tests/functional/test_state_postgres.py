@@ -177,3 +177,17 @@ def test_an_unreachable_backend_is_a_coded_error(tmp_path: Path, db: str) -> Non
     result = pz(project, "run")
     assert result.exit_code == 2 and "PZ0580" in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_validate_connect_checks_the_backend_and_shares_the_schema_cache(tmp_path: Path, db: str) -> None:
+    a, b = _clones(tmp_path, db)
+    checked = pz(a, "validate", "--connect")
+    assert checked.exit_code == 0, checked.output
+    cached = _backend(db).get_blob("schemas.json")
+    assert cached is not None and b"src.items" in cached
+    assert pz(b, "validate").exit_code == 0
+    assert (b / ".pz" / "target" / "schemas.json").read_bytes() == cached  # a fresh worker has it
+    down = "state:\n  backend: postgres\n  connection: { host: 127.0.0.1, port: 1, user: postgres }\n"
+    (a / "project.yml").write_text(f"name: twin\n{down}", encoding="utf-8")
+    refused = pz(a, "validate", "--connect")
+    assert refused.exit_code == 2 and "PZ0580" in refused.output, refused.output

@@ -8,6 +8,7 @@ tier that ran.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from pipelinez.core.run_state import RunState, StateFileError, Watermark
 from pipelinez.core.state.backend import StateBackendError
 from pipelinez.engine.connect.connectivity import check_connectivity
 from pipelinez.engine.run.compile_cache import CompileCache
-from pipelinez.engine.state.shared import project_backend
+from pipelinez.engine.state.shared import project_backend, pull_schema_cache
 from pipelinez.plan.planner import Plan, build_plan
 
 
@@ -94,6 +95,8 @@ def committed_watermarks(
     except PzValidationError:
         return {}
     try:
+        with contextlib.suppress(OSError):  # a missing cache only makes tier 4 bind loosely
+            pull_schema_cache(backend, project.state_dir)
         return backend.watermarks()
     finally:
         backend.close()

@@ -25,6 +25,8 @@ from pipelinez.core.state.local import LocalBackend
 from pipelinez.core.state.registry import open_backend
 from pipelinez.engine.run.failures import DEBUG_LOG
 
+SCHEMA_CACHE = "schemas.json"  # .pz/target/schemas.json: the columns `validate --connect` fetched
+
 
 def backend_for(project: Project, settings: JsonObject) -> StateBackend:
     """The backend of a compiled project (`CompiledDag.state`, already rendered)."""
@@ -103,3 +105,17 @@ def _orphaned(text: str) -> str:
         data["pid"] = 0
         return json.dumps(data, indent=2) + "\n"
     return text
+
+
+def pull_schema_cache(backend: StateBackend, state_dir: Path) -> None:
+    """A fresh worker's `.pz/target/schemas.json` from the shared backend (tier 4 binds columns with it)."""
+    path = state_dir / "target" / SCHEMA_CACHE
+    if not backend.remote or path.exists():
+        return
+    data = backend.get_blob(SCHEMA_CACHE)
+    if data is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{SCHEMA_CACHE}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
