@@ -191,3 +191,19 @@ def test_validate_connect_checks_the_backend_and_shares_the_schema_cache(tmp_pat
     (a / "project.yml").write_text(f"name: twin\n{down}", encoding="utf-8")
     refused = pz(a, "validate", "--connect")
     assert refused.exit_code == 2 and "PZ0580" in refused.output, refused.output
+
+
+def test_a_backend_failing_at_the_end_of_the_run_is_pz0525_and_the_delta_is_read_again(
+    tmp_path: Path, db: str
+) -> None:
+    a, b = _clones(tmp_path, db)
+    _insert(db, range(1, 4))
+    assert pz(a, "run").exit_code == 0
+    _insert(db, range(4, 6))
+    failed = pz(a, "run", env={"PZ_FAILPOINTS": "state.commit_watermarks"})
+    assert "PZ0525" in failed.output, failed.output
+    assert _backend(db).watermarks()[("src", "items")].value == "3"  # nothing committed
+    again = pz(b, "run")  # the next run, on the other machine, reads the same delta again
+    assert again.exit_code == 0, again.output
+    assert _copied(db) == [1, 2, 3, 4, 4, 5, 5]  # duplicates: accept lets the re-read append twice
+    assert _backend(db).watermarks()[("src", "items")].value == "5"

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipelinez.connectors.postgres.settings import Settings, summary
+from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.run_state import Watermark
 from pipelinez.core.sqlnames import quote_ident
@@ -142,6 +143,7 @@ class PostgresBackend(StateBackend):
             return
 
         def commit(conn: psycopg.Connection[Any]) -> None:
+            failpoints.hit("state.commit_watermarks")
             with conn.transaction():
                 for m in marks:
                     conn.execute(
