@@ -207,3 +207,30 @@ def test_a_backend_failing_at_the_end_of_the_run_is_pz0525_and_the_delta_is_read
     assert again.exit_code == 0, again.output
     assert _copied(db) == [1, 2, 3, 4, 4, 5, 5]  # duplicates: accept lets the re-read append twice
     assert _backend(db).watermarks()[("src", "items")].value == "5"
+
+
+@pytest.mark.parametrize(
+    "seam", ["state.lease_renew", "results.before_rename", "state.commit_watermarks", "run.after_nodes"]
+)
+def test_kill_9_at_a_state_write_leaves_the_state_readable_and_the_next_run_right(
+    tmp_path: Path, db: str, seam: str
+) -> None:
+    files = _files(db, _state_block(db))
+    files["sinks/wh.yml"] = files["sinks/wh.yml"].replace(
+        "{ strategy: append, duplicates: accept }", "{ strategy: merge, keys: [id] }"
+    )
+    a, b = write_project(tmp_path / "a", files), write_project(tmp_path / "b", files)
+    _insert(db, range(1, 4))
+    assert pz(a, "run").exit_code == 0
+    _insert(db, range(4, 6))
+    killed = pz_subprocess(a, "run", env={"PZ_FAILPOINTS": f"{seam}:kill"})
+    assert killed.exit_code == 137, killed.output
+    backend = _backend(db)
+    assert backend.watermarks()[("src", "items")].value == "3"  # the kill came before the commit
+    time.sleep(LEASE + 0.5)  # the dead holder's lease runs out
+    runs = pz(b, "runs")
+    assert runs.exit_code == 0 and "corrupt" not in runs.output, runs.output
+    after = pz(b, "run")
+    assert after.exit_code == 0, after.output
+    assert _copied(db) == [1, 2, 3, 4, 5]  # nothing lost, nothing twice
+    assert backend.watermarks()[("src", "items")].value == "5"

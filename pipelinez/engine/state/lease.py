@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.state.backend import Holder, LeaseInfo, StateBackend, StateBackendError
 from pipelinez.engine.run.failures import DEBUG_LOG
@@ -34,6 +35,7 @@ class Lease:
         self._renew()
 
     def _renew(self) -> None:
+        failpoints.hit("state.lease_renew")
         try:
             if not self.backend.renew(self.holder):
                 DEBUG_LOG.warning("the project lock's lease on %s was lost", self.backend.describe())
