@@ -15,8 +15,9 @@ Every failure is a `StateBackendError` naming the backend (never the password) w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+import contextlib
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipelinez.connectors.postgres.settings import Settings, summary
@@ -71,13 +72,14 @@ class PostgresBackend(StateBackend):
         self.schema = str(settings.get("schema") or DEFAULT_SCHEMA)
         self.s = quote_ident(self.schema)
         self._ready = False
+        self._lock = threading.Lock()
+        self._held: psycopg.Connection[Any] | None = None
 
     def describe(self) -> str:
         return f"postgres {self.pg.describe()}, schema {self.schema}"
 
     # -- connections ---------------------------------------------------------------------------------
-    @contextmanager
-    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
+    def _connect(self) -> psycopg.Connection[Any]:
         try:
             conn = self.pg.psycopg(autocommit=True, code="PZ0580")
         except PzConnectorError as exc:
@@ -88,12 +90,13 @@ class PostgresBackend(StateBackend):
                 "check that the PostgreSQL server in state.connection is up and the credentials are right, "
                 "then run the command again (nothing was recorded)",
             ) from None
-        try:
-            if not self._ready:
+        if not self._ready:
+            try:
                 self._create(conn)
-            yield conn
-        finally:
-            conn.close()
+            except BaseException:
+                conn.close()
+                raise
+        return conn
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
         with conn.transaction():
@@ -104,19 +107,43 @@ class PostgresBackend(StateBackend):
         self._ready = True
 
     def _run(self, what: str, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """`work` on the backend's one connection (opened on first use, shared by the run and its lease
+        heartbeat under a lock); a connection found broken is opened again once."""
         import psycopg
 
-        try:
-            with self._conn() as conn:
-                return work(conn)
-        except psycopg.Error as exc:
-            raise backend_error(
-                "PZ0581",
-                self.name,
-                f"{what} failed: {self.pg.scrub(summary(str(exc)))}",
-                f"check that the role in state.connection may create and write schema {self.schema}, "
-                "then run the command again",
-            ) from None
+        with self._lock:
+            for attempt in (1, 2):
+                fresh = self._held is None
+                try:
+                    if self._held is None:
+                        self._held = self._connect()
+                    return work(self._held)
+                except psycopg.OperationalError as exc:
+                    self._drop()
+                    if fresh or attempt == 2:
+                        raise self._failed(what, exc) from None
+                except psycopg.Error as exc:
+                    raise self._failed(what, exc) from None
+        raise AssertionError("unreachable")
+
+    def _failed(self, what: str, exc: BaseException) -> StateBackendError:
+        return backend_error(
+            "PZ0581",
+            self.name,
+            f"{what} failed: {self.pg.scrub(summary(str(exc)))}",
+            f"check that the role in state.connection may create and write schema {self.schema}, "
+            "then run the command again",
+        )
+
+    def _drop(self) -> None:
+        if self._held is not None:
+            with contextlib.suppress(Exception):
+                self._held.close()
+            self._held = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
 
     def _sql(self, text: str) -> Any:
         from psycopg import sql

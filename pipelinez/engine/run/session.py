@@ -41,12 +41,11 @@ from pipelinez.engine.run.backend import BackendProvider
 from pipelinez.engine.run.context import RunContext, open_staging
 from pipelinez.engine.run.debug_log import debug_log
 from pipelinez.engine.run.executor import OK_STATUSES, Executor, NodeGate, node_completed
-from pipelinez.engine.run.failures import DEBUG_LOG
 from pipelinez.engine.staging.shared_staging import remove_staged
 from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
 from pipelinez.engine.state.lock import ProjectLock
+from pipelinez.engine.state.mirror import ResultsMirror
 from pipelinez.engine.state.run_results import (
-    RESULTS_FILE,
     NodeResult,
     ResultsWriter,
     RunArgs,
@@ -102,6 +101,7 @@ class RunSession:
         self.subscribers = subscribers
         self._held = lock
         self.backend = backend or LocalBackend(state_dir)
+        self._mirror: ResultsMirror | None = None
         self._owned = contextlib.ExitStack()  # the session's own lock, when the caller holds none
 
     def __enter__(self) -> RunSession:
@@ -180,21 +180,25 @@ class RunSession:
             with contextlib.suppress(OSError):  # retention retries on the next run
                 sweep(self.state_dir, self.keep_last, current=self.run_id, remove_staged=self.remove_staged)
         finally:
-            self._owned.close()
+            try:
+                self._owned.close()
+            finally:
+                self.backend.close()
 
     def _mirror_results(self) -> None:
-        """run_results.json as just written, into a shared backend (a failure waits for the final copy)."""
+        """run_results.json was just rewritten: a shared backend gets a copy (in the background)."""
         if self.backend.remote:
-            try:
-                mirror(self.backend, self.run_id, self.run_dir, (RESULTS_FILE,))
-            except StateBackendError as exc:
-                DEBUG_LOG.info("run_results.json not copied to the state backend: %s", exc)
+            if self._mirror is None:
+                self._mirror = ResultsMirror(self.backend, self.run_id, self.run_dir)
+            self._mirror.touch()
 
     def _mirror_final(self) -> None:
         """The run's final record and events, into a shared backend; a failure is a warning on stderr
         (the run's outcome stands, its record stays in the local .pz/runs)."""
         if not self.backend.remote:
             return
+        if self._mirror is not None:
+            self._mirror.close()
         try:
             mirror(self.backend, self.run_id, self.run_dir)
         except StateBackendError as exc:

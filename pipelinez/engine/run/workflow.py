@@ -193,7 +193,7 @@ def retry(
     root = find_project_root(project_dir or Path.cwd())
     state_dir = root / ".pz"
     backend = backend_at(root, environ)
-    with ProjectLock(state_dir, backend) as lock:
+    with contextlib.closing(backend), ProjectLock(state_dir, backend) as lock:
         hydrate(backend, state_dir)  # the last run may have run on another machine
         last = last_run(state_dir)
         if last.status == RunStatus.SUCCESS:
@@ -330,7 +330,11 @@ def history(project_dir: Path | None, limit: int | None = None) -> list[RunSumma
     from pipelinez.engine.state.runs import history as run_history
 
     root = find_project_root(project_dir or Path.cwd())
-    hydrate(backend_at(root), root / ".pz")
+    backend = backend_at(root)
+    try:
+        hydrate(backend, root / ".pz")
+    finally:
+        backend.close()
     return run_history(root / ".pz", limit)
 
 
@@ -353,7 +357,8 @@ def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) ->
 
     root = find_project_root(project_dir or Path.cwd())
     state_dir = root / ".pz"
-    with ProjectLock(state_dir, backend_at(root, environ)):
+    backend = backend_at(root, environ)
+    with contextlib.closing(backend), ProjectLock(state_dir, backend):
         settings = _staging_settings(root, environ)
         kept: list[str] = []
         removed = clean_runs(state_dir, None if settings is None else remove_staged(settings), kept)
