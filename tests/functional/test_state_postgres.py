@@ -234,3 +234,17 @@ def test_kill_9_at_a_state_write_leaves_the_state_readable_and_the_next_run_righ
     assert after.exit_code == 0, after.output
     assert _copied(db) == [1, 2, 3, 4, 5]  # nothing lost, nothing twice
     assert backend.watermarks()[("src", "items")].value == "5"
+
+
+def test_a_run_that_failed_on_a_is_finished_by_retry_on_b(tmp_path: Path, db: str) -> None:
+    a, b = _clones(tmp_path, db)
+    _insert(db, range(1, 4))
+    failed = pz(a, "run", env={"PZ_FAILPOINTS": "sink.write"})
+    assert failed.exit_code == 1, failed.output
+    assert _backend(db).watermarks() == {}  # the sink did not commit: no watermark
+    retry = pz(b, "retry")
+    assert retry.exit_code == 0, retry.output
+    last = retry.run_results()
+    assert last["retry_of"] == failed.run_results()["run_id"]
+    assert _copied(db) == [1, 2, 3]
+    assert _backend(db).watermarks()[("src", "items")].value == "3"
