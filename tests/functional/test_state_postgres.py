@@ -248,3 +248,12 @@ def test_a_run_that_failed_on_a_is_finished_by_retry_on_b(tmp_path: Path, db: st
     assert last["retry_of"] == failed.run_results()["run_id"]
     assert _copied(db) == [1, 2, 3]
     assert _backend(db).watermarks()[("src", "items")].value == "3"
+
+
+def test_the_docs_site_of_clone_b_shows_the_runs_of_clone_a(tmp_path: Path, db: str) -> None:
+    a, b = _clones(tmp_path, db)
+    _insert(db, range(1, 3))
+    assert pz(a, "run").exit_code == 0
+    site = pz(b, "docs", "generate")
+    assert site.exit_code == 0, site.output
+    assert ", 1 runs)" in site.output, site.output

@@ -10,6 +10,7 @@ PZ0503 (its statuses cannot be trusted), whichever machine ran it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -49,10 +50,25 @@ def project_backend(project: Project, environ: Mapping[str, str] | None = None) 
 def backend_at(root: Path, environ: Mapping[str, str] | None = None) -> StateBackend:
     """The backend of the project at `root` (the local folder when project.yml cannot be loaded: commands
     like `pz clean` still work on what is here)."""
+    if not _declares_state(root):  # the common case, without loading the whole project
+        return LocalBackend(root / ".pz")
     project, _ = load_project(root, partial=True)
     if project is None:
         return LocalBackend(root / ".pz")
     return project_backend(project, environ)
+
+
+_STATE_KEY = re.compile(r"^\s*(?:\{.*)?\bstate\s*:", re.M)
+
+
+def _declares_state(root: Path) -> bool:
+    """Whether project.yml may have a `state:` block (a cheap look at its text; a false yes only costs the
+    project's load)."""
+    try:
+        text = (root / "project.yml").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return _STATE_KEY.search(text) is not None
 
 
 def mirror(backend: StateBackend, run_id: str, run_dir: Path, names: tuple[str, ...] = RUN_FILES) -> None:
