@@ -78,7 +78,10 @@ def main() -> None:
     admin.execute(f'CREATE DATABASE "{db}"')  # type: ignore[arg-type]
     try:
         text = (shared / "project.yml").read_text(encoding="utf-8")
-        block = f"state:\n  backend: postgres\n  connection: {{ host: 127.0.0.1, user: postgres, database: {db} }}\n"
+        block = (
+            "state:\n  backend: postgres\n"
+            f"  connection: {{ host: 127.0.0.1, user: postgres, database: {db} }}\n"
+        )
         (shared / "project.yml").write_text(text.rstrip("\n") + "\n" + block, encoding="utf-8")
         print(f"{nodes(local)} nodes; {opts.pairs} pairs")
         rows = []
