@@ -79,8 +79,10 @@ CODES: tuple[Code, ...] = (
     Code(
         "PZ0511",
         "ProjectLocked",
-        "another pz process holds the project lock (.pz/lock)",
-        "wait for the other run to finish; if it died, the stale lock is cleared automatically",
+        "another pz process holds the project lock (.pz/lock, or the lease of the shared state backend "
+        "`state:` configures, held by a process on any machine)",
+        "wait for the other run to finish; if it died, the stale lock is cleared automatically (a shared "
+        "backend's lease once it expires: state.lease_seconds)",
     ),
     Code(
         "PZ0512",
