@@ -54,10 +54,14 @@ class MemoryBackend(StateBackend):
         return None
 
     def renew(self, holder: Holder) -> bool:
-        return self.holder is not None and self.holder.token == holder.token
+        if self.holder is None or self.holder.token != holder.token:
+            return False
+        self.holder = holder  # the run it serves
+        return True
 
     def release(self, holder: Holder) -> None:
-        self.holder = None
+        if self.holder is not None and self.holder.token == holder.token:
+            self.holder = None
 
     def lease(self) -> LeaseInfo | None:
         return None if self.holder is None else LeaseInfo(self.holder, "later", False)
@@ -110,3 +114,21 @@ def test_the_local_backend_round_trips_what_it_keeps(tmp_path: Path) -> None:
     local.put_blob("schemas.json", b"{}")
     assert (tmp_path / ".pz" / "target" / "schemas.json").read_bytes() == b"{}"
     assert local.get_blob("schemas.json") == b"{}" and local.get_blob("other") is None
+
+
+def test_a_lock_whose_lease_was_taken_over_knows_it_lost_it(tmp_path: Path) -> None:
+    from pipelinez.core.diagnostics import PzError
+    from pipelinez.engine.state.lock import ProjectLock
+
+    backend = MemoryBackend("shop", {"lease_seconds": 60})
+    with ProjectLock(tmp_path / ".pz", backend) as lock:
+        assert backend.holder is not None and not lock.lost
+        with pytest.raises(PzError) as refused:  # a second holder, from another folder (another machine)
+            ProjectLock(tmp_path / "other" / ".pz", backend).__enter__()
+        assert refused.value.diagnostics[0].code == "PZ0511"
+        lock.serve("run-1")
+        assert backend.holder.run_id == "run-1" and not lock.lost
+        backend.holder = Holder("elsewhere", 7, "run-2", "theirs")  # expired and taken over meanwhile
+        lock.serve("run-1")
+        assert lock.lost  # the session then commits no watermark (PZ0525)
+    assert backend.holder is not None and backend.holder.token == "theirs"  # its release leaves theirs

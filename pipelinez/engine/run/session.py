@@ -110,6 +110,7 @@ class RunSession:
             lock = self._owned.enter_context(ProjectLock(self.state_dir, self.backend))
         self.run_id = new_run_id()
         lock.serve(self.run_id)
+        self.lock = lock
         self.run_dir = runs_dir(self.state_dir) / self.run_id
         try:  # refused before any node runs when the run's folder cannot be written
             self.run_dir.mkdir(parents=True)
@@ -389,6 +390,9 @@ def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capt
     """Commit the watermarks this run earned (see engine.watermarks), record each decision in the load's
     run_results entry, and say why a new watermark was not committed."""
     results = {n.name: n for n in session.results.nodes}
+    if session.lock.lost:  # another run holds the project now: its watermarks are the ones that count
+        _lease_lost(session, captures, results)
+        return
     done = commit_run(
         plan.dag.nodes,
         {name: r.status for name, r in results.items()},
@@ -422,6 +426,21 @@ def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capt
                 next_step=lookup("PZ0525").next_step,
             )
         )
+
+
+def _lease_lost(session: RunSession, captures: dict[str, Capture], results: dict[str, NodeResult]) -> None:
+    reason = "the project lock's lease was lost (another run took it over)"
+    for name, capture in captures.items():
+        results[name].watermark = capture.record(committed=False, reason=reason)
+    session.bus.publish(
+        WarningEvent(
+            session.run_id,
+            code="PZ0525",
+            message=f"the new watermarks were not recorded in {session.backend.describe()}: {reason}",
+            next_step="raise state.lease_seconds if runs pause longer than it; the next run reads the "
+            "same rows again",
+        )
+    )
 
 
 def _write_log(path: Path, text: str) -> Path | None:

@@ -19,6 +19,7 @@ class Lease:
         self.holder = Holder.this_process()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.lost = False  # a renewal found the lease taken over: this run must not commit state
 
     def acquire(self) -> LeaseInfo | None:
         """None when taken (the heartbeat runs); else the live holder's lease."""
@@ -38,6 +39,7 @@ class Lease:
         failpoints.hit("state.lease_renew")
         try:
             if not self.backend.renew(self.holder):
+                self.lost = True
                 DEBUG_LOG.warning("the project lock's lease on %s was lost", self.backend.describe())
         except StateBackendError as exc:  # unreachable for a moment: the next beat tries again
             DEBUG_LOG.info("the project lock's lease could not be renewed: %s", exc)

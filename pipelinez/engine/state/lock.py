@@ -67,6 +67,12 @@ class ProjectLock:
     def held(self) -> bool:
         return self._fd is not None
 
+    @property
+    def lost(self) -> bool:
+        """The shared backend's lease was taken over while this process held it (it stopped renewing in
+        time: a long pause, a network partition)."""
+        return self.lease is not None and self.lease.lost
+
     def serve(self, run_id: str) -> None:
         if self.lease is not None:
             self.lease.serve(run_id)
