@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from pipelinez.engine.run.session import RunOutcome
     from pipelinez.engine.state.run_results import NodeResult, RunResults
     from pipelinez.engine.state.runs import RunSummary
+    from pipelinez.engine.state.state_command import Migrated, StateReport
     from pipelinez.importers.dbt import ImportResult
 
 # the result types of running, retrying and restoring, imported on first use: `pz validate` and `pz plan`
@@ -457,6 +458,26 @@ class Project:
         """Delete every run's staging database (history stays): `removed`, the ids of the runs cleaned;
         `kept`, in words, what a Ray run staged on an object store that stays, and why."""
         return workflow.clean(self.root, self.environ)
+
+    def state(self, *, runs: int = 5) -> StateReport:
+        """Where the project's state lives (`state:` in project.yml, else .pz/), its committed watermarks,
+        the last `runs` runs and the lock holder (`pz state show`)."""
+        from pipelinez.engine.state.state_command import show
+
+        given = Arguments("Project.state")
+        given.count("runs", runs)
+        given.check()
+        return show(self.root, self.environ, runs)
+
+    def migrate_state(self, to: str) -> Migrated:
+        """Copy the local .pz/ state (watermarks the backend lacks, runs it lacks) into the shared backend
+        project.yml's `state:` names, which must be `to` (`pz state migrate --to`); idempotent."""
+        from pipelinez.engine.state.state_command import migrate
+
+        given = Arguments("Project.migrate_state")
+        given.text("to", to, optional=False)
+        given.check()
+        return migrate(self.root, to, self.environ)
 
     # --- pz ls, compile, show, test (issue 24): the logic lives in engine.listing and engine.preview ---
 

@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("commands_project", "schema"),
     "lineage": ("commands_inspect", "lineage"),
     "docs": ("commands_docs", "docs"),
+    "state": ("commands_state", "state"),
 }
 
 

@@ -32,6 +32,7 @@ from pipelinez.compile.pins import check_pins
 from pipelinez.compile.semantic import PipelineInfo, analyse_pipelines
 from pipelinez.compile.singular import analyse_singular
 from pipelinez.compile.staging import resolve_staging
+from pipelinez.compile.state_block import resolve_state
 from pipelinez.compile.stored_watermarks import StoredMark, check_stored
 from pipelinez.compile.targets import shared_targets
 from pipelinez.compile.templating import Templater
@@ -131,6 +132,8 @@ def compile_project(
     errors += found
     staging, found = resolve_staging(project, templater)
     errors += found
+    state, found = resolve_state(project, templater)
+    errors += found
     infos, found, warned = analyse_pipelines(project, templater)
     errors += found
     warnings += warned
@@ -192,7 +195,7 @@ def compile_project(
     # a watermark() expression that does not type-check: tier 4 said so in the pipeline, else PZ0224 does
     errors += [d for d in lowers.unless_bound if not any(e.place.file == d.place.file for e in errors)]
 
-    dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor, staging)
+    dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor, staging, state)
     return CompileResult(
         dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs, described, told
     )

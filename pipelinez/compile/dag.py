@@ -55,6 +55,8 @@ class CompiledDag:
     redactor: Redactor = field(default_factory=Redactor)
     # the ray executor's object-store staging settings (engine.staging), real values: may hold secrets
     staging: JsonObject = field(default_factory=dict, repr=False)
+    # the `state:` block rendered ({}: the local .pz/ folder), real values: may hold secrets
+    state: JsonObject = field(default_factory=dict, repr=False)
 
     @property
     def edges(self) -> dict[str, tuple[str, ...]]:

@@ -56,6 +56,7 @@ class ProjectSettings:
     engine: EngineSpec
     keep_last: int
     folders: dict[str, FolderConfig]
+    state: JsonObject  # the `state:` block as written ({}: the local .pz/ folder)
 
 
 def stem(doc: YamlDoc) -> str:
@@ -82,6 +83,7 @@ def build_settings(doc: YamlDoc) -> ProjectSettings:
             str(folder): _folder(doc, str(folder), block or {})
             for folder, block in _mapping(data.get("pipelines")).items()
         },
+        dict(_mapping(data.get("state"))),
     )
 
 

@@ -105,6 +105,7 @@ class _Loading:
             connector_pins=settings.connector_pins,
             engine=settings.engine,
             keep_last=settings.keep_last,
+            state=settings.state,
             sources=sources,
             sinks=sinks,
             pipelines=pipelines,

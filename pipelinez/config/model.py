@@ -234,6 +234,8 @@ class Project:
     macro_files: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     # project.yml `pipelines:` by folder (relative to pipelines/)
     folders: dict[str, FolderConfig] = field(default_factory=dict, repr=False, compare=False)
+    # project.yml `state:` as written ({}: the local .pz/ folder); rendered by compile.state_block
+    state: JsonObject = field(default_factory=dict)
 
     @property
     def state_dir(self) -> Path:

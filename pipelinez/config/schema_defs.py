@@ -83,6 +83,40 @@ INSTANCE_ENGINE: JsonObject = {
 }
 
 
+STATE: JsonObject = {
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "required": ["backend"],
+    "description": "where pz remembers things between runs (watermarks, run history, the project lock): "
+    "the project's .pz/ folder (local, the default) or a shared backend (docs/deploying.md)",
+    "properties": {
+        "backend": {
+            "type": "string",
+            "minLength": 1,
+            "description": "local (default, .pz/), postgres, or a backend a plugin registers "
+            "(entry-point group pipelinez.state_backends); s3 and azureblob are not available yet",
+        },
+        "connection": {
+            "type": ["object", "null"],
+            "additionalProperties": True,
+            "description": "the backend's connection: for postgres the postgres connector's connection keys "
+            "(host, port, database, user, password, sslmode, options, dsn); secrets through env()",
+        },
+        "schema": {
+            "type": "string",
+            "minLength": 1,
+            "description": "postgres: the schema of pz's own tables, created on first use (default pz_state)",
+        },
+        "lease_seconds": {
+            "type": "number",
+            "minimum": 0.5,
+            "description": "how long the project lock outlives a holder that stopped renewing it (a worker "
+            "that died); default 60",
+        },
+    },
+}
+
+
 STAGING: JsonObject = {
     "type": ["object", "null"],
     "additionalProperties": False,
@@ -228,6 +262,7 @@ def project_schema() -> JsonObject:
             "additionalProperties": {"type": "string", "minLength": 1},
         },
         "engine": engine,
+        "state": STATE,
         "retention": {
             "type": ["object", "null"],
             "additionalProperties": False,

@@ -13,15 +13,19 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from pipelinez import __version__
+from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.described import Described
 from pipelinez.compile.lineage import ProjectLineage
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SinkWriteNode, SourceLoadNode
 from pipelinez.config.doc_blocks import DocBlock, collect_doc_blocks, render_description
 from pipelinez.config.model import Project
 from pipelinez.core.json_types import JsonObject
+from pipelinez.core.state.backend import StateBackendError
 from pipelinez.docs_site.history import Timeline, check_history, run_history
 from pipelinez.docs_site.layout import layered_layout
 from pipelinez.engine.events import utc_now
+from pipelinez.engine.run.failures import DEBUG_LOG
+from pipelinez.engine.state.shared import backend_for, hydrate
 from pipelinez.plan.planner import Plan, PlannedNode
 
 SOURCE, PIPELINE, CHECK, SINK = "source", "pipeline", "check", "sink"
@@ -268,6 +272,20 @@ def _ephemeral_node(name: str, inputs: DocsInputs) -> GraphNode:
     }
 
 
+def _pull_runs(dag: CompiledDag) -> None:
+    """The runs other workers recorded in a shared state backend, into .pz/runs (the timeline reads them);
+    a backend that cannot be reached leaves the site with the runs made here."""
+    if not dag.state:
+        return
+    backend = backend_for(dag.project, dag.state)
+    try:
+        hydrate(backend, dag.project.state_dir)
+    except (StateBackendError, OSError) as exc:
+        DEBUG_LOG.info("the docs site shows only local runs: %s", exc)
+    finally:
+        backend.close()
+
+
 def docs_document(inputs: DocsInputs) -> JsonObject:
     dag = inputs.plan.dag
     planned = {p.node.name: p for p in inputs.plan.nodes}
@@ -276,6 +294,7 @@ def docs_document(inputs: DocsInputs) -> JsonObject:
         _ephemeral_node(name, inputs) for name in sorted(inputs.described.ephemeral) if name not in dag.nodes
     ]
     deps = {n["id"]: n["deps"] for n in nodes}
+    _pull_runs(dag)
     runs = run_history(
         dag.project.state_dir, {name: node.deps for name, node in dag.nodes.items()}, inputs.runs
     )

@@ -79,8 +79,10 @@ CODES: tuple[Code, ...] = (
     Code(
         "PZ0511",
         "ProjectLocked",
-        "another pz process holds the project lock (.pz/lock)",
-        "wait for the other run to finish; if it died, the stale lock is cleared automatically",
+        "another pz process holds the project lock (.pz/lock, or the lease of the shared state backend "
+        "`state:` configures, held by a process on any machine)",
+        "wait for the other run to finish; if it died, the stale lock is cleared automatically (a shared "
+        "backend's lease once it expires: state.lease_seconds)",
     ),
     Code(
         "PZ0512",
@@ -316,5 +318,28 @@ CODES: tuple[Code, ...] = (
         "a lease object or a state document in an object store is not the JSON pz wrote (written by "
         "something else, or damaged)",
         "look at the object the message names; if no run is live, delete it (pz writes it again)",
+    ),
+    Code(
+        "PZ0580",
+        "StateBackendUnreachable",
+        "the shared state backend of `state:` in project.yml cannot be reached (server down, wrong host or "
+        "credentials); nothing was recorded there",
+        "check the server and the credentials in state.connection, then run the command again",
+    ),
+    Code(
+        "PZ0581",
+        "StateBackendRefused",
+        "the shared state backend answered but refused a read or write of pz's state (no privilege on its "
+        "schema, a table changed by hand)",
+        "grant the role in state.connection the right to create and write the schema named in state.schema, "
+        "then run the command again",
+    ),
+    Code(
+        "PZ0582",
+        "StateMigrateTarget",
+        "`pz state migrate --to <backend>` names a backend other than the one project.yml's `state:` "
+        "block configures (or the project keeps its state locally)",
+        "set `state: {backend: <backend>, connection: {...}}` in project.yml, then run pz state migrate "
+        "again",
     ),
 )

@@ -292,4 +292,19 @@ CODES: tuple[Code, ...] = (
         "sinks/<name>.yml, or an ephemeral folder sets `sink:`",
         "declare the sink, fix its name, or remove `sink:` from the folder block",
     ),
+    Code(
+        "PZ0132",
+        "StateBackendUnavailable",
+        "project.yml `state.backend` names a backend this pz cannot use: s3 and azureblob are not available "
+        "yet (issue 23), or no installed package registers the name (entry-point group "
+        "pipelinez.state_backends)",
+        "use `backend: local` (the .pz/ folder, the default) or `backend: postgres`",
+    ),
+    Code(
+        "PZ0133",
+        "StateBlockInvalid",
+        "project.yml `state:` is not usable: a key the backend does not take, a connection key the postgres "
+        "connector does not know, or a secret (password, dsn) written literally instead of through env()",
+        "fix the `state:` block as the message says; secrets come from env vars declared `secret: true`",
+    ),
 )

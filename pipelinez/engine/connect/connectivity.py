@@ -15,6 +15,8 @@ from pipelinez.config.model import SinkSpec, SourceSpec
 from pipelinez.connectors.sdk import Connector
 from pipelinez.core.diagnostics import Diagnostic, PzConnectorError, error, warning
 from pipelinez.core.duck_types import parse_type
+from pipelinez.core.state.backend import StateBackendError
+from pipelinez.engine.state.shared import SCHEMA_CACHE, backend_for
 from pipelinez.engine.state.statedir import state_error
 
 
@@ -63,7 +65,25 @@ def check_connectivity(dag: CompiledDag) -> tuple[list[Diagnostic], list[Diagnos
         _write_cache(dag.project.state_dir, schemas)
     except OSError as exc:
         errors += state_error(exc, dag.project.state_dir).diagnostics
+    if dag.state:
+        errors += _check_state_backend(dag, bool(schemas))
     return errors, warnings, schemas
+
+
+def _check_state_backend(dag: CompiledDag, cached: bool) -> list[Diagnostic]:
+    """Tier 5 of a shared state backend: reachable and writable (a write rolled back); the schema cache
+    just written is copied there, so a fresh worker's tier 4 has it too."""
+    backend = backend_for(dag.project, dag.state)
+    try:
+        backend.check_writable()
+        cache = dag.project.state_dir / "target" / SCHEMA_CACHE
+        if cached and cache.is_file():
+            backend.put_blob(SCHEMA_CACHE, cache.read_bytes())
+    except StateBackendError as exc:
+        return list(exc.diagnostics)
+    finally:
+        backend.close()
+    return []
 
 
 def _source_checks(
@@ -152,7 +172,7 @@ def _sink_checks(
 def _write_cache(state_dir: Path, schemas: dict[str, list[tuple[str, str]]]) -> None:
     if not schemas:
         return
-    path = state_dir / "target" / "schemas.json"
+    path = state_dir / "target" / SCHEMA_CACHE
     path.parent.mkdir(parents=True, exist_ok=True)
     existing: dict[str, list[list[str]]] = {}
     try:

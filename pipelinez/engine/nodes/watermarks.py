@@ -27,9 +27,10 @@ from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.watermark_literal import ZONED
 from pipelinez.connectors.sdk import ReadBounds, bounds_predicate
 from pipelinez.core import duck_catalog
-from pipelinez.core.diagnostics import PzConnectorError
-from pipelinez.core.run_state import RunState, StateFileError, Watermark
+from pipelinez.core.diagnostics import PzConnectorError, PzError
+from pipelinez.core.run_state import Watermark
 from pipelinez.core.sqlnames import quote_ident, quote_literal
+from pipelinez.core.state.backend import StateBackend
 from pipelinez.core.vocabulary import NodeStatus, Provenance
 from pipelinez.engine.state.run_results import WatermarkRecord
 
@@ -203,7 +204,7 @@ def commit_run(
     statuses: Mapping[str, NodeStatus],
     provenance: Mapping[str, Provenance | None],
     captures: Mapping[str, Capture],
-    state: RunState,
+    state: StateBackend,
     run_id: str,
 ) -> RunCommit:
     """Decide each captured load's watermark (`decide`) and record the committed ones in one transaction."""
@@ -220,10 +221,10 @@ def commit_run(
             skipped[name] = decision.reason
     try:
         state.commit_watermarks(marks.values())
-    except Exception as exc:  # broken, another process holding the file (StateFileError); the disk
-        reason = (
-            exc.diagnostics[0].message if isinstance(exc, StateFileError) else f"{type(exc).__name__}: {exc}"
-        )
-        unwritten = dict.fromkeys(marks, "the state file could not be written")
+    except Exception as exc:  # broken, another process holding the file (StateFileError); the disk; a
+        # shared backend unreachable (StateBackendError)
+        reason = exc.diagnostics[0].message if isinstance(exc, PzError) else f"{type(exc).__name__}: {exc}"
+        what = "the state backend" if state.remote else "the state file"
+        unwritten = dict.fromkeys(marks, f"{what} could not be written")
         return RunCommit({}, {**skipped, **unwritten}, reason)
     return RunCommit(marks, skipped)

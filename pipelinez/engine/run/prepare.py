@@ -8,6 +8,7 @@ tier that ran.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,10 @@ from pipelinez.config.loader import find_project_root, load_project
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
 from pipelinez.core.run_state import RunState, StateFileError, Watermark
+from pipelinez.core.state.backend import StateBackendError
 from pipelinez.engine.connect.connectivity import check_connectivity
 from pipelinez.engine.run.compile_cache import CompileCache
+from pipelinez.engine.state.shared import project_backend, pull_schema_cache
 from pipelinez.plan.planner import Plan, build_plan
 
 
@@ -52,9 +55,12 @@ def validate(
     if project is None:
         return Validation(None, errors, warnings)
     try:
-        watermarks = committed_watermarks(project, full_refresh)
+        watermarks = committed_watermarks(project, full_refresh, environ)
         unreadable: list[Diagnostic] = []
-    except StateFileError as exc:  # a broken or locked state file matters to incremental datasets only
+    except (
+        StateFileError,
+        StateBackendError,
+    ) as exc:  # a broken or locked state file matters to incremental datasets only
         watermarks, unreadable = {}, list(exc.diagnostics)
     if compiles is not None and not describe:
         compiled = compiles.compile(project, overrides, environ, watermarks)
@@ -74,11 +80,26 @@ def validate(
     return Validation(project, errors, warnings, compiled)
 
 
-def committed_watermarks(project: Project, full_refresh: bool = False) -> dict[tuple[str, str], Watermark]:
-    """The committed watermark of every incremental dataset (none for a full refresh)."""
+def committed_watermarks(
+    project: Project, full_refresh: bool = False, environ: Mapping[str, str] | None = None
+) -> dict[tuple[str, str], Watermark]:
+    """The committed watermark of every incremental dataset (none for a full refresh), from the project's
+    state backend (the local .pz/state.duckdb without a `state:` block). A `state:` block that cannot be
+    rendered reads none here: the compile reports its errors."""
     if full_refresh:
         return {}
-    return RunState(project.state_dir).watermarks()
+    if not project.state:
+        return RunState(project.state_dir).watermarks()
+    try:
+        backend = project_backend(project, environ)
+    except PzValidationError:
+        return {}
+    try:
+        with contextlib.suppress(OSError):  # a missing cache only makes tier 4 bind loosely
+            pull_schema_cache(backend, project.state_dir)
+        return backend.watermarks()
+    finally:
+        backend.close()
 
 
 def checked_dag(

@@ -23,6 +23,8 @@ from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.oserrors import os_reason
 from pipelinez.core.redact import Redactor
 from pipelinez.core.run_state import RunState
+from pipelinez.core.state.backend import StateBackend, StateBackendError
+from pipelinez.core.state.local import LocalBackend
 from pipelinez.core.vocabulary import NodeError, NodeStatus, RunCommand, RunStatus
 from pipelinez.engine.events import (
     EventBus,
@@ -42,8 +44,15 @@ from pipelinez.engine.run.executor import OK_STATUSES, Executor, NodeGate, node_
 from pipelinez.engine.staging.shared_staging import remove_staged
 from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
 from pipelinez.engine.state.lock import ProjectLock
-from pipelinez.engine.state.run_results import NodeResult, ResultsWriter, RunArgs, RunResults
+from pipelinez.engine.state.mirror import ResultsMirror
+from pipelinez.engine.state.run_results import (
+    NodeResult,
+    ResultsWriter,
+    RunArgs,
+    RunResults,
+)
 from pipelinez.engine.state.runs import STAGING_FILE, new_run_id, runs_dir, sweep
+from pipelinez.engine.state.shared import backend_for, mirror
 from pipelinez.engine.state.statedir import state_error
 from pipelinez.plan.planner import Plan
 
@@ -80,6 +89,7 @@ class RunSession:
         subscribers: Sequence[Subscriber] = (),
         lock: ProjectLock | None = None,
         remove_staged: Callable[[str, str], None] | None = None,
+        backend: StateBackend | None = None,
     ):
         """`lock`: the project lock, held by the caller's `with` block (a retry decides and runs under it);
         without it the session takes the lock itself, until its end. `remove_staged`: how the retention
@@ -90,12 +100,17 @@ class RunSession:
         self.keep_last = keep_last
         self.subscribers = subscribers
         self._held = lock
+        self.backend = backend or LocalBackend(state_dir)
+        self._mirror: ResultsMirror | None = None
         self._owned = contextlib.ExitStack()  # the session's own lock, when the caller holds none
 
     def __enter__(self) -> RunSession:
-        if self._held is None or not self._held.held:
-            self._owned.enter_context(ProjectLock(self.state_dir))
+        lock = self._held
+        if lock is None or not lock.held:
+            lock = self._owned.enter_context(ProjectLock(self.state_dir, self.backend))
         self.run_id = new_run_id()
+        lock.serve(self.run_id)
+        self.lock = lock
         self.run_dir = runs_dir(self.state_dir) / self.run_id
         try:  # refused before any node runs when the run's folder cannot be written
             self.run_dir.mkdir(parents=True)
@@ -119,7 +134,9 @@ class RunSession:
     ) -> None:
         """Write the first run_results.json and publish run_started, the plan's warnings and notes."""
         self.results = results
-        writer = ResultsWriter(self.run_dir / "run_results.json", results, self.redactor)
+        writer = ResultsWriter(
+            self.run_dir / "run_results.json", results, self.redactor, self._mirror_results
+        )
         try:
             writer.write()
         except OSError as exc:
@@ -159,11 +176,37 @@ class RunSession:
                         counts=self.results.counts,
                     )
                 )
+            self._mirror_final()
             self._events.close()
             with contextlib.suppress(OSError):  # retention retries on the next run
                 sweep(self.state_dir, self.keep_last, current=self.run_id, remove_staged=self.remove_staged)
         finally:
-            self._owned.close()
+            try:
+                self._owned.close()
+            finally:
+                self.backend.close()
+
+    def _mirror_results(self) -> None:
+        """run_results.json was just rewritten: a shared backend gets a copy (in the background)."""
+        if self.backend.remote:
+            if self._mirror is None:
+                self._mirror = ResultsMirror(self.backend, self.run_id, self.run_dir)
+            self._mirror.touch()
+
+    def _mirror_final(self) -> None:
+        """The run's final record and events, into a shared backend; a failure is a warning on stderr
+        (the run's outcome stands, its record stays in the local .pz/runs)."""
+        if not self.backend.remote:
+            return
+        if self._mirror is not None:
+            self._mirror.close()
+        try:
+            mirror(self.backend, self.run_id, self.run_dir)
+        except StateBackendError as exc:
+            for d in exc.diagnostics:
+                self.bus.publish(
+                    WarningEvent(self.run_id, code=d.code, message=d.message, next_step=d.next_step)
+                )
 
     def _final_write(self) -> None:
         try:
@@ -203,8 +246,9 @@ def execute(
     project = plan.dag.project
     resume = resume or Resumption()
     remover = remove_staged(plan.dag.staging)
+    backend = backend_for(project, plan.dag.state)
     with RunSession(
-        project.state_dir, plan.dag.redactor, project.keep_last, subscribers, lock, remover
+        project.state_dir, plan.dag.redactor, project.keep_last, subscribers, lock, remover, backend
     ) as session:
         results = RunResults(session.run_id, command, utc_now(), plan.selection, args, retry_of=retry_of)
         planned = [
@@ -346,12 +390,15 @@ def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capt
     """Commit the watermarks this run earned (see engine.watermarks), record each decision in the load's
     run_results entry, and say why a new watermark was not committed."""
     results = {n.name: n for n in session.results.nodes}
+    if session.lock.lost:  # another run holds the project now: its watermarks are the ones that count
+        _lease_lost(session, captures, results)
+        return
     done = commit_run(
         plan.dag.nodes,
         {name: r.status for name, r in results.items()},
         {name: r.provenance for name, r in results.items()},
         captures,
-        RunState(plan.dag.project.state_dir),
+        session.backend,
         session.run_id,
     )
     for name, capture in captures.items():
@@ -366,15 +413,34 @@ def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capt
                 Note(session.run_id, message=f"{name}: watermark {capture.cursor} not advanced: {reason}")
             )
     if done.error is not None:
+        if session.backend.remote:
+            where = place = session.backend.describe()
+        else:
+            where, place = ".pz/state.duckdb", str(RunState(plan.dag.project.state_dir).path)
         session.bus.publish(
             WarningEvent(
                 session.run_id,
                 code="PZ0525",
-                message=f"the new watermarks could not be recorded in .pz/state.duckdb: {done.error}",
-                place=str(RunState(plan.dag.project.state_dir).path),
+                message=f"the new watermarks could not be recorded in {where}: {done.error}",
+                place=place,
                 next_step=lookup("PZ0525").next_step,
             )
         )
+
+
+def _lease_lost(session: RunSession, captures: dict[str, Capture], results: dict[str, NodeResult]) -> None:
+    reason = "the project lock's lease was lost (another run took it over)"
+    for name, capture in captures.items():
+        results[name].watermark = capture.record(committed=False, reason=reason)
+    session.bus.publish(
+        WarningEvent(
+            session.run_id,
+            code="PZ0525",
+            message=f"the new watermarks were not recorded in {session.backend.describe()}: {reason}",
+            next_step="raise state.lease_seconds if runs pause longer than it; the next run reads the "
+            "same rows again",
+        )
+    )
 
 
 def _write_log(path: Path, text: str) -> Path | None:

@@ -28,6 +28,7 @@ from pipelinez.core.vocabulary import RunCommand, RunStatus
 from pipelinez.engine.events import Event, Subscriber
 from pipelinez.engine.run.compile_cache import CompileCache
 from pipelinez.engine.run.prepare import checked_dag, plan
+from pipelinez.engine.state.shared import backend_at, hydrate
 
 if TYPE_CHECKING:  # what runs, retries and cleans imports when it is called: `pz validate` never needs it
     from pipelinez.engine.retry.retry_command import RetryOutcome
@@ -191,7 +192,9 @@ def retry(
 
     root = find_project_root(project_dir or Path.cwd())
     state_dir = root / ".pz"
-    with ProjectLock(state_dir) as lock:
+    backend = backend_at(root, environ)
+    with contextlib.closing(backend), ProjectLock(state_dir, backend) as lock:
+        hydrate(backend, state_dir)  # the last run may have run on another machine
         last = last_run(state_dir)
         if last.status == RunStatus.SUCCESS:
             return RetryOutcome(last.run_id, message=NOTHING)
@@ -326,7 +329,13 @@ def _incremental_loads(the_plan: Plan) -> list[tuple[str, str]]:
 def history(project_dir: Path | None, limit: int | None = None) -> list[RunSummary]:
     from pipelinez.engine.state.runs import history as run_history
 
-    return run_history(find_project_root(project_dir or Path.cwd()) / ".pz", limit)
+    root = find_project_root(project_dir or Path.cwd())
+    backend = backend_at(root)
+    try:
+        hydrate(backend, root / ".pz")
+    finally:
+        backend.close()
+    return run_history(root / ".pz", limit)
 
 
 @dataclass(frozen=True)
@@ -348,7 +357,8 @@ def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) ->
 
     root = find_project_root(project_dir or Path.cwd())
     state_dir = root / ".pz"
-    with ProjectLock(state_dir):
+    backend = backend_at(root, environ)
+    with contextlib.closing(backend), ProjectLock(state_dir, backend):
         settings = _staging_settings(root, environ)
         kept: list[str] = []
         removed = clean_runs(state_dir, None if settings is None else remove_staged(settings), kept)

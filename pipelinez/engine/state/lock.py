@@ -11,6 +11,8 @@ from pathlib import Path
 from types import TracebackType
 
 from pipelinez.core.diagnostics import PzError, error
+from pipelinez.core.state.backend import StateBackend
+from pipelinez.engine.state.lease import Lease, locked_error
 from pipelinez.engine.state.statedir import ensure_state_dir, state_error
 
 
@@ -19,9 +21,13 @@ class ProjectLocked(PzError):
 
 
 class ProjectLock:
-    def __init__(self, state_dir: Path):
+    """`backend`: the project's shared state backend; its lease is taken after the local flock (and
+    released before it), so runs on other machines are kept apart too."""
+
+    def __init__(self, state_dir: Path, backend: StateBackend | None = None):
         self.path = state_dir / "lock"
         self._fd: int | None = None
+        self.lease = Lease(backend) if backend is not None and backend.remote else None
 
     def __enter__(self) -> ProjectLock:
         ensure_state_dir(self.path.parent)
@@ -46,15 +52,39 @@ class ProjectLock:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd
+        if self.lease is not None:
+            try:
+                other = self.lease.acquire()
+            except BaseException:
+                self._unlock()
+                raise
+            if other is not None:
+                self._unlock()
+                raise ProjectLocked(locked_error(self.lease.backend, other)) from None
         return self
 
     @property
     def held(self) -> bool:
         return self._fd is not None
 
+    @property
+    def lost(self) -> bool:
+        """The shared backend's lease was taken over while this process held it (it stopped renewing in
+        time: a long pause, a network partition)."""
+        return self.lease is not None and self.lease.lost
+
+    def serve(self, run_id: str) -> None:
+        if self.lease is not None:
+            self.lease.serve(run_id)
+
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if self.lease is not None:
+            self.lease.release()
+        self._unlock()
+
+    def _unlock(self) -> None:
         if self._fd is not None:
             os.ftruncate(self._fd, 0)
             fcntl.flock(self._fd, fcntl.LOCK_UN)

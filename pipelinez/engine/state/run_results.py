@@ -337,8 +337,16 @@ class ResultsWriter:
     its record exist) and after the final one (`final`: the run's status survives a power loss once pz has
     exited)."""
 
-    def __init__(self, path: Path, results: RunResults, redactor: Redactor):
+    def __init__(
+        self,
+        path: Path,
+        results: RunResults,
+        redactor: Redactor,
+        after: Callable[[], None] | None = None,
+    ):
+        """`after`: called after each write (a shared state backend's copy)."""
         self.path = path
+        self._after = after
         self.results = results
         self._redact = redactor
         self._lock = threading.Lock()
@@ -360,6 +368,8 @@ class ResultsWriter:
                 fsync_folder(self.path.parent)
             elif final:
                 fsync_folder(self.path.parent)
+            if self._after is not None:
+                self._after()
 
 
 def fsync_folder(folder: Path) -> None:
