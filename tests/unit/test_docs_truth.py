@@ -289,12 +289,15 @@ def _resolves(name: str) -> str | None:
         parts.insert(0, "pipelinez")
     where = ROOT
     for i, part in enumerate(parts):
-        if (where / part).is_dir():
-            where = where / part
+        after = parts[i + 1] if i + 1 < len(parts) else None
+        if (where / part).is_dir() and (
+            after is None or (where / part / after).is_dir() or (where / part / f"{after}.py").is_file()
+        ):
+            where = where / part  # a package, and what follows is one of its modules or sub-packages
             continue
-        if not (where / f"{part}.py").is_file():
+        if not (where / part).is_dir() and not (where / f"{part}.py").is_file():
             return f"{'.'.join(parts)}: no module or package {'/'.join(parts[: i + 1])}"
-        obj: Any = importlib.import_module(".".join(parts[: i + 1]))
+        obj: Any = importlib.import_module(".".join(parts[: i + 1]))  # a module, or a package's attributes
         for attr in parts[i + 1 :]:
             fields = {*getattr(obj, "__dataclass_fields__", {}), *getattr(obj, "__annotations__", {})}
             if attr in fields:

@@ -15,15 +15,15 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelinez.api.functions import import_dbt, init_project, redact_secrets, write_schemas
+from pipelinez.api.results import PlanNode, RunPlan, ValidationReport
 from pipelinez.compile.policy import BreakerPolicy, RetryPolicy
 from pipelinez.compile.work import engine_retry as engine_retry_policy
 from pipelinez.config.loader import find_project_root
 from pipelinez.config.model import RetrySpec
-from pipelinez.connectors.sdk import ReadBounds
 from pipelinez.core.arguments import Arguments
 from pipelinez.core.diagnostics import (
     Diagnostic,
@@ -32,14 +32,12 @@ from pipelinez.core.diagnostics import (
     PzUsageError,
     PzValidationError,
 )
-from pipelinez.core.json_types import JsonObject
 from pipelinez.core.stop_signals import sigterm_stops_the_run
-from pipelinez.core.vocabulary import NodeKind, NodeStatus, RunStatus, Strategy, Tier
+from pipelinez.core.vocabulary import NodeStatus, RunStatus
 from pipelinez.engine.run import prepare, validate_cache, workflow
 from pipelinez.engine.run.compile_cache import COMPILES
 from pipelinez.engine.run.workflow import EventCallbackError, OnEvent
 from pipelinez.engine.run.workflow import Forward as _Forward
-from pipelinez.plan.planner import PlannedNode
 
 if TYPE_CHECKING:
     from pipelinez.docs_site.lineage_report import ColumnLineageReport, LineageStep
@@ -53,7 +51,6 @@ if TYPE_CHECKING:
     from pipelinez.engine.state.run_results import NodeResult, RunResults
     from pipelinez.engine.state.runs import RunSummary
     from pipelinez.engine.state.state_command import Migrated, StateReport
-    from pipelinez.importers.dbt import ImportResult
 
 # the result types of running, retrying and restoring, imported on first use: `pz validate` and `pz plan`
 # never load the engine that runs
@@ -114,6 +111,7 @@ __all__ = [
     "RunStatus",
     "RunSummary",
     "ValidationReport",
+    "import_dbt",
     "init_project",
     "redact_secrets",
     "write_schemas",
@@ -121,123 +119,6 @@ __all__ = [
 
 PathLike = str | os.PathLike[str]
 EXECUTORS = ("local", "ray")
-
-
-@dataclass(frozen=True)
-class ValidationReport:
-    """A valid project: how many nodes it compiles to, and its warnings."""
-
-    nodes: int
-    warnings: tuple[Diagnostic, ...] = ()
-
-
-@dataclass(frozen=True)
-class PlanNode:
-    """One node of a plan, in run order: a read-only view of the plan's own node (nothing copied)."""
-
-    planned: PlannedNode
-    guarded: bool = False  # engine.breaker is set: the node's instance has a circuit breaker
-    description: str | None = None  # its dataset's, pipeline's, output's or column's `description:`
-
-    @staticmethod
-    def of(planned: PlannedNode, breaker: bool = False, description: str | None = None) -> PlanNode:
-        return PlanNode(planned, breaker, description)
-
-    @property
-    def name(self) -> str:
-        return self.planned.node.name
-
-    @property
-    def id(self) -> str:
-        return self.planned.node.id
-
-    @property
-    def kind(self) -> NodeKind:
-        return NodeKind(self.planned.node.kind)
-
-    @property
-    def deps(self) -> tuple[str, ...]:
-        return tuple(self.planned.node.deps)
-
-    @property
-    def tier(self) -> Tier | None:
-        """Source loads and sink writes: native | universal."""
-        return self.planned.tier
-
-    @property
-    def strategy(self) -> Strategy | None:
-        """Sink writes."""
-        return self.planned.strategy
-
-    @property
-    def connector(self) -> str | None:
-        return self.planned.connector
-
-    @property
-    def delivery(self) -> str | None:
-        """A sink write's delivery guarantee."""
-        return self.planned.guarantee
-
-    @property
-    def retry(self) -> RetryPolicy | None:
-        """The effective policy, for a node whose config declares one."""
-        return self.planned.retry if self.planned.declares_retry else None
-
-    @property
-    def note(self) -> str | None:
-        return self.planned.note
-
-    @property
-    def breaker(self) -> str | None:
-        """The instance whose circuit breaker guards this node (engine.breaker set)."""
-        return self.planned.node.instance if self.guarded else None
-
-    @property
-    def incremental(self) -> JsonObject | None:
-        """An incremental load: cursor, watermark, next read's bounds."""
-        return _incremental(self.planned.bounds)
-
-    def to_dict(self) -> JsonObject:
-        """The fields of a `plan_node` line under `--log-format json`."""
-        return {
-            "name": self.name,
-            "id": self.id,
-            "kind": self.kind,
-            "tier": self.tier,
-            "strategy": self.strategy,
-            "deps": list(self.deps),
-            "delivery": self.delivery,
-            "retry": self.retry.to_dict() if self.retry else None,
-            "breaker": self.breaker,
-            "incremental": self.incremental,
-            "description": self.description,
-        }
-
-
-def _incremental(bounds: ReadBounds | None) -> JsonObject | None:
-    if bounds is None:
-        return None
-    return {
-        "cursor": bounds.cursor,
-        "watermark": bounds.committed,
-        "lower": bounds.lower,
-        "lower_inclusive": bounds.lower_inclusive,
-        "upper": bounds.upper,
-        "reads": bounds.describe(),
-    }
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    nodes: tuple[PlanNode, ...]
-    selection: tuple[str, ...]
-    warnings: tuple[Diagnostic, ...] = ()
-    engine_retry: RetryPolicy | None = None  # project.yml's engine.retry, effective, when it declares one
-    breaker: BreakerPolicy | None = None  # engine.breaker, effective, when it declares one
-
-    @property
-    def names(self) -> list[str]:
-        return [n.name for n in self.nodes]
 
 
 class Project:
@@ -550,42 +431,3 @@ class Project:
         given.variables("vars", vars)
         given.check()
         return run_checks(self.root, select, exclude, vars, self.environ)
-
-
-def init_project(directory: PathLike, *, force: bool = False) -> list[Path]:
-    """Write the quickstart project into `directory` (`pz init`); the files written."""
-    from pipelinez.scaffold.quickstart import write_quickstart
-
-    return list(write_quickstart(Path(directory), force=force))
-
-
-def import_dbt(source: PathLike, *, out: PathLike | None = None, target: str | None = None) -> ImportResult:
-    """Write a pz project from the dbt project at `source` (`pz import dbt`): an ImportResult with the
-    folder, the files written, the report and the warnings. Raises PzError with every problem found, and
-    then writes nothing."""
-    from pipelinez.importers.dbt import import_dbt as run_import
-
-    return run_import(Path(source), Path(out) if out is not None else None, target)
-
-
-def write_schemas(out: PathLike) -> list[Path]:
-    """Write the JSON Schemas of the project files (`pz schema`); the files written."""
-    from pipelinez.config.schemas import write_schemas as write
-
-    return list(write(Path(out)))
-
-
-def redact_secrets(root: Path, text: str) -> str:
-    """`text` with the values of the project's secret env variables masked (for a crash log). Never raises:
-    when the project cannot be read, nothing can be named and the text is returned as is."""
-    from pipelinez.config.loader import load_project
-    from pipelinez.core.redact import Redactor
-
-    try:
-        project, _ = load_project(root)
-    except Exception:  # the crash may be in loading itself: then mask nothing we can't name
-        return text
-    if project is None:
-        return text
-    secrets = tuple(os.environ.get(n, spec.default or "") for n, spec in project.env.items() if spec.secret)
-    return Redactor(secrets)(text)
