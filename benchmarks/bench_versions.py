@@ -5,7 +5,8 @@ tree's median wall time and peak RSS. Used to show a refactor costs nothing (iss
     git archive <old-commit> | (mkdir -p /tmp/old && tar -x -C /tmp/old)
     .venv/bin/python benchmarks/bench_versions.py --a /tmp/old --b . --pairs 5
 
-Work measured: `pz validate` of a generated diamond project (`--pipelines`, gen_diamond_project.py), and
+Every process starts cold: the project's `.pz/target/` (the re-validation caches) is removed first, so both
+trees do the whole validation. Work measured: `pz validate` of a generated diamond project (`--pipelines`, gen_diamond_project.py), and
 `pz run` of the core benchmark's CSV → pipeline → Parquet project (`--rows`, bench_core.py). Both trees run
 with this interpreter; each process gets PYTHONPATH=<tree> and runs from a neutral folder.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,6 +31,8 @@ DATA = HERE / ".data"
 
 
 def timed(tree: Path, args: list[str], expect: str) -> tuple[float, float, int]:
+    project = Path(args[args.index("-p") + 1])
+    shutil.rmtree(project / ".pz" / "target", ignore_errors=True)  # cold: no re-validation cache (issue 22)
     env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
     start = time.perf_counter()
     proc = subprocess.Popen(
