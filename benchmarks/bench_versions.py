@@ -6,9 +6,10 @@ tree's median wall time and peak RSS. Used to show a refactor costs nothing (iss
     .venv/bin/python benchmarks/bench_versions.py --a /tmp/old --b . --pairs 5
 
 Every process starts cold: the project's `.pz/target/` (the re-validation caches) is removed first, so both
-trees do the whole validation. Work measured: `pz validate` of a generated diamond project (`--pipelines`, gen_diamond_project.py), and
-`pz run` of the core benchmark's CSV → pipeline → Parquet project (`--rows`, bench_core.py). Both trees run
-with this interpreter; each process gets PYTHONPATH=<tree> and runs from a neutral folder.
+trees do the whole validation. Work measured: `pz validate` of a generated diamond project (`--pipelines`,
+gen_diamond_project.py), and `pz run` of the core benchmark's CSV → pipeline → Parquet project (`--rows`,
+bench_core.py). Both trees run with this interpreter; each process gets PYTHONPATH=<tree> and runs from a
+neutral folder.
 """
 
 from __future__ import annotations
