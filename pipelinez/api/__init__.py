@@ -36,6 +36,7 @@ from pipelinez.core.stop_signals import sigterm_stops_the_run
 from pipelinez.core.vocabulary import NodeStatus, RunStatus
 from pipelinez.engine.run import prepare, validate_cache, workflow
 from pipelinez.engine.run.compile_cache import COMPILES
+from pipelinez.engine.run.folder_key import walk_once
 from pipelinez.engine.run.workflow import EventCallbackError, OnEvent
 from pipelinez.engine.run.workflow import Forward as _Forward
 
@@ -144,12 +145,15 @@ class Project:
         given.flag("connect", connect)
         given.variables("vars", vars)
         given.check()
-        key = None if connect else validate_cache.files_key(self.root, vars)
-        replayed = validate_cache.replay(self.root, key, self.environ)
-        if replayed is not None:  # an unchanged project: validated by an earlier process
-            return ValidationReport(replayed.nodes, replayed.warnings)
-        seen = validate_cache.before(key, vars)
-        checked = prepare.validate(self.root, vars, self.environ, connect=connect, compiles=self._compiles)
+        with walk_once():  # the stored validation and the compile cache key one walk of the folder
+            key = None if connect else validate_cache.files_key(self.root, vars)
+            replayed = validate_cache.replay(self.root, key, self.environ)
+            if replayed is not None:  # an unchanged project: validated by an earlier process
+                return ValidationReport(replayed.nodes, replayed.warnings)
+            seen = validate_cache.before(key, vars)
+            checked = prepare.validate(
+                self.root, vars, self.environ, connect=connect, compiles=self._compiles
+            )
         if checked.errors:
             raise PzValidationError([*checked.errors, *checked.warnings])
         compiled = checked.compiled

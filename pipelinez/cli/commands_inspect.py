@@ -31,16 +31,17 @@ if TYPE_CHECKING:
 @guarded
 def validate(settings: Settings, connect: bool, variables: tuple[str, ...]) -> None:
     """Run validation tiers 1-4 (5 with --connect); print every error and warning."""
-    from pipelinez.engine.run.validate_cache import replay_project
+    from pipelinez.engine.run.validate_cache import replay_project, walk_once
 
     overrides = parse_vars(variables)
     report: ValidationReport | Replayed | None = None
-    if not connect:  # an unchanged project, from .pz/target/, before importing what a compile needs
-        report = replay_project(settings.project, overrides)
-    if report is None:
-        from pipelinez.api import Project
+    with walk_once():  # the replay here and the facade's keys below share one walk of the folder
+        if not connect:  # an unchanged project, from .pz/target/, before importing what a compile needs
+            report = replay_project(settings.project, overrides)
+        if report is None:
+            from pipelinez.api import Project
 
-        report = Project(settings.project).validate(connect=connect, vars=overrides)  # PzValidationError
+            report = Project(settings.project).validate(connect=connect, vars=overrides)  # PzValidationError
     settings.emit_diagnostics(report.warnings)
     if settings.log_format == "text" and not settings.quiet:
         click.echo(f"ok: project is valid ({report.nodes} nodes)")

@@ -276,3 +276,27 @@ def test_a_committed_watermark_compiles_again(tmp_path: Path, compiles: list[str
     assert len(compiles) == 1
     assert project.plan().nodes[0].incremental["watermark"] == "2"  # type: ignore[index]
     assert len(compiles) == 2
+
+
+def test_one_walk_keys_the_stored_validation_and_the_compile_cache_but_a_fresh_check_walks_again(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipelinez.engine.run import folder_key, validate_cache
+
+    walks: list[Path] = []
+    original = folder_key.discover
+
+    def counted(root: Path) -> Any:
+        walks.append(root)
+        return original(root)
+
+    monkeypatch.setattr(folder_key, "discover", counted)
+    with folder_key.walk_once():
+        first = validate_cache.files_key(shop, None)
+        assert validate_cache.files_key(shop, None) == first
+        assert len(walks) == 1
+        (shop / "pipelines" / "big.sql").write_text("SELECT 1 AS id\n")
+        assert validate_cache.files_key(shop, None, fresh=True) != first  # the check after a compile
+        assert len(walks) == 2
+    assert validate_cache.files_key(shop, None) != first  # outside the scope: walked every time
+    assert len(walks) == 3

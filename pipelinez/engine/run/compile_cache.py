@@ -24,7 +24,7 @@ from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.config.model import Project
 from pipelinez.connectors import registry
 from pipelinez.core.run_state import Watermark
-from pipelinez.engine.run.folder_key import Digest, feed_folder, feed_project_files, read_bytes
+from pipelinez.engine.run.folder_key import Digest, feed_tree, read_bytes
 
 
 def content_key(
@@ -40,8 +40,7 @@ def content_key(
     digest.feed("pz", __version__, str(project.root))
     for name, connector in sorted(registry.installed().items()):
         digest.feed(name, connector.distribution, connector.version)
-    feed_project_files(digest, project.root)
-    if not feed_folder(digest, project.root):
+    if not feed_tree(digest, project.root):
         return None
     digest.feed("schemas", read_bytes(project.state_dir / "target" / "schemas.json"))
     digest.feed("vars", sorted((overrides or {}).items()))

@@ -6,8 +6,11 @@ facade's in-memory compile cache and the persistent validation cache.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from pipelinez.config.discovery import PROJECT_FILE, discover
@@ -30,6 +33,42 @@ class Digest:
 
     def hexdigest(self) -> str:
         return self._hash.hexdigest()
+
+
+_walks = (
+    threading.local()
+)  # .memo: {root: (digest of the tree, whether it could be walked)} inside walk_once()
+
+
+@contextlib.contextmanager
+def walk_once() -> Iterator[None]:
+    """Inside, the project folder is walked and read once per root (`feed_tree`): a command that keys the
+    same folder for several caches before it compiles (`pz validate`: the stored validation, then the
+    compile cache) pays for one walk. A check that the folder did not change meanwhile asks `fresh`."""
+    outer = getattr(_walks, "memo", None)
+    if outer is None:
+        _walks.memo = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _walks.memo = None
+
+
+def feed_tree(digest: Digest, root: Path, *, fresh: bool = False) -> bool:
+    """The project files' bytes and the folder's other entries (`feed_project_files`, `feed_folder`) as one
+    part of `digest`; False when the folder is too large to walk. Walked once inside `walk_once()` unless
+    `fresh`."""
+    memo: dict[str, tuple[str, bool]] | None = getattr(_walks, "memo", None)
+    found = None if memo is None or fresh else memo.get(os.fspath(root))
+    if found is None:
+        tree = Digest()
+        feed_project_files(tree, root)
+        found = (tree.hexdigest(), feed_folder(tree, root))
+        if memo is not None and not fresh:
+            memo[os.fspath(root)] = found
+    digest.feed("tree", found[0])
+    return found[1]
 
 
 def feed_project_files(digest: Digest, root: Path) -> None:

@@ -29,7 +29,8 @@ from pipelinez.compile.bind_cache import pz_fingerprint, write_atomic
 from pipelinez.config.discovery import PROJECT_FILE
 from pipelinez.connectors import registry
 from pipelinez.core.diagnostics import Diagnostic, DiagnosticSeverity, Place
-from pipelinez.engine.run.folder_key import Digest, feed_folder, feed_project_files, read_bytes
+from pipelinez.engine.run.folder_key import Digest, feed_tree, read_bytes
+from pipelinez.engine.run.folder_key import walk_once as walk_once  # for the CLI, which may import only this
 
 if TYPE_CHECKING:
     from pipelinez.config.model import Project
@@ -48,14 +49,14 @@ def _path(root: Path) -> Path:
     return root / ".pz" / "target" / FILE
 
 
-def files_key(root: Path, overrides: Mapping[str, str] | None) -> str | None:
-    """The content key of the project folder and the `--var` values; None: too large a folder to walk."""
+def files_key(root: Path, overrides: Mapping[str, str] | None, *, fresh: bool = False) -> str | None:
+    """The content key of the project folder and the `--var` values; None: too large a folder to walk.
+    `fresh`: walk the folder again even inside `folder_key.walk_once()` (the check after a compile)."""
     digest = Digest()
     digest.feed("pz", __version__, pz_fingerprint(), str(root))
     for name, connector in sorted(registry.installed().items()):
         digest.feed(name, connector.distribution, connector.version)
-    feed_project_files(digest, root)
-    if not feed_folder(digest, root):
+    if not feed_tree(digest, root, fresh=fresh):
         return None
     digest.feed("schemas", read_bytes(root / ".pz" / "target" / "schemas.json"))
     digest.feed("vars", sorted((overrides or {}).items()))
@@ -123,7 +124,7 @@ def store(
     reads incrementally, or when the folder changed while the compile ran (the result may be of either)."""
     if seen is None or incremental or project.engine.external_access:
         return
-    if files_key(project.root, seen.overrides) != seen.key:
+    if files_key(project.root, seen.overrides, fresh=True) != seen.key:
         return
     key = seen.key
     salt = secrets.token_hex(16)
