@@ -8,8 +8,9 @@ knows every name without importing anything; `cli.commands` itself loads them al
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, MutableMapping
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -44,9 +45,11 @@ class LazyPzGroup(PzGroup):
             try:
                 self._loaded[name] = loader()
             except ImportError:  # a stop signal that lands while a C extension initializes (`interrupts`)
-                if not interrupts.tripped():
-                    raise
-                raise KeyboardInterrupt from None
+                if interrupts.tripped():
+                    raise KeyboardInterrupt from None
+                _not_loaded(name)
+            except Exception:  # a broken install or a pz bug: the PZ0512 line and crash log, no traceback
+                _not_loaded(name)
             del self._lazy[name]
         return self._loaded.get(name)
 
@@ -66,3 +69,13 @@ class LazyPzGroup(PzGroup):
 
     def find_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return self._load(cmd_name)
+
+
+def _not_loaded(name: str) -> NoReturn:
+    """The command's module failed to import: the PZ0512 line (a crash log holds the traceback), exit 2."""
+    from pipelinez.cli.common import EXIT_REFUSED, Settings, _report_crash
+
+    context = click.get_current_context(silent=True)
+    settings = context.obj if context is not None and isinstance(context.obj, Settings) else None
+    _report_crash(settings or Settings(None, "text", False, False))
+    sys.exit(EXIT_REFUSED)

@@ -377,3 +377,27 @@ def test_jaffle_duckdb_runs_and_matches_dbt_build(tmp_path: Path) -> None:
     checks = [n for n in run.run_results()["nodes"] if n["name"].startswith("chk_")]
     assert len(checks) == 16 and all(n["status"] == "success" for n in checks)
     compare_with_dbt(out / "jaffle_shop.duckdb", "jaffle_duckdb")
+
+
+def test_a_re_import_removes_only_files_under_out(tmp_path: Path) -> None:
+    """The list of files an earlier import wrote lives in --out, where anyone may edit it: a re-import
+    removes what it no longer writes only when that is a file under --out."""
+    out = imported(tmp_path, "jaffle_duckdb")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    listing = out / ".pz-import-files"
+    listing.write_text(listing.read_text() + "../victim.txt\n" + f"{victim}\n")
+    result = pz_import(str(FIXTURES / "jaffle_duckdb"), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert victim.read_text() == "keep me\n"
+
+
+def test_a_file_that_is_not_utf8_is_a_coded_error(tmp_path: Path) -> None:
+    project = tmp_path / "dbt"
+    shutil.copytree(FIXTURES / "jaffle_duckdb", project)
+    model = next((project / "models").rglob("*.sql"))
+    model.write_bytes("select 'caf\xe9' as name\n".encode("latin-1"))
+    result = pz_import(str(project), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2, result.output
+    assert "PZ0140" in result.output and model.name in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()

@@ -4,9 +4,11 @@ usual PZ0514 line, not a traceback."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -78,3 +80,22 @@ def test_a_command_added_the_click_way_loads_no_lazy_one() -> None:
     group.add_command(click.Command("eager"))
     assert loaded == [] and group.list_commands(click.Context(group)) == ["eager", "lazy"]
     assert group.get_command(click.Context(group), "lazy") is not None and loaded == ["lazy"]
+
+
+def test_a_command_module_that_fails_to_import_is_one_coded_line(tmp_path: Path) -> None:
+    probe = (
+        "import sys\n"
+        "sys.modules['pipelinez.cli.commands_state'] = None\n"
+        "sys.argv = ['pz', 'state', 'show']\n"
+        "from pipelinez.cli.main import main\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert done.returncode == 2
+    assert "error: PZ0512" in done.stderr and "Traceback" not in done.stderr + done.stdout

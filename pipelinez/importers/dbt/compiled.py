@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pipelinez.importers.dbt.yamlio import read_text
+
 NOTE = "-- imported from dbt compiled SQL"
 
 
@@ -46,5 +48,5 @@ def mentions(text: str, parts: tuple[str, str, str]) -> bool:
 def read_compiled(path: Path, relations: dict[tuple[str, str, str], str]) -> str | None:
     if not path.is_file():
         return None
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     return NOTE + "\n" + restore_calls(text, relations).rstrip() + "\n"

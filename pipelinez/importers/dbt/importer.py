@@ -20,7 +20,7 @@ from pipelinez.importers.dbt.report import Report
 from pipelinez.importers.dbt.schema_files import read_properties
 from pipelinez.importers.dbt.seeds_sources import import_seeds, import_sources, write_seed_source
 from pipelinez.importers.dbt.writer import check_out, write_files
-from pipelinez.importers.dbt.yamlio import dump_yaml
+from pipelinez.importers.dbt.yamlio import dump_yaml, read_text
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def _singular_tests(ctx: Context) -> None:
         base = ctx.project.root / folder
         for path in sorted(base.rglob("*.sql")) if base.is_dir() else []:
             rel = path.relative_to(ctx.project.root).as_posix()
-            text = rewrite(path.read_text(encoding="utf-8"))
+            text = rewrite(read_text(path))
             missing = unresolved(text, ctx.macro_names)
             if missing:
                 calls = ", ".join(m.macro for m in missing)
@@ -159,7 +159,7 @@ def _docs(ctx: Context, data: dict[str, bytes]) -> None:
     for folder in ctx.project.docs_paths or ctx.project.model_paths:
         base = ctx.project.root / folder
         for path in sorted(base.rglob("*.md")) if base.is_dir() else []:
-            text = path.read_text(encoding="utf-8")
+            text = read_text(path)
             if "{% docs" in text or "{%- docs" in text:
                 ctx.files["docs/" + path.relative_to(base).as_posix()] = text
                 ctx.report.converted.append(f"doc blocks {path.relative_to(ctx.project.root)} → docs/")

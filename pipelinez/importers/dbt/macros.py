@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipelinez.importers.dbt.yamlio import read_text
+
 _BLOCK = re.compile(
     r"\{%-?\s*macro\s+(?P<name>\w+)\s*\((?P<args>[^)]*)\)\s*-?%\}(?P<body>.*?)\{%-?\s*endmacro\s*-?%\}",
     re.DOTALL,
@@ -53,7 +55,7 @@ def read_macros(root: Path, macro_paths: list[str], adapter: str) -> MacroFiles:
             if any(part.startswith(".") for part in path.relative_to(base).parts):
                 continue
             rel = path.relative_to(root).as_posix()
-            text = path.read_text(encoding="utf-8")
+            text = read_text(path)
             for match in list(_BLOCK.finditer(text)):
                 if match.group("name") in NAMING_MACROS:
                     if match.group("name") == "generate_schema_name":

@@ -17,7 +17,7 @@ from pipelinez.importers.dbt.profiles import env_calls
 from pipelinez.importers.dbt.project import effective_config, folder_keys, level_config, merge_config
 from pipelinez.importers.dbt.schema_files import columns_of, description, tests_of
 from pipelinez.importers.dbt.tests_map import column_test, model_test
-from pipelinez.importers.dbt.yamlio import dump_yaml, mapping
+from pipelinez.importers.dbt.yamlio import dump_yaml, mapping, read_text
 
 
 @dataclass
@@ -126,7 +126,7 @@ def _plan(ctx: Context, base: Path, path: Path, rel: str) -> ModelPlan | None:
     name = path.stem
     parts = list(path.relative_to(base).parent.parts)
     props = ctx.props.models.get(name, {})
-    text, file_config, problems = extract_configs(path.read_text(encoding="utf-8"))
+    text, file_config, problems = extract_configs(read_text(path))
     for line, reason in problems:
         ctx.errors.append(
             error("PZ0146", f"model '{name}': config() cannot be read: {reason}", file=rel, line=line)

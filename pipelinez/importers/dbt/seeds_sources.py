@@ -12,7 +12,7 @@ from pipelinez.importers.dbt.project import effective_config, merge_config
 from pipelinez.importers.dbt.schema_files import columns_of, description, tests_of
 from pipelinez.importers.dbt.seeds import has_null_word, seed_columns
 from pipelinez.importers.dbt.tests_map import source_check
-from pipelinez.importers.dbt.yamlio import dump_yaml, mapping
+from pipelinez.importers.dbt.yamlio import dump_yaml, mapping, read_text
 
 SEED_SOURCE = "seeds"
 
@@ -47,7 +47,7 @@ def _seed(ctx: Context, path: Path, rel: Path) -> tuple[tuple[str, str], JsonObj
     cfg = merge_config(tree_config, mapping(props.get("config")))
     for key in sorted(set(cfg) - _SEED_KEYS):
         ctx.report.skipped.append(f"seed {name}: config `{key}` is not imported")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     columns = seed_columns(text, str(cfg.get("delimiter") or ","))
     columns.update({str(c): str(kind).lower() for c, kind in mapping(cfg.get("column_types")).items()})
     docs = {str(c["name"]): description(c) for c in columns_of(props)}

@@ -59,8 +59,14 @@ def write_files(out: Path, files: dict[str, bytes]) -> None:
 
 def _replace_into(staged: Path, out: Path, files: dict[str, bytes]) -> None:
     previous = (out / _LIST).read_text(encoding="utf-8").split() if (out / _LIST).is_file() else []
+    inside = out.resolve()
     for rel in sorted(set(previous) - set(files)):
-        (out / rel).unlink(missing_ok=True)
+        stale = out / rel
+        # the list is a file in the folder, so anyone may have edited it: only files under --out that are
+        # not links are removed (a `../x` or an absolute path, or a link to one, is left alone)
+        if stale.is_symlink() or not stale.resolve().is_relative_to(inside) or stale.resolve() == inside:
+            continue
+        stale.unlink(missing_ok=True)
     for rel in [*sorted(files), _LIST]:
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)

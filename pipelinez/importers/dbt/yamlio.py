@@ -27,6 +27,17 @@ def load_yaml(path: Path, rel: str) -> Any:
         raise PzError([error("PZ0140", f"cannot read dbt file {rel}: {reason}", file=rel)]) from None
 
 
+def read_text(path: Path) -> str:
+    """A dbt file's text; one that cannot be read or is not UTF-8 (dbt reads its files as UTF-8) is PZ0140
+    naming the file, never a crash."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        shown = path.name if not path.is_absolute() else str(path)
+        raise PzError([error("PZ0140", f"cannot read dbt file {shown}: {reason}", file=shown)]) from None
+
+
 def mapping(value: Any) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
