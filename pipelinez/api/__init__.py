@@ -122,6 +122,17 @@ PathLike = str | os.PathLike[str]
 EXECUTORS = ("local", "ray")
 
 
+def _check_selection(
+    call: str, select: Sequence[str], exclude: Sequence[str], vars: Mapping[str, str] | None
+) -> None:
+    """PzUsageError (PZ0513) for a selection or vars of the wrong type, as every selecting method checks."""
+    given = Arguments(call)
+    given.names("select", select)
+    given.names("exclude", exclude)
+    given.variables("vars", vars)
+    given.check()
+
+
 class Project:
     """A pz project folder (the nearest folder upwards from `path` holding project.yml; default: the
     working directory). `environ` replaces os.environ for `env()` values, e.g. in tests.
@@ -172,11 +183,7 @@ class Project:
         vars: Mapping[str, str] | None = None,
     ) -> RunPlan:
         """Validate, then the selected nodes in run order (selection syntax as `pz plan --select`)."""
-        given = Arguments("Project.plan")
-        given.names("select", select)
-        given.names("exclude", exclude)
-        given.variables("vars", vars)
-        given.check()
+        _check_selection("Project.plan", select, exclude, vars)
         the_plan, warnings = prepare.plan(
             self.root, select, exclude, vars, self.environ, compiles=self._compiles
         )
@@ -397,11 +404,7 @@ class Project:
         """The rendered SQL of each selected pipeline (`pz compile`), refs resolved, secrets masked."""
         from pipelinez.engine.inspect.listing import compile_sql
 
-        given = Arguments("Project.compile")
-        given.names("select", select)
-        given.names("exclude", exclude)
-        given.variables("vars", vars)
-        given.check()
+        _check_selection("Project.compile", select, exclude, vars)
         return compile_sql(self.root, select, exclude, vars, self.environ)
 
     def show(self, pipeline: str, *, limit: int = 10, vars: Mapping[str, str] | None = None) -> Preview:
@@ -429,9 +432,5 @@ class Project:
         1 when a check of severity error failed (or something it needs did)."""
         from pipelinez.engine.inspect.preview import run_checks
 
-        given = Arguments("Project.test")
-        given.names("select", select)
-        given.names("exclude", exclude)
-        given.variables("vars", vars)
-        given.check()
+        _check_selection("Project.test", select, exclude, vars)
         return run_checks(self.root, select, exclude, vars, self.environ)
