@@ -311,3 +311,24 @@ def test_a_watermark_commit_is_refused_once_another_holder_took_the_lease(db: st
         a.commit_watermarks([Watermark("src", "items", "id", "5", "run-a")])
     a.close()
     b.close()
+
+
+def test_a_stale_shared_watermark_names_the_backend_table_not_the_local_file(tmp_path: Path, db: str) -> None:
+    a, _b = _clones(tmp_path, db)
+    _backend(db).commit_watermarks([Watermark("src", "items", "other_column", "3", "run-x")])
+    result = pz(a, "validate")
+    assert result.exit_code != 0 and "PZ0235" in result.output, result.output
+    assert "pz_state.watermarks" in result.output and "state.duckdb" not in result.output, result.output
+
+
+def test_a_stale_local_schema_cache_is_refreshed_from_the_backend(tmp_path: Path, db: str) -> None:
+    a, b = _clones(tmp_path, db)
+    stale = b / ".pz" / "target" / "schemas.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}\n", encoding="utf-8")
+    connect = pz(a, "validate", "--connect")  # clone A records the live columns in the backend
+    assert connect.exit_code == 0, connect.output
+    shared = _backend(db).get_blob("schemas.json")
+    assert shared is not None and shared != b"{}\n"
+    pz(b, "validate")
+    assert stale.read_bytes() == shared
