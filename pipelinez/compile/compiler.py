@@ -33,7 +33,7 @@ from pipelinez.compile.semantic import PipelineInfo, analyse_pipelines
 from pipelinez.compile.singular import analyse_singular
 from pipelinez.compile.staging import resolve_staging
 from pipelinez.compile.state_block import resolve_state
-from pipelinez.compile.stored_watermarks import StoredMark, check_stored
+from pipelinez.compile.stored_watermarks import StoredMark, check_stored, shared_table
 from pipelinez.compile.targets import shared_targets
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.tier_gates import tier_gates
@@ -224,7 +224,9 @@ def _incremental_reads(
     sql_route = check_sql_incremental(project, infos)
     errors = list(sql_route.errors)
     specs = {**yaml_route, **sql_route.specs}
-    committed, found = check_stored(specs, _stored(watermarks), RunState(project.state_dir).shown)
+    committed, found = check_stored(
+        specs, _stored(watermarks), RunState(project.state_dir).shown, shared_table(project)
+    )
     errors += found
     if any(key in committed for key in sql_route.declared):
         sql_route.literals = render_literals(project, infos, sql_route, committed)

@@ -5,7 +5,9 @@ watermark() comparison on another column, means the stored value orders another 
 text is a finite value of the cursor's type (a hand edit, a type change, or an `infinity` an older pz
 committed).
 Anything else is refused before data moves, naming the state file, the dataset and the value, with
-`--full-refresh` as the way out: reading from the start stores a fitting watermark.
+`--full-refresh` as the way out: reading from the start stores a fitting watermark. When the project keeps
+its state in a shared backend (`state:` in project.yml) the message names that backend's watermarks table,
+never `.pz/state.duckdb` (which then holds none of them).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pipelinez.compile.incremental import IncrementalSpec
 from pipelinez.compile.incremental_yaml import utc_text, value_problem
 from pipelinez.compile.watermark_literal import ZONED
+from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, error
 
 Key = tuple[str, str]
@@ -30,8 +33,21 @@ class StoredMark:
     column: str | None = None
 
 
+def shared_table(project: Project) -> str | None:
+    """Where a shared state backend keeps the watermarks (None: the local `.pz/state.duckdb`)."""
+    block = project.state
+    backend = str(block.get("backend") or "local") if block else "local"
+    if backend == "local":
+        return None
+    schema = str(block.get("schema") or "pz_state")
+    return f"the {backend} state backend's table {schema}.watermarks (state: in project.yml)"
+
+
 def check_stored(
-    specs: Mapping[Key, IncrementalSpec], stored: Mapping[Key, StoredMark], state_file: str
+    specs: Mapping[Key, IncrementalSpec],
+    stored: Mapping[Key, StoredMark],
+    state_file: str,
+    shared: str | None = None,
 ) -> tuple[dict[Key, str], list[Diagnostic]]:
     """The usable committed watermark of each incremental dataset (a zoned cursor's in UTC), and a PZ0235
     for each stored one that does not fit. A stored watermark of a dataset that is not incremental is left
@@ -46,15 +62,16 @@ def check_stored(
         if problem is None:
             usable[key] = utc_text(mark.value) if spec.cursor_type == ZONED else mark.value
             continue
+        where = shared or state_file
         diags.append(
             error(
                 "PZ0235",
-                f"source '{key[0]}' dataset '{key[1]}': the watermark stored in {state_file} "
+                f"source '{key[0]}' dataset '{key[1]}': the watermark stored in {where} "
                 f"('{mark.value}') no longer fits: {problem}",
-                file=state_file,
+                file="project.yml" if shared else state_file,
                 next_step=f"run `pz run --full-refresh` to read "
                 f"{key[0]}.{key[1]} from its start and store a new watermark, or delete its row from "
-                f"{state_file}",
+                f"{where}",
             )
         )
     return usable, diags

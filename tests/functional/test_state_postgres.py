@@ -11,7 +11,9 @@ import psycopg
 import pytest
 
 from pipelinez.connectors.postgres.state_backend import PostgresBackend
-from pipelinez.core.state.backend import Holder
+from pipelinez.core.run_state import Watermark
+from pipelinez.core.state.backend import Holder, StateBackendError, backend_error
+from pipelinez.engine.state.lease import Lease
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_pg_database, pz, pz_subprocess, write_project
 
 LEASE = 1.5  # seconds: a short lease, so a dead holder's lock is taken over within the test
@@ -257,3 +259,76 @@ def test_the_docs_site_of_clone_b_shows_the_runs_of_clone_a(tmp_path: Path, db: 
     site = pz(b, "docs", "generate")
     assert site.exit_code == 0, site.output
     assert ", 1 runs)" in site.output, site.output
+
+
+def test_a_quoted_state_key_is_the_shared_backend_for_runs_and_retry(tmp_path: Path, db: str) -> None:
+    files = _files(db, _state_block(db).replace("state:", '"state":', 1))
+    a, b = write_project(tmp_path / "a", files), write_project(tmp_path / "b", files)
+    _insert(db, range(1, 3))
+    first = pz(a, "run")
+    assert first.exit_code == 0, first.output
+    runs = pz(b, "runs")  # clone B reads clone A's run from the backend
+    assert runs.exit_code == 0 and first.run_results()["run_id"] in runs.output, runs.output
+    backend = _backend(db)
+    other = Holder("machine-a", 4242, "20260101T000000000Z-abcd", "tok")
+    assert backend.acquire(other) is None
+    held = pz(b, "retry")  # the other machine's lease is honoured, not only .pz/lock
+    assert held.exit_code == 2 and "PZ0511" in held.output, held.output
+    backend.release(other)
+
+
+def test_a_holder_cut_off_longer_than_its_lease_is_lost(db: str) -> None:
+    a = _backend(db)
+    lease = Lease(a)
+    assert lease.acquire() is None
+    try:
+
+        def unreachable(holder: Holder) -> bool:
+            raise backend_error("PZ0580", "postgres", "cannot be reached")
+
+        a.renew = unreachable  # type: ignore[method-assign]
+        time.sleep(LEASE + 0.5)  # no renewal succeeds for longer than the lease
+        b = _backend(db)
+        assert b.acquire(Holder("machine-b", 7, "run-b", "tok-b")) is None  # B takes the expired lease over
+        assert lease.lost  # A knows it is no longer the holder: its run commits nothing
+    finally:
+        lease.release()
+
+
+def test_a_watermark_commit_is_refused_once_another_holder_took_the_lease(db: str) -> None:
+    a, b = _backend(db), _backend(db)
+    assert a.acquire(Holder("machine-a", 1, "run-a", "tok-a")) is None
+    time.sleep(LEASE + 0.5)  # A's renewals failed: its lease expired
+    assert b.acquire(Holder("machine-b", 2, "run-b", "tok-b")) is None
+    b.commit_watermarks([Watermark("src", "items", "id", "9", "run-b")])
+    with pytest.raises(StateBackendError) as refused:  # A's commit is fenced by the lease row
+        a.commit_watermarks([Watermark("src", "items", "id", "5", "run-a")])
+    refusal = refused.value.diagnostics[0]
+    assert refusal.code == "PZ0581" and "nothing was committed" in refusal.message
+    assert b.watermarks()[("src", "items")].value == "9"  # B's watermark stands
+    b.release(Holder("machine-b", 2, "run-b", "tok-b"))
+    with pytest.raises(StateBackendError):  # released, not A's either: still refused
+        a.commit_watermarks([Watermark("src", "items", "id", "5", "run-a")])
+    a.close()
+    b.close()
+
+
+def test_a_stale_shared_watermark_names_the_backend_table_not_the_local_file(tmp_path: Path, db: str) -> None:
+    a, _b = _clones(tmp_path, db)
+    _backend(db).commit_watermarks([Watermark("src", "items", "other_column", "3", "run-x")])
+    result = pz(a, "validate")
+    assert result.exit_code != 0 and "PZ0235" in result.output, result.output
+    assert "pz_state.watermarks" in result.output and "state.duckdb" not in result.output, result.output
+
+
+def test_a_stale_local_schema_cache_is_refreshed_from_the_backend(tmp_path: Path, db: str) -> None:
+    a, b = _clones(tmp_path, db)
+    stale = b / ".pz" / "target" / "schemas.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}\n", encoding="utf-8")
+    connect = pz(a, "validate", "--connect")  # clone A records the live columns in the backend
+    assert connect.exit_code == 0, connect.output
+    shared = _backend(db).get_blob("schemas.json")
+    assert shared is not None and shared != b"{}\n"
+    pz(b, "validate")
+    assert stale.read_bytes() == shared

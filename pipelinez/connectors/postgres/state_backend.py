@@ -3,7 +3,10 @@
 Control statements only, through psycopg: a schema of pz's own (created on first use, under an advisory
 lock so two first runs do not race) with one table per kind of state, every row keyed by the project name
 (several projects can share one schema):
-- `watermarks`: one transaction per commit (all of a run's watermarks or none);
+- `watermarks`: one transaction per commit (all of a run's watermarks or none), fenced by the lease: while
+  this backend holds the project lock, the commit first locks the lease row (SELECT ... FOR UPDATE) and
+  commits nothing unless the row still carries this holder's token and has not expired (a holder cut off
+  long enough to be taken over never overwrites the new holder's watermarks);
 - `run_files`: each run's run_results.json and events.jsonl, replaced by one upsert;
 - `lease`: the project lock, one row per project with its holder (host, pid, run id, token) and
   `lease_until`; acquiring is one INSERT ... ON CONFLICT ... WHERE the lease expired, so two processes never
@@ -11,6 +14,11 @@ lock so two first runs do not race) with one table per kind of state, every row 
   expires and the next acquirer takes it over;
 - `blobs`: small named files (the `--connect` schema cache).
 Every failure is a `StateBackendError` naming the backend (never the password) with a next step.
+
+The one connection (shared by the run and the lease heartbeat) cannot hang forever on a dead socket: TCP
+keepalives (`_LIBPQ`: first probe after 10 s idle, then every 5 s, dead after 3 unanswered: ~25 s), a TCP
+user timeout of 30 s for data sent but never acknowledged, and `statement_timeout` 30 s for a statement the
+server does not finish (a lock held by hand). Keys set in `state.connection` win over these.
 """
 
 from __future__ import annotations
@@ -37,6 +45,14 @@ if TYPE_CHECKING:
     import psycopg
 
 DEFAULT_SCHEMA = "pz_state"
+STATEMENT_TIMEOUT_MS = 30_000
+_LIBPQ = {  # libpq keyword parameters: a hung socket is declared dead instead of blocking the heartbeat
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
 T = TypeVar("T")
 
 _TABLES = (
@@ -69,11 +85,14 @@ class PostgresBackend(StateBackend):
             raise backend_error(
                 "PZ0133", self.name, str(exc), "fix state.connection in project.yml (the postgres keys)"
             ) from None
+        for key, value in _LIBPQ.items():
+            self.pg.params.setdefault(key, value)
         self.schema = str(settings.get("schema") or DEFAULT_SCHEMA)
         self.s = quote_ident(self.schema)
         self._ready = False
         self._lock = threading.Lock()
         self._held: psycopg.Connection[Any] | None = None
+        self._token: str | None = None  # the lease token while this backend holds the project lock
 
     def describe(self) -> str:
         return f"postgres {self.pg.describe()}, schema {self.schema}"
@@ -90,12 +109,14 @@ class PostgresBackend(StateBackend):
                 "check that the PostgreSQL server in state.connection is up and the credentials are right, "
                 "then run the command again (nothing was recorded)",
             ) from None
-        if not self._ready:
-            try:
+        try:
+            if "statement_timeout" not in self.pg.params.get("options", ""):
+                conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+            if not self._ready:
                 self._create(conn)
-            except BaseException:
-                conn.close()
-                raise
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
@@ -172,6 +193,7 @@ class PostgresBackend(StateBackend):
         def commit(conn: psycopg.Connection[Any]) -> None:
             failpoints.hit("state.commit_watermarks")
             with conn.transaction():
+                self._fence(conn)
                 for m in marks:
                     conn.execute(
                         self._sql(
@@ -186,6 +208,26 @@ class PostgresBackend(StateBackend):
                     )
 
         self._run("committing the watermarks", commit)
+
+    def _fence(self, conn: psycopg.Connection[Any]) -> None:
+        """Inside the commit's transaction: lock the lease row and refuse (PZ0581, the run's PZ0525) unless
+        it still carries this holder's token and has not expired. Nothing to check outside a lock."""
+        if self._token is None:
+            return
+        row = conn.execute(
+            self._sql("SELECT token, lease_until > now() FROM {s}.lease WHERE project = %s FOR UPDATE"),
+            [self.project],
+        ).fetchone()
+        if row is None or str(row[0]) != self._token or not row[1]:
+            why = "expired" if row is not None and str(row[0]) == self._token else "was taken over"
+            raise backend_error(
+                "PZ0581",
+                self.name,
+                f"the project lock's lease of this run {why} before its watermarks were committed: "
+                "nothing was committed",
+                "the next run reads the same rows again; raise state.lease_seconds if runs pause or lose "
+                "the database longer than it",
+            )
 
     # -- runs ------------------------------------------------------------------------------------------
     def put_run_file(self, run_id: str, name: str, text: str) -> None:
@@ -249,6 +291,7 @@ class PostgresBackend(StateBackend):
 
         for _ in range(3):  # released between the two statements: take it again
             if self._run("taking the project lock", take) is not None:
+                self._token = holder.token
                 return None
             current = self.lease()
             if current is not None:
@@ -269,6 +312,7 @@ class PostgresBackend(StateBackend):
         return row is not None
 
     def release(self, holder: Holder) -> None:
+        self._token = None
         self._run(
             "releasing the project lock",
             lambda conn: conn.execute(

@@ -236,11 +236,12 @@ CODES: tuple[Code, ...] = (
     Code(
         "PZ0235",
         "StoredWatermarkStale",
-        "the watermark .pz/state.duckdb holds for an incremental dataset no longer fits it: it was "
+        "the watermark .pz/state.duckdb (or the shared state backend's watermarks table) holds for an "
+        "incremental dataset no longer fits it: it was "
         "committed for another cursor column (sync.cursor or the watermark() comparison changed), or its "
         "value is not a finite value of the cursor's type",
         "run `pz run --full-refresh` to read the dataset from its start and store a new watermark, or "
-        "delete the dataset's row from .pz/state.duckdb",
+        "delete the dataset's row from where it is stored (the message names it)",
     ),
     Code(
         "PZ0236",

@@ -1,11 +1,17 @@
 """The project lock on a shared state backend: a lease taken when the run starts, renewed by a heartbeat
 thread while the run lives (every third of the lease), released at its end. A holder that dies stops
 renewing: its lease expires and the next run takes it over (its run is then recognised as interrupted,
-PZ0503 for `pz retry`); while it lives every other process is refused with PZ0511, on any machine."""
+PZ0503 for `pz retry`); while it lives every other process is refused with PZ0511, on any machine.
+
+A holder that could not renew for a whole lease length (cut off from the database, paused) stops calling
+itself the holder, judged by its own monotonic clock from the start of its last successful renewal (as
+connectors/sdk_lease.py does): `lost` then stays true and the run commits no watermark. The backend fences
+the commit too (the lease row must still carry this holder's token and not have expired)."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import Diagnostic, error
@@ -19,13 +25,32 @@ class Lease:
         self.holder = Holder.this_process()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.lost = False  # a renewal found the lease taken over: this run must not commit state
+        self._lost = False  # taken over, or not renewed within its length: this run must not commit state
+        self._renewed_at = 0.0  # time.monotonic() when the last successful acquire/renewal was sent
+
+    @property
+    def lost(self) -> bool:
+        """Whether this process may no longer call itself the holder: a renewal found the lease taken over,
+        or no renewal succeeded for a whole lease length (the lease may have expired and been taken)."""
+        if not self._lost and self._renewed_at and self._overdue():
+            self._lose("it was not renewed within state.lease_seconds")
+        return self._lost
+
+    def _overdue(self) -> bool:
+        return time.monotonic() - self._renewed_at > self.backend.lease_seconds
+
+    def _lose(self, why: str) -> None:
+        if not self._lost:
+            self._lost = True
+            DEBUG_LOG.warning("the project lock's lease on %s was lost: %s", self.backend.describe(), why)
 
     def acquire(self) -> LeaseInfo | None:
         """None when taken (the heartbeat runs); else the live holder's lease."""
+        sent = time.monotonic()
         other = self.backend.acquire(self.holder)
         if other is not None:
             return other
+        self._renewed_at = sent
         self._thread = threading.Thread(target=self._beat, name="pz-state-lease", daemon=True)
         self._thread.start()
         return None
@@ -36,18 +61,26 @@ class Lease:
         self._renew()
 
     def _renew(self) -> None:
+        if self.lost:  # never renewed again: another process may hold it now
+            return
         failpoints.hit("state.lease_renew")
+        sent = time.monotonic()
         try:
             if not self.backend.renew(self.holder):
-                self.lost = True
-                DEBUG_LOG.warning("the project lock's lease on %s was lost", self.backend.describe())
-        except StateBackendError as exc:  # unreachable for a moment: the next beat tries again
+                self._lose("another run took it over")
+                return
+        except StateBackendError as exc:  # unreachable for a moment: the next beat tries
+            # again, until a whole lease length has passed without a successful renewal (`lost`)
             DEBUG_LOG.info("the project lock's lease could not be renewed: %s", exc)
+            return
+        self._renewed_at = sent
 
     def _beat(self) -> None:
         interval = max(0.1, self.backend.lease_seconds / 3)
         while not self._stop.wait(interval):
             self._renew()
+            if self.lost:
+                return
 
     def release(self) -> None:
         self._stop.set()

@@ -10,7 +10,6 @@ PZ0503 (its statuses cannot be trusted), whichever machine ran it.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from pipelinez.compile.templating import Templater
 from pipelinez.compile.values import resolve_values
 from pipelinez.config.loader import load_project
 from pipelinez.config.model import Project
+from pipelinez.config.yaml_loader import load_yaml_file
 from pipelinez.core.diagnostics import PzValidationError
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.state.backend import EVENTS, RESULTS, RUN_FILES, StateBackend
@@ -58,17 +58,20 @@ def backend_at(root: Path, environ: Mapping[str, str] | None = None) -> StateBac
     return project_backend(project, environ)
 
 
-_STATE_KEY = re.compile(r"^\s*(?:\{.*)?\bstate\s*:", re.M)
-
-
 def _declares_state(root: Path) -> bool:
-    """Whether project.yml may have a `state:` block (a cheap look at its text; a false yes only costs the
-    project's load)."""
+    """Whether project.yml may have a `state:` block: parsed as YAML by pz's own loader whenever its text
+    could spell the key (`state` in it, or a backslash escape), so a quoted key, a BOM or a `<<:` merge
+    are seen as pz sees them. YAML pz cannot parse answers yes (the project's load reports it); a false yes
+    only costs the project's load."""
+    path = root / "project.yml"
     try:
-        text = (root / "project.yml").read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
-    return _STATE_KEY.search(text) is not None
+    if "state" not in text and "\\" not in text:
+        return False
+    doc, _problems = load_yaml_file(path, "project.yml")
+    return doc is None or (isinstance(doc.data, dict) and "state" in doc.data)
 
 
 def mirror(backend: StateBackend, run_id: str, run_dir: Path, names: tuple[str, ...] = RUN_FILES) -> None:
@@ -124,13 +127,19 @@ def _orphaned(text: str) -> str:
 
 
 def pull_schema_cache(backend: StateBackend, state_dir: Path) -> None:
-    """A fresh worker's `.pz/target/schemas.json` from the shared backend (tier 4 binds columns with it)."""
+    """`.pz/target/schemas.json` from the shared backend (tier 4 binds columns with it): a fresh worker's,
+    and a stale one refreshed when another machine's `validate --connect` recorded newer columns."""
     path = state_dir / "target" / SCHEMA_CACHE
-    if not backend.remote or path.exists():
+    if not backend.remote:
         return
     data = backend.get_blob(SCHEMA_CACHE)
     if data is None:
         return
+    try:
+        if path.read_bytes() == data:
+            return  # already the shared copy: left untouched
+    except OSError:
+        pass  # absent (a fresh worker) or unreadable: written below
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{SCHEMA_CACHE}.tmp")
     tmp.write_bytes(data)
