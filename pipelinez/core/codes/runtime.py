@@ -330,9 +330,10 @@ CODES: tuple[Code, ...] = (
         "PZ0581",
         "StateBackendRefused",
         "the shared state backend answered but refused a read or write of pz's state (no privilege on its "
-        "schema, a table changed by hand)",
+        "schema, a table changed by hand), or refused a watermark commit because the run's lease was taken "
+        "over by another holder (its watermarks are not committed: PZ0525)",
         "grant the role in state.connection the right to create and write the schema named in state.schema, "
-        "then run the command again",
+        "then run the command again; after a lost lease, the next run re-reads the same delta",
     ),
     Code(
         "PZ0582",
