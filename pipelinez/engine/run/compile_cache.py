@@ -22,9 +22,8 @@ from pipelinez import __version__
 from pipelinez.compile.compiler import CompileResult, compile_project, static_schema_lookup
 from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.config.model import Project
-from pipelinez.connectors import registry
 from pipelinez.core.run_state import Watermark
-from pipelinez.engine.run.folder_key import Digest, feed_tree, read_bytes
+from pipelinez.engine.run.folder_key import Digest, feed_tree, feed_versions, read_bytes
 
 
 def content_key(
@@ -38,8 +37,7 @@ def content_key(
         return None
     digest = Digest()
     digest.feed("pz", __version__, str(project.root))
-    for name, connector in sorted(registry.installed().items()):
-        digest.feed(name, connector.distribution, connector.version)
+    feed_versions(digest)
     if not feed_tree(digest, project.root):
         return None
     digest.feed("schemas", read_bytes(project.state_dir / "target" / "schemas.json"))

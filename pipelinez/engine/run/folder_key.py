@@ -11,6 +11,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 from pipelinez.config.discovery import PROJECT_FILE, discover
@@ -33,6 +34,33 @@ class Digest:
 
     def hexdigest(self) -> str:
         return self._hash.hexdigest()
+
+
+def feed_versions(digest: Digest) -> None:
+    """The DuckDB version and every installed connector's distribution, version and PEP 610 origin
+    (`direct_url.json`: a connector reinstalled from another URL or commit under the same version is
+    another connector)."""
+    from pipelinez.connectors import registry
+
+    digest.feed("duckdb", _duckdb_version())
+    for name, connector in sorted(registry.installed().items()):
+        digest.feed(name, connector.distribution, connector.version, _direct_url(connector.distribution))
+
+
+def _duckdb_version() -> str | None:
+    try:  # from its metadata: importing DuckDB would cost a replayed `pz validate` more than it saves
+        return metadata.version("duckdb")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _direct_url(distribution: str | None) -> str | None:
+    if distribution is None:
+        return None
+    try:
+        return metadata.distribution(distribution).read_text("direct_url.json")
+    except (metadata.PackageNotFoundError, OSError, ValueError):
+        return None
 
 
 _walks = (
