@@ -10,12 +10,16 @@ import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelinez.config.discovery import PROJECT_FILE, discover
 from pipelinez.core.lockfile import LOCK_FILE
+
+if TYPE_CHECKING:
+    from pipelinez.config.model import Project
 
 # the other files of the folder enter by their size and modification time, up to this many entries (a
 # larger folder is not cached: walking it could cost more than compiling)
@@ -61,6 +65,36 @@ def _direct_url(distribution: str | None) -> str | None:
         return metadata.distribution(distribution).read_text("direct_url.json")
     except (metadata.PackageNotFoundError, OSError, ValueError):
         return None
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def connection_values(project: Project) -> list[str]:
+    """Every string of the sources' and sinks' connection blocks (paths among them)."""
+    specs = [*project.sources.values(), *project.sinks.values()]
+    return sorted({s for spec in specs for s in _strings(spec.connection)})
+
+
+def paths_digest(root: Path, values: list[str]) -> str:
+    """Where each value leads as a path resolved against the project root (links followed) and what is
+    there (a folder outside the project, or a link out of it, retargeted is another project)."""
+    digest = Digest()
+    for value in values:
+        try:
+            path = os.path.realpath(root / value)
+            stat = os.stat(path)
+            digest.feed(value, path, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        except (OSError, ValueError):
+            digest.feed(value, None)
+    return digest.hexdigest()
 
 
 _walks = (

@@ -30,7 +30,14 @@ from pipelinez import __version__
 from pipelinez.compile.bind_cache import pz_fingerprint, write_atomic
 from pipelinez.config.discovery import PROJECT_FILE
 from pipelinez.core.diagnostics import Diagnostic, DiagnosticSeverity, Place
-from pipelinez.engine.run.folder_key import Digest, feed_tree, feed_versions, read_bytes
+from pipelinez.engine.run.folder_key import (
+    Digest,
+    connection_values,
+    feed_tree,
+    feed_versions,
+    paths_digest,
+    read_bytes,
+)
 from pipelinez.engine.run.folder_key import walk_once as walk_once  # for the CLI, which may import only this
 
 if TYPE_CHECKING:
@@ -95,36 +102,6 @@ def _salt(root: Path, *, create: bool) -> str | None:
     with os.fdopen(fd, "w", encoding="ascii") as out:
         out.write(salt)
     return salt
-
-
-def _strings(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Mapping):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
-def connection_values(project: Project) -> list[str]:
-    """Every string of the sources' and sinks' connection blocks (paths among them)."""
-    specs = [*project.sources.values(), *project.sinks.values()]
-    return sorted({s for spec in specs for s in _strings(spec.connection)})
-
-
-def paths_digest(root: Path, values: list[str]) -> str:
-    """Where each value leads as a path resolved against the project root (links followed) and what is
-    there (a folder outside the project, or a link out of it, retargeted is another project)."""
-    digest = Digest()
-    for value in values:
-        try:
-            path = os.path.realpath(root / value)
-            stat = os.stat(path)
-            digest.feed(value, path, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        except (OSError, ValueError):
-            digest.feed(value, None)
-    return digest.hexdigest()
 
 
 def _salted(salt: str, data: object) -> str:
