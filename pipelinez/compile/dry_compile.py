@@ -19,7 +19,7 @@ from pipelinez.compile.inlining import Origin
 from pipelinez.compile.name_checks import column_clash, column_clash_error
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
 from pipelinez.compile.null_columns import MAX_BIND_ERRORS, Shift, null_at, null_call_at, unshifted
-from pipelinez.compile.sql_inputs import line_col, outside_reads, refused_statement
+from pipelinez.compile.sql_inputs import bare_tables, line_col, outside_reads, refused_statement
 from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import Diagnostic, error, warning
 from pipelinez.core.duck_messages import condense
@@ -154,22 +154,40 @@ class DryCompiler(CheckBinds):
 
     def _bind_cached(self, node: PipelineNode) -> list[Diagnostic]:
         """The pipeline's result columns from the bind cache, else bound (and cached when it binds)."""
+        cacheable, bare = self._bare_reads(node)
         key = self.binds.key("pipeline", node.display_sql, self._inputs(node))
-        cached = self.binds.get(key)
+        cached = self.binds.get(key) if cacheable else None
         if cached is not None:
             self.shapes[node.name] = self.virtual[node.name] = cached
             return []
         found = self._refuse_outside(node)
         if found:
             return found
-        self._materialize(node.deps)
+        self._materialize([*node.deps, *bare])
         found = self._bind_pipeline(node)
         if not found:
             columns = _typed_columns(self.con, node.name)
             if columns:
                 self.shapes[node.name] = columns
-                self.binds.put(key, columns)
+                if cacheable:
+                    self.binds.put(key, columns)
         return found
+
+    def _bare_reads(self, node: PipelineNode) -> tuple[bool, list[str]]:
+        """(whether the query reads only its ref() and source() tables and its CTEs, so that its bind may
+        be answered from the cache; the cached pipelines it names bare, whose tables are then made so that
+        it binds as without a cache). SQL that does not serialize reads anything: never cached."""
+        inputs = {
+            (n.table if isinstance(n, SourceLoadNode) else d).lower()
+            for d in node.deps
+            if isinstance(n := self._nodes.get(d), SourceLoadNode | PipelineNode)
+        }
+        found = bare_tables(self.con, node.display_sql)
+        if found is None:
+            text = node.display_sql.lower()
+            return False, [name for name in self.virtual if name.lower() in text]
+        named = {name.lower() for name, _ in found} - inputs
+        return not named, [name for name in self.virtual if name.lower() in named]
 
     def _materialize(self, names: Sequence[str]) -> None:
         """Create the tables of these cached pipelines from their cached columns (one DuckDB cannot

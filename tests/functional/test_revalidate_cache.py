@@ -280,3 +280,18 @@ def test_the_salt_lives_outside_the_target_folder(shop: Path) -> None:
     salt.unlink()  # without it the stored digest cannot be checked: a miss, never a wrong replay
     assert validate(shop) == {}
     assert salt.exists()
+
+
+def test_a_pipeline_reading_a_bare_table_is_always_bound(tmp_path: Path) -> None:
+    """`FROM a` without ref(): its input's columns are not in its key, so its bind is never answered from
+    the cache; a dropped column of `a` is found warm as cold."""
+    files = {**FILES, "pipelines/z.sql": "SELECT id, amount FROM a\n"}
+    root = write_project(tmp_path / "shop", files)
+    assert validate(root, nodes=9) == {**EVERYTHING, "z": 1}
+    edit(root, "pipelines/d.sql", "> {{", ">= {{")
+    assert validate(root, nodes=9) == {"d": 1, "z": 1}  # z bound again: it names a table bare
+    edit(root, "pipelines/a.sql", "id, amount", "id, amount AS cost")  # a no longer has amount
+    edit(root, "pipelines/b.sql", "amount * 2", "cost * 2")  # ...and only z reads it
+    COMPILES.clear()
+    result = pz(root, "validate")
+    assert result.exit_code == 2 and "pipelines/z.sql" in result.output, result.output
