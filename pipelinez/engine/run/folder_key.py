@@ -99,14 +99,16 @@ def paths_digest(root: Path, values: list[str]) -> str:
 
 _walks = (
     threading.local()
-)  # .memo: {root: (digest of the tree, whether it could be walked)} inside walk_once()
+)  # .memo: {(root, fresh): (digest of the tree, whether it could be walked)} inside walk_once()
 
 
 @contextlib.contextmanager
 def walk_once() -> Iterator[None]:
     """Inside, the project folder is walked and read once per root (`feed_tree`): a command that keys the
     same folder for several caches before it compiles (`pz validate`: the stored validation, then the
-    compile cache) pays for one walk. A check that the folder did not change meanwhile asks `fresh`."""
+    compile cache) pays for one walk. A check that the folder did not change meanwhile asks `fresh`: walked
+    again once, after the compile, for every check of the scope (the compile cache's, the stored
+    validation's): the scope must close before anything else reads the folder."""
     outer = getattr(_walks, "memo", None)
     if outer is None:
         _walks.memo = {}
@@ -119,16 +121,17 @@ def walk_once() -> Iterator[None]:
 
 def feed_tree(digest: Digest, root: Path, *, fresh: bool = False) -> bool:
     """The project files' bytes and the folder's other entries (`feed_project_files`, `feed_folder`) as one
-    part of `digest`; False when the folder is too large to walk. Walked once inside `walk_once()` unless
-    `fresh`."""
-    memo: dict[str, tuple[str, bool]] | None = getattr(_walks, "memo", None)
-    found = None if memo is None or fresh else memo.get(os.fspath(root))
+    part of `digest`; False when the folder is too large to walk. Walked once inside `walk_once()`, and
+    once more for the `fresh` checks after the compile."""
+    memo: dict[tuple[str, bool], tuple[str, bool]] | None = getattr(_walks, "memo", None)
+    at = (os.fspath(root), fresh)
+    found = None if memo is None else memo.get(at)
     if found is None:
         tree = Digest()
         feed_project_files(tree, root)
         found = (tree.hexdigest(), feed_folder(tree, root))
-        if memo is not None and not fresh:
-            memo[os.fspath(root)] = found
+        if memo is not None:
+            memo[at] = found
     digest.feed("tree", found[0])
     return found[1]
 
