@@ -7,6 +7,7 @@ facade's in-memory compile cache and the persistent validation cache.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import threading
@@ -51,6 +52,7 @@ def feed_versions(digest: Digest) -> None:
         digest.feed(name, connector.distribution, connector.version, _direct_url(connector.distribution))
 
 
+@functools.cache  # a process runs the DuckDB it imported first, whatever is installed later
 def _duckdb_version() -> str | None:
     try:  # from its metadata: importing DuckDB would cost a replayed `pz validate` more than it saves
         return metadata.version("duckdb")
@@ -58,6 +60,7 @@ def _duckdb_version() -> str | None:
         return None
 
 
+@functools.cache  # likewise the connector code it imported
 def _direct_url(distribution: str | None) -> str | None:
     if distribution is None:
         return None
