@@ -156,7 +156,7 @@ class Project:
         given.flag("connect", connect)
         given.variables("vars", vars)
         given.check()
-        with walk_once():  # the stored validation and the compile cache key one walk of the folder
+        with walk_once():  # the stored validation and the compile cache: one walk before, one after
             key = None if connect else validate_cache.files_key(self.root, vars)
             replayed = validate_cache.replay(self.root, key, self.environ)
             if replayed is not None:  # an unchanged project: validated by an earlier process
@@ -165,14 +165,15 @@ class Project:
             checked = prepare.validate(
                 self.root, vars, self.environ, connect=connect, compiles=self._compiles
             )
-        if checked.errors:
-            raise PzValidationError([*checked.errors, *checked.warnings])
-        compiled = checked.compiled
-        dag = compiled.dag if compiled else None
-        report = ValidationReport(len(dag.nodes) if dag else 0, tuple(checked.warnings))
-        if compiled is not None and checked.project is not None and not compiled.told:
-            result = validate_cache.Replayed(report.nodes, report.warnings)
-            validate_cache.store(checked.project, seen, self.environ, bool(compiled.incremental), result)
+            if checked.errors:
+                raise PzValidationError([*checked.errors, *checked.warnings])
+            compiled = checked.compiled
+            dag = compiled.dag if compiled else None
+            report = ValidationReport(len(dag.nodes) if dag else 0, tuple(checked.warnings))
+            if compiled is not None and checked.project is not None and not compiled.told:
+                result = validate_cache.Replayed(report.nodes, report.warnings)
+                incremental = bool(compiled.incremental)
+                validate_cache.store(checked.project, seen, self.environ, incremental, result)
         return report
 
     def plan(

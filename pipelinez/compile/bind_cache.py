@@ -7,7 +7,8 @@ pz and DuckDB versions, the SQL, and each input's name and columns with their ty
 result's columns with their types, which in turn enter the keys of its readers. An edit that changes a
 pipeline's result changes every reader's key; one that does not (a comment, a WHERE) stops there. A check
 is cached the same way (its SQL and its inputs' columns), its value only that it bound. Only what bound is
-kept: an error is found again by binding again, never replayed.
+kept: an error is found again by binding again, never replayed. Nor is a pipeline that names a table bare
+(neither a CTE nor one of its ref()/source() tables): that table's columns are not in its key.
 
 The file is read once and written whole (a temporary file renamed over it) with the entries this compile
 used, so it holds no more than the project. A file that is missing, corrupt, of another format or of

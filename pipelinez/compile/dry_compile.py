@@ -19,7 +19,7 @@ from pipelinez.compile.inlining import Origin
 from pipelinez.compile.name_checks import column_clash, column_clash_error
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
 from pipelinez.compile.null_columns import MAX_BIND_ERRORS, Shift, null_at, null_call_at, unshifted
-from pipelinez.compile.sql_inputs import line_col, outside_reads, refused_statement
+from pipelinez.compile.sql_inputs import bare_tables, line_col, outside_reads, refused_statement
 from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import Diagnostic, error, warning
 from pipelinez.core.duck_messages import condense
@@ -34,6 +34,7 @@ OriginLookup = Callable[
 ]  # pipeline name -> where each line of its display SQL came from
 
 _FINAL_SEMICOLON = re.compile(r";(?:\s|--[^\n]*|/\*.*?\*/)*\Z", re.S)
+_WORD = re.compile(r"[^\W\d][\w$]*")  # a word that may name a table (quoted or not)
 
 
 # the seam tests count binds through: pipeline or check name -> times its query was bound in this process
@@ -60,6 +61,8 @@ class DryCompiler(CheckBinds):
         self.shapes: dict[str, Columns] = {}  # a created (or cached) table's columns and types, by node
         self.virtual: dict[str, Columns] = {}  # pipelines the cache answered for: tables not created yet
         self._nodes: dict[str, Node] = {}
+        self._tables: set[str] = set()  # the lower-cased names of every table binding may create
+        self._plain = True  # every one of them is a word (else a word scan may miss one: parse)
 
     def close(self) -> None:
         self.con.close()
@@ -99,6 +102,12 @@ class DryCompiler(CheckBinds):
         loose: set[str] = set()
         checks: list[CheckNode] = []
         self._nodes = nodes
+        self._tables = {
+            (n.table if isinstance(n, SourceLoadNode) else n.name).lower()
+            for n in nodes.values()
+            if isinstance(n, SourceLoadNode | PipelineNode)
+        }
+        self._plain = all(_WORD.fullmatch(t) for t in self._tables)
         for name, node in nodes.items():
             if any(d in broken for d in node.deps):
                 broken.add(name)
@@ -156,20 +165,44 @@ class DryCompiler(CheckBinds):
         """The pipeline's result columns from the bind cache, else bound (and cached when it binds)."""
         key = self.binds.key("pipeline", node.display_sql, self._inputs(node))
         cached = self.binds.get(key)
-        if cached is not None:
+        if cached is not None:  # kept only for SQL that reads its inputs alone: the key holds both
             self.shapes[node.name] = self.virtual[node.name] = cached
             return []
         found = self._refuse_outside(node)
         if found:
             return found
-        self._materialize(node.deps)
+        cacheable, bare = self._bare_reads(node)
+        self._materialize([*node.deps, *bare])
         found = self._bind_pipeline(node)
         if not found:
             columns = _typed_columns(self.con, node.name)
             if columns:
                 self.shapes[node.name] = columns
-                self.binds.put(key, columns)
+                if cacheable:
+                    self.binds.put(key, columns)
         return found
+
+    def _bare_reads(self, node: PipelineNode) -> tuple[bool, list[str]]:
+        """(whether the query reads only its ref() and source() tables and its CTEs, so that its bind may
+        be kept in the cache; the cached pipelines it names bare, whose tables are then made so that it
+        binds as without a cache). SQL that does not serialize reads anything: never kept. Judged on a miss
+        only: the judgement depends on the SQL and its inputs' names alone, both in the key, so a kept
+        entry's SQL is one that reads its inputs alone. Parsed only when its words name another table."""
+        inputs = {
+            (n.table if isinstance(n, SourceLoadNode) else d).lower()
+            for d in node.deps
+            if isinstance(n := self._nodes.get(d), SourceLoadNode | PipelineNode)
+        }
+        # the bind database holds only the project's tables: SQL whose words name none of them but its
+        # inputs reads no other table (most pipelines: no parse)
+        if self._plain and not (set(_WORD.findall(node.display_sql.lower())) & self._tables) - inputs:
+            return True, []
+        found = bare_tables(self.con, node.display_sql)
+        if found is None:
+            text = node.display_sql.lower()
+            return False, [name for name in self.virtual if name.lower() in text]
+        named = {name.lower() for name, _ in found} - inputs
+        return not named, [name for name in self.virtual if name.lower() in named]
 
     def _materialize(self, names: Sequence[str]) -> None:
         """Create the tables of these cached pipelines from their cached columns (one DuckDB cannot

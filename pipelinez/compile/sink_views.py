@@ -3,8 +3,9 @@
 The view's query is its pipeline's query with each ref() rendered as the table (or view) the pipeline it
 names writes in the same sink instance, as the target's own SQL names it (`Connector.view_relation`), and each
 ephemeral pipeline it reads inlined as a subquery (as staging does). A view can read nothing else: a source()
-dataset or a pipeline that writes into no output of that sink (also through an ephemeral pipeline) is PZ0241,
-naming the pipeline and the relation. A view has no rows of its own, so keys, on_delete, duplicates and
+dataset, a pipeline that writes into no output of that sink, or a table named without ref() or source() (not
+a CTE, found on DuckDB's parse tree), also through an ephemeral pipeline, is PZ0241, naming the pipeline and
+the relation. A view has no rows of its own, so keys, on_delete, duplicates and
 allow_empty on its output are PZ0242, and so is a secret in its SQL (the view's definition would keep it in
 the target).
 """
@@ -18,7 +19,8 @@ from typing import Any
 
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.compile.semantic import PipelineInfo
-from pipelinez.compile.templating import REF_TOKEN_RE
+from pipelinez.compile.sql_inputs import bare_tables
+from pipelinez.compile.templating import REF_TOKEN_RE, staging_table
 from pipelinez.config.model import OutputSpec
 from pipelinez.connectors import registry
 from pipelinez.core.diagnostics import ConnectorHostError, Diagnostic, Place, error
@@ -105,22 +107,41 @@ class _Reads:
         self.problems: list[Diagnostic] = []
 
     def gather(self, pipeline: str) -> None:
+        import duckdb
+
         pending, seen = [pipeline], set()
-        while pending:
-            name = pending.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            via = "" if name == pipeline else f" through ephemeral '{name}'"
-            for src, dataset in self.infos[name].reads:
-                self._outside(f"source('{src}', '{dataset}'){via}", "a source dataset is not in the sink")
-            for ref in self.infos[name].refs:
-                read = self.infos.get(ref)
-                if read is not None and read.ephemeral:
-                    self.inlined[ref] = read
-                    pending.append(ref)
-                elif read is not None:  # an unknown ref: tier 2 reported it
-                    self._table(ref, read, via)
+        con = duckdb.connect()  # only parses: DuckDB's parse tree names what the query reads
+        try:
+            while pending:
+                name = pending.pop()
+                if name not in seen:
+                    seen.add(name)
+                    self._gather_one(con, name, pipeline, pending)
+        finally:
+            con.close()
+
+    def _gather_one(self, con: Any, name: str, pipeline: str, pending: list[str]) -> None:
+        via = "" if name == pipeline else f" through ephemeral '{name}'"
+        self._bare(con, self.infos[name], via)
+        for src, dataset in self.infos[name].reads:
+            self._outside(f"source('{src}', '{dataset}'){via}", "a source dataset is not in the sink")
+        for ref in self.infos[name].refs:
+            read = self.infos.get(ref)
+            if read is not None and read.ephemeral:
+                self.inlined[ref] = read
+                pending.append(ref)
+            elif read is not None:  # an unknown ref: tier 2 reported it
+                self._table(ref, read, via)
+
+    def _bare(self, con: Any, info: PipelineInfo, via: str) -> None:
+        """A table named without ref() or source() (nor a CTE's name): the view would read whatever the
+        target holds under that name."""
+        known = {staging_table(s, d).lower() for s, d in info.reads}
+        for name, _ in bare_tables(con, info.query) or []:
+            if not REF_TOKEN_RE.fullmatch(name) and name.lower() not in known:
+                self._outside(
+                    f"table '{name}' by name{via}", "only ref() and source() name what a view reads"
+                )
 
     def _table(self, ref: str, read: PipelineInfo, via: str) -> None:
         output = next((o for s, o in read.sinks if s == self.sink.name), None)

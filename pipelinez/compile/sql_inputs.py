@@ -150,6 +150,27 @@ def outside_reads(con: duckdb.DuckDBPyConnection, sql: str, prescan: bool = True
     return [_at_char(sql, read) for read in found]
 
 
+def bare_tables(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[str, int | None]] | None:
+    """(name, character offset) of every table the query names in its own database (no catalog, schema
+    `main` or none) that no CTE of the query names: relations it reads besides what ref() and source()
+    render (the caller knows those). None: the SQL does not parse or serialize (anything may be read)."""
+    row = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchone()
+    tree = json.loads(str(row[0])) if row else {}
+    if not isinstance(tree, dict) or tree.get("error"):
+        return None
+    nodes = list(_nodes(tree))
+    ctes = _cte_names(nodes)
+    found: list[tuple[str, int | None]] = []
+    for node in nodes:
+        if node.get("type") != "BASE_TABLE" or node.get("catalog_name"):
+            continue
+        name = str(node.get("table_name", ""))
+        if str(node.get("schema_name") or "") in ("", "main") and name.lower() not in ctes:
+            at = _at_char(sql, OutsideRead(name, _location(node))).offset
+            found.append((name, at))
+    return found
+
+
 def _cte_names(nodes: list[JsonObject]) -> set[str]:
     return {
         str(entry.get("key", "")).lower()

@@ -237,3 +237,61 @@ def test_a_project_that_reads_incrementally_is_validated_again(tmp_path: Path) -
     assert validate(root) == EVERYTHING
     assert not (root / ".pz" / "target" / "validate.json").exists()
     assert validate(root) == {}
+
+
+def test_a_sink_root_linked_outside_the_project_and_retargeted_validates_again(tmp_path: Path) -> None:
+    """The link out of the project is not in its folder: where it leads (resolved, with its stat) is."""
+    link = tmp_path / "lake-link"
+    (tmp_path / "elsewhere").mkdir()
+    link.symlink_to(tmp_path / "elsewhere")
+    files = {**FILES, "sinks/lake.yml": f"connector: localfiles\nconnection: {{ root: '{link}' }}\n"}
+    root = write_project(tmp_path / "shop", files)
+    assert validate(root) == EVERYTHING
+    assert validate(root) == {}  # replayed
+    link.unlink()
+    link.symlink_to(root / "pipelines")  # the sink now writes into the project's pipelines
+    COMPILES.clear()
+    result = pz(root, "validate")
+    assert result.exit_code == 2 and "PZ0237" in result.output, result.output
+
+
+def test_another_duckdb_or_connector_origin_validates_again(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipelinez.engine.run import folder_key
+
+    key = validate_cache.files_key(shop, {})
+    assert validate_cache.replay(shop, key, None) is not None
+    monkeypatch.setattr(folder_key, "_duckdb_version", lambda: "0.0.1")
+    assert validate_cache.files_key(shop, {}) != key
+    monkeypatch.undo()
+    origin = '{"url": "https://example.com/other.git", "vcs_info": {"vcs": "git", "commit_id": "abc"}}'
+    monkeypatch.setattr(folder_key, "_direct_url", lambda dist: origin)
+    assert validate_cache.files_key(shop, {}) != key
+
+
+def test_the_salt_lives_outside_the_target_folder(shop: Path) -> None:
+    """A copied .pz/target holds the env values' digest but not its salt."""
+    entry = (shop / ".pz" / "target" / "validate.json").read_text()
+    assert "salt" not in entry
+    salt = shop / ".pz" / validate_cache.SALT_FILE
+    assert salt.read_text() and salt.stat().st_mode & 0o777 == 0o600
+    assert salt.read_text() not in entry
+    salt.unlink()  # without it the stored digest cannot be checked: a miss, never a wrong replay
+    assert validate(shop) == {}
+    assert salt.exists()
+
+
+def test_a_pipeline_reading_a_bare_table_is_always_bound(tmp_path: Path) -> None:
+    """`FROM a` without ref(): its input's columns are not in its key, so its bind is never answered from
+    the cache; a dropped column of `a` is found warm as cold."""
+    files = {**FILES, "pipelines/z.sql": "SELECT id, amount FROM a\n"}
+    root = write_project(tmp_path / "shop", files)
+    assert validate(root, nodes=9) == {**EVERYTHING, "z": 1}
+    edit(root, "pipelines/d.sql", "> {{", ">= {{")
+    assert validate(root, nodes=9) == {"d": 1, "z": 1}  # z bound again: it names a table bare
+    edit(root, "pipelines/a.sql", "id, amount", "id, amount AS cost")  # a no longer has amount
+    edit(root, "pipelines/b.sql", "amount * 2", "cost * 2")  # ...and only z reads it
+    COMPILES.clear()
+    result = pz(root, "validate")
+    assert result.exit_code == 2 and "pipelines/z.sql" in result.output, result.output

@@ -100,7 +100,13 @@ def test_a_view_reading_outside_its_sink_is_refused(project_dir: Path) -> None:
                   huge_orders: { strategy: view }
                   masked: { strategy: view }
                   via: { strategy: view }
+                  bare: { strategy: view }
             """,
+            # a table named without ref(): the view would read whatever the target holds under that name
+            "pipelines/bare.sql": (
+                "INSERT INTO {{ sink('wh', 'bare') }}\n"
+                "WITH o AS (SELECT 2 AS id) SELECT * FROM o JOIN orders USING (id)\n"
+            ),
             "pipelines/masked.sql": (
                 "INSERT INTO {{ sink('wh', 'masked') }}\n"
                 "SELECT {{ env('TOKEN') }} AS t FROM {{ ref('big') }}\n"
@@ -140,6 +146,11 @@ def test_a_view_reading_outside_its_sink_is_refused(project_dir: Path) -> None:
     ) in out
     assert "s3cr3t" not in out
     assert "of pipeline 'via' reads source('files', 'orders') through ephemeral 'eph'" in out
+    assert (
+        "PZ0241 pipelines/bare.sql:1:13: output 'wh.bare' (strategy: view) of pipeline 'bare' reads table "
+        "'orders' by name, which does not live in that sink"
+    ) in out
+    assert "table 'o'" not in out  # a CTE is no table
     assert not (project_dir / "wh.duckdb").exists()
 
 

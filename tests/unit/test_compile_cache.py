@@ -184,12 +184,13 @@ def test_committed_watermarks_are_in_the_key(shop: Path) -> None:
     project, _ = load_project(shop)
     assert project is not None
     mark = Watermark("files", "orders", "id", "2", "r1")
-    none = content_key(project, {}, {}, {})
-    assert none == content_key(project, {}, {}, {})
-    assert none != content_key(project, {}, {}, {("files", "orders"): mark})
+    tree = compile_cache.tree_key(project.root)
+    none = content_key(project, tree, {}, {}, {})
+    assert none == content_key(project, tree, {}, {}, {})
+    assert none != content_key(project, tree, {}, {}, {("files", "orders"): mark})
     later = dataclasses.replace(mark, value="3")
-    assert content_key(project, {}, {}, {("files", "orders"): mark}) != content_key(
-        project, {}, {}, {("files", "orders"): later}
+    assert content_key(project, tree, {}, {}, {("files", "orders"): mark}) != content_key(
+        project, tree, {}, {}, {("files", "orders"): later}
     )
 
 
@@ -300,3 +301,33 @@ def test_one_walk_keys_the_stored_validation_and_the_compile_cache_but_a_fresh_c
         assert len(walks) == 2
     assert validate_cache.files_key(shop, None) != first  # outside the scope: walked every time
     assert len(walks) == 3
+
+
+def test_an_edit_while_loading_is_not_stored_under_the_new_content(
+    shop: Path, compiles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key is taken before the project is loaded: an edit between the key and the load (or during the
+    compile) never stores the old compile under the new content's key."""
+    from pipelinez.engine.run import prepare
+
+    original = prepare.load_project
+    big = shop / "pipelines" / "big.sql"
+
+    def edited_meanwhile(root: Path, **kwargs: Any) -> Any:
+        loaded = original(root, **kwargs)
+        big.write_text(big.read_text().replace("SELECT id, amount", "SELECT id"))
+        return loaded
+
+    monkeypatch.setattr(prepare, "load_project", edited_meanwhile)
+    Project(shop).plan()  # compiles the old SQL (amount selected), the file now without it
+    monkeypatch.setattr(prepare, "load_project", original)
+    plan = Project(shop).plan()  # the new content: compiled again, never the old compile
+    assert len(compiles) == 2
+    node = next(n.planned.node for n in plan.nodes if n.name == "big")
+    assert "amount" not in node.display_sql  # type: ignore[attr-defined]
+
+
+def test_an_unchanged_folder_after_the_compile_is_stored(shop: Path, compiles: list[str]) -> None:
+    Project(shop).plan()
+    Project(shop).plan()
+    assert len(compiles) == 1

@@ -285,9 +285,10 @@ CODES: tuple[Code, ...] = (
         "PZ0241",
         "ViewReadsOutsideSink",
         "an output with `strategy: view` is written by a pipeline that reads (itself or through an "
-        "ephemeral pipeline) a source dataset, or a pipeline that does not write into that same sink "
-        "instance: the view could not find it there",
-        "write the pipelines it reads into the same sink (ref() then names their tables there), or use a "
+        "ephemeral pipeline) a source dataset, a pipeline that does not write into that same sink "
+        "instance, or a table named without ref() or source(): the view could not find it there",
+        "read tables with ref() only, write the pipelines it reads into the same sink (ref() then names "
+        "their tables there), or use a "
         "table strategy (replace, merge, append)",
     ),
     Code(

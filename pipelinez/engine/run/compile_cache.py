@@ -6,7 +6,9 @@ file the loader finds under sources/, sinks/, pipelines/, docs/, macros/ and tes
 the size and modification time of every other file, data and outputs included, and every folder and link,
 up to MAX_ENTRIES; `.pz/` apart from the schemas `--connect` cached), the `--var` values, the values of the
 environment variables the project declares, the committed watermarks the compile binds (none for a full
-refresh), and the pz and connector versions. A hit is taken only while
+refresh), the pz, DuckDB and connector versions (and origins), and where the connections' paths lead. The
+folder's part is keyed before the project is loaded and walked again after the compile: a compile whose
+folder changed meanwhile is not kept. A hit is taken only while
 what connectors told of the datasets' columns without connecting (files outside the folder included) still
 holds. A project with `engine.external_access` is never cached: its dry compile may read any file.
 """
@@ -17,36 +19,55 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from pathlib import Path
 
 from pipelinez import __version__
 from pipelinez.compile.compiler import CompileResult, compile_project, static_schema_lookup
 from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.config.model import Project
-from pipelinez.connectors import registry
 from pipelinez.core.run_state import Watermark
-from pipelinez.engine.run.folder_key import Digest, feed_tree, read_bytes
+from pipelinez.engine.run.folder_key import (
+    Digest,
+    connection_values,
+    feed_tree,
+    feed_versions,
+    paths_digest,
+    read_bytes,
+)
+
+
+def tree_key(root: Path, *, fresh: bool = False) -> str | None:
+    """What of the key is read without loading the project: the folder (`folder_key.feed_tree`), the schemas
+    `--connect` cached, the pz, DuckDB and connector versions. Taken BEFORE the project is loaded, and again
+    (`fresh`) after its compile: an edit in between must not store the old compile under the new content's
+    key. None: the folder is too large to walk."""
+    digest = Digest()
+    digest.feed("pz", __version__, str(root))
+    feed_versions(digest)
+    if not feed_tree(digest, root, fresh=fresh):
+        return None
+    digest.feed("schemas", read_bytes(root / ".pz" / "target" / "schemas.json"))
+    return digest.hexdigest()
 
 
 def content_key(
     project: Project,
+    tree: str | None,
     overrides: Mapping[str, str] | None,
     environ: Mapping[str, str] | None,
     watermarks: Mapping[tuple[str, str], Watermark],
 ) -> str | None:
-    """The content key of compiling `project` with these values and watermarks; None: not cacheable."""
-    if project.engine.external_access:
+    """The content key of compiling `project` (its folder keyed `tree` before it was loaded) with these
+    values and watermarks; None: not cacheable."""
+    if tree is None or project.engine.external_access:
         return None
     digest = Digest()
-    digest.feed("pz", __version__, str(project.root))
-    for name, connector in sorted(registry.installed().items()):
-        digest.feed(name, connector.distribution, connector.version)
-    if not feed_tree(digest, project.root):
-        return None
-    digest.feed("schemas", read_bytes(project.state_dir / "target" / "schemas.json"))
+    digest.feed("tree", tree)
     digest.feed("vars", sorted((overrides or {}).items()))
     env = os.environ if environ is None else environ
     digest.feed("env", [(name, env.get(name)) for name in sorted(project.env)])
     digest.feed("watermarks", sorted((key, repr(mark)) for key, mark in watermarks.items()))
+    digest.feed("paths", paths_digest(project.root, connection_values(project)))
     return digest.hexdigest()
 
 
@@ -78,8 +99,11 @@ class CompileCache:
         overrides: Mapping[str, str] | None,
         environ: Mapping[str, str] | None,
         watermarks: Mapping[tuple[str, str], Watermark],
+        tree: str | None,
     ) -> CompileResult:
-        key = content_key(project, overrides, environ, watermarks)
+        """`tree`: `tree_key` of the folder taken before `project` was loaded. A compile is kept only when
+        the folder is unchanged after it (a fresh walk)."""
+        key = content_key(project, tree, overrides, environ, watermarks)
         if key is None:
             return compile_project(project, overrides, environ, watermarks)
         with self._guard:
@@ -90,6 +114,8 @@ class CompileCache:
                     self._entries.move_to_end(key)
             return cached
         result = compile_project(project, overrides, environ, watermarks)
+        if tree_key(project.root, fresh=True) != tree:  # edited meanwhile: the result may be of either
+            return result
         with self._guard:
             self._entries[key] = result
             while len(self._entries) > self.size:

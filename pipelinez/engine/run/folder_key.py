@@ -7,14 +7,20 @@ facade's in-memory compile cache and the persistent validation cache.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelinez.config.discovery import PROJECT_FILE, discover
 from pipelinez.core.lockfile import LOCK_FILE
+
+if TYPE_CHECKING:
+    from pipelinez.config.model import Project
 
 # the other files of the folder enter by their size and modification time, up to this many entries (a
 # larger folder is not cached: walking it could cost more than compiling)
@@ -35,16 +41,77 @@ class Digest:
         return self._hash.hexdigest()
 
 
+def feed_versions(digest: Digest) -> None:
+    """The DuckDB version and every installed connector's distribution, version and PEP 610 origin
+    (`direct_url.json`: a connector reinstalled from another URL or commit under the same version is
+    another connector)."""
+    from pipelinez.connectors import registry
+
+    digest.feed("duckdb", _duckdb_version())
+    for name, connector in sorted(registry.installed().items()):
+        digest.feed(name, connector.distribution, connector.version, _direct_url(connector.distribution))
+
+
+@functools.cache  # a process runs the DuckDB it imported first, whatever is installed later
+def _duckdb_version() -> str | None:
+    try:  # from its metadata: importing DuckDB would cost a replayed `pz validate` more than it saves
+        return metadata.version("duckdb")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@functools.cache  # likewise the connector code it imported
+def _direct_url(distribution: str | None) -> str | None:
+    if distribution is None:
+        return None
+    try:
+        return metadata.distribution(distribution).read_text("direct_url.json")
+    except (metadata.PackageNotFoundError, OSError, ValueError):
+        return None
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def connection_values(project: Project) -> list[str]:
+    """Every string of the sources' and sinks' connection blocks (paths among them)."""
+    specs = [*project.sources.values(), *project.sinks.values()]
+    return sorted({s for spec in specs for s in _strings(spec.connection)})
+
+
+def paths_digest(root: Path, values: list[str]) -> str:
+    """Where each value leads as a path resolved against the project root (links followed) and what is
+    there (a folder outside the project, or a link out of it, retargeted is another project)."""
+    digest = Digest()
+    for value in values:
+        try:
+            path = os.path.realpath(root / value)
+            stat = os.stat(path)
+            digest.feed(value, path, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        except (OSError, ValueError):
+            digest.feed(value, None)
+    return digest.hexdigest()
+
+
 _walks = (
     threading.local()
-)  # .memo: {root: (digest of the tree, whether it could be walked)} inside walk_once()
+)  # .memo: {(root, fresh): (digest of the tree, whether it could be walked)} inside walk_once()
 
 
 @contextlib.contextmanager
 def walk_once() -> Iterator[None]:
     """Inside, the project folder is walked and read once per root (`feed_tree`): a command that keys the
     same folder for several caches before it compiles (`pz validate`: the stored validation, then the
-    compile cache) pays for one walk. A check that the folder did not change meanwhile asks `fresh`."""
+    compile cache) pays for one walk. A check that the folder did not change meanwhile asks `fresh`: walked
+    again once, after the compile, for every check of the scope (the compile cache's, the stored
+    validation's): the scope must close before anything else reads the folder."""
     outer = getattr(_walks, "memo", None)
     if outer is None:
         _walks.memo = {}
@@ -57,16 +124,17 @@ def walk_once() -> Iterator[None]:
 
 def feed_tree(digest: Digest, root: Path, *, fresh: bool = False) -> bool:
     """The project files' bytes and the folder's other entries (`feed_project_files`, `feed_folder`) as one
-    part of `digest`; False when the folder is too large to walk. Walked once inside `walk_once()` unless
-    `fresh`."""
-    memo: dict[str, tuple[str, bool]] | None = getattr(_walks, "memo", None)
-    found = None if memo is None or fresh else memo.get(os.fspath(root))
+    part of `digest`; False when the folder is too large to walk. Walked once inside `walk_once()`, and
+    once more for the `fresh` checks after the compile."""
+    memo: dict[tuple[str, bool], tuple[str, bool]] | None = getattr(_walks, "memo", None)
+    at = (os.fspath(root), fresh)
+    found = None if memo is None else memo.get(at)
     if found is None:
         tree = Digest()
         feed_project_files(tree, root)
         found = (tree.hexdigest(), feed_folder(tree, root))
-        if memo is not None and not fresh:
-            memo[os.fspath(root)] = found
+        if memo is not None:
+            memo[at] = found
     digest.feed("tree", found[0])
     return found[1]
 

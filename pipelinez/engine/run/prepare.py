@@ -22,7 +22,7 @@ from pipelinez.core.diagnostics import Diagnostic, PzValidationError
 from pipelinez.core.run_state import RunState, StateFileError, Watermark
 from pipelinez.core.state.backend import StateBackendError
 from pipelinez.engine.connect.connectivity import check_connectivity
-from pipelinez.engine.run.compile_cache import CompileCache
+from pipelinez.engine.run.compile_cache import CompileCache, tree_key
 from pipelinez.engine.state.shared import project_backend, pull_schema_cache
 from pipelinez.plan.planner import Plan, build_plan
 
@@ -49,6 +49,8 @@ def validate(
     `describe`: also gather the tables' columns and queries lineage and `pz docs` read. `compiles`: the
     cache the compile goes through."""
     root = find_project_root(project_dir or Path.cwd())
+    cached = compiles is not None and not describe
+    tree = tree_key(root) if cached else None  # keyed before loading: an edit meanwhile is never stored
     project, diags = load_project(root, partial=True)
     errors = [d for d in diags if d.is_error]
     warnings = [d for d in diags if not d.is_error]
@@ -62,8 +64,8 @@ def validate(
         StateBackendError,
     ) as exc:  # a broken or locked state file matters to incremental datasets only
         watermarks, unreadable = {}, list(exc.diagnostics)
-    if compiles is not None and not describe:
-        compiled = compiles.compile(project, overrides, environ, watermarks)
+    if compiles is not None and cached:
+        compiled = compiles.compile(project, overrides, environ, watermarks, tree)
     else:
         compiled = compile_project(project, overrides, environ, watermarks, describe=describe)
     if compiled.incremental:

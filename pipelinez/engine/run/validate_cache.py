@@ -2,10 +2,12 @@
 
 The file holds the last valid validation (its node count and warnings) under a content key: the bytes of
 every project file, the size and modification time of every other entry of the folder and of pz's own
-modules, the schemas `--connect` cached, the `--var` values and the pz and connector versions (the key of
-`compile_cache.content_key`, computed without loading the project). Besides it the entry keeps what only the
-loaded project names: a salted digest of the values of the environment variables the project declares, which
-must still match. Never stored: a validation with errors, one with `--connect`, a project with
+modules, the schemas `--connect` cached, the `--var` values, the pz and DuckDB versions and each connector's
+version and origin (the key of `compile_cache.content_key`, computed without loading the project). Besides it
+the entry keeps what only the loaded project names, which must still match: a digest of the values of the
+environment variables the project declares, salted by `.pz/validate.key` (0600, outside `.pz/target`), and
+where each string of the connections leads as a path (resolved, links followed) with its stat.
+Never stored: a validation with errors, one with `--connect`, a project with
 `engine.external_access` (binding may read any file), one whose datasets' columns a connector told (a file
 outside the folder may change them), one that reads incrementally (its committed watermarks, wherever the
 state lives, enter its validation), and one whose folder changed while it compiled. A file that is missing,
@@ -27,16 +29,24 @@ from typing import TYPE_CHECKING
 from pipelinez import __version__
 from pipelinez.compile.bind_cache import pz_fingerprint, write_atomic
 from pipelinez.config.discovery import PROJECT_FILE
-from pipelinez.connectors import registry
 from pipelinez.core.diagnostics import Diagnostic, DiagnosticSeverity, Place
-from pipelinez.engine.run.folder_key import Digest, feed_tree, read_bytes
+from pipelinez.engine.run.folder_key import (
+    Digest,
+    connection_values,
+    feed_tree,
+    feed_versions,
+    paths_digest,
+    read_bytes,
+)
 from pipelinez.engine.run.folder_key import walk_once as walk_once  # for the CLI, which may import only this
 
 if TYPE_CHECKING:
     from pipelinez.config.model import Project
 
 FILE = "validate.json"
-FORMAT = 1
+FORMAT = 2
+# the salt of the env values' digest: beside .pz/target, not in it (a copied target holds no guessable digest)
+SALT_FILE = "validate.key"
 
 
 @dataclass(frozen=True)
@@ -54,8 +64,7 @@ def files_key(root: Path, overrides: Mapping[str, str] | None, *, fresh: bool = 
     `fresh`: walk the folder again even inside `folder_key.walk_once()` (the check after a compile)."""
     digest = Digest()
     digest.feed("pz", __version__, pz_fingerprint(), str(root))
-    for name, connector in sorted(registry.installed().items()):
-        digest.feed(name, connector.distribution, connector.version)
+    feed_versions(digest)
     if not feed_tree(digest, root, fresh=fresh):
         return None
     digest.feed("schemas", read_bytes(root / ".pz" / "target" / "schemas.json"))
@@ -75,6 +84,26 @@ def replay_project(start: Path | None, overrides: Mapping[str, str] | None) -> R
     return None
 
 
+def _salt(root: Path, *, create: bool) -> str | None:
+    """The project's salt, `.pz/validate.key` (made 0600 on first use with `create`); None: none."""
+    path = root / ".pz" / SALT_FILE
+    with contextlib.suppress(OSError, ValueError):
+        return path.read_text(encoding="ascii").strip() or None
+    if not create:
+        return None
+    salt = secrets.token_hex(32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it meanwhile
+        return _salt(root, create=False)
+    except OSError:
+        return None
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(salt)
+    return salt
+
+
 def _salted(salt: str, data: object) -> str:
     return hashlib.sha256((salt + json.dumps(data, sort_keys=True)).encode("utf-8")).hexdigest()
 
@@ -92,8 +121,10 @@ def replay(root: Path, key: str | None, environ: Mapping[str, str] | None) -> Re
         entry = json.loads(_path(root).read_bytes())
         if entry.get("format") != FORMAT or entry.get("key") != key:
             return None
-        salt = str(entry["salt"])
-        if entry["env"] != _salted(salt, _env_pairs(list(entry["env_names"]), environ)):
+        salt = _salt(root, create=False)
+        if salt is None or entry["env"] != _salted(salt, _env_pairs(list(entry["env_names"]), environ)):
+            return None
+        if entry["paths"] != paths_digest(root, [str(v) for v in entry["connection_values"]]):
             return None
         warnings = tuple(_diagnostic(d) for d in entry["warnings"])
         return Replayed(int(entry["nodes"]), warnings)
@@ -126,14 +157,17 @@ def store(
         return
     if files_key(project.root, seen.overrides, fresh=True) != seen.key:
         return
-    key = seen.key
-    salt = secrets.token_hex(16)
+    salt = _salt(project.root, create=True)
+    if salt is None:
+        return
+    values = connection_values(project)
     entry = {
         "format": FORMAT,
-        "key": key,
-        "salt": salt,
+        "key": seen.key,
         "env_names": sorted(project.env),
         "env": _salted(salt, _env_pairs(list(project.env), environ)),
+        "connection_values": values,
+        "paths": paths_digest(project.root, values),
         "nodes": result.nodes,
         "warnings": [d.to_dict() for d in result.warnings],
     }
