@@ -21,6 +21,7 @@ from pipelinez import __version__
 from pipelinez.cli import interrupts
 from pipelinez.cli.usage import emit
 from pipelinez.core.diagnostics import Diagnostic, PzError, error
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.oserrors import os_error, os_reason
 from pipelinez.core.vocabulary import NodeError
 
@@ -319,7 +320,7 @@ def select_options(fn: F) -> F:
     return var_options(fn)
 
 
-def reporter(settings: Settings) -> Callable[[dict[str, Any]], None]:
+def reporter(settings: Settings) -> Callable[[JsonObject], None]:
     """What prints a run's events: JSON lines, the live display on a terminal, or the text lines."""
     from pipelinez.cli.render import JsonReporter, TextReporter
 

@@ -87,7 +87,7 @@ def build_settings(doc: YamlDoc) -> ProjectSettings:
     )
 
 
-def _folder(doc: YamlDoc, folder: str, block: dict[str, Any]) -> FolderConfig:
+def _folder(doc: YamlDoc, folder: str, block: JsonObject) -> FolderConfig:
     sink = block.get("sink")
     materialized = block.get("materialized")
     return FolderConfig(

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 from pipelinez.connectors.files.conditional import ConditionalObjects, Written
 from pipelinez.core.diagnostics import PzConnectorError
+from pipelinez.core.json_types import JsonObject
 
 __all__ = ["JsonDocument"]
 
-Change = Callable[[dict[str, Any] | None], dict[str, Any]]
+Change = Callable[[JsonObject | None], JsonObject]
 
 
 class JsonDocument:
@@ -30,12 +30,12 @@ class JsonDocument:
         self.objects, self.key, self.attempts = objects, key, attempts
         self.name = objects.name(key)
 
-    def read(self) -> dict[str, Any] | None:
+    def read(self) -> JsonObject | None:
         """The document, None when there is none; PZ0594 when the object is not a JSON object."""
         current = self.objects.read(self.key)
         return self._decode(current.data) if current is not None else None
 
-    def update(self, change: Change, guard: Callable[[], None] | None = None) -> dict[str, Any]:
+    def update(self, change: Change, guard: Callable[[], None] | None = None) -> JsonObject:
         """Write `change(document)` (None when there is none yet) in one conditional write; on a lost race
         apply `change` again to the document that won. The document written; PZ0592 after `attempts`.
         `guard` runs before each attempt and raises to stop it (`ObjectLease.check`: the lease that
@@ -60,7 +60,7 @@ class JsonDocument:
             code="PZ0592",
         )
 
-    def _decode(self, data: bytes) -> dict[str, Any]:
+    def _decode(self, data: bytes) -> JsonObject:
         try:
             doc = json.loads(data)
         except ValueError:

@@ -10,6 +10,7 @@ from typing import Any
 
 from pipelinez.compile.nodes import PipelineNode
 from pipelinez.core.diagnostics import Diagnostic, PzUsageError, PzValidationError, error
+from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import NodeKind
 from pipelinez.engine.inspect.preview import compiled
 from pipelinez.plan.selection import match_nodes, nothing_selected
@@ -30,7 +31,7 @@ class ListedNode:
     def resource_type(self) -> str:
         return next(t for t, kind in RESOURCE_TYPES.items() if kind == self.kind)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "name": self.name,
             "kind": str(self.kind),
