@@ -107,10 +107,10 @@ class _Reads:
         self.problems: list[Diagnostic] = []
 
     def gather(self, pipeline: str) -> None:
-        import duckdb
+        from pipelinez.core.duck_connect import connect
 
         pending, seen = [pipeline], set()
-        con = duckdb.connect()  # only parses: DuckDB's parse tree names what the query reads
+        con = connect()  # only parses: DuckDB's parse tree names what the query reads
         try:
             while pending:
                 name = pending.pop()
