@@ -133,6 +133,16 @@ def _check_selection(
     given.check()
 
 
+def _check_execution(
+    given: Arguments, on_event: OnEvent | None, executor: str | None, staging: str | None
+) -> None:
+    """The arguments `run` and `retry` share (`on_event`, `executor`, `staging`), then every check."""
+    given.callback("on_event", on_event)
+    given.text("executor", executor, EXECUTORS)
+    given.text("staging", staging)
+    given.check()
+
+
 class Project:
     """A pz project folder (the nearest folder upwards from `path` holding project.yml; default: the
     working directory). `environ` replaces os.environ for `env()` values, e.g. in tests.
@@ -226,10 +236,7 @@ class Project:
         given.flag("full_refresh", full_refresh)
         given.flag("fail_fast", fail_fast, optional=True)
         given.count("threads", threads)
-        given.callback("on_event", on_event)
-        given.text("executor", executor, EXECUTORS)
-        given.text("staging", staging)
-        given.check()
+        _check_execution(given, on_event, executor, staging)
         forward = _Forward(on_event)
         with sigterm_stops_the_run():
             outcome = workflow.run(
@@ -267,10 +274,7 @@ class Project:
         given = Arguments("Project.retry")
         given.flag("dry_run", dry_run)
         given.flag("full_refresh", full_refresh)
-        given.callback("on_event", on_event)
-        given.text("executor", executor, EXECUTORS)
-        given.text("staging", staging)
-        given.check()
+        _check_execution(given, on_event, executor, staging)
         forward = _Forward(on_event)
         with sigterm_stops_the_run():
             outcome = workflow.retry(

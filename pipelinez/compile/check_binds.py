@@ -4,6 +4,7 @@ cache and the tables."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -38,7 +39,7 @@ def _is_duck_error(exc: Exception) -> bool:
     return isinstance(exc, duckdb.Error)
 
 
-class CheckBinds:
+class CheckBinds(ABC):
     """The check half of tier 4's binds (`DryCompiler` supplies what is declared here)."""
 
     con: duckdb.DuckDBPyConnection
@@ -46,14 +47,17 @@ class CheckBinds:
     binds: BindCache
     ddl: BatchedDdl
 
+    @abstractmethod
     def _recover(self) -> None:
-        raise NotImplementedError
+        """A fresh bind connection after DuckDB invalidated this one."""
 
+    @abstractmethod
     def _materialize(self, names: Sequence[str]) -> None:
-        raise NotImplementedError
+        """Create the tables of these cached pipelines from their cached columns."""
 
+    @abstractmethod
     def _inputs(self, node: Node) -> list[tuple[str, Columns | None]]:
-        raise NotImplementedError
+        """The node's input tables with their columns (the bind cache's key)."""
 
     def _bind_checks(self, checks: list[CheckNode]) -> list[Diagnostic]:
         """Every check query not in the bind cache bound (those that bind are cached)."""
