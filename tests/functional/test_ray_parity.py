@@ -332,7 +332,7 @@ def test_executor_settings_that_cannot_be_honoured_are_refused_before_anything_r
             {},
             "'Bad_Bucket' is not an S3 bucket name",
         ),
-        (("run", "--staging", str(tmp_path / "s")), {}, "--staging is a setting of the ray executor"),
+        (("run", "--staging", "gs://b/x"), {}, "gs:// staging is not available"),  # the local executor's
         (("run",), {"PZ_EXECUTOR": "spark"}, "unknown executor 'spark'"),
         (
             ("run",),

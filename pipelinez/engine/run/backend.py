@@ -112,8 +112,12 @@ class ThreadBackend:
         self.ctx = ctx
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="pz-node")
 
+    def run(self, item: Attempt) -> AttemptResult:
+        """One attempt, on a worker thread (a subclass adds to it: `shared_publish.PublishingBackend`)."""
+        return run_attempt(self.ctx, item)
+
     def submit(self, item: Attempt, done: Done) -> None:
-        future = self._pool.submit(run_attempt, self.ctx, item)
+        future = self._pool.submit(self.run, item)
 
         def report(f: Future[AttemptResult]) -> None:
             exc = f.exception()

@@ -2,7 +2,9 @@
 (`--executor`, `--staging`) or the environment (`PZ_EXECUTOR`, `PZ_STAGING_URL`; `RAY_ADDRESS` names the
 cluster). Nothing here touches the project files: the same project runs on either executor.
 
-- `local` (the default): a pool of threads in the pz process sharing one staging database.
+- `local` (the default): a pool of threads in the pz process sharing one staging database. Given a staging
+  location, it also publishes each source load there (shared staging), so `pz retry` on another worker
+  reuses the loads (see `engine/run/shared_publish.py`).
 - `ray`: the pz process stays the driver (validation, plan, ids, lock, scheduling, retries, breakers, events,
   watermarks) and each node runs as one Ray task, staging its result as Parquet under the staging URL.
 
@@ -10,8 +12,7 @@ A staging location is a folder (a path or a `file://` URL, local or a shared mou
 URL (its endpoint and credentials: the `engine.staging` block of project.yml, see `shared_staging`).
 
 A setting that cannot be honoured is refused before anything runs (PZ0711), never ignored: an unknown
-executor, `--staging` with the local executor, a malformed s3:// URL, or a staging URL whose scheme is not
-available (gs://, az://, ...).
+executor, a malformed s3:// URL, or a staging URL whose scheme is not available (gs://, az://, ...).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 @dataclass(frozen=True)
 class ExecutorChoice:
     kind: ExecutorKind = LOCAL
-    staging: str | None = None  # the ray executor's staging: an absolute folder or s3://bucket/prefix
+    # where staged tables are published: an absolute folder or s3://bucket/prefix; always set for ray, and
+    # for local only when asked (shared staging for a retry on another worker)
+    staging: str | None = None
     address: str | None = None  # the Ray cluster (RAY_ADDRESS); None: start a local Ray instance
 
     @property
@@ -73,10 +76,10 @@ def staging_location(url: str, where: str) -> str:
         return _s3_location(text, where)
     if scheme in OBJECT_STORE_SCHEMES:
         raise _refuse(
-            f"staging URL {_shown(text)!r}: {scheme}:// staging is not available; the ray executor stages "
-            "on a local or shared folder, or on S3 (s3://bucket/prefix)",
+            f"staging URL {_shown(text)!r}: {scheme}:// staging is not available; pz stages on a local "
+            "or shared folder, or on S3 (s3://bucket/prefix)",
             where,
-            "use s3://bucket/prefix (any S3-compatible store), or a folder every Ray node mounts "
+            "use s3://bucket/prefix (any S3-compatible store), or a folder every worker mounts "
             "(a path or file://...), e.g. --staging /mnt/shared/pz-staging",
         )
     if scheme and len(scheme) > 1:  # a Windows drive letter parses as a one-letter scheme
@@ -147,14 +150,7 @@ def choose_executor(
     if url is None and env.get("PZ_STAGING_URL", "").strip():
         url, url_where = env["PZ_STAGING_URL"], "environment PZ_STAGING_URL"
     if kind == LOCAL:
-        if staging is not None:
-            raise _refuse(
-                "--staging is a setting of the ray executor; the local executor stages in "
-                ".pz/runs/<run-id>/staging.duckdb",
-                "command line",
-                "add --executor ray, or leave --staging out",
-            )
-        return ExecutorChoice(LOCAL)
+        return ExecutorChoice(LOCAL, _local_staging(url, url_where, default))
     if url is not None:
         location = staging_location(url, url_where)
     elif default is not None and default.staging is not None:
@@ -163,3 +159,13 @@ def choose_executor(
         location = str(state_dir.resolve() / STAGING_DIR)
     address = env.get("RAY_ADDRESS", "").strip() or None
     return ExecutorChoice(RAY, location, address)
+
+
+def _local_staging(url: str | None, where: str, default: ExecutorChoice | None) -> str | None:
+    """The local executor's shared staging: the URL given, else that of the local run a retry finishes
+    (it published there), else none (the run stages only in its staging.duckdb)."""
+    if url is not None:
+        return staging_location(url, where)
+    if default is not None and default.kind == LOCAL:
+        return default.staging
+    return None

@@ -37,11 +37,11 @@ from pipelinez.engine.events import (
     utc_now,
 )
 from pipelinez.engine.nodes.watermarks import Capture, commit_run
-from pipelinez.engine.run.backend import BackendProvider
+from pipelinez.engine.run.backend import BackendProvider, ExecutorBackend
 from pipelinez.engine.run.context import RunContext, open_staging
 from pipelinez.engine.run.debug_log import debug_log
 from pipelinez.engine.run.executor import OK_STATUSES, Executor, NodeGate, node_completed
-from pipelinez.engine.staging.shared_staging import remove_staged
+from pipelinez.engine.staging.shared_staging import StagingRoot, remove_staged
 from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
 from pipelinez.engine.state.lock import ProjectLock
 from pipelinez.engine.state.mirror import ResultsMirror
@@ -239,10 +239,12 @@ def execute(
     lock: ProjectLock | None = None,
     notes: Sequence[str] = (),
     provider: BackendProvider | None = None,
+    shared: StagingRoot | None = None,
 ) -> RunOutcome:
     """Run `plan`. `resume` (a retry): notes to print first, source loads to reuse, sink writes carried
     forward (recorded, never run); `lock`: the project lock when the caller already holds it; `provider`:
-    where attempts run when not on local threads (a Ray cluster)."""
+    where attempts run when not on local threads (a Ray cluster); `shared`: the local executor's shared
+    staging, where each source load is published too (checked by the caller)."""
     project = plan.dag.project
     resume = resume or Resumption()
     remover = remove_staged(plan.dag.staging)
@@ -271,7 +273,7 @@ def execute(
         n_threads = threads or project.engine.threads or default_slots
         ff = project.engine.fail_fast if fail_fast is None else fail_fast
         log_file = _run_nodes(
-            session, plan, n_threads, ff, gate, resume.reuse, checkpoints, plan.breaker, provider
+            session, plan, n_threads, ff, gate, resume.reuse, checkpoints, plan.breaker, provider, shared
         )
         return RunOutcome(session.run_id, results.status, results, log_file)
 
@@ -295,6 +297,7 @@ def _run_nodes(
     checkpoints: dict[str, DeliveryCheckpoint] | None = None,
     breaker: BreakerPolicy | None = None,
     provider: BackendProvider | None = None,
+    shared: StagingRoot | None = None,
 ) -> Path | None:
     """Run the nodes on a fresh staging database; set the run's status. Returns the log file of an
     orchestrator-level failure (a bug, or the staging database itself failing), else None."""
@@ -306,7 +309,7 @@ def _run_nodes(
         staging = _open_staging(session.staging_path, plan.dag.project.engine.memory_limit, seeded_from)
         ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
         with debug_log(session.run_dir / "pz.log", session.redactor):
-            backend = provider.backend(ctx, threads) if provider is not None else None
+            backend = _backend(ctx, threads, provider, shared)
             executor = Executor(
                 ctx,
                 session.writer,
@@ -351,6 +354,20 @@ def _run_nodes(
                     _fold_wal(staging)
             finally:
                 staging.close()
+
+
+def _backend(
+    ctx: RunContext, threads: int, provider: BackendProvider | None, shared: StagingRoot | None
+) -> ExecutorBackend | None:
+    """Where the run's attempts go: the provider's (Ray), the local threads publishing to a shared staging,
+    or None (the executor's own local threads)."""
+    if provider is not None:
+        return provider.backend(ctx, threads)
+    if shared is not None:
+        from pipelinez.engine.run.shared_publish import PublishingBackend
+
+        return PublishingBackend(ctx, threads, shared)
+    return None
 
 
 def _fold_wal(staging: duckdb.DuckDBPyConnection) -> None:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # what runs, retries and cleans imports when it is called: `p
     from pipelinez.engine.run.backend import BackendProvider
     from pipelinez.engine.run.executor_choice import ExecutorChoice
     from pipelinez.engine.run.session import RunOutcome
+    from pipelinez.engine.staging.shared_staging import StagingRoot
     from pipelinez.engine.staging.staging_store import LocalStagingStore, StagingStore
     from pipelinez.engine.state.lock import ProjectLock
     from pipelinez.engine.state.run_results import RunArgs, RunResults
@@ -132,7 +133,7 @@ def run(
     )
     incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
     notes = [_full_refresh_note(incremental)] if full_refresh and incremental else []
-    with executing(choice, the_plan) as (the_plan, provider, executor_notes):
+    with executing(choice, the_plan) as (the_plan, provider, executor_notes, shared):
         return execute(
             the_plan,
             command=command,
@@ -143,19 +144,28 @@ def run(
             fail_fast=fail_fast,
             notes=[*notes, *executor_notes],
             provider=provider,
+            shared=shared,
         )
 
 
 @contextlib.contextmanager
 def executing(
     choice: ExecutorChoice, the_plan: Plan
-) -> Iterator[tuple[Plan, BackendProvider | None, list[str]]]:
-    """The plan as the chosen executor runs it, its backend provider (None: local threads) and notes. Ray:
-    the cluster is joined (or started) and checked before the run, and left (or stopped) after it."""
+) -> Iterator[tuple[Plan, BackendProvider | None, list[str], StagingRoot | None]]:
+    """The plan as the chosen executor runs it, its backend provider (None: local threads), notes, and the
+    local executor's shared staging (None: none, or Ray). Ray: the cluster is joined (or started) and
+    checked before the run, and left (or stopped) after it. A shared staging is checked (written and read
+    back) before the run: PZ0711 or PZ0531 naming the location when it cannot be used."""
     from pipelinez.engine.staging.shared_staging import staging_root
 
     if not choice.is_ray:
-        yield the_plan, None, []
+        if choice.staging is None:
+            yield the_plan, None, [], None
+            return
+        shared = staging_root(choice.staging, the_plan.dag.staging)
+        shared.check("local")
+        note = f"source loads are also staged on the shared staging {shared.location}"
+        yield the_plan, None, [note], shared
         return
     from pipelinez.engine.distributed.ray_backend import adapt_plan, connect
 
@@ -164,7 +174,7 @@ def executing(
     cluster = connect(choice, the_plan.dag.project.engine.memory_limit, the_plan.dag.redactor, root)
     try:
         adapted, notes = adapt_plan(the_plan)
-        yield adapted, cluster, notes
+        yield adapted, cluster, notes, None
     finally:
         cluster.close()
 
@@ -250,11 +260,11 @@ class _Retry:
 
         last, environ = self.last, self.environ
         dag, warnings = checked_dag(self.root, last.args.vars, environ, last.args.full_refresh, self.compiles)
-        shared = self.ran_on.staging if self.ran_on.is_ray else None
-        # a Ray run's staged tables: its manifests, on its folder or bucket (engine.staging signs in)
-        store: StagingStore = (
-            self.local if shared is None else SharedStagingStore(staging_root(shared, dag.staging))
-        )
+        store: StagingStore = self.local
+        if self._reads_shared():
+            # its staged tables' manifests, on its folder or bucket (engine.staging signs in)
+            assert self.ran_on.staging is not None
+            store = SharedStagingStore(staging_root(self.ran_on.staging, dag.staging))
         choice = choose_executor(executor, staging, environ, self.root / ".pz", default=self.ran_on)
         selection = select_retry(last, dag, store, self.full_refresh)
         self.local.close_readers()
@@ -268,7 +278,7 @@ class _Retry:
             return RetryOutcome(last.run_id, notes, None, selection, dry_run=True, warnings=tuple(warnings))
         retry_plan, args, refresh_notes = self._run_plan(dag, selection, choice)
         notes = (*notes, *refresh_notes)
-        with executing(choice, retry_plan) as (retry_plan, provider, executor_notes):
+        with executing(choice, retry_plan) as (retry_plan, provider, executor_notes, shared):
             outcome = execute(
                 retry_plan,
                 command=RunCommand.RETRY,
@@ -283,8 +293,16 @@ class _Retry:
                 lock=lock,
                 notes=executor_notes,
                 provider=provider,
+                shared=shared,
             )
         return RetryOutcome(last.run_id, notes, None, selection, outcome)
+
+    def _reads_shared(self) -> bool:
+        """Whether the retry reuses the shared staging: always for a Ray run; for a local run that
+        published there, when its staging.duckdb is not on this machine (another worker ran it)."""
+        if self.ran_on.staging is None:
+            return False
+        return self.ran_on.is_ray or not self.local.path(self.last.run_id).is_file()
 
     def _run_plan(
         self, dag: CompiledDag, selection: RetrySelection, choice: ExecutorChoice

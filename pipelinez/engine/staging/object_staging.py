@@ -38,7 +38,6 @@ from pipelinez.engine.staging.shared_staging import StagingRoot
 if TYPE_CHECKING:
     import duckdb
 
-WHERE = "executor ray"
 SETTINGS = "project.yml engine.staging"
 
 
@@ -138,13 +137,14 @@ class ObjectStagingRoot(StagingRoot):
         self.store.install(cur, f"__pz_staging_{digest}", self.scope(), replace=True)
 
     # -- the check before a run ----------------------------------------------------------------------------
-    def check(self) -> None:
+    def check(self, executor: str = "ray") -> None:
         """The bucket exists (PZ0531) and the staging can be written and read back by DuckDB, as the workers
         will (PZ0711: unreachable, access denied, settings DuckDB refuses); before anything runs."""
+        where = f"executor {executor}"
         try:
             exists = self.store.exists()
         except OSError as exc:
-            raise self._refused("cannot be checked", exc) from None
+            raise self._refused("cannot be checked", exc, where) from None
         if not exists:
             raise PzConfigError(
                 [
@@ -152,15 +152,15 @@ class ObjectStagingRoot(StagingRoot):
                         "PZ0531",
                         f"the staging bucket '{self.bucket}' does not exist at {self.store.where()} "
                         f"(--staging {self.location})",
-                        file=WHERE,
+                        file=where,
                         next_step=f"create the bucket, or fix the bucket in --staging / PZ_STAGING_URL (and "
                         f"endpoint/region in {SETTINGS}); pz never creates one",
                     )
                 ]
             )
-        self._probe()
+        self._probe(where)
 
-    def _probe(self) -> None:
+    def _probe(self, where: str) -> None:
         """Write a one-row Parquet object with DuckDB, read it back, delete it."""
         import duckdb
 
@@ -173,15 +173,15 @@ class ObjectStagingRoot(StagingRoot):
             if not row or row[0] != 1:
                 raise OSError("the probe object read back differently")
         except PzConnectorError as exc:
-            raise self._refused("cannot be used", exc) from None
+            raise self._refused("cannot be used", exc, where) from None
         except (duckdb.Error, OSError) as exc:
-            raise self._refused("cannot be written", exc) from None
+            raise self._refused("cannot be written", exc, where) from None
         finally:
             con.close()
             with contextlib.suppress(Exception):
                 self.delete(probe)
 
-    def _refused(self, what: str, exc: BaseException) -> PzConfigError:
+    def _refused(self, what: str, exc: BaseException, where: str) -> PzConfigError:
         message = exc.message if isinstance(exc, PzConnectorError) else str(exc)
         lines = [line for line in message.strip().splitlines() if line.strip()]
         reason = lines[0] if lines else type(exc).__name__
@@ -200,7 +200,7 @@ class ObjectStagingRoot(StagingRoot):
                 error(
                     "PZ0711",
                     f"the staging {self.location} at {self.store.where()} {what}: {reason}",
-                    file=WHERE,
+                    file=where,
                     next_step=hint,
                 )
             ]

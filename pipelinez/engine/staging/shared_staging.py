@@ -128,10 +128,11 @@ class TableManifest:
 
 
 class StagingRoot(ABC):
-    """Where distributed runs stage their tables: `<location>/<run-id>/<table>/<file>`. The manifest logic is
-    here; a subclass provides the storage: `LocalStagingRoot` (a folder, local or a shared mount) or
-    `ObjectStagingRoot` (s3://bucket/prefix, in `object_staging`). Names in a manifest are relative to the
-    table's folder (a combined load's files are `../<table>__part<i>/<file>`)."""
+    """Where distributed runs (and local runs given a shared staging) stage their tables:
+    `<location>/<run-id>/<table>/<file>`. The manifest logic is here; a subclass provides the storage:
+    `LocalStagingRoot` (a folder, local or a shared mount) or `ObjectStagingRoot` (s3://bucket/prefix, in
+    `object_staging`). Names in a manifest are relative to the table's folder (a combined load's files are
+    `../<table>__part<i>/<file>`)."""
 
     # -- storage, per kind -----------------------------------------------------------------------------
     @property
@@ -176,8 +177,9 @@ class StagingRoot(ABC):
         """Move a written `parquet_target` into place as `name` (a rename, or nothing: written in place)."""
 
     @abstractmethod
-    def check(self) -> None:
-        """Before a run: the staging can be written. PzConfigError (PZ0711, PZ0531) naming what to fix."""
+    def check(self, executor: str = "ray") -> None:
+        """Before a run of `executor` (ray, local): the staging can be written. PzConfigError (PZ0711,
+        PZ0531) naming what to fix."""
 
     @abstractmethod
     def remove_run(self, run_id: str) -> None:
@@ -376,7 +378,8 @@ class LocalStagingRoot(StagingRoot):
     def place(self, target: str, run_id: str, table: str, name: str) -> None:
         os.replace(target, self.folder(run_id, table) / name)
 
-    def check(self) -> None:
+    def check(self, executor: str = "ray") -> None:
+        who = "every Ray node" if executor == "ray" else "every worker that may retry the run"
         probe_file = self.path / f".pz-write-probe-{os.getpid()}"
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -388,8 +391,8 @@ class LocalStagingRoot(StagingRoot):
                     error(
                         "PZ0711",
                         f"the staging folder {self.path} cannot be written: {exc.strerror or exc}",
-                        file="executor ray",
-                        next_step="use a folder this user can create and write (and every Ray node mounts)",
+                        file=f"executor {executor}",
+                        next_step=f"use a folder this user can create and write (and {who} mounts)",
                     )
                 ]
             ) from None

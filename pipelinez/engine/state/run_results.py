@@ -72,7 +72,9 @@ class RunArgs:
     fail_fast: bool | None = None
     full_refresh: bool = False
     executor: ExecutorKind = ExecutorKind.LOCAL
-    staging: str | None = None  # the ray executor's staging folder (a retry of the run reads it)
+    # where the run published its staged tables (a retry of the run reads them): the ray executor's staging,
+    # or the local executor's shared staging (--staging / PZ_STAGING_URL)
+    staging: str | None = None
 
     def to_dict(self) -> JsonObject:
         data: JsonObject = {
@@ -83,9 +85,8 @@ class RunArgs:
             "fail_fast": self.fail_fast,
             "full_refresh": self.full_refresh,
         }
-        if (
-            self.executor != ExecutorKind.LOCAL
-        ):  # recorded when not the default, as older files have no such keys
+        # recorded when not the default, as older files have no such keys
+        if self.executor != ExecutorKind.LOCAL or self.staging is not None:
             data["executor"] = self.executor
             data["staging"] = self.staging
         return data
