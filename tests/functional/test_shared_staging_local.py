@@ -53,7 +53,8 @@ def _files(db: str, endpoint: str | None) -> dict[str, str]:
         "sinks/wh.yml": f"connector: postgres\nconnection: {conn}\noutputs:\n"
         "  copy: { strategy: append, duplicates: accept }\n"
         "  second: { strategy: append, duplicates: accept }\n",
-        "pipelines/copy.sql": "INSERT INTO {{ sink('wh', 'copy') }}\nSELECT * FROM {{ source('src', 'items') }}\n",
+        "pipelines/copy.sql": "INSERT INTO {{ sink('wh', 'copy') }}\n"
+        "SELECT * FROM {{ source('src', 'items') }}\n",
         "pipelines/second.sql": "INSERT INTO {{ sink('wh', 'second') }}\n"
         "SELECT * FROM {{ source('src', 'items') }}\n",
     }
@@ -96,11 +97,13 @@ class Shared:
         if self.folder is not None:
             if not self.folder.exists():
                 return {}
-            return {str(p.relative_to(self.folder)): p.read_bytes() for p in self.folder.rglob("*") if p.is_file()}
+            files = [p for p in self.folder.rglob("*") if p.is_file()]
+            return {str(p.relative_to(self.folder)): p.read_bytes() for p in files}
         assert self.s3 is not None
         bucket, _, prefix = self.url[len("s3://") :].partition("/")
         fs = self.s3.filesystem()
-        infos = fs.get_file_info(pafs.FileSelector(f"{bucket}/{prefix}", recursive=True, allow_not_found=True))
+        selector = pafs.FileSelector(f"{bucket}/{prefix}", recursive=True, allow_not_found=True)
+        infos = fs.get_file_info(selector)
         found = {}
         for info in infos:
             if info.type == pafs.FileType.File:
