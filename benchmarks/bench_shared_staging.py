@@ -60,13 +60,14 @@ def write_project(root: Path, rows: int, endpoint: str | None) -> None:
     )
     (root / "pipelines" / "totals.sql").write_text(
         "INSERT INTO {{ sink('wh', 'totals') }}\n"
-        "SELECT grp, count(*) AS n, sum(amount) AS amount FROM {{ source('files', 'events') }} GROUP BY grp\n",
+        "SELECT grp, count(*) AS n, sum(amount) AS amount\n"
+        "FROM {{ source('files', 'events') }} GROUP BY grp\n",
         encoding="utf-8",
     )
     con = duckdb.connect()
     con.execute(
-        "COPY (SELECT range::BIGINT AS id, (range % 97)::INTEGER AS grp, (range / 3)::DECIMAL(12,2) AS amount,"
-        " 'name-' || range AS name, TIMESTAMP '2026-01-01' + INTERVAL (range) SECOND AS updated_at "
+        "COPY (SELECT range::BIGINT AS id, (range % 97)::INTEGER AS grp, "
+        "(range / 3)::DECIMAL(12,2) AS amount, 'name-' || range AS name, TIMESTAMP '2026-01-01' + INTERVAL (range) SECOND AS updated_at "
         f"FROM range({rows})) TO '{root / 'data' / 'events.parquet'}' (FORMAT parquet)"
     )
     con.close()
@@ -135,7 +136,8 @@ def main() -> None:
 
 def print_table(opts: argparse.Namespace, found: dict[str, list[tuple[float, int, float]]]) -> None:
     base = found["local only"]
-    print(f"pz run, {opts.rows:,} rows, {opts.rounds} rounds, {os.cpu_count()} CPUs (medians; peak RSS: the max)")
+    shape = f"{opts.rows:,} rows, {opts.rounds} rounds, {os.cpu_count()} CPUs"
+    print(f"pz run, {shape} (medians; peak RSS: the max)")
     print(f"{'variant':<18} {'wall s':>8} {'load s':>8} {'peak RSS':>10} {'ratio vs local':>15}")
     for name, rows in found.items():
         ratio = statistics.median(r[0] / b[0] for r, b in zip(rows, base, strict=True))
