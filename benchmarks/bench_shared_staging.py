@@ -67,7 +67,8 @@ def write_project(root: Path, rows: int, endpoint: str | None) -> None:
     con = duckdb.connect()
     con.execute(
         "COPY (SELECT range::BIGINT AS id, (range % 97)::INTEGER AS grp, "
-        "(range / 3)::DECIMAL(12,2) AS amount, 'name-' || range AS name, TIMESTAMP '2026-01-01' + INTERVAL (range) SECOND AS updated_at "
+        "(range / 3)::DECIMAL(12,2) AS amount, 'name-' || range AS name, "
+        "TIMESTAMP '2026-01-01' + INTERVAL (range) SECOND AS updated_at "
         f"FROM range({rows})) TO '{root / 'data' / 'events.parquet'}' (FORMAT parquet)"
     )
     con.close()

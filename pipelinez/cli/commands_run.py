@@ -36,8 +36,10 @@ from pipelinez.core.diagnostics import PzError, error
     "staging",
     default=None,
     metavar="URL",
-    help="ray executor: staging every node can reach: a shared folder or s3://bucket/prefix (endpoint and "
-    "credentials: engine.staging in project.yml); default .pz/staging. Env: PZ_STAGING_URL.",
+    help="Staging every node can reach: a shared folder or s3://bucket/prefix (endpoint and credentials: "
+    "engine.staging in project.yml). ray: where tasks stage (default .pz/staging); local: each source load "
+    "is also published there, for a retry on another worker (default: none). Env: PZ_STAGING_URL, then "
+    "engine.staging.url.",
 )
 @click.pass_obj
 @guarded
@@ -134,8 +136,8 @@ def test(
     "staging",
     default=None,
     metavar="URL",
-    help="ray executor: staging folder or s3://bucket/prefix (default: the one of the run it finishes). "
-    "Env: PZ_STAGING_URL.",
+    help="Staging folder or s3://bucket/prefix (ray: where tasks stage; local: a shared staging the source "
+    "loads are published to; default: the one of the run it finishes). Env: PZ_STAGING_URL.",
 )
 @click.pass_obj
 @guarded

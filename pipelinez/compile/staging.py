@@ -1,7 +1,9 @@
-"""The ray executor's object-store staging settings: project.yml's `engine.staging` block.
+"""Staging on shared storage: project.yml's `engine.staging` block.
 
-`--staging s3://bucket/prefix` names the bucket; the block says where it is and how to sign in, with the keys
-of the `s3` connector's connection block (`endpoint`, `region`, `url_style`, `use_ssl`, `access_key_id`,
+`url` says where the staging is when neither `--staging` nor `PZ_STAGING_URL` does (a folder, or
+s3://bucket/prefix: the ray executor's staging, or the local executor's shared staging). An s3:// URL names
+the bucket; the rest of the block says where it is and how to sign in, with the keys of the `s3` connector's
+connection block (`endpoint`, `region`, `url_style`, `use_ssl`, `access_key_id`,
 `secret_access_key`, `session_token`; no `bucket`). Its templates are rendered like a connection block (the
 secret ones from secret env vars, so every printed rendering masks them) and it is checked with the s3
 connector's own rules (keys that go together, a secret written literally, an endpoint's scheme): PZ0711 at
@@ -18,6 +20,14 @@ from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.json_types import JsonObject
 
 PROJECT_FILE = "project.yml"
+
+
+URL_KEY = "url"  # where the staging is; checked as a location when a run uses it (engine.run.executor_choice)
+
+
+def store_settings(settings: JsonObject) -> JsonObject:
+    """The block's keys of the s3 connector's connection block: all but `url`."""
+    return {k: v for k, v in settings.items() if k != URL_KEY}
 
 
 def resolve_staging(project: Project, templater: Templater) -> tuple[JsonObject, list[Diagnostic]]:
@@ -47,6 +57,6 @@ def resolve_staging(project: Project, templater: Templater) -> tuple[JsonObject,
             next_step="fix engine.staging in project.yml (the keys of the s3 connector's connection block, "
             "without bucket: the bucket is the --staging URL's)",
         )
-        for issue in store_connection_issues("s3", display)
+        for issue in store_connection_issues("s3", store_settings(display))
     ]
     return real, diags

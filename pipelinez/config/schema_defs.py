@@ -120,9 +120,17 @@ STATE: JsonObject = {
 STAGING: JsonObject = {
     "type": ["object", "null"],
     "additionalProperties": False,
-    "description": "the ray executor's s3:// staging (--staging s3://bucket/prefix): where the bucket is and "
-    "how to sign in; the keys of the s3 connector's connection block, without bucket (from the URL)",
+    "description": "staging on shared storage: `url` (where, when neither --staging nor PZ_STAGING_URL says) "
+    "and, for an s3:// staging, where the bucket is and how to sign in (the keys of the s3 connector's "
+    "connection block, without bucket: from the URL)",
     "properties": {
+        "url": {
+            "type": "string",
+            "minLength": 1,
+            "description": "a folder every worker mounts (a path or file://) or s3://bucket/prefix: the ray "
+            "executor's staging (default .pz/staging); with the local executor a shared staging each source "
+            "load is also published to, so pz retry on another worker reuses it (default: none)",
+        },
         "endpoint": {
             "type": "string",
             "minLength": 1,

@@ -19,7 +19,7 @@ import psycopg
 import pyarrow.fs as pafs
 import pytest
 
-from pipelinez.engine.run.executor_choice import ExecutorChoice, choose_executor
+from pipelinez.engine.run.executor_choice import ExecutorChoice, choose_executor, with_project_staging
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, PzResult, fresh_pg_database, pz, write_project
 from tests.objstores import S3_KEY_ID, S3_SECRET, S3Server, free_port, moto_server
 
@@ -191,8 +191,17 @@ def test_a_run_that_failed_on_a_is_finished_on_b_from_the_shared_staging(
 def test_a_retry_on_the_same_worker_reads_its_own_staging_database(tmp_path: Path, db: str) -> None:
     folder = tmp_path / "shared"
     shared = Shared(str(folder), folder=folder)
-    a, _ = _clones(tmp_path, db, shared)
-    run_id = _fail_on_a(a, shared).run_results()["run_id"]
+    files = _files(db, None)
+    # the staging named in project.yml (engine.staging.url), as ephemeral workers are set up
+    files["project.yml"] = files["project.yml"].replace(
+        "engine:\n", f"engine:\n  staging: {{ url: '{folder}' }}\n"
+    )
+    a = write_project(tmp_path / "a", files)
+    failed = pz(a, "run", env=FAIL_SECOND)
+    assert failed.exit_code == 1, failed.output
+    run_id = failed.run_results()["run_id"]
+    assert failed.run_results()["args"]["staging"] == str(folder)
+    assert f"{run_id}/{LOAD}/_manifest.json" in shared.files()
     for name in shared.files():  # the shared copy is gone; A's staging.duckdb is still there
         shared.delete(name)
     _sql(db, "DROP TABLE public.items")
@@ -278,3 +287,12 @@ def test_the_local_executor_takes_a_staging_from_flags_env_or_the_run_it_retries
     assert choose_executor(None, None, {}, state, default=failed_run) == failed_run  # a retry publishes too
     ray_run = ExecutorChoice("ray", "s3://pz-stage/r")
     assert choose_executor("local", None, {}, state, default=ray_run) == ExecutorChoice("local")
+    # project.yml's engine.staging.url: used when nothing else named a staging, never over one that did
+    project = {"url": "s3://pz-stage/project/"}
+    local = with_project_staging(choose_executor(None, None, {}, state), project)
+    assert local == ExecutorChoice("local", "s3://pz-stage/project")
+    ray = with_project_staging(choose_executor("ray", None, {}, state), project)
+    assert ray.staging == "s3://pz-stage/project"
+    assert with_project_staging(env, project) == env
+    retried = choose_executor(None, None, {}, state, default=failed_run)
+    assert with_project_staging(retried, project) == failed_run

@@ -17,10 +17,11 @@ executor, a malformed s3:// URL, or a staging URL whose scheme is not available 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -44,6 +45,9 @@ class ExecutorChoice:
     # for local only when asked (shared staging for a retry on another worker)
     staging: str | None = None
     address: str | None = None  # the Ray cluster (RAY_ADDRESS); None: start a local Ray instance
+    # the staging was named (a flag, the environment, the run a retry finishes), not a default: project.yml's
+    # engine.staging.url does not replace it
+    named: bool = field(default=False, compare=False)
 
     @property
     def is_ray(self) -> bool:
@@ -150,15 +154,26 @@ def choose_executor(
     if url is None and env.get("PZ_STAGING_URL", "").strip():
         url, url_where = env["PZ_STAGING_URL"], "environment PZ_STAGING_URL"
     if kind == LOCAL:
-        return ExecutorChoice(LOCAL, _local_staging(url, url_where, default))
-    if url is not None:
-        location = staging_location(url, url_where)
-    elif default is not None and default.staging is not None:
-        location = default.staging
-    else:
-        location = str(state_dir.resolve() / STAGING_DIR)
+        shared = _local_staging(url, url_where, default)
+        return ExecutorChoice(LOCAL, shared, named=shared is not None)
     address = env.get("RAY_ADDRESS", "").strip() or None
-    return ExecutorChoice(RAY, location, address)
+    if url is not None:
+        return ExecutorChoice(RAY, staging_location(url, url_where), address, named=True)
+    if default is not None and default.staging is not None:
+        return ExecutorChoice(RAY, default.staging, address, named=True)
+    return ExecutorChoice(RAY, str(state_dir.resolve() / STAGING_DIR), address)
+
+
+PROJECT_URL = "project.yml engine.staging.url"
+
+
+def with_project_staging(choice: ExecutorChoice, settings: Mapping[str, object]) -> ExecutorChoice:
+    """`choice` with project.yml's engine.staging.url (`settings`: the rendered block) as its staging, when
+    neither a flag, the environment nor the run a retry finishes named one. PZ0711 for a URL it can't use."""
+    url = settings.get("url")
+    if choice.named or not isinstance(url, str) or not url.strip():
+        return choice
+    return dataclasses.replace(choice, staging=staging_location(url, PROJECT_URL), named=True)
 
 
 def _local_staging(url: str | None, where: str, default: ExecutorChoice | None) -> str | None:

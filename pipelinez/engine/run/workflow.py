@@ -114,13 +114,14 @@ def run(
 ) -> RunOutcome:
     """`executor`/`staging`: --executor and --staging (else PZ_EXECUTOR, PZ_STAGING_URL; else local).
     `compiles`: the facade's compile cache."""
-    from pipelinez.engine.run.executor_choice import choose_executor
+    from pipelinez.engine.run.executor_choice import choose_executor, with_project_staging
     from pipelinez.engine.run.session import execute
     from pipelinez.engine.state.run_results import RunArgs
 
     root = find_project_root(project_dir or Path.cwd())
     choice = choose_executor(executor, staging, environ, root / ".pz")
     the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
+    choice = with_project_staging(choice, the_plan.dag.staging)
     args = RunArgs(
         tuple(select),
         tuple(exclude),
@@ -254,7 +255,7 @@ class _Retry:
             project_changed,
         )
         from pipelinez.engine.retry.retry_select import select_retry
-        from pipelinez.engine.run.executor_choice import choose_executor
+        from pipelinez.engine.run.executor_choice import choose_executor, with_project_staging
         from pipelinez.engine.run.session import Resumption, execute
         from pipelinez.engine.staging.shared_staging import SharedStagingStore, staging_root
 
@@ -266,6 +267,7 @@ class _Retry:
             assert self.ran_on.staging is not None
             store = SharedStagingStore(staging_root(self.ran_on.staging, dag.staging))
         choice = choose_executor(executor, staging, environ, self.root / ".pz", default=self.ran_on)
+        choice = with_project_staging(choice, dag.staging)
         selection = select_retry(last, dag, store, self.full_refresh)
         self.local.close_readers()
         notes = tuple(selection.notes())

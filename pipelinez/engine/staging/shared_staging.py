@@ -405,9 +405,10 @@ def staging_root(location: str, settings: Mapping[str, Any] | None = None) -> St
     """The staging at `location` (as `executor_choice.staging_location` returns it); `settings`: the
     engine.staging block (endpoint, region, credentials) of an s3:// location."""
     if is_object_store(location):
+        from pipelinez.compile.staging import store_settings
         from pipelinez.engine.staging.object_staging import ObjectStagingRoot
 
-        return ObjectStagingRoot.of(location, settings or {})
+        return ObjectStagingRoot.of(location, store_settings(dict(settings or {})))
     return LocalStagingRoot(Path(location))
 
 
