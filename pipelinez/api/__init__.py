@@ -225,8 +225,10 @@ class Project:
     ) -> RunOutcome:
         """Validate, then run the selected nodes. A failed node does not raise: read `status`, `nodes` and
         `exit_code` of the outcome. Raises PzValidationError before any node runs. `executor`: "local" (the
-        default) or "ray" (see docs/scale-out.md), with `staging` the ray executor's staging folder; None
-        reads PZ_EXECUTOR and PZ_STAGING_URL. PzConfigError (PZ0707-PZ0711) when the executor can't be
+        default) or "ray" (see docs/scale-out.md), with `staging` the ray executor's staging (a folder or
+        s3://bucket/prefix), or the local executor's shared staging (docs/deploying.md); None reads
+        PZ_EXECUTOR and PZ_STAGING_URL, then project.yml's engine.staging.url. PzConfigError (PZ0707-PZ0711,
+        PZ0531) when the executor or the staging can't be
         used; PzUsageError (PZ0513) for arguments of the wrong type or value; EventCallbackError (PZ0535)
         after the run when `on_event` raised."""
         given = Arguments("Project.run")

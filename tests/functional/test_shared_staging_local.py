@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import psycopg
 import pyarrow.fs as pafs
 import pytest
 
 from pipelinez.engine.run.executor_choice import ExecutorChoice, choose_executor, with_project_staging
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, PzResult, fresh_pg_database, pz, write_project
+from tests.functional.test_retry import PARTS
 from tests.objstores import S3_KEY_ID, S3_SECRET, S3Server, free_port, moto_server
 
 SECRETS = {"S3_ID": S3_KEY_ID, "S3_SECRET": S3_SECRET}
@@ -182,6 +184,8 @@ def test_a_run_that_failed_on_a_is_finished_on_b_from_the_shared_staging(
     assert f"{run_b['run_id']}/{LOAD}/_manifest.json" in shared.files()
     assert S3_SECRET not in retry.output + failed.output
     assert not any(S3_SECRET.encode() in data for data in shared.files().values())
+    for state_file in [*(a / ".pz").rglob("*"), *(b / ".pz").rglob("*")]:  # staging.duckdb, logs, events
+        assert not state_file.is_file() or S3_SECRET.encode() not in state_file.read_bytes(), state_file
 
     cleaned = pz(b, "clean", env=SECRETS)  # B's history holds A's run: both shared folders go
     assert cleaned.exit_code == 0, cleaned.output
@@ -296,3 +300,27 @@ def test_the_local_executor_takes_a_staging_from_flags_env_or_the_run_it_retries
     assert with_project_staging(env, project) == env
     retried = choose_executor(None, None, {}, state, default=failed_run)
     assert with_project_staging(retried, project) == failed_run
+
+
+def test_a_partitioned_load_that_failed_part_way_resumes_on_another_worker(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "p", PARTS)
+    folder = tmp_path / "shared"
+    failed = pz(
+        project, "run", "--staging", str(folder), env={"PZ_FAILPOINTS": "source.landed@src_files__parts#2"}
+    )
+    assert failed.exit_code == 1, failed.output
+    run_id = failed.run_results()["run_id"]
+    published = sorted(p.parent.name for p in (folder / run_id).glob("*/_manifest.json"))
+    assert published == [f"src_files__parts__part{i}" for i in (0, 1, 3)]  # the landed partitions
+    for staging in (project / ".pz" / "runs" / run_id).glob("staging.duckdb*"):
+        staging.unlink()  # the worker that ran it is gone with its staging database
+    for i in range(4):  # landed partitions come from the shared staging: their new content stays unread
+        (project / "data" / "parts" / f"p{i}.csv").write_text(f"id,v\n{i},second\n{i + 10},second\n")
+    retry = pz(project, "retry")
+    assert retry.exit_code == 0, retry.output
+    assert f"note: resuming src_files__parts past 3 partition(s) that landed in run {run_id}" in retry.output
+    node = _node(retry.run_results(), "src_files__parts")
+    assert [p.get("provenance") for p in node["partitions"]] == ["reused", "reused", None, "reused"]
+    with duckdb.connect(str(project / "out" / "wh.duckdb"), read_only=True) as con:
+        rows = con.execute("SELECT id % 10, v FROM all_parts GROUP BY ALL ORDER BY 1").fetchall()
+    assert rows == [(0, "first"), (1, "first"), (2, "second"), (3, "first")]
