@@ -1,12 +1,13 @@
-"""The local executor with a shared staging (`--staging URL` / `PZ_STAGING_URL`): a retry on another worker
-reuses what this run loaded.
+"""The local executor with a shared staging (`--staging URL`, `PZ_STAGING_URL` or `engine.staging.url`): a
+retry on another worker reuses what this run loaded.
 
 Nodes run on the local thread pool and read the run's own staging.duckdb as always; in addition, each source
 load that lands is published to the shared staging as Parquet plus `_manifest.json` (`StagingRoot.publish`,
 the Ray tasks' layout: `<staging>/<run-id>/<table>/`), inside DuckDB, in the node's attempt, before the node
-counts as done. A load whose table cannot be published fails (PZ0712, transient when the store says so),
-so run_results.json never calls a load reusable that the shared staging does not hold. A partitioned load
-that fails part-way publishes its landed partitions, which a retry resumes past.
+counts as done (zstd at its fastest level: the publishing is on the node's path). A load whose table cannot
+be published fails (PZ0712, transient when the store says so), so run_results.json never calls a load
+reusable that the shared staging does not hold. A partitioned load that fails part-way publishes its landed
+partitions, which a retry resumes past.
 
 `pz retry` on another worker (its run history hydrated from the shared state backend) finds the staging in
 the failed run's `args.staging` and reads the loads back with `SharedStagingStore`.
@@ -20,7 +21,7 @@ from pipelinez.engine.distributed.remote_task import versions
 from pipelinez.engine.run.backend import Attempt, AttemptResult, ThreadBackend, run_attempt
 from pipelinez.engine.run.context import RunContext
 from pipelinez.engine.run.failures import NodeFailure
-from pipelinez.engine.staging.shared_staging import ManifestPartition, StagingRoot, transient_io
+from pipelinez.engine.staging.shared_staging import ZSTD_FAST, ManifestPartition, StagingRoot, transient_io
 
 
 class PublishingBackend(ThreadBackend):
@@ -72,6 +73,7 @@ class PublishingBackend(ThreadBackend):
                 node_id=node.id,
                 partitions=partitions,
                 versions=versions(),
+                compression=ZSTD_FAST,  # the node waits for it: zstd's fastest level (about 1.5x the size)
             )
         finally:
             self.ctx.release(cur)

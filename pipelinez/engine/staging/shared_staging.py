@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     import duckdb
 
 MANIFEST = "_manifest.json"
+ZSTD = "zstd"  # a Ray task's staged tables: the smallest files, read by other tasks
+ZSTD_FAST = "zstd-fast"  # a local run's published copy: written on the node's path, read only by a retry
+CODECS = {ZSTD: "COMPRESSION zstd", ZSTD_FAST: "COMPRESSION zstd, COMPRESSION_LEVEL 1"}
 MANIFEST_VERSION = 1
 # types Parquet would not hold exactly: written as text, cast back on read
 _LOSSY = ("HUGEINT", "UHUGEINT", "VARINT", "BIGNUM", "BIT")
@@ -278,10 +281,12 @@ class StagingRoot(ABC):
         node_id: str,
         partitions: tuple[ManifestPartition, ...] = (),
         versions: dict[str, str] | None = None,
+        compression: str = ZSTD,
     ) -> TableManifest:
         """Write `table` of `cur`'s database as this run's staged table: its Parquet in place under a name no
         attempt used, then the manifest (the table counts from then on), then the folder swept of anything
-        the manifest does not list. OSError (or a DuckDB error) when the staging cannot be written."""
+        the manifest does not list. OSError (or a DuckDB error) when the staging cannot be written.
+        `compression`: the Parquet codec options (one of `CODECS`)."""
         token = secrets.token_hex(6)
         columns = [(str(r[0]), str(r[1])) for r in cur.execute(f"DESCRIBE {quote_ident(table)}").fetchall()]
         select = ", ".join(
@@ -293,7 +298,7 @@ class StagingRoot(ABC):
         try:
             cur.execute(
                 f"COPY (SELECT {select or '*'} FROM {quote_ident(table)}) TO {quote_literal(target)} "
-                "(FORMAT parquet, COMPRESSION zstd)"
+                f"(FORMAT parquet, {CODECS[compression]})"
             )
             described = cur.execute(f"DESCRIBE SELECT * FROM read_parquet({quote_literal(target)})")
             stored = [str(r[1]) for r in described.fetchall()]
