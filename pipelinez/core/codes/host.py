@@ -84,14 +84,16 @@ CODES: tuple[Code, ...] = (
     Code(
         "PZ0711",
         "ExecutorSettingInvalid",
-        "an executor setting cannot be used: an unknown --executor or PZ_EXECUTOR value, --staging "
-        "without the ray executor, a malformed s3:// staging URL or one whose scheme is not available "
-        "(gs://, az://, ...), a staging folder that cannot be created or written, an s3:// staging that "
-        "cannot be reached or written with project.yml's engine.staging settings (endpoint, credentials), "
-        "or an engine.staging block the s3 connector's rules refuse",
-        "use --executor local|ray, and for --staging / PZ_STAGING_URL a folder every Ray node can read "
-        "and write (a path, or file://) or s3://bucket/prefix with its endpoint and credentials in "
-        "engine.staging (docs/scale-out.md)",
+        "an executor setting cannot be used: an unknown --executor or PZ_EXECUTOR value, a malformed "
+        "s3:// staging URL (--staging, PZ_STAGING_URL or engine.staging.url) or one whose scheme is not "
+        "available (gs://, az://, ...), a staging folder that cannot be created or written, an s3:// "
+        "staging that cannot be reached or written with project.yml's engine.staging settings (endpoint, "
+        "credentials), or an engine.staging block the s3 connector's rules refuse; for the ray executor's "
+        "staging and the local executor's shared staging alike, before anything runs",
+        "use --executor local|ray, and for --staging / PZ_STAGING_URL / engine.staging.url a folder every "
+        "node (every worker that may retry the run) can read and write (a path, or file://) or "
+        "s3://bucket/prefix with its endpoint and credentials in engine.staging (docs/scale-out.md, "
+        "docs/deploying.md)",
     ),
     Code(
         "PZ0712",

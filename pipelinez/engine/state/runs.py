@@ -130,10 +130,10 @@ def sweep(
     remove_staged: Callable[[str, str], None] | None = None,
     kept: list[str] | None = None,
 ) -> list[str]:
-    """Delete staging databases of all but the newest `keep_last` runs, and what a Ray run staged on its
-    shared staging (`<staging>/<run-id>`); run history stays. `remove_staged(location, run_id)` deletes a
-    run's staged tables wherever they are (an s3:// staging needs the project's engine.staging credentials);
-    without it only a folder's are deleted, and what runs staged on an object store is kept for a later
+    """Delete staging databases of all but the newest `keep_last` runs, and what a Ray run (or a local run
+    given a shared staging) staged on its shared staging (`<staging>/<run-id>`); run history stays.
+    `remove_staged(location, run_id)` deletes a run's staged tables wherever they are (an s3:// staging
+    needs the project's engine.staging credentials); without it only a folder's are deleted, and what runs staged on an object store is kept for a later
     sweep that has it. A removal from an object store is recorded (`staged.removed` in the run's folder),
     so later sweeps do not ask the store again; one that failed is tried again by the next sweep. `kept`
     collects, in words, each run whose staging on an object store stays (no settings, or the store failed)."""
@@ -189,7 +189,7 @@ def _record_removal(marker: Path) -> None:
 
 
 def _shared_staging(state_dir: Path, run_id: str) -> str | None:
-    """Where a Ray run staged its tables (its run_results.json args: a folder or s3://...), or None."""
+    """Where a run published its staged tables (its run_results.json args: a folder or s3://...), or None."""
     try:
         data = json.loads((runs_dir(state_dir) / run_id / "run_results.json").read_text(encoding="utf-8"))
         staging = (data.get("args") or {}).get("staging")
