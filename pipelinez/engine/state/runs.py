@@ -133,10 +133,11 @@ def sweep(
     """Delete staging databases of all but the newest `keep_last` runs, and what a Ray run (or a local run
     given a shared staging) staged on its shared staging (`<staging>/<run-id>`); run history stays.
     `remove_staged(location, run_id)` deletes a run's staged tables wherever they are (an s3:// staging
-    needs the project's engine.staging credentials); without it only a folder's are deleted, and what runs staged on an object store is kept for a later
-    sweep that has it. A removal from an object store is recorded (`staged.removed` in the run's folder),
-    so later sweeps do not ask the store again; one that failed is tried again by the next sweep. `kept`
-    collects, in words, each run whose staging on an object store stays (no settings, or the store failed)."""
+    needs the project's engine.staging credentials); without it only a folder's are deleted, and what runs
+    staged on an object store is kept for a later sweep that has it. A removal from an object store is
+    recorded (`staged.removed` in the run's folder), so later sweeps do not ask the store again; one that
+    failed is tried again by the next sweep. `kept` collects, in words, each run whose staging on an
+    object store stays (no settings, or the store failed)."""
     removed = []
     for stray in runs_dir(state_dir).glob(f"{SEED_PREFIX}*"):  # a killed retry's copy (see staging_store)
         stray.unlink(missing_ok=True)
