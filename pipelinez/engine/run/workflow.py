@@ -112,8 +112,9 @@ def run(
     staging: str | None = None,
     compiles: CompileCache | None = None,
 ) -> RunOutcome:
-    """`executor`/`staging`: --executor and --staging (else PZ_EXECUTOR, PZ_STAGING_URL; else local).
-    `compiles`: the facade's compile cache."""
+    """`executor`/`staging`: --executor and --staging (else PZ_EXECUTOR, PZ_STAGING_URL, then project.yml's
+    engine.staging.url for the staging; else local, with no shared staging). `compiles`: the facade's
+    compile cache."""
     from pipelinez.engine.run.executor_choice import choose_executor, with_project_staging
     from pipelinez.engine.run.session import execute
     from pipelinez.engine.state.run_results import RunArgs
