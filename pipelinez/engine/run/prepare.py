@@ -23,6 +23,8 @@ from pipelinez.core.run_state import RunState, StateFileError, Watermark
 from pipelinez.core.state.backend import StateBackendError
 from pipelinez.engine.connect.connectivity import check_connectivity
 from pipelinez.engine.run.compile_cache import CompileCache, tree_key
+from pipelinez.engine.run.folder_key import snapshot
+from pipelinez.engine.run.validate_cache import parse_cache
 from pipelinez.engine.state.shared import project_backend, pull_schema_cache
 from pipelinez.plan.planner import Plan, build_plan
 
@@ -51,7 +53,8 @@ def validate(
     root = find_project_root(project_dir or Path.cwd())
     cached = compiles is not None and not describe
     tree = tree_key(root) if cached else None  # keyed before loading: an edit meanwhile is never stored
-    project, diags = load_project(root, partial=True)
+    # the bytes that key read (inside walk_once), the YAML files parsed before by content
+    project, diags = load_project(root, partial=True, snapshot=snapshot(root), parsed=parse_cache(root))
     errors = [d for d in diags if d.is_error]
     warnings = [d for d in diags if not d.is_error]
     if project is None:

@@ -1,0 +1,72 @@
+"""The project's salt and the signed cache files of `.pz/target/` made with it.
+
+The salt, `.pz/validate.key` (0600, beside `.pz/target` and not in it: a copied target carries no usable
+signature), is made on first use. A signed file is `{"mac": HMAC-SHA256(salt, body), "body": "<json>"}`
+whose body holds a format number, the versions of pz that wrote it and its entries. Reading one that is
+missing, corrupt, unsigned, signed with another salt, of another format or of other versions gives None,
+never an error: a cache is only ever a miss. It is read with `json`, never unpickled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from pipelinez.core.atomic import write_atomic
+
+SALT_FILE = "validate.key"
+
+
+def project_salt(root: Path, *, create: bool) -> str | None:
+    """The project's salt, `.pz/validate.key` (made 0600 on first use with `create`); None: none."""
+    path = root / ".pz" / SALT_FILE
+    with contextlib.suppress(OSError, ValueError):
+        return path.read_text(encoding="ascii").strip() or None
+    if not create:
+        return None
+    salt = secrets.token_hex(32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it meanwhile
+        return project_salt(root, create=False)
+    except OSError:
+        return None
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(salt)
+    return salt
+
+
+def _mac(salt: str, body: str) -> str:
+    return hmac.new(salt.encode("utf-8"), body.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def read_signed(path: Path, salt: str, form: int, versions: str) -> dict[str, Any] | None:
+    """The entries of the signed file `path`; None for anything but a sound file of this format and
+    these versions signed with `salt`."""
+    try:
+        signed = json.loads(path.read_bytes())
+        body = signed["body"]
+        if not isinstance(body, str) or not hmac.compare_digest(str(signed["mac"]), _mac(salt, body)):
+            return None
+        data = json.loads(body)
+        if data.get("format") != form or data.get("versions") != versions:
+            return None
+        entries = data["entries"]
+        return entries if isinstance(entries, dict) else None
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return None
+
+
+def write_signed(path: Path, salt: str, form: int, versions: str, entries: dict[str, Any]) -> None:
+    """`entries` into `path`, signed, atomically; a file that cannot be written is left as it was."""
+    body = json.dumps({"format": form, "versions": versions, "entries": entries}, separators=(",", ":"))
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"mac": _mac(salt, body), "body": body}, separators=(",", ":")))
