@@ -17,7 +17,7 @@ from pipelinez.config.checks import duplicate_check_names
 from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, Snapshot, broken_link, discover
 from pipelinez.config.folders import defaults_of, folder_problems
 from pipelinez.config.model import PipelineSource, Project, SidecarSpec, SingularTest
-from pipelinez.config.parse_cache import ParseCache
+from pipelinez.config.parse_cache import PARSED, ParseCache
 from pipelinez.config.positions import Positions
 from pipelinez.config.shape import validate_shape
 from pipelinez.config.textfile import MAX_FILE_BYTES, decode_text, read_text
@@ -158,6 +158,7 @@ class _Loading:
         if cached is not None:
             self.positions[cached.file] = cached.positions
             return build(cached)
+        PARSED[file] += 1
         doc, problems = parse_yaml(text, file)
         if doc is None:
             self.diagnostics += problems

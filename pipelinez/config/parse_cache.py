@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ from pipelinez.core.signed_cache import read_signed, write_signed
 
 FILE = "parsed.json"
 FORMAT = 1
+# the YAML files parsed (not taken from the cache) in this process, by project path (a testing hook)
+PARSED: Counter[str] = Counter()
 
 
 class ParseCache:
@@ -40,7 +43,6 @@ class ParseCache:
         self.versions = versions
         self._old: dict[str, Any] = read_signed(folder / FILE, salt, FORMAT, versions) or {}
         self._used: dict[str, Any] = {}
-        self.hits = 0  # parses answered from the cache (a testing hook, never timed)
 
     @staticmethod
     def key(kind: str, file: str, text: str) -> str:
@@ -60,7 +62,6 @@ class ParseCache:
         except (TypeError, ValueError, KeyError):
             return None
         self._used[key] = entry
-        self.hits += 1
         return YamlDoc(file, data, Positions(file, keys, values))
 
     def put(self, key: str, doc: YamlDoc) -> None:
