@@ -86,6 +86,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--pipelines", type=int, default=2000)
     ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--validate-only", action="store_true", help="measure `pz validate` only")
     ns = ap.parse_args()
     DATA.mkdir(parents=True, exist_ok=True)
     for tree in (ns.a, ns.b):
@@ -93,10 +94,6 @@ def main() -> None:
     diamond = DATA / f"versions_diamond_{ns.pipelines}"
     if not (diamond / "pz" / "project.yml").exists():
         generate(diamond, ns.pipelines, dbt=False)
-    csv = DATA / f"orders_{ns.rows}.csv"
-    generate_csv(csv, ns.rows)
-    core = DATA / "versions_core"
-    write_project(core, csv)
     print(f"A = {ns.a}, B = {ns.b}, {ns.pairs} alternating pairs; ratios are B / A (below 1: B faster)\n")
     print("| work | A wall | B wall | wall B/A | CPU B/A | peak RSS A / B |")
     print("| --- | --- | --- | --- | --- | --- |")
@@ -110,6 +107,12 @@ def main() -> None:
             ns.pairs,
         )
     )
+    if ns.validate_only:
+        return
+    csv = DATA / f"orders_{ns.rows}.csv"
+    generate_csv(csv, ns.rows)
+    core = DATA / "versions_core"
+    write_project(core, csv)
     print(
         compare(
             f"run CSV {ns.rows:,} rows → Parquet",

@@ -89,9 +89,10 @@ class RenderCache:
         if rendered.failures or rendered.display_text != rendered.text:
             return
         calls = [[c.function, list(c.args), c.place.file, c.place.line, c.place.col] for c in rendered.calls]
-        reads = sorted({(_READS[c.function], c.args[0]) for c in rendered.calls if c.function in _READS})
+        read = sorted({(_READS[c.function], c.args[0]) for c in rendered.calls if c.function in _READS})
+        reads = [list(pair) for pair in read]  # as JSON gives them back: lists
         entry = {"text": rendered.text, "calls": calls, "reads": reads, "values": self._values_digest(reads)}
-        self._used[self._key(raw, file)] = json.loads(json.dumps(entry))  # as read back: lists, not tuples
+        self._used[self._key(raw, file)] = entry
 
     def _values_digest(self, reads: Any) -> str:
         """The salted digest of the current values (and types or flags) of the vars and env it read."""
