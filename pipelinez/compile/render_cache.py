@@ -55,6 +55,7 @@ class RenderCache:
         self.versions = f"pz {__version__} {pz_fingerprint()}; jinja2 {_jinja_version()}"
         self._old: dict[str, Any] = read_signed(folder / FILE, salt, FORMAT, self.versions) or {}
         self._used: dict[str, Any] = {}
+        self._digests: dict[tuple[tuple[str, str], ...], str] = {}  # by the names read
 
     @classmethod
     def of(cls, root: Path, values: ResolvedValues, macro_files: Mapping[str, str]) -> RenderCache | None:
@@ -67,7 +68,8 @@ class RenderCache:
         return cls(root / ".pz" / "target", salt, values, macro_files)
 
     def _key(self, raw: str, file: str) -> str:
-        return hashlib.sha256(json.dumps([self.context, file, raw]).encode("utf-8")).hexdigest()
+        data = f"{self.context}\n{len(file)}:{file}\n{raw}"  # the path's length: no two splits alike
+        return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
 
     def get(self, raw: str, file: str) -> Rendered | None:
         key = self._key(raw, file)
@@ -96,6 +98,13 @@ class RenderCache:
 
     def _values_digest(self, reads: Any) -> str:
         """The salted digest of the current values (and types or flags) of the vars and env it read."""
+        names = tuple((str(kind), str(name)) for kind, name in reads)
+        known = self._digests.get(names)
+        if known is None:
+            known = self._digests[names] = self._digest_of(names)
+        return known
+
+    def _digest_of(self, reads: tuple[tuple[str, str], ...]) -> str:
         found: list[object] = []
         for kind, name in reads:
             if kind == "var" and name in self.values.vars:
@@ -105,7 +114,7 @@ class RenderCache:
                 env, text = self.values.env[name]
                 found.append(["env", name, env.required, env.secret, env.default, text])
             else:
-                found.append([str(kind), str(name), None])
+                found.append([kind, name, None])
         data = json.dumps(found, default=repr).encode("utf-8")
         return hmac.new(self._salt.encode("utf-8"), data, hashlib.sha256).hexdigest()
 

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 from pipelinez import __version__
 from pipelinez.compile.bind_cache import pz_fingerprint, write_atomic
 from pipelinez.config.discovery import PROJECT_FILE
-from pipelinez.config.parse_cache import ParseCache
 from pipelinez.core.diagnostics import Diagnostic, DiagnosticSeverity, Place
 from pipelinez.core.signed_cache import SALT_FILE as SALT_FILE  # the salt: beside .pz/target, not in it
 from pipelinez.core.signed_cache import project_salt
@@ -44,6 +43,7 @@ from pipelinez.engine.run.folder_key import walk_once as walk_once  # for the CL
 
 if TYPE_CHECKING:
     from pipelinez.config.model import Project
+    from pipelinez.config.parse_cache import ParseCache
 
 FILE = "validate.json"
 FORMAT = 2
@@ -91,6 +91,8 @@ def _salt(root: Path, *, create: bool) -> str | None:
 def parse_cache(root: Path) -> ParseCache | None:
     """The project's persistent parse cache (`.pz/target/parsed.json`), signed with its salt; None when
     the salt cannot be read or made."""
+    from pipelinez.config.parse_cache import ParseCache  # YAML's parser: not for a replayed validate
+
     salt = _salt(root, create=True)
     if salt is None:
         return None
