@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipelinez import __version__
-from pipelinez.core.atomic import write_atomic as write_atomic  # where validate_cache finds it
+from pipelinez.core.signed_cache import write_atomic as write_atomic  # where validate_cache finds it
 
 FILE = "binds.json"
 FORMAT = 1

@@ -1,4 +1,5 @@
-"""The project's salt and the signed cache files of `.pz/target/` made with it.
+"""The project's salt and the signed cache files of `.pz/target/` made with it; every cache file of
+`.pz/target/` written atomically (`write_atomic`).
 
 The salt, `.pz/validate.key` (0600, beside `.pz/target` and not in it: a copied target carries no usable
 signature), is made on first use. A signed file is `{"mac": HMAC-SHA256(salt, body), "body": "<json>"}`
@@ -15,12 +16,25 @@ import hmac
 import json
 import os
 import secrets
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from pipelinez.core.atomic import write_atomic
-
 SALT_FILE = "validate.key"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """`text` into `path` through a temporary file of the same folder renamed over it: a reader sees the
+    old file or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def project_salt(root: Path, *, create: bool) -> str | None:
