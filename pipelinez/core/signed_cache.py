@@ -2,10 +2,10 @@
 `.pz/target/` written atomically (`write_atomic`).
 
 The salt, `.pz/validate.key` (0600, beside `.pz/target` and not in it: a copied target carries no usable
-signature), is made on first use. A signed file is `{"mac": HMAC-SHA256(salt, body), "body": "<json>"}`
-whose body holds a format number, the versions of pz that wrote it and its entries. Reading one that is
-missing, corrupt, unsigned, signed with another salt, of another format or of other versions gives None,
-never an error: a cache is only ever a miss. It is read with `json`, never unpickled.
+signature), is made on first use. A signed file is a line holding HMAC-SHA256(salt, body) in hex, then
+the body: a JSON object holding a format number, the versions of pz that wrote it and its entries. Reading
+one that is missing, corrupt, unsigned, signed with another salt, of another format or of other versions
+gives None, never an error: a cache is only ever a miss. It is read with `json`, never unpickled.
 """
 
 from __future__ import annotations
@@ -57,17 +57,16 @@ def project_salt(root: Path, *, create: bool) -> str | None:
     return salt
 
 
-def _mac(salt: str, body: str) -> str:
-    return hmac.new(salt.encode("utf-8"), body.encode("utf-8"), hashlib.sha256).hexdigest()
+def _mac(salt: str, body: bytes) -> str:
+    return hmac.new(salt.encode("utf-8"), body, hashlib.sha256).hexdigest()
 
 
 def read_signed(path: Path, salt: str, form: int, versions: str) -> dict[str, Any] | None:
     """The entries of the signed file `path`; None for anything but a sound file of this format and
     these versions signed with `salt`."""
     try:
-        signed = json.loads(path.read_bytes())
-        body = signed["body"]
-        if not isinstance(body, str) or not hmac.compare_digest(str(signed["mac"]), _mac(salt, body)):
+        mac, _, body = path.read_bytes().partition(b"\n")
+        if not hmac.compare_digest(mac, _mac(salt, body).encode("ascii")):
             return None
         data = json.loads(body)
         if data.get("format") != form or data.get("versions") != versions:
@@ -83,4 +82,4 @@ def write_signed(path: Path, salt: str, form: int, versions: str, entries: dict[
     body = json.dumps({"format": form, "versions": versions, "entries": entries}, separators=(",", ":"))
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps({"mac": _mac(salt, body), "body": body}, separators=(",", ":")))
+        write_atomic(path, _mac(salt, body.encode("utf-8")) + "\n" + body)
