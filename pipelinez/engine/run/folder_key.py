@@ -1,7 +1,9 @@
 """The content of a project folder as a digest, computed without loading the project: the bytes of
 project.yml, pz.lock and every project file the loader finds (found as it finds them), the size and
 modification time of every other entry up to MAX_ENTRIES (`.pz/` and `.git/` apart). Shared by the
-facade's in-memory compile cache and the persistent validation cache.
+facade's in-memory compile cache and the persistent validation cache. Inside `walk_once()` the files read
+for the key are also what the loader loads (`snapshot`): one discovery and one read of the project files
+per command, and a result stored under the key is the compile of exactly the bytes the key was made of.
 """
 
 from __future__ import annotations
