@@ -178,3 +178,32 @@ def test_a_project_with_a_secret_env_keeps_no_rendering(shop: Path) -> None:
         assert warm.rendered == Counter(PIPELINES)
     for path in (shop / ".pz" / "target").iterdir():
         assert "s3cr3t" not in path.read_text(), path
+
+
+def test_a_cold_validate_discovers_and_reads_the_project_files_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keys' walk and the load share one discovery and one read: the loader loads the walk's bytes, and
+    the check after the compile re-reads none of them (it stats the folder)."""
+    from pipelinez.config import discovery, loader, textfile
+    from pipelinez.engine.run import folder_key
+
+    root = write_project(tmp_path / "shop", FILES)
+    walks: list[Path] = []
+    reads: list[Path] = []
+    original_discover, original_read = discovery.discover, textfile.read_text
+
+    def discover(where: Path) -> discovery.ProjectFiles:
+        walks.append(where)
+        return original_discover(where)
+
+    def read_text(path: Path, file: str) -> tuple[str | None, list[object]]:
+        reads.append(path)
+        return original_read(path, file)  # type: ignore[return-value]
+
+    monkeypatch.setattr(folder_key, "discover", discover)
+    monkeypatch.setattr(loader, "discover", discover)
+    monkeypatch.setattr(loader, "read_text", read_text)
+    first = run(root)
+    assert first.validated[0] == 0, first.validated[1]
+    assert (len(walks), reads) == (2, [])  # one walk for validate, one for plan; the loader read nothing
