@@ -17,11 +17,13 @@ corrupt or foreign is a miss, never an error; it is written atomically.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,7 +98,17 @@ def parse_cache(root: Path) -> ParseCache | None:
     salt = _salt(root, create=True)
     if salt is None:
         return None
-    return ParseCache(root / ".pz" / "target", salt, f"pz {__version__} {pz_fingerprint()}")
+    versions = f"pz {__version__} {pz_fingerprint()}; ruamel.yaml {_ruamel_version()}"
+    return ParseCache(root / ".pz" / "target", salt, versions)
+
+
+@functools.cache
+def _ruamel_version() -> str | None:
+    """The YAML parser's version, from its metadata (a parse of another parser is another parse)."""
+    try:
+        return metadata.version("ruamel.yaml")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _salted(salt: str, data: object) -> str:
