@@ -11,9 +11,8 @@ The file is written whole (a temporary file renamed over it) with the entries th
 no more entries than the project has YAML files. Its body is signed with the project's salt (the HMAC of
 `.pz/validate.key`, kept outside `.pz/target`): a file that is missing, corrupt, unsigned, signed with
 another salt, of another format or of another pz or ruamel.yaml is ignored (the cache starts empty), never
-an error; one
-that cannot be written is left as it was. It is read with `json`, never unpickled: a hostile file can at
-worst be ignored.
+an error; one that cannot be written is left as it was. It is read with `json`, never unpickled: a hostile
+file can at worst be ignored.
 """
 
 from __future__ import annotations
