@@ -207,3 +207,15 @@ def test_a_cold_validate_discovers_and_reads_the_project_files_once(
     first = run(root)
     assert first.validated[0] == 0, first.validated[1]
     assert (len(walks), reads) == (2, [])  # one walk for validate, one for plan; the loader read nothing
+
+
+def test_a_var_read_inside_a_macro_renders_its_caller_again(shop: Path) -> None:
+    """A macro reaches a value through var() like the template itself: the call is recorded, its value is
+    in the entry's check, so the caller is never answered with the old value's rendering."""
+    (shop / "macros" / "floor.sql").write_text("{% macro floor() %}{{ var('min_id') }}{% endmacro %}\n")
+    edit(shop, "pipelines/d.sql", "{{ var('min_id') }}", "{{ floor() }}")
+    first = run(shop)
+    assert first.validated[0] == 0, first.validated[1]
+    warm = run(shop, "--var", "min_id=5")
+    assert set(warm.rendered) == {"pipelines/d.sql"} and set(warm.bound) == {"d"}
+    assert_as_cold(shop, warm, "--var", "min_id=5")
