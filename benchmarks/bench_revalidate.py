@@ -1,8 +1,9 @@
 """Re-validation benchmark: whole `pz validate` processes on a generated diamond-DAG project, cold (no
-`.pz/target/` cache), warm (unchanged since the last validate) and after editing one pipeline (its SQL with
-the same result columns; its result columns, so its readers bind again), the four kinds alternating in a
-rotated order every round. Each process must print `project is valid`; what a measurement starts from (the
-cache emptied, or warmed by an untimed validate, then the edit) is set up before its clock starts.
+`.pz/target/` cache), warm (unchanged since the last validate) and after one edit: a leaf pipeline's SQL
+(same result columns, nothing reads it), the result columns of the pipeline with the most readers (they
+bind again), a sidecar's check list; the kinds alternate in a rotated order every round. Each process must
+print `project is valid`; what a measurement starts from (the cache emptied, or warmed by an untimed
+validate, then the edit) is set up before its clock starts.
 
     .venv/bin/python benchmarks/bench_revalidate.py --pipelines 2000 --rounds 5
 """
@@ -15,24 +16,32 @@ import os
 import shutil
 import statistics
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 from bench_validate import Timing, timed
-from gen_diamond_project import generate
+from gen_diamond_project import generate, inputs
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
-KINDS = ["cold", "warm", "edit sql", "edit columns"]
+KINDS = ["cold", "warm", "edit leaf sql", "edit hub columns", "edit check"]
 
 
 class Project:
-    def __init__(self, root: Path, pipelines: int):
+    def __init__(self, root: Path, pipelines: int, spread: int, checks_every: int):
         self.root = root
         self.cmd = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(root), "validate"]
         self.env = dict(os.environ)
-        self.edited = root / "pipelines" / f"p_{pipelines // 2:05d}.sql"
-        self.original = self.edited.read_text(encoding="utf-8")
+        readers = Counter(r for refs in inputs(pipelines, spread) for r in refs)
+        hub = max(readers, key=lambda i: (readers[i], i))
+        self.hub_readers = readers[hub]
+        self.files = {
+            "leaf": root / "pipelines" / f"p_{pipelines - 1:05d}.sql",
+            "hub": root / "pipelines" / f"p_{hub:05d}.sql",
+            "check": root / "pipelines" / f"p_{(pipelines // 2) // checks_every * checks_every:05d}.yml",
+        }
+        self.originals = {kind: path.read_text(encoding="utf-8") for kind, path in self.files.items()}
         self.flips = 0
 
     def validate(self) -> Timing:
@@ -41,22 +50,33 @@ class Project:
     def empty_cache(self) -> None:
         shutil.rmtree(self.root / ".pz" / "target", ignore_errors=True)
 
-    def edit(self, columns: bool) -> None:
-        """Another text each time (so the cache never knows it), the same result columns or one more."""
+    def edit(self, kind: str) -> None:
+        """Another text each time (so the cache never knows it): the leaf's WHERE, the hub's columns (one
+        more), the check's columns (alternating)."""
         self.validate()  # warm first: the edit is the only change
         self.flips += 1
-        where = f"WHERE a.id > {-self.flips}\n"  # the first query ends with its WHERE: one more AND
-        extra = f", {self.flips} AS extra_{self.flips}\nFROM" if columns else "\nFROM"
-        text = self.original.replace("\nFROM", extra, 1).replace("WHERE", where.strip() + " AND", 1)
-        self.edited.write_text(text, encoding="utf-8")
+        text = self.originals[kind]
+        if kind == "check":
+            text = text.replace("[id, amount]", "[id, amount, grp]" if self.flips % 2 else "[id, grp]", 1)
+        else:
+            extra = f", {self.flips} AS extra_{self.flips}\nFROM" if kind == "hub" else "\nFROM"
+            where = f"WHERE a.id > {-self.flips} AND" if kind == "leaf" else "WHERE"
+            text = text.replace("\nFROM", extra, 1).replace("WHERE", where, 1)
+        assert text != self.originals[kind] or kind == "check"
+        self.files[kind].write_text(text, encoding="utf-8")
+
+    def restore(self) -> None:
+        for kind, path in self.files.items():
+            path.write_text(self.originals[kind], encoding="utf-8")
 
 
 def measure(project: Project, kind: str) -> Timing:
     setups: dict[str, Callable[[], None]] = {
         "cold": project.empty_cache,
         "warm": lambda: (project.validate(), None)[1],
-        "edit sql": lambda: project.edit(columns=False),
-        "edit columns": lambda: project.edit(columns=True),
+        "edit leaf sql": lambda: project.edit("leaf"),
+        "edit hub columns": lambda: project.edit("hub"),
+        "edit check": lambda: project.edit("check"),
     }
     setups[kind]()
     return project.validate()
@@ -72,7 +92,7 @@ def main() -> None:
     compileall.compile_dir(HERE.parent / "pipelinez", quiet=1)  # as an installed package has it
     out = DATA / f"revalidate_{args.pipelines}_s{args.spread}_c{args.checks_every}"
     generate(out, args.pipelines, args.spread, args.checks_every, dbt=False)
-    project = Project(out / "pz", args.pipelines)
+    project = Project(out / "pz", args.pipelines, args.spread, args.checks_every)
     runs: dict[str, list[Timing]] = {kind: [] for kind in KINDS}
     for round_ in range(args.rounds):
         order = KINDS[round_ % len(KINDS) :] + KINDS[: round_ % len(KINDS)]
@@ -80,14 +100,15 @@ def main() -> None:
             runs[kind].append(measure(project, kind))
         times = ", ".join(f"{k} {runs[k][-1].wall:.2f} s ({runs[k][-1].cpu:.2f} cpu)" for k in KINDS)
         print(f"  round {round_ + 1}: {times}", flush=True)
-    project.edited.write_text(project.original, encoding="utf-8")
+    project.restore()
 
     print(
         f"\npz validate at {args.pipelines:,} pipelines (spread {args.spread}, checks every "
-        f"{args.checks_every or '-'}), {args.rounds} rounds of whole processes in rotated order; "
+        f"{args.checks_every or '-'}; the hub has {project.hub_readers} readers), {args.rounds} rounds of "
+        "whole processes in rotated order; "
         "s = median wall seconds, cpu = median user+sys seconds"
     )
-    head = f"{'kind':<13} {'s':>6} {'min s':>6} {'cpu':>6} {'RSS MiB':>8} {'vs cold':>8}"
+    head = f"{'kind':<17} {'s':>6} {'min s':>6} {'cpu':>6} {'RSS MiB':>8} {'vs cold':>8}"
     print(head)
     print("-" * len(head))
     cold = statistics.median(r.wall for r in runs["cold"])
@@ -96,7 +117,7 @@ def main() -> None:
         cpu = statistics.median(r.cpu for r in runs[kind])
         rss = max(r.rss for r in runs[kind])
         low = min(r.wall for r in runs[kind])
-        print(f"{kind:<13} {wall:>6.2f} {low:>6.2f} {cpu:>6.2f} {rss:>8} {wall / cold:>8.2f}")
+        print(f"{kind:<17} {wall:>6.2f} {low:>6.2f} {cpu:>6.2f} {rss:>8} {wall / cold:>8.2f}")
 
 
 if __name__ == "__main__":

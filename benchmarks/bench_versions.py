@@ -9,7 +9,8 @@ Every process starts cold: the project's `.pz/target/` (the re-validation caches
 trees do the whole validation. Work measured: `pz validate` of a generated diamond project (`--pipelines`,
 gen_diamond_project.py), and `pz run` of the core benchmark's CSV → pipeline → Parquet project (`--rows`,
 bench_core.py). Both trees run with this interpreter; each process gets PYTHONPATH=<tree> and runs from a
-neutral folder.
+neutral folder. With `--edit`, also `pz validate` after one leaf pipeline's SQL is edited, the caches warm
+(each tree on its own copy of the project).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
 
 
-def timed(tree: Path, args: list[str], expect: str) -> tuple[float, float, int]:
+def timed(tree: Path, args: list[str], expect: str, cold: bool = True) -> tuple[float, float, int]:
     project = Path(args[args.index("-p") + 1])
-    shutil.rmtree(project / ".pz" / "target", ignore_errors=True)  # cold: no re-validation cache (issue 22)
+    if cold:  # no re-validation cache (issue 22)
+        shutil.rmtree(project / ".pz" / "target", ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -79,6 +81,45 @@ def compare(name: str, a: Path, b: Path, args: list[str], expect: str, pairs: in
     )
 
 
+def compare_edit(a: Path, b: Path, diamond: Path, pipelines: int, pairs: int) -> str:
+    """`pz validate` after editing one leaf pipeline's SQL (warmed by an untimed validate first), each
+    tree on its own copy of the project (the caches are keyed by pz's own files)."""
+    copies = {}
+    for key in ("a", "b"):
+        copies[key] = DATA / f"versions_edit_{key}"
+        shutil.rmtree(copies[key], ignore_errors=True)
+        shutil.copytree(diamond / "pz", copies[key])
+    leaf = Path("pipelines") / f"p_{pipelines - 1:05d}.sql"
+    original = (copies["a"] / leaf).read_text(encoding="utf-8")
+    flips = [0]
+
+    def edited(key: str, tree: Path) -> tuple[float, float, int]:
+        args = ["validate", "-p", str(copies[key])]
+        timed(tree, args, "valid", cold=False)  # warm: the edit is the only change
+        flips[0] += 1
+        text = original.replace("WHERE", f"WHERE a.id > {-flips[0]} AND", 1)
+        (copies[key] / leaf).write_text(text, encoding="utf-8")
+        return timed(tree, args, "valid", cold=False)
+
+    walls: dict[str, list[float]] = {"a": [], "b": []}
+    ratios_wall: list[float] = []
+    ratios_cpu: list[float] = []
+    rss = {"a": 0, "b": 0}
+    for i in range(pairs):
+        order = [("a", a), ("b", b)] if i % 2 == 0 else [("b", b), ("a", a)]
+        got = {key: edited(key, tree) for key, tree in order}
+        for key in ("a", "b"):
+            walls[key].append(got[key][0])
+            rss[key] = max(rss[key], got[key][2])
+        ratios_wall.append(got["b"][0] / got["a"][0])
+        ratios_cpu.append(got["b"][1] / got["a"][1])
+    return (
+        f"| validate after one leaf edit | {statistics.median(walls['a']):.2f} s "
+        f"| {statistics.median(walls['b']):.2f} s | {statistics.median(ratios_wall):.3f}x "
+        f"| {statistics.median(ratios_cpu):.3f}x | {rss['a']} / {rss['b']} MiB |"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--a", type=Path, required=True, help="the reference tree (holds pipelinez/)")
@@ -86,6 +127,8 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--pipelines", type=int, default=2000)
     ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--validate-only", action="store_true", help="measure `pz validate` only")
+    ap.add_argument("--edit", action="store_true", help="also `pz validate` after one edit (warm caches)")
     ns = ap.parse_args()
     DATA.mkdir(parents=True, exist_ok=True)
     for tree in (ns.a, ns.b):
@@ -93,10 +136,6 @@ def main() -> None:
     diamond = DATA / f"versions_diamond_{ns.pipelines}"
     if not (diamond / "pz" / "project.yml").exists():
         generate(diamond, ns.pipelines, dbt=False)
-    csv = DATA / f"orders_{ns.rows}.csv"
-    generate_csv(csv, ns.rows)
-    core = DATA / "versions_core"
-    write_project(core, csv)
     print(f"A = {ns.a}, B = {ns.b}, {ns.pairs} alternating pairs; ratios are B / A (below 1: B faster)\n")
     print("| work | A wall | B wall | wall B/A | CPU B/A | peak RSS A / B |")
     print("| --- | --- | --- | --- | --- | --- |")
@@ -110,6 +149,14 @@ def main() -> None:
             ns.pairs,
         )
     )
+    if ns.edit:
+        print(compare_edit(ns.a, ns.b, diamond, ns.pipelines, ns.pairs))
+    if ns.validate_only:
+        return
+    csv = DATA / f"orders_{ns.rows}.csv"
+    generate_csv(csv, ns.rows)
+    core = DATA / "versions_core"
+    write_project(core, csv)
     print(
         compare(
             f"run CSV {ns.rows:,} rows → Parquet",

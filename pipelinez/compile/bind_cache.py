@@ -23,11 +23,11 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from pipelinez import __version__
+from pipelinez.core.signed_cache import write_atomic as write_atomic  # where validate_cache finds it
 
 FILE = "binds.json"
 FORMAT = 1
@@ -91,20 +91,6 @@ class BindCache:
         with contextlib.suppress(OSError):
             self.folder.mkdir(parents=True, exist_ok=True)
             write_atomic(self.folder / FILE, json.dumps(data, separators=(",", ":")))
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """`text` into `path` through a temporary file of the same folder renamed over it: a reader sees the
-    old file or the new one, never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _read(path: Path, versions: str) -> dict[str, Columns]:

@@ -29,6 +29,7 @@ from pipelinez.compile.name_checks import case_clashes, result_column_clashes, u
 from pipelinez.compile.nodes import Node, SinkWriteNode, SourceLoadNode
 from pipelinez.compile.output_overlaps import owned_overlaps
 from pipelinez.compile.pins import check_pins
+from pipelinez.compile.render_cache import RenderCache
 from pipelinez.compile.semantic import PipelineInfo, analyse_pipelines
 from pipelinez.compile.singular import analyse_singular
 from pipelinez.compile.staging import resolve_staging
@@ -125,7 +126,8 @@ def compile_project(
     values, found = resolve_values(project, overrides or {}, environ)
     errors += [d for d in found if d.is_error]
     warnings += [d for d in found if not d.is_error]
-    templater = Templater(values, project.macro_files)
+    renders = RenderCache.of(project.root, values, project.macro_files)
+    templater = Templater(values, project.macro_files, renders)
     errors += templater.macro_problems
     redactor = Redactor(values.secrets)
     sources, sinks, found = resolve_instances(project, templater)
@@ -139,6 +141,8 @@ def compile_project(
     warnings += warned
     singular, found = analyse_singular(project, templater)
     errors += found
+    if renders is not None:
+        renders.save()
     found, clashed = case_clashes(project)
     errors += found + unsafe_output_names(infos) + doc_problems(project)
     yaml_route, found = yaml_specs(project, templater)

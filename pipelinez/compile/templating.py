@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from pipelinez.compile.render_cache import RENDERED
 from pipelinez.compile.template_budget import Budget, render_within
 from pipelinez.compile.template_cache import LiteralCallTemplate, Renderable, TemplateCache
 from pipelinez.compile.template_calls import (
@@ -40,6 +41,7 @@ from pipelinez.core.diagnostics import Diagnostic, Place
 
 if TYPE_CHECKING:
     from pipelinez.compile.macros import MacroLibrary
+    from pipelinez.compile.render_cache import RenderCache
     from pipelinez.compile.sandbox import BoundedSandbox
 
 __all__ = [
@@ -61,8 +63,14 @@ __all__ = [
 class Templater:
     """Renders templates for one project invocation (one set of vars and env, one set of macros)."""
 
-    def __init__(self, values: ResolvedValues, macros: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        values: ResolvedValues,
+        macros: Mapping[str, str] | None = None,
+        renders: RenderCache | None = None,
+    ):
         self.values = values
+        self.renders = renders  # pipeline SQL rendered before, by content (`render_cache`)
         self._sandbox: BoundedSandbox | None = None  # made (and Jinja imported) for the first template
         self._macro_files = dict(macros or {})
         self._library: MacroLibrary | None = None
@@ -102,6 +110,9 @@ class Templater:
 
     # ---------------------------------------------------------------------------------------
     def render_sql(self, raw: str, file: str) -> Rendered:
+        cached = self.renders.get(raw, file) if self.renders is not None else None
+        if cached is not None:
+            return cached
         calls: list[Call] = []
         try:
             text, display, failures = self._render_twice(
@@ -110,7 +121,11 @@ class Templater:
         except TemplateFailure as exc:
             exc.calls = calls
             raise
-        return Rendered(text, calls, display, failures)
+        rendered = Rendered(text, calls, display, failures)
+        RENDERED[file] += 1
+        if self.renders is not None:
+            self.renders.put(raw, file, rendered)
+        return rendered
 
     def render_value(self, raw: str, file: str, place: Place | None = None) -> tuple[str, str]:
         """(value, display value) of a YAML string; only var() and env() are available."""

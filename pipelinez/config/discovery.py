@@ -49,6 +49,22 @@ class ProjectFiles:
         return path.relative_to(self.root).as_posix()
 
 
+@dataclass
+class Snapshot:
+    """A project's files as discovered and their bytes as read at that moment (None: not a regular file
+    or unreadable), so that the loader loads exactly what a content key was computed from."""
+
+    files: ProjectFiles
+    contents: dict[Path, bytes | None]
+    read_elsewhere: bool = False  # the loader read a file itself: what it loaded is not only `contents`
+
+
+def snapshot_paths(files: ProjectFiles) -> list[Path]:
+    """Every file the loader reads, in the order it finds them."""
+    found = [*files.sources, *files.sinks, *files.pipelines, *files.sidecars, *files.docs, *files.macros]
+    return [files.project, *found, *files.tests]
+
+
 def discover(root: Path) -> ProjectFiles:
     problems: list[Diagnostic] = []
     found = _tree(root, root / "pipelines", (".sql", *YAML_SUFFIXES), problems)

@@ -14,13 +14,14 @@ from typing import TypeVar
 
 from pipelinez.config.build import build_settings, build_sidecar, build_sink, build_source
 from pipelinez.config.checks import duplicate_check_names
-from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, broken_link, discover
+from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, Snapshot, broken_link, discover
 from pipelinez.config.folders import defaults_of, folder_problems
 from pipelinez.config.model import PipelineSource, Project, SidecarSpec, SingularTest
+from pipelinez.config.parse_cache import PARSED, ParseCache
 from pipelinez.config.positions import Positions
 from pipelinez.config.shape import validate_shape
-from pipelinez.config.textfile import read_text
-from pipelinez.config.yaml_loader import YamlDoc, load_yaml_file
+from pipelinez.config.textfile import MAX_FILE_BYTES, decode_text, read_text
+from pipelinez.config.yaml_loader import YamlDoc, parse_yaml
 from pipelinez.core.diagnostics import Diagnostic, PzConfigError, error, sort_diagnostics
 from pipelinez.core.sqlnames import is_name
 
@@ -41,19 +42,32 @@ def find_project_root(start: Path) -> Path:
     raise PzConfigError([_no_project(start)])
 
 
-def load_project(root: Path, *, partial: bool = False) -> tuple[Project | None, list[Diagnostic]]:
+def load_project(
+    root: Path,
+    *,
+    partial: bool = False,
+    snapshot: Snapshot | None = None,
+    parsed: ParseCache | None = None,
+) -> tuple[Project | None, list[Diagnostic]]:
     """Read and shape-check every file of the project at `root`.
 
     Returns the Project (None when any error was found) and every diagnostic, sorted by file and position.
     With `partial`, a project whose project.yml is sound is returned even when other files have errors: it
     holds the files that passed tier 1, and `Project.broken` names the sources and sinks that did not, so
     later tiers can still check everything else (a later tier runs only where the earlier ones passed).
+    `snapshot`: the files as a content key found and read them (loaded from it, not read again); `parsed`:
+    the YAML files parsed before, by content (`parse_cache`), saved with what this load parsed.
     """
     root = root.expanduser().resolve()
-    files = discover(root)
+    if snapshot is not None and snapshot.files.root != root:
+        snapshot = None
+    files = snapshot.files if snapshot is not None else discover(root)
     if not files.project.is_file():
         return None, [_no_project(root)]
-    return _Loading(files, partial=partial).run()
+    loaded = _Loading(files, partial=partial, snapshot=snapshot, parsed=parsed).run()
+    if parsed is not None:
+        parsed.save()
+    return loaded
 
 
 def _no_project(where: Path) -> Diagnostic:
@@ -70,6 +84,8 @@ class _Loading:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     positions: dict[str, Positions] = field(default_factory=dict)
     broken: set[str] = field(default_factory=set)  # "source:<name>" / "sink:<name>" that failed tier 1
+    snapshot: Snapshot | None = None
+    parsed: ParseCache | None = None
 
     def run(self) -> tuple[Project | None, list[Diagnostic]]:
         self.diagnostics += self.files.problems
@@ -120,16 +136,41 @@ class _Loading:
 
     # --- YAML files ------------------------------------------------------------------------------
 
+    def _read(self, path: Path, file: str) -> tuple[str | None, list[Diagnostic]]:
+        """A project file's text: from the snapshot when it holds the file's bytes."""
+        raw = self.snapshot.contents.get(path) if self.snapshot is not None else None
+        if raw is not None and len(raw) <= MAX_FILE_BYTES:
+            return decode_text(raw, file)
+        if self.snapshot is not None:
+            self.snapshot.read_elsewhere = True
+        return read_text(path, file)
+
     def _yaml(self, path: Path, kind: str, build: Callable[[YamlDoc], T]) -> T | None:
-        """Parse and shape-check one file; its spec when the file itself has no error."""
-        doc, problems = load_yaml_file(path, self.files.rel(path))
+        """Parse and shape-check one file (or take it from the parse cache); its spec when the file itself
+        has no error."""
+        file = self.files.rel(path)
+        text, problems = self._read(path, file)
+        if text is None:
+            self.diagnostics += problems
+            return None
+        key = ParseCache.key(kind, file, text) if self.parsed is not None else ""
+        cached = self.parsed.get(key, file) if self.parsed is not None else None
+        if cached is not None:
+            self.positions[cached.file] = cached.positions
+            return build(cached)
+        PARSED[file] += 1
+        doc, problems = parse_yaml(text, file)
         if doc is None:
             self.diagnostics += problems
             return None
         self.positions[doc.file] = doc.positions
         problems = validate_shape(doc, kind)
         self.diagnostics += problems
-        return None if problems else build(doc)
+        if problems:
+            return None
+        if self.parsed is not None:
+            self.parsed.put(key, doc)
+        return build(doc)
 
     def _instances(self, paths: list[Path], kind: str, build: Callable[[YamlDoc], T]) -> dict[str, T]:
         specs: dict[str, T] = {}
@@ -155,7 +196,7 @@ class _Loading:
             self._check_unique(name, group, "pipeline")
             for sql in group:
                 file = self.files.rel(sql)
-                text, problems = read_text(sql, file)
+                text, problems = self._read(sql, file)
                 self.diagnostics += problems
                 if text is not None and sql is group[0]:
                     sidecar = sidecars.get(sql.with_suffix("")) if sidecars else None
@@ -201,7 +242,7 @@ class _Loading:
             self._check_name(group[0], "singular test")
             self._check_unique(name, group, "singular test")
             file = self.files.rel(group[0])
-            text, problems = read_text(group[0], file)
+            text, problems = self._read(group[0], file)
             self.diagnostics += problems
             if text is not None:
                 tests[name] = SingularTest(name, file, text)
@@ -214,7 +255,7 @@ class _Loading:
         texts: dict[str, str] = {}
         for path in paths:
             file = self.files.rel(path)
-            text, problems = read_text(path, file)
+            text, problems = self._read(path, file)
             self.diagnostics += problems
             if text is not None:
                 texts[file] = text

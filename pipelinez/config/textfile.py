@@ -29,6 +29,11 @@ def read_text(path: Path, file: str) -> tuple[str | None, list[Diagnostic]]:
         return None, [_unreadable(file, f"cannot be read: {exc.strerror or exc}")]
     if len(raw) > MAX_FILE_BYTES:
         return None, [_unreadable(file, "is larger than 10 MiB; project files may be at most 10 MiB")]
+    return decode_text(raw, file)
+
+
+def decode_text(raw: bytes, file: str) -> tuple[str | None, list[Diagnostic]]:
+    """The text of a project file's bytes (at most MAX_FILE_BYTES), or None and a PZ0108 diagnostic."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -1,7 +1,9 @@
 """The content of a project folder as a digest, computed without loading the project: the bytes of
 project.yml, pz.lock and every project file the loader finds (found as it finds them), the size and
 modification time of every other entry up to MAX_ENTRIES (`.pz/` and `.git/` apart). Shared by the
-facade's in-memory compile cache and the persistent validation cache.
+facade's in-memory compile cache and the persistent validation cache. Inside `walk_once()` the files read
+for the key are also what the loader loads (`snapshot`): one discovery and one read of the project files
+per command, and a result stored under the key is the compile of exactly the bytes the key was made of.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import hashlib
 import os
 import threading
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelinez.config.discovery import PROJECT_FILE, discover
+from pipelinez.config.discovery import Snapshot, discover, snapshot_paths
 from pipelinez.core.lockfile import LOCK_FILE
 
 if TYPE_CHECKING:
@@ -100,18 +103,30 @@ def paths_digest(root: Path, values: list[str]) -> str:
     return digest.hexdigest()
 
 
-_walks = (
-    threading.local()
-)  # .memo: {(root, fresh): (digest of the tree, whether it could be walked)} inside walk_once()
+@dataclass
+class _Walked:
+    """One walk of a project folder: the loader's files (discovered and read), their digest, and the
+    digest of the rest (project.yaml, pz.lock, every other entry by name, size and modification time)."""
+
+    snapshot: Snapshot
+    loaded: str
+    rest: str
+    walkable: bool
+    handed: bool = False  # a loader took `snapshot`: it loaded those bytes
+
+
+_walks = threading.local()  # .memo: {(root, fresh): _Walked} inside walk_once()
 
 
 @contextlib.contextmanager
 def walk_once() -> Iterator[None]:
     """Inside, the project folder is walked and read once per root (`feed_tree`): a command that keys the
     same folder for several caches before it compiles (`pz validate`: the stored validation, then the
-    compile cache) pays for one walk. A check that the folder did not change meanwhile asks `fresh`: walked
-    again once, after the compile, for every check of the scope (the compile cache's, the stored
-    validation's): the scope must close before anything else reads the folder."""
+    compile cache) pays for one walk, and the loader loads the bytes that walk read (`snapshot`). A check
+    that the folder did not change meanwhile asks `fresh`: done once, after the compile, for every check of
+    the scope (the compile cache's, the stored validation's); it reads the loader's files again only when
+    the loader did not load them from the snapshot. The scope must close before anything else reads the
+    folder."""
     outer = getattr(_walks, "memo", None)
     if outer is None:
         _walks.memo = {}
@@ -122,31 +137,55 @@ def walk_once() -> Iterator[None]:
             _walks.memo = None
 
 
+def snapshot(root: Path) -> Snapshot | None:
+    """The files the walk of `root` inside `walk_once()` read, for the loader to load (None: no such walk).
+    Taken, the fresh check trusts the snapshot's bytes to be what was compiled."""
+    memo: dict[tuple[str, bool], _Walked] | None = getattr(_walks, "memo", None)
+    walked = None if memo is None else memo.get((os.fspath(root), False))
+    if walked is None:
+        return None
+    walked.handed = True
+    return walked.snapshot
+
+
 def feed_tree(digest: Digest, root: Path, *, fresh: bool = False) -> bool:
-    """The project files' bytes and the folder's other entries (`feed_project_files`, `feed_folder`) as one
-    part of `digest`; False when the folder is too large to walk. Walked once inside `walk_once()`, and
-    once more for the `fresh` checks after the compile."""
-    memo: dict[tuple[str, bool], tuple[str, bool]] | None = getattr(_walks, "memo", None)
+    """The project files' bytes and the folder's other entries as one part of `digest`; False when the
+    folder is too large to walk. Walked once inside `walk_once()`, and once more for the `fresh` checks
+    after the compile (the loader's files read again only when it did not load the walk's snapshot)."""
+    memo: dict[tuple[str, bool], _Walked] | None = getattr(_walks, "memo", None)
     at = (os.fspath(root), fresh)
     found = None if memo is None else memo.get(at)
     if found is None:
-        tree = Digest()
-        feed_project_files(tree, root)
-        found = (tree.hexdigest(), feed_folder(tree, root))
+        before = None if memo is None or not fresh else memo.get((at[0], False))
+        if before is not None and before.handed and not before.snapshot.read_elsewhere:
+            files = before.snapshot  # what was loaded and compiled: those bytes, whatever the disk holds now
+            loaded = before.loaded
+        else:
+            files = read_project_files(root)
+            loaded = _loaded_digest(files)
+        rest = Digest()
+        for path in (root / "project.yaml", root / LOCK_FILE):
+            rest.feed("file", os.fspath(path), read_bytes(path))
+        found = _Walked(files, loaded, "", feed_folder(rest, root))
+        found.rest = rest.hexdigest()
         if memo is not None:
             memo[at] = found
-    digest.feed("tree", found[0])
-    return found[1]
+    digest.feed("tree", found.loaded, found.rest)
+    return found.walkable
 
 
-def feed_project_files(digest: Digest, root: Path) -> None:
-    """The bytes of the files the loader reads, found as it finds them (links followed, walks bounded)."""
+def read_project_files(root: Path) -> Snapshot:
+    """The files the loader reads, found as it finds them (links followed, walks bounded), and their bytes."""
     files = discover(root)
-    found = [*files.sources, *files.sinks, *files.pipelines, *files.sidecars, *files.docs, *files.macros]
-    found += files.tests
-    for path in [root / PROJECT_FILE, root / "project.yaml", root / LOCK_FILE, *found]:
-        digest.feed("file", os.fspath(path), read_bytes(path))
-    digest.feed("problems", [(d.code, d.message) for d in files.problems])
+    return Snapshot(files, {path: read_bytes(path) for path in snapshot_paths(files)})
+
+
+def _loaded_digest(files: Snapshot) -> str:
+    digest = Digest()
+    for path, data in files.contents.items():
+        digest.feed("file", os.fspath(path), data)
+    digest.feed("problems", [(d.code, d.message) for d in files.files.problems])
+    return digest.hexdigest()
 
 
 def feed_folder(digest: Digest, root: Path) -> bool:

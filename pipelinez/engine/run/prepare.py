@@ -23,6 +23,8 @@ from pipelinez.core.run_state import RunState, StateFileError, Watermark
 from pipelinez.core.state.backend import StateBackendError
 from pipelinez.engine.connect.connectivity import check_connectivity
 from pipelinez.engine.run.compile_cache import CompileCache, tree_key
+from pipelinez.engine.run.folder_key import snapshot, walk_once
+from pipelinez.engine.run.validate_cache import parse_cache
 from pipelinez.engine.state.shared import project_backend, pull_schema_cache
 from pipelinez.plan.planner import Plan, build_plan
 
@@ -48,10 +50,24 @@ def validate(
     Incremental datasets are compiled against their committed watermarks, none with `full_refresh`.
     `describe`: also gather the tables' columns and queries lineage and `pz docs` read. `compiles`: the
     cache the compile goes through."""
+    with walk_once():  # the folder discovered and read once: for the compile cache's key and the load
+        return _validate(project_dir, overrides, environ, connect, full_refresh, describe, compiles)
+
+
+def _validate(
+    project_dir: Path | None,
+    overrides: Mapping[str, str] | None,
+    environ: Mapping[str, str] | None,
+    connect: bool,
+    full_refresh: bool,
+    describe: bool,
+    compiles: CompileCache | None,
+) -> Validation:
     root = find_project_root(project_dir or Path.cwd())
     cached = compiles is not None and not describe
     tree = tree_key(root) if cached else None  # keyed before loading: an edit meanwhile is never stored
-    project, diags = load_project(root, partial=True)
+    # the bytes that key read (inside walk_once), the YAML files parsed before by content
+    project, diags = load_project(root, partial=True, snapshot=snapshot(root), parsed=parse_cache(root))
     errors = [d for d in diags if d.is_error]
     warnings = [d for d in diags if not d.is_error]
     if project is None:

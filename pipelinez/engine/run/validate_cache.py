@@ -17,12 +17,13 @@ corrupt or foreign is a miss, never an error; it is written atomically.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,8 @@ from pipelinez import __version__
 from pipelinez.compile.bind_cache import pz_fingerprint, write_atomic
 from pipelinez.config.discovery import PROJECT_FILE
 from pipelinez.core.diagnostics import Diagnostic, DiagnosticSeverity, Place
+from pipelinez.core.signed_cache import SALT_FILE as SALT_FILE  # the salt: beside .pz/target, not in it
+from pipelinez.core.signed_cache import project_salt
 from pipelinez.engine.run.folder_key import (
     Digest,
     connection_values,
@@ -42,11 +45,10 @@ from pipelinez.engine.run.folder_key import walk_once as walk_once  # for the CL
 
 if TYPE_CHECKING:
     from pipelinez.config.model import Project
+    from pipelinez.config.parse_cache import ParseCache
 
 FILE = "validate.json"
 FORMAT = 2
-# the salt of the env values' digest: beside .pz/target, not in it (a copied target holds no guessable digest)
-SALT_FILE = "validate.key"
 
 
 @dataclass(frozen=True)
@@ -85,23 +87,28 @@ def replay_project(start: Path | None, overrides: Mapping[str, str] | None) -> R
 
 
 def _salt(root: Path, *, create: bool) -> str | None:
-    """The project's salt, `.pz/validate.key` (made 0600 on first use with `create`); None: none."""
-    path = root / ".pz" / SALT_FILE
-    with contextlib.suppress(OSError, ValueError):
-        return path.read_text(encoding="ascii").strip() or None
-    if not create:
+    return project_salt(root, create=create)
+
+
+def parse_cache(root: Path) -> ParseCache | None:
+    """The project's persistent parse cache (`.pz/target/parsed.json`), signed with its salt; None when
+    the salt cannot be read or made."""
+    from pipelinez.config.parse_cache import ParseCache  # YAML's parser: not for a replayed validate
+
+    salt = _salt(root, create=True)
+    if salt is None:
         return None
-    salt = secrets.token_hex(32)
+    versions = f"pz {__version__} {pz_fingerprint()}; ruamel.yaml {_ruamel_version()}"
+    return ParseCache(root / ".pz" / "target", salt, versions)
+
+
+@functools.cache
+def _ruamel_version() -> str | None:
+    """The YAML parser's version, from its metadata (a parse of another parser is another parse)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it meanwhile
-        return _salt(root, create=False)
-    except OSError:
+        return metadata.version("ruamel.yaml")
+    except metadata.PackageNotFoundError:
         return None
-    with os.fdopen(fd, "w", encoding="ascii") as out:
-        out.write(salt)
-    return salt
 
 
 def _salted(salt: str, data: object) -> str:

@@ -1,0 +1,142 @@
+"""The persistent render cache, `.pz/target/rendered.json`: each pipeline's (and singular test's) SQL
+rendered once per content and per the values it read.
+
+A rendering reads the file's text and path, the macro files, pz and Jinja themselves, and the values of the
+vars and environment variables it calls (var(), env(), env_var(): the only way a template, or a macro it
+calls, reaches a value; every call is recorded, with its place). ref(), sink() and watermark() render as
+placeholder tokens resolved later. So an entry's key is the digest of the file's path and text under the
+macro files' digest; the entry holds the rendered text, the calls it recorded, the vars and env it read
+and a digest of their values (type and value of a var; flags, default and value of an env, salted): it is
+taken only while those values are the same. An edit of a var or env value renders again only what read it;
+an edit of a macro file renders everything again. Kept only: a rendering without a failure, in a project
+that declares no secret environment variable (a secret's value would be written in the rendered text). An
+error is found again by rendering again, never replayed.
+
+The file is written whole with the entries this compile used, signed with the project's salt
+(`core.signed_cache`): a file that is missing, corrupt, unsigned, signed with another salt or of another pz
+or Jinja is ignored (the cache starts empty), never an error.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import json
+from collections import Counter
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pipelinez import __version__
+from pipelinez.compile.bind_cache import pz_fingerprint
+from pipelinez.compile.template_calls import Call, Rendered
+from pipelinez.compile.values import ResolvedValues
+from pipelinez.core.diagnostics import Place
+from pipelinez.core.signed_cache import project_salt, read_signed, write_signed
+
+FILE = "rendered.json"
+FORMAT = 1
+
+
+# the calls through which a template reads a value, and which table holds it
+_READS = {"var": "var", "env": "env", "env_var": "env"}
+# the files rendered without the cache in this process, by project path (a testing hook, never timed)
+RENDERED: Counter[str] = Counter()
+
+
+class RenderCache:
+    """The entries of `.pz/target/rendered.json` valid for one rendering context."""
+
+    def __init__(self, folder: Path, salt: str, values: ResolvedValues, macro_files: Mapping[str, str]):
+        self.folder, self._salt, self.values = folder, salt, values
+        self.context = hashlib.sha256(json.dumps(sorted(macro_files.items())).encode("utf-8")).hexdigest()
+        self.versions = f"pz {__version__} {pz_fingerprint()}; jinja2 {_jinja_version()}"
+        self._old: dict[str, Any] = read_signed(folder / FILE, salt, FORMAT, self.versions) or {}
+        self._used: dict[str, Any] = {}
+        self._digests: dict[tuple[tuple[str, str], ...], str] = {}  # by the names read
+
+    @classmethod
+    def of(cls, root: Path, values: ResolvedValues, macro_files: Mapping[str, str]) -> RenderCache | None:
+        """The project's render cache; None when it declares a secret env or has no salt."""
+        if any(spec.secret for spec, _ in values.env.values()):
+            return None
+        salt = project_salt(root, create=True)
+        if salt is None:
+            return None
+        return cls(root / ".pz" / "target", salt, values, macro_files)
+
+    def _key(self, raw: str, file: str) -> str:
+        data = f"{self.context}\n{len(file)}:{file}\n{raw}"  # the path's length: no two splits alike
+        return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def get(self, raw: str, file: str) -> Rendered | None:
+        key = self._key(raw, file)
+        entry = self._old.get(key)
+        if entry is None:
+            return None
+        try:
+            text = entry["text"]
+            if not isinstance(text, str) or entry["values"] != self._values_digest(entry["reads"]):
+                return None
+            calls = [_call(c) for c in entry["calls"]]
+        except (TypeError, ValueError, KeyError):
+            return None
+        self._used[key] = entry
+        return Rendered(text, calls, text)
+
+    def put(self, raw: str, file: str, rendered: Rendered) -> None:
+        """Keep a rendering without failures (one whose display text is its text: no secret)."""
+        if rendered.failures or rendered.display_text != rendered.text:
+            return
+        calls = [[c.function, list(c.args), c.place.file, c.place.line, c.place.col] for c in rendered.calls]
+        read = sorted({(_READS[c.function], c.args[0]) for c in rendered.calls if c.function in _READS})
+        reads = [list(pair) for pair in read]  # as JSON gives them back: lists
+        entry = {"text": rendered.text, "calls": calls, "reads": reads, "values": self._values_digest(reads)}
+        self._used[self._key(raw, file)] = entry
+
+    def _values_digest(self, reads: Any) -> str:
+        """The salted digest of the current values (and types or flags) of the vars and env it read."""
+        names = tuple((str(kind), str(name)) for kind, name in reads)
+        known = self._digests.get(names)
+        if known is None:
+            known = self._digests[names] = self._digest_of(names)
+        return known
+
+    def _digest_of(self, reads: tuple[tuple[str, str], ...]) -> str:
+        found: list[object] = []
+        for kind, name in reads:
+            if kind == "var" and name in self.values.vars:
+                spec, value = self.values.vars[name]
+                found.append(["var", name, str(spec.type), repr(value)])
+            elif kind == "env" and name in self.values.env:
+                env, text = self.values.env[name]
+                found.append(["env", name, env.required, env.secret, env.default, text])
+            else:
+                found.append([kind, name, None])
+        data = json.dumps(found, default=repr).encode("utf-8")
+        return hmac.new(self._salt.encode("utf-8"), data, hashlib.sha256).hexdigest()
+
+    def save(self) -> None:
+        """Write the entries this compile used, signed and atomically; unchanged: nothing written."""
+        if self._used != self._old:
+            write_signed(self.folder / FILE, self._salt, FORMAT, self.versions, self._used)
+
+
+@functools.cache
+def _jinja_version() -> str | None:
+    try:
+        return metadata.version("jinja2")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _call(data: Any) -> Call:
+    function, args, file, line, col = data
+    if not isinstance(function, str) or not all(isinstance(a, str) for a in args):
+        raise TypeError("call")
+    for part in (file, line, col):
+        if part is not None and not isinstance(part, str | int):
+            raise TypeError("place")
+    return Call(function, tuple(args), Place(file, line, col))

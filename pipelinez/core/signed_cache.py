@@ -1,0 +1,85 @@
+"""The project's salt and the signed cache files of `.pz/target/` made with it; every cache file of
+`.pz/target/` written atomically (`write_atomic`).
+
+The salt, `.pz/validate.key` (0600, beside `.pz/target` and not in it: a copied target carries no usable
+signature), is made on first use. A signed file is a line holding HMAC-SHA256(salt, body) in hex, then
+the body: a JSON object holding a format number, the versions of pz that wrote it and its entries. Reading
+one that is missing, corrupt, unsigned, signed with another salt, of another format or of other versions
+gives None, never an error: a cache is only ever a miss. It is read with `json`, never unpickled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SALT_FILE = "validate.key"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """`text` into `path` through a temporary file of the same folder renamed over it: a reader sees the
+    old file or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def project_salt(root: Path, *, create: bool) -> str | None:
+    """The project's salt, `.pz/validate.key` (made 0600 on first use with `create`); None: none."""
+    path = root / ".pz" / SALT_FILE
+    with contextlib.suppress(OSError, ValueError):
+        return path.read_text(encoding="ascii").strip() or None
+    if not create:
+        return None
+    salt = secrets.token_hex(32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it meanwhile
+        return project_salt(root, create=False)
+    except OSError:
+        return None
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(salt)
+    return salt
+
+
+def _mac(salt: str, body: bytes) -> str:
+    return hmac.new(salt.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+def read_signed(path: Path, salt: str, form: int, versions: str) -> dict[str, Any] | None:
+    """The entries of the signed file `path`; None for anything but a sound file of this format and
+    these versions signed with `salt`."""
+    try:
+        mac, _, body = path.read_bytes().partition(b"\n")
+        if not hmac.compare_digest(mac, _mac(salt, body).encode("ascii")):
+            return None
+        data = json.loads(body)
+        if data.get("format") != form or data.get("versions") != versions:
+            return None
+        entries = data["entries"]
+        return entries if isinstance(entries, dict) else None
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return None
+
+
+def write_signed(path: Path, salt: str, form: int, versions: str, entries: dict[str, Any]) -> None:
+    """`entries` into `path`, signed, atomically; a file that cannot be written is left as it was."""
+    body = json.dumps({"format": form, "versions": versions, "entries": entries}, separators=(",", ":"))
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, _mac(salt, body.encode("utf-8")) + "\n" + body)
