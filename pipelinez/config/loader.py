@@ -19,6 +19,7 @@ from pipelinez.config.folders import defaults_of, folder_problems
 from pipelinez.config.model import PipelineSource, Project, SidecarSpec, SingularTest
 from pipelinez.config.positions import Positions
 from pipelinez.config.shape import validate_shape
+from pipelinez.config.shape_memo import ShapeMemo
 from pipelinez.config.textfile import read_text
 from pipelinez.config.yaml_loader import YamlDoc, load_yaml_file
 from pipelinez.core.diagnostics import Diagnostic, PzConfigError, error, sort_diagnostics
@@ -53,7 +54,10 @@ def load_project(root: Path, *, partial: bool = False) -> tuple[Project | None, 
     files = discover(root)
     if not files.project.is_file():
         return None, [_no_project(root)]
-    return _Loading(files, partial=partial).run()
+    memo = ShapeMemo(root)
+    loaded = _Loading(files, partial=partial, memo=memo).run()
+    memo.save()
+    return loaded
 
 
 def _no_project(where: Path) -> Diagnostic:
@@ -70,6 +74,7 @@ class _Loading:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     positions: dict[str, Positions] = field(default_factory=dict)
     broken: set[str] = field(default_factory=set)  # "source:<name>" / "sink:<name>" that failed tier 1
+    memo: ShapeMemo | None = None  # the schema checks passed before (`config.shape_memo`)
 
     def run(self) -> tuple[Project | None, list[Diagnostic]]:
         self.diagnostics += self.files.problems
@@ -127,7 +132,7 @@ class _Loading:
             self.diagnostics += problems
             return None
         self.positions[doc.file] = doc.positions
-        problems = validate_shape(doc, kind)
+        problems = validate_shape(doc, kind, self.memo)
         self.diagnostics += problems
         return None if problems else build(doc)
 
