@@ -21,7 +21,6 @@ from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
 from pipelinez.core.run_state import RunState, StateFileError, Watermark
 from pipelinez.core.state.backend import StateBackendError
-from pipelinez.engine.connect.connectivity import check_connectivity
 from pipelinez.engine.run.compile_cache import CompileCache, tree_key
 from pipelinez.engine.state.shared import project_backend, pull_schema_cache
 from pipelinez.plan.planner import Plan, build_plan
@@ -73,6 +72,10 @@ def validate(
     found: list[Diagnostic] = []
     warned: list[Diagnostic] = []
     if connect and not errors and not compiled.errors and compiled.dag is not None:
+        from pipelinez.engine.connect.connectivity import (
+            check_connectivity,
+        )  # tier 5 only: not on a run's path
+
         found, warned, fetched = check_connectivity(compiled.dag)
         if fetched and any(w.code == "PZ0406" for w in compiled.warnings):
             # tier 4 bound loosely what tier 5 has just fetched: bind it now, in this same command
