@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.postgres import sink, target_types, views
-from pipelinez.connectors.postgres.native import Attachment, extract_native
+from pipelinez.connectors.postgres.native import Attachment, extract_native, preload_extension
 from pipelinez.connectors.postgres.reader import ReaderConnection, extract_batches
 from pipelinez.connectors.postgres.settings import Settings, TableRef
 from pipelinez.connectors.postgres.source import Relation, describe, make_partitions
@@ -181,13 +181,12 @@ class PostgresConnector(Connector):
     def extract_native(
         self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest, partition: Partition, target: str
     ) -> None:
-        first = self._attachment is None
-        if self._attachment is None:
-            self._attachment = Attachment(self.settings, read_only=True)
-        if first and _relation_key(dataset) not in self._relations:
-            relation = self._relation_while_attaching(con, dataset, self._attachment)
+        if self._attachment is None and _relation_key(dataset) not in self._relations:
+            relation = self._relation_while_loading(con, dataset)
         else:
             relation = self.relation(dataset)
+        if self._attachment is None:
+            self._attachment = Attachment(self.settings, read_only=True)
         extract_native(
             con,
             self.control("PZ0505"),
@@ -201,29 +200,17 @@ class PostgresConnector(Connector):
             dataset.staging_compression,
         )
 
-    def _relation_while_attaching(
-        self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest, attachment: Attachment
-    ) -> Relation:
-        """A first read's two fixed costs side by side: DuckDB LOADs the extension and ATTACHes the database
-        on a helper thread (releasing the GIL) while psycopg is imported, connects and describes the
-        relation here. The same statements as one after the other, and the same errors: the relation's
-        first (the attach is then dropped), else the attach's, as `native.extract_native` reports it."""
-        import duckdb
-
-        with ThreadPoolExecutor(1, thread_name_prefix="pz-pg-attach") as pool:
-            attaching = pool.submit(attachment.alias_in, con)
+    def _relation_while_loading(self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest) -> Relation:
+        """A first read's two fixed costs side by side: DuckDB LOADs the postgres extension (a local file,
+        the GIL released) on a helper thread while psycopg is imported, connects and describes the relation
+        here. The ATTACH stays after the relation (its own LOAD is then a no-op), so the statements, the
+        errors and the connections of an attempt are those of one after the other."""
+        with ThreadPoolExecutor(1, thread_name_prefix="pz-pg-load") as pool:
+            loading = pool.submit(preload_extension, con)
             try:
-                relation = self.relation(dataset)
-            except BaseException:
-                with contextlib.suppress(BaseException):
-                    attaching.result()
-                attachment.drop()
-                raise
-            try:
-                attaching.result()  # a failed ATTACH has dropped itself (`Attachment._attach`)
-            except duckdb.Error as exc:
-                raise self.settings.error(exc, self._where(dataset), "PZ0505") from exc
-        return relation
+                return self.relation(dataset)
+            finally:
+                loading.result()  # quiet: the ATTACH reports a LOAD that failed
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
         relation = self.relation(dataset)
