@@ -11,6 +11,10 @@ proportional to the delta, not the table. Each tool's first run (the initial ful
     .venv/bin/python benchmarks/bench_incremental.py --rows 10000000 --rounds 3 \
         --dlt-python /work/wt/dlt-venv/bin/python
 
+`--before-rev REV` (or `--before DIR`, a folder holding an older pipelinez/) adds a fourth tool,
+pz-before: the same incremental project run by that tree, alternating with the others, to compare the delta
+run before and after a change (issue 22).
+
 dlt is never a dependency of pz: give the interpreter of a separate venv (`python -m venv dlt-venv &&
 dlt-venv/bin/pip install "dlt[duckdb,sql-database]" psycopg2-binary pyarrow`). The table lives in database
 pz_bench_incr (created once, trimmed back to N rows at the start of every benchmark); drop it with
@@ -185,11 +189,11 @@ class Series:
     runs: list[Run] = field(default_factory=list)
 
 
-def timed(cmd: list[str], cwd: Path) -> tuple[float, int, str]:
+def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, int, str]:
     """(seconds, peak RSS in MiB, stdout) of one child process."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err)
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - start
         code = os.waitstatus_to_exitcode(status)
@@ -201,11 +205,26 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, int, str]:
     return elapsed, usage.ru_maxrss // 1024, stdout
 
 
-def run_tool(tool: str, conn: Conn, table: str, dlt_python: str | None) -> Run:
+def tree_at(rev: str, into: Path) -> Path:
+    """The pipelinez package of git revision `rev`, extracted into `into` and byte-compiled."""
+    archive = subprocess.run(
+        ["git", "-C", str(HERE.parent), "archive", rev, "pipelinez"], capture_output=True, check=True
+    ).stdout
+    into.mkdir(parents=True)
+    subprocess.run(["tar", "x"], input=archive, cwd=into, check=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(into / "pipelinez")], check=True)
+    return into
+
+
+def run_tool(
+    tool: str, conn: Conn, table: str, dlt_python: str | None, before_tree: Path | None = None
+) -> Run:
     before = rows_read(conn, table)
     if tool.startswith("pz-"):
         project = DATA / tool
-        wall, rss, _ = timed([sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"], DATA)
+        env = {**os.environ, "PYTHONPATH": str(before_tree)} if tool == "pz-before" and before_tree else None
+        command = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"]
+        wall, rss, _ = timed(command, DATA, env)
         runs = sorted((project / ".pz" / "runs").iterdir())
         node = next(
             n for n in json.loads((runs[-1] / "run_results.json").read_text())["nodes"] if n["name"] == NODE
@@ -234,8 +253,18 @@ def main() -> None:
     parser.add_argument("--delta", type=float, default=0.01, help="new rows per round, as a share of --rows")
     parser.add_argument("--dlt-python", help="a Python with dlt installed (a separate venv)")
     parser.add_argument("--no-full", action="store_true", help="skip pz's full-load runs")
+    parser.add_argument("--before-rev", help="also run the incremental project with this git revision's pz")
+    parser.add_argument(
+        "--before", type=Path, help="also run it with the pz of this folder (holds pipelinez/)"
+    )
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pz-incr-before-") as tmp:
+        before_tree = tree_at(args.before_rev, Path(tmp) / "tree") if args.before_rev else args.before
+        bench(args, before_tree.resolve() if before_tree else None)
 
+
+def bench(args: argparse.Namespace, before_tree: Path | None) -> None:
+    """The table, the projects, each tool's initial load, then the rounds; the table at the end."""
     conn = Conn()
     table = ensure_table(conn, args.rows)
     if DATA.exists():
@@ -244,11 +273,14 @@ def main() -> None:
     write_pz_project(DATA / "pz-incremental", conn, table, incremental=True)
     write_pz_project(DATA / "pz-full", conn, table, incremental=False)
     tools = ["pz-incremental", *(["dlt"] if args.dlt_python else []), *([] if args.no_full else ["pz-full"])]
+    if before_tree is not None:
+        write_pz_project(DATA / "pz-before", conn, table, incremental=True)
+        tools.insert(1, "pz-before")
     series = {tool: Series() for tool in tools}
 
     for tool in tools:  # the initial full load of each tool (the incremental ones start from nothing)
         print(f"initial load: {tool} …", flush=True)
-        series[tool].initial = run_tool(tool, conn, table, args.dlt_python)
+        series[tool].initial = run_tool(tool, conn, table, args.dlt_python, before_tree)
 
     delta = max(1, int(args.rows * args.delta))
     next_id = args.rows + 1
@@ -257,7 +289,7 @@ def main() -> None:
         next_id += delta
         order = tools if r % 2 == 0 else list(reversed(tools))
         for tool in order:
-            run = run_tool(tool, conn, table, args.dlt_python)
+            run = run_tool(tool, conn, table, args.dlt_python, before_tree)
             series[tool].runs.append(run)
             print(
                 f"round {r + 1} {tool}: {run.rows:,} rows, wall {run.wall_s:.2f}s, load {run.load_s:.2f}s, "

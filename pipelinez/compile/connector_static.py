@@ -5,18 +5,25 @@ connector's own cross-field `validate`. Manifests are read as data; connector co
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.config.model import InstanceSpec, Project, SinkSpec, SourceSpec
+from pipelinez.config.shape_memo import ShapeMemo
 from pipelinez.config.suggest import did_you_mean
 from pipelinez.connectors import registry
 from pipelinez.connectors.sdk import Manifest
 from pipelinez.core.diagnostics import ConnectorHostError, Diagnostic, Place, error
 from pipelinez.core.json_types import JsonObject
 
+if TYPE_CHECKING:  # jsonschema is imported when a block is first checked, not with the package
+    from jsonschema.exceptions import ValidationError
+
 Locator = Callable[[str, tuple[str | int, ...]], Place]
+# the blocks that passed their manifest's schema before (`config.shape_memo`), beside the files' shapes.json
+MEMO_FILE = "connector_shapes.json"
 
 
 def coerce(schema: JsonObject, value: Any) -> Any:
@@ -47,12 +54,10 @@ def _schema_errors(
     file: str,
     base: tuple[str | int, ...],
     locate: Locator,
+    memo: ShapeMemo | None = None,
 ) -> list[Diagnostic]:
-    from jsonschema import Draft202012Validator  # here: `import pipelinez.api` does not import jsonschema
-
     diags = []
-    validator = Draft202012Validator(schema)
-    for err in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path))):
+    for err in sorted(_errors(schema, value, memo), key=lambda e: list(map(str, e.absolute_path))):
         path = tuple(err.absolute_path)
         if err.validator == "additionalProperties":
             allowed = list(schema.get("properties", {}))
@@ -82,6 +87,19 @@ def _schema_errors(
     return diags
 
 
+def _errors(schema: JsonObject, value: Any, memo: ShapeMemo | None) -> list[ValidationError]:
+    """`value`'s errors against `schema`; none, without jsonschema, when `memo` saw it pass before."""
+    digest = memo.digest(json.dumps(schema, sort_keys=True), value) if memo is not None else None
+    if memo is not None and memo.passed(digest):
+        return []
+    from jsonschema import Draft202012Validator  # here: `import pipelinez.api` does not import jsonschema
+
+    found = list(Draft202012Validator(schema).iter_errors(value))
+    if memo is not None and not found:
+        memo.remember(digest)
+    return found
+
+
 def _manifest(spec: InstanceSpec, locate: Locator) -> tuple[Manifest | None, list[Diagnostic]]:
     try:
         return registry.manifest_of(spec.connector), []
@@ -104,6 +122,7 @@ def validate_instances(
 ) -> list[Diagnostic]:
     """All tier-3 diagnostics of the project's sources and sinks. `resolved` is keyed by the spec's file."""
     diags: list[Diagnostic] = []
+    memo = ShapeMemo(project.root, MEMO_FILE)
     specs: list[SourceSpec | SinkSpec] = [*project.sources.values(), *project.sinks.values()]
     for spec in specs:
         inst = resolved[spec.file]
@@ -125,7 +144,7 @@ def validate_instances(
         what = f"{spec.kind} '{spec.name}' connection"
         connection = coerce(manifest.connection_schema, inst.display_connection)
         diags += _schema_errors(
-            manifest.connection_schema, connection, "PZ0301", what, spec.file, ("connection",), locate
+            manifest.connection_schema, connection, "PZ0301", what, spec.file, ("connection",), locate, memo
         )
         datasets: dict[str, JsonObject] = {}
         outputs: dict[str, JsonObject] = {}
@@ -140,6 +159,7 @@ def validate_instances(
                     spec.file,
                     ("datasets", name),
                     locate,
+                    memo,
                 )
         else:
             for name, out in spec.outputs.items():
@@ -152,29 +172,29 @@ def validate_instances(
                     spec.file,
                     ("outputs", name),
                     locate,
+                    memo,
                 )
                 diags += _strategy_rules(spec, name, manifest, locate)
         # cross-field rules run on what passed the schema: a bad block is left out, a bad connection key
         # dropped, so one schema error never hides the file's other errors
         invalid = any(d.code in ("PZ0301", "PZ0302", "PZ0303") and d.place.file == spec.file for d in diags)
-        bad_keys = _invalid_keys(manifest.connection_schema, connection)
+        bad_keys = _invalid_keys(manifest.connection_schema, connection, memo)
         diags += _connector_rules(
             spec,
             {k: v for k, v in connection.items() if k not in bad_keys},
-            {n: b for n, b in datasets.items() if not _invalid_keys(manifest.dataset_schema, b)},
-            {n: b for n, b in outputs.items() if not _invalid_keys(manifest.output_schema, b)},
+            {n: b for n, b in datasets.items() if not _invalid_keys(manifest.dataset_schema, b, memo)},
+            {n: b for n, b in outputs.items() if not _invalid_keys(manifest.output_schema, b, memo)},
             locate,
             schema_errors=invalid,
         )
+    memo.save()
     return diags
 
 
-def _invalid_keys(schema: JsonObject, value: JsonObject) -> set[str]:
+def _invalid_keys(schema: JsonObject, value: JsonObject, memo: ShapeMemo | None = None) -> set[str]:
     """Top-level keys of `value` that fail `schema` (unknown keys included); "" for a root-level error."""
-    from jsonschema import Draft202012Validator
-
     keys: set[str] = set()
-    for err in Draft202012Validator(schema).iter_errors(value):
+    for err in _errors(schema, value, memo):
         if err.absolute_path:
             keys.add(str(err.absolute_path[0]))
         elif err.validator == "additionalProperties" and isinstance(err.instance, dict):

@@ -20,6 +20,7 @@ from pipelinez.config.model import PipelineSource, Project, SidecarSpec, Singula
 from pipelinez.config.parse_cache import PARSED, ParseCache
 from pipelinez.config.positions import Positions
 from pipelinez.config.shape import validate_shape
+from pipelinez.config.shape_memo import ShapeMemo
 from pipelinez.config.textfile import MAX_FILE_BYTES, decode_text, read_text
 from pipelinez.config.yaml_loader import YamlDoc, parse_yaml
 from pipelinez.core.diagnostics import Diagnostic, PzConfigError, error, sort_diagnostics
@@ -64,9 +65,11 @@ def load_project(
     files = snapshot.files if snapshot is not None else discover(root)
     if not files.project.is_file():
         return None, [_no_project(root)]
-    loaded = _Loading(files, partial=partial, snapshot=snapshot, parsed=parsed).run()
+    memo = ShapeMemo(root)
+    loaded = _Loading(files, partial=partial, snapshot=snapshot, parsed=parsed, memo=memo).run()
     if parsed is not None:
         parsed.save()
+    memo.save()
     return loaded
 
 
@@ -86,6 +89,7 @@ class _Loading:
     broken: set[str] = field(default_factory=set)  # "source:<name>" / "sink:<name>" that failed tier 1
     snapshot: Snapshot | None = None
     parsed: ParseCache | None = None
+    memo: ShapeMemo | None = None  # the schema checks passed before (`config.shape_memo`)
 
     def run(self) -> tuple[Project | None, list[Diagnostic]]:
         self.diagnostics += self.files.problems
@@ -164,7 +168,7 @@ class _Loading:
             self.diagnostics += problems
             return None
         self.positions[doc.file] = doc.positions
-        problems = validate_shape(doc, kind)
+        problems = validate_shape(doc, kind, self.memo)
         self.diagnostics += problems
         if problems:
             return None

@@ -14,14 +14,15 @@ from pipelinez.core.oserrors import os_error
 
 _SCHEMA_NEXT = "pass --out a folder you can write (it is created if missing)"
 
-__all__ = ["KINDS", "load_schema", "schema_file_name", "write_schemas"]
+__all__ = ["KINDS", "load_schema", "schema_file_name", "schema_text", "write_schemas"]
 
 
 def schema_file_name(kind: str) -> str:
     return f"{kind}.schema.json"
 
 
-def _schema_text(kind: str) -> str:
+def schema_text(kind: str) -> str:
+    """The JSON Schema of `kind` as the shipped text."""
     if kind not in KINDS:
         raise ValueError(f"unknown schema kind {kind!r}; kinds: {', '.join(KINDS)}")
     return (resources.files("pipelinez.config") / "schemas" / schema_file_name(kind)).read_text("utf-8")
@@ -29,7 +30,7 @@ def _schema_text(kind: str) -> str:
 
 @cache
 def _load(kind: str) -> JsonObject:
-    loaded: JsonObject = json.loads(_schema_text(kind))
+    loaded: JsonObject = json.loads(schema_text(kind))
     return loaded
 
 
@@ -46,7 +47,7 @@ def write_schemas(out_dir: Path) -> list[Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
         for kind in KINDS:
             target = out_dir / schema_file_name(kind)
-            target.write_text(_schema_text(kind), encoding="utf-8")
+            target.write_text(schema_text(kind), encoding="utf-8")
             written.append(target)
     except OSError as exc:
         raise PzConfigError([os_error(exc, "pz schema cannot write here", next_step=_SCHEMA_NEXT)]) from None

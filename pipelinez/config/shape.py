@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from pipelinez.config.checks import CHECK_TYPES, config_twice
 from pipelinez.config.positions import JsonPath, dotted
 from pipelinez.config.regions import check_lists, retry_blocks
-from pipelinez.config.schemas import KINDS, load_schema
+from pipelinez.config.schemas import KINDS, load_schema, schema_text
 from pipelinez.config.shape_errors import diagnose
+from pipelinez.config.shape_memo import ShapeMemo
 from pipelinez.config.yaml_loader import YamlDoc
 from pipelinez.core.diagnostics import Diagnostic, error, sort_diagnostics
 from pipelinez.core.durations import parse_duration
@@ -29,13 +30,24 @@ def _validator(kind: str) -> Draft202012Validator:
     return Draft202012Validator(load_schema(kind))
 
 
-def validate_shape(doc: YamlDoc, kind: str) -> list[Diagnostic]:
-    """Every shape problem of `doc`, a file of `kind` (project, source, sink, sidecar)."""
+@cache
+def _schema_text(kind: str) -> str:
+    return schema_text(kind)
+
+
+def validate_shape(doc: YamlDoc, kind: str, memo: ShapeMemo | None = None) -> list[Diagnostic]:
+    """Every shape problem of `doc`, a file of `kind` (project, source, sink, sidecar). With `memo`, data
+    that passed the schema before is not checked by jsonschema again (`config.shape_memo`)."""
     if kind not in KINDS:
         raise ValueError(f"unknown file kind {kind!r}")
     found: list[Diagnostic] = []
-    for err in _relevant(_validator(kind).iter_errors(doc.data)):
-        found.extend(diagnose(err, doc, kind))
+    digest = memo.digest(_schema_text(kind), doc.data) if memo is not None else None
+    if memo is None or not memo.passed(digest):
+        errors = _relevant(_validator(kind).iter_errors(doc.data))
+        for err in errors:
+            found.extend(diagnose(err, doc, kind))
+        if memo is not None and not errors:
+            memo.remember(digest)
     found.extend(_retry_rules(doc, kind))
     found.extend(_breaker_rules(doc, kind))
     found.extend(_check_rules(doc, kind))

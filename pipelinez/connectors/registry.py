@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pipelinez.connectors.sdk import Connector, Manifest
 from pipelinez.core.diagnostics import ConnectorHostError, error
+
+if TYPE_CHECKING:  # imported when a manifest is read or a class loaded: `installed()` needs neither
+    from pipelinez.connectors.sdk import Connector, Manifest
 
 GROUP = "pipelinez.connectors"
 
@@ -50,6 +53,8 @@ def _module_dir(ep: EntryPoint) -> Path | None:
 @cache
 def manifest_of(name: str) -> Manifest:
     """The manifest of an installed connector, read as data. ConnectorHostError when broken."""
+    from pipelinez.connectors.sdk import Manifest
+
     conn = installed().get(name)
     if conn is None:
         raise ConnectorHostError([error("PZ0215", f"connector '{name}' is not installed")])
@@ -68,6 +73,8 @@ def manifest_of(name: str) -> Manifest:
 
 
 def load_class(name: str) -> type[Connector]:
+    from pipelinez.connectors.sdk import Connector
+
     conn = installed().get(name)
     if conn is None:
         raise ConnectorHostError([error("PZ0215", f"connector '{name}' is not installed")])

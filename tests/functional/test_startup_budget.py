@@ -2,7 +2,9 @@
 `pz --help`, and `pz validate` and `pz run` of a small project, the number of `pipelinez` modules the process
 imports and the number of DuckDB statements it issues (calls of `execute`, `executemany`, `sql` and `query` on
 a DuckDB connection or cursor, from any thread, seen by a profile hook on C calls: no seam in pz's own code).
-Each command runs in a fresh Python process, as `pz` does.
+Each command runs in a fresh Python process, as `pz` does. A `pz validate` answered from the validate cache
+has its own budget (REPLAY_MODULES) and imports neither DuckDB, jsonschema, ruamel, Jinja, the compiler nor
+the connector SDK.
 
 The test fails when a change makes a command import more pz modules or run more statements than its budget.
 To update a budget after a deliberate change: run
@@ -36,8 +38,11 @@ BUDGETS: dict[str, tuple[int, int]] = {
     # engine.run.validate_cache, folder_key), the facade split into pipelinez.api.results/functions
     # validate 164 -> 167, run 196 -> 199: the per-file re-validation caches (config.parse_cache,
     # compile.render_cache, core.signed_cache)
-    "validate": (167, 11),
-    "run": (199, 35),
+    # validate 164 -> 162, run 196 -> 195: tier 5's connectivity module imported only with --connect, and
+    # config.shape_memo added (schema checks remembered by content: no jsonschema for unchanged files)
+    # together: validate 165, run 198
+    "validate": (165, 11),
+    "run": (198, 35),
 }
 # `pz --version` through the console script (cli/entry.py answers it before click is imported)
 CONSOLE_VERSION_MODULES = 6
@@ -67,7 +72,9 @@ except SystemExit as done:
 sys.setprofile(None)
 threading.setprofile(None)
 modules = sorted(m for m, mod in sys.modules.items() if m.split(".")[0] == "pipelinez" and mod is not None)
-print("COUNTS " + json.dumps({"code": code, "modules": modules, "statements": counts["statements"]}))
+heavy = sorted({"duckdb", "jsonschema", "ruamel", "jinja2"} & {m for m, mod in sys.modules.items() if mod})
+found = {"code": code, "modules": modules, "statements": counts["statements"], "heavy": heavy}
+print("COUNTS " + json.dumps(found))
 """
 
 
@@ -96,6 +103,33 @@ def test_a_command_stays_within_its_import_and_query_budget(tmp_path: Path, comm
         f"pz {command} now imports {found[0]} pipelinez modules (budget {max_modules}) and executes "
         f"{found[1]} DuckDB statements (budget {max_statements}); if the growth is deliberate, update "
         f"BUDGETS in this file (see its docstring). Modules: {modules}"
+    )
+
+
+# `pz validate` of an unchanged project, answered from .pz/target/validate.json (engine.run.validate_cache)
+REPLAY_MODULES = 36
+
+
+def test_a_replayed_validate_imports_neither_the_compiler_nor_duckdb_nor_jsonschema(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "shop", SMALL)
+    args = json.dumps(["-p", str(project), "validate"])
+    first = subprocess.run([sys.executable, "-c", PROBE, args], capture_output=True, text=True, cwd=tmp_path)
+    assert "COUNTS " in first.stdout, first.stdout + first.stderr
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, args], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("COUNTS ")), None)
+    assert line is not None, done.stdout + done.stderr
+    got = json.loads(line.removeprefix("COUNTS "))
+    assert got["code"] == 0 and got["statements"] == 0, got
+    modules = got["modules"]
+    assert got["heavy"] == [], got["heavy"]  # of duckdb, jsonschema, ruamel, jinja2
+    assert not [
+        m for m in modules if m.startswith(("pipelinez.compile.compiler", "pipelinez.connectors.sdk"))
+    ]
+    assert len(modules) <= REPLAY_MODULES, (
+        f"a replayed `pz validate` imports {len(modules)} pipelinez modules (budget {REPLAY_MODULES}; "
+        f"see the docstring to update it): {modules}"
     )
 
 

@@ -44,6 +44,17 @@ def extension_path() -> str:
     return found[-1]
 
 
+def preload_extension(con: duckdb.DuckDBPyConnection) -> None:
+    """LOAD the extension into `con`'s instance ahead of an ATTACH, whose own LOAD is then a no-op. Quiet:
+    the ATTACH's LOAD reports whatever failed here."""
+    with contextlib.suppress(Exception):
+        cur = con.cursor()
+        try:
+            cur.execute(f"LOAD {quote_literal(extension_path())}")
+        finally:
+            cur.close()
+
+
 @contextlib.contextmanager
 def attached(con: duckdb.DuckDBPyConnection, settings: Settings, *, read_only: bool) -> Iterator[str]:
     """ATTACH the database to `con`'s DuckDB instance under a fresh alias for the block.

@@ -21,7 +21,6 @@ from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
 from pipelinez.core.run_state import RunState, StateFileError, Watermark
 from pipelinez.core.state.backend import StateBackendError
-from pipelinez.engine.connect.connectivity import check_connectivity
 from pipelinez.engine.run.compile_cache import CompileCache, tree_key
 from pipelinez.engine.run.folder_key import snapshot, walk_once
 from pipelinez.engine.run.validate_cache import parse_cache
@@ -89,6 +88,10 @@ def _validate(
     found: list[Diagnostic] = []
     warned: list[Diagnostic] = []
     if connect and not errors and not compiled.errors and compiled.dag is not None:
+        from pipelinez.engine.connect.connectivity import (
+            check_connectivity,
+        )  # tier 5 only: not on a run's path
+
         found, warned, fetched = check_connectivity(compiled.dag)
         if fetched and any(w.code == "PZ0406" for w in compiled.warnings):
             # tier 4 bound loosely what tier 5 has just fetched: bind it now, in this same command
