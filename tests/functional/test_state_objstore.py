@@ -32,8 +32,12 @@ from tests.objstores import (
     stored_keys,
 )
 
-LEASE = 1.5  # seconds: a short lease, so a dead holder's lock is taken over within the test
-ENV_YML = "env:\n  PZ_STATE_KEY_ID: {}\n  PZ_STATE_SECRET: { secret: true }\n  PZ_STATE_AZ: { secret: true }\n"
+LEASE = 2.0  # seconds: a short lease, so a dead holder's lock is taken over within the test
+KILLED_LEASE = 6.0  # long enough for B's first retry to see the dead run's lease still live
+LONG = 30.0  # seconds: the lease of tests where nothing expires (a loaded machine never loses it)
+ENV_YML = (
+    "env:\n  PZ_STATE_KEY_ID: {}\n  PZ_STATE_SECRET: { secret: true }\n  PZ_STATE_AZ: { secret: true }\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +65,7 @@ class Store:
             return {"PZ_STATE_KEY_ID": S3_KEY_ID, "PZ_STATE_SECRET": S3_SECRET, "PZ_STATE_AZ": ""}
         return {"PZ_STATE_KEY_ID": "", "PZ_STATE_SECRET": "", "PZ_STATE_AZ": self.server.connection_string}
 
-    def block(self, url: str | None = None) -> str:
+    def block(self, url: str | None = None, lease: float = LONG) -> str:
         if self.kind == "s3":
             connection = (
                 f"{{ endpoint: '{self.server.endpoint}', region: us-east-1, access_key_id: "
@@ -71,11 +75,11 @@ class Store:
             connection = "{ connection_string: \"{{ env('PZ_STATE_AZ') }}\" }"
         return (
             f"state:\n  backend: {self.kind}\n  url: {url or self.url}\n  connection: {connection}\n"
-            f"  lease_seconds: {LEASE}\n"
+            f"  lease_seconds: {lease}\n"
         )
 
-    def backend(self) -> ObjectStateBackend:
-        settings: dict[str, Any] = {"url": self.url, "lease_seconds": LEASE}
+    def backend(self, lease: float = LONG) -> ObjectStateBackend:
+        settings: dict[str, Any] = {"url": self.url, "lease_seconds": lease}
         if self.kind == "s3":
             settings["connection"] = {
                 "endpoint": self.server.endpoint,
@@ -149,8 +153,8 @@ def _copied(db: str) -> list[int]:
     return [int(str(r[0])) for r in _sql(db, "SELECT id FROM public.copy ORDER BY id")]
 
 
-def _clones(tmp_path: Path, db: str, store: Store) -> tuple[Path, Path]:
-    files = _files(db, store.block())
+def _clones(tmp_path: Path, db: str, store: Store, lease: float = LONG) -> tuple[Path, Path]:
+    files = _files(db, store.block(lease=lease))
     return write_project(tmp_path / "a", files), write_project(tmp_path / "b", files)
 
 
@@ -206,8 +210,10 @@ def test_a_run_while_another_machine_holds_the_lock_is_pz0511(
     assert pz(b, "run", env=any_store.env()).exit_code == 0
 
 
-def test_a_killed_holder_is_interrupted_after_its_lease_expires(tmp_path: Path, db: str, store: Store) -> None:
-    a, b = _clones(tmp_path, db, store)
+def test_a_killed_holder_is_interrupted_after_its_lease_expires(
+    tmp_path: Path, db: str, store: Store
+) -> None:
+    a, b = _clones(tmp_path, db, store, KILLED_LEASE)
     _insert(db, range(1, 4))
     killed = pz_subprocess(a, "run", env={**store.env(), "PZ_FAILPOINTS": "source.landed:kill"})
     assert killed.exit_code == 137, killed.output
@@ -215,7 +221,7 @@ def test_a_killed_holder_is_interrupted_after_its_lease_expires(tmp_path: Path, 
     assert lease is not None and not lease.expired and lease.holder.run_id  # still held by the dead run
     held = pz(b, "retry", env=store.env())
     assert held.exit_code == 2 and "PZ0511" in held.output, held.output
-    time.sleep(LEASE + 0.5)  # the dead holder stops renewing: its lease runs out
+    time.sleep(KILLED_LEASE + 0.5)  # the dead holder stops renewing: its lease runs out
     retry = pz(b, "retry", env=store.env())
     assert retry.exit_code == 2 and "PZ0503" in retry.output, retry.output
     assert lease.holder.run_id in retry.output
@@ -320,7 +326,7 @@ def test_a_store_failing_at_the_end_of_the_run_is_pz0525_and_the_delta_is_read_a
 
 
 def test_a_watermark_commit_is_refused_once_another_holder_took_the_lease(any_store: Store) -> None:
-    a, b = any_store.backend(), any_store.backend()
+    a, b = any_store.backend(LEASE), any_store.backend(LEASE)
     assert a.acquire(Holder("machine-a", 1, "run-a", "tok-a")) is None
     a.commit_watermarks([Watermark("src", "items", "id", "3", "run-a")])  # held: committed
     time.sleep(LEASE + 0.5)  # A's renewals failed: its lease expired
@@ -337,7 +343,7 @@ def test_a_watermark_commit_is_refused_once_another_holder_took_the_lease(any_st
 
 
 def test_a_holder_cut_off_longer_than_its_lease_is_lost(store: Store) -> None:
-    a = store.backend()
+    a = store.backend(LEASE)
     lease = Lease(a)
     assert lease.acquire() is None
     try:
@@ -347,7 +353,7 @@ def test_a_holder_cut_off_longer_than_its_lease_is_lost(store: Store) -> None:
 
         a.renew = unreachable  # type: ignore[method-assign]
         time.sleep(LEASE + 0.5)  # no renewal succeeds for longer than the lease
-        assert store.backend().acquire(Holder("machine-b", 7, "run-b", "tok-b")) is None  # taken over
+        assert store.backend(LEASE).acquire(Holder("machine-b", 7, "run-b", "tok-b")) is None  # taken over
         assert lease.lost  # A knows it is no longer the holder: its run commits nothing
     finally:
         lease.release()

@@ -233,7 +233,8 @@ class ObjectStateBackend(StateBackend):
     # -- the lease ---------------------------------------------------------------------------------------
     def acquire(self, holder: Holder) -> LeaseInfo | None:
         lease = ObjectLease(self.objects, self.base + LEASE, holder.run_id, self.lease_seconds)
-        lease.token = holder.token  # the engine's holder: its renewals and release name this lease
+        # the engine's holder: the lease object names it, and its renewals and release find this lease
+        lease.token, lease.host, lease.pid = holder.token, holder.host, holder.pid
         try:
             lease.acquire()
         except LeaseError as exc:
