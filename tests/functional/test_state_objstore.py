@@ -91,12 +91,12 @@ class Store:
         settings["connection"] = {"connection_string": self.server.connection_string}
         return AzureBlobStateBackend("twin", settings)
 
-    def keys(self) -> list[str]:
+    def stored(self) -> list[str]:
         return stored_keys(self.server.filesystem(), self.root, "teams/data/twin")
 
     def contents(self) -> bytes:
         fs = self.server.filesystem()
-        return b"".join(fs.open_input_stream(f"{self.root}/{k}").read() for k in self.keys())
+        return b"".join(fs.open_input_stream(f"{self.root}/{k}").read() for k in self.stored())
 
 
 def _store(request: pytest.FixtureRequest, kind: str) -> Store:
@@ -179,7 +179,7 @@ def test_clone_b_continues_from_clone_a_watermark(tmp_path: Path, db: str, any_s
     assert runs.exit_code == 0 and first.run_results()["run_id"] in runs.output, runs.output
     ids = store.backend().run_ids()
     assert ids == sorted([first.run_results()["run_id"], second.run_results()["run_id"]])
-    layout = store.keys()
+    layout = store.stored()
     assert "teams/data/twin/watermarks.json" in layout
     assert all(f"teams/data/twin/runs/{i}/run_results.json" in layout for i in ids)
     assert all(f"teams/data/twin/runs/{i}/events.jsonl" in layout for i in ids)
@@ -273,7 +273,7 @@ def test_validate_connect_checks_the_backend_and_shares_the_schema_cache(
     assert cached is not None and b"src.items" in cached
     assert pz(b, "validate", env=any_store.env()).exit_code == 0
     assert (b / ".pz" / "target" / "schemas.json").read_bytes() == cached  # a fresh worker has it
-    assert not [k for k in any_store.keys() if "probe" in k]  # the write probe cleaned up after itself
+    assert not [k for k in any_store.stored() if "probe" in k]  # the write probe cleaned up after itself
 
 
 def test_an_unreachable_store_is_pz0580_and_a_missing_bucket_pz0583(
