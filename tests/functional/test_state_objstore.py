@@ -206,8 +206,13 @@ def test_a_run_while_another_machine_holds_the_lock_is_pz0511(
     assert result.exit_code == 2, result.output
     assert "PZ0511" in result.output and "pid 4242 on machine-a" in result.output
     assert _sql(db, "SELECT count(*) FROM pg_tables WHERE tablename = 'copy'") == [(0,)]
+    cleaning = pz(b, "clean", env=any_store.env())  # pz clean takes the lock too
+    assert cleaning.exit_code == 2 and "PZ0511" in cleaning.output, cleaning.output
     backend.release(other)
     assert pz(b, "run", env=any_store.env()).exit_code == 0
+    cleaned = pz(b, "clean", env=any_store.env())
+    assert cleaned.exit_code == 0, cleaned.output
+    assert len(backend.run_ids()) == 1  # the run history stays in the backend
 
 
 def test_a_killed_holder_is_interrupted_after_its_lease_expires(
