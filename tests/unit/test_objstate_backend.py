@@ -161,3 +161,20 @@ def test_the_lease_names_the_engine_holder_and_a_second_taker_is_told_who() -> N
     assert lease is not None and lease.holder.run_id == "run-a2"
     a.release(Holder("host-a", 42, "run-a2", "tok-a"))
     assert b.lease() is None and b.acquire(Holder("host-b", 7, "run-b", "tok-b")) is None
+
+
+class CarelessObjects(MemoryObjects):
+    """A store that accepts `If-None-Match: *` on an object that exists (it ignores the condition)."""
+
+    def put_if_absent(self, key: str, data: bytes) -> Written | Conflict:
+        return self._write(key, data)
+
+
+def test_a_store_that_ignores_conditional_writes_fails_the_tier_5_probe_with_pz0584() -> None:
+    _backend().check_writable()  # honours them: passes, and leaves nothing behind
+    assert MemoryBackend.shared.objects == {}
+    MemoryBackend.shared = CarelessObjects()
+    with pytest.raises(StateBackendError) as refused:
+        _backend().check_writable()
+    assert refused.value.diagnostics[0].code == "PZ0584"
+    assert MemoryBackend.shared.objects == {}
