@@ -23,9 +23,9 @@ import threading
 import time
 import uuid
 from abc import abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pipelinez.connectors.files.conditional import ConditionalObjects, Written
 from pipelinez.connectors.sdk_document import JsonDocument
@@ -48,6 +48,7 @@ WATERMARKS = "watermarks.json"
 LEASE = "lease.json"
 _MISSING_ROOT = ("NoSuchBucket", "ContainerNotFound")
 _REFUSED_STATUS = (401, 403)
+T = TypeVar("T")
 
 
 class StateObjects(ConditionalObjects, Protocol):
@@ -77,6 +78,7 @@ class ObjectStateBackend(StateBackend):
     store's calls (`objects`) and says where the store is (`where`)."""
 
     scheme = ""
+    root_kind = "bucket"  # what the url's first segment is called: bucket, container
 
     def __init__(self, project: str, settings: Mapping[str, Any]):
         super().__init__(project, settings)
@@ -101,8 +103,6 @@ class ObjectStateBackend(StateBackend):
         self.document = JsonDocument(self.objects, self.base + WATERMARKS)
         self._lease: ObjectLease | None = None
         self._lock = threading.Lock()
-
-    root_kind = "bucket"
 
     @abstractmethod
     def make_objects(self, root: str, connection: dict[str, Any]) -> StateObjects:
@@ -147,7 +147,8 @@ class ObjectStateBackend(StateBackend):
             f"{hint}{self.url}, then run the command again",
         )
 
-    def _call(self, what: str, work: Any) -> Any:
+    def _call(self, what: str, work: Callable[[], T]) -> T:
+        """`work`, its store failures raised as coded errors naming the backend."""
         try:
             return work()
         except (ObjectStoreError, PzConnectorError) as exc:
