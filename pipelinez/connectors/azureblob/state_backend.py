@@ -7,19 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelinez.connectors.azureblob.connector import AzureStore
+from pipelinez.connectors.azureblob.account import Account
 from pipelinez.connectors.files.objstate import ObjectStateBackend, StateObjects
 
 
 class AzureBlobStateBackend(ObjectStateBackend):
-    store: AzureStore
+    account: Account
     name = "azureblob"
     scheme = "az"
     root_kind = "container"
 
     def make_objects(self, root: str, connection: dict[str, Any]) -> StateObjects:
-        self.store = AzureStore({**connection, "container": root})
-        return self.store.rest()
+        self.account = Account.of(connection)
+        return self.account.rest(root)
 
     def where(self) -> str:
-        return self.store.where()
+        return self.account.where()

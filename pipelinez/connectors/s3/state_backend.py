@@ -8,17 +8,17 @@ from __future__ import annotations
 from typing import Any
 
 from pipelinez.connectors.files.objstate import ObjectStateBackend, StateObjects
-from pipelinez.connectors.s3.connector import S3Store
+from pipelinez.connectors.s3.place import S3Place
 
 
 class S3StateBackend(ObjectStateBackend):
-    store: S3Store
+    place: S3Place
     name = "s3"
     scheme = "s3"
 
     def make_objects(self, root: str, connection: dict[str, Any]) -> StateObjects:
-        self.store = S3Store({**connection, "bucket": root})
-        return self.store.rest()
+        self.place = S3Place.of(connection)
+        return self.place.rest(root)
 
     def where(self) -> str:
-        return self.store.where()
+        return self.place.where()
