@@ -8,7 +8,6 @@ stores (`s3`, `azureblob`, `state_objstore`) take a `url` and their connector's 
 
 from __future__ import annotations
 
-from pipelinez.compile.state_objstore import OBJECT_STORES, resolve_object_store
 from pipelinez.compile.templating import TemplateFailure, Templater
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, error
@@ -16,6 +15,7 @@ from pipelinez.core.json_types import JsonObject
 from pipelinez.core.state.registry import GROUP, available
 
 PROJECT_FILE = "project.yml"
+OBJECT_STORE_BACKENDS = ("s3", "azureblob")  # compile.state_objstore resolves their blocks
 _SECRET_KEYS = ("password", "dsn")
 
 
@@ -49,7 +49,9 @@ def resolve_state(project: Project, templater: Templater) -> tuple[JsonObject, l
                 f"install the plugin that registers '{name}' in {GROUP}",
             )
         ]
-    if name in OBJECT_STORES:
+    if name in OBJECT_STORE_BACKENDS:
+        from pipelinez.compile.state_objstore import resolve_object_store  # only for such a block
+
         return resolve_object_store(project, templater, name)
     problems = _literal_secrets(project, block)
     if "url" in block:
