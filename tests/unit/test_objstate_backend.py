@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pipelinez.connectors.azureblob.rest import AzureRestError
 from pipelinez.connectors.files.conditional import Conflict, Versioned, Written
 from pipelinez.connectors.files.objstate import ObjectStateBackend, StateObjects, split_url
 from pipelinez.connectors.s3.rest import S3RestError
@@ -115,6 +116,8 @@ def test_store_failures_are_coded_and_name_the_backend() -> None:
         (S3RestError("S3 reading: connection refused", transient=True), "PZ0580"),
         (S3RestError("S3 reading: HTTP 404 NoSuchBucket", False, "NoSuchBucket", 404), "PZ0583"),
         (S3RestError("S3 reading: HTTP 403 AccessDenied", False, "AccessDenied", 403), "PZ0581"),
+        (AzureRestError("Azure: HTTP 404", False, 404, "ContainerNotFound"), "PZ0583"),
+        (AzureRestError("Azure reading: timed out", transient=True), "PZ0580"),
     ]
     for exc, code in cases:
         diag = backend._failed("reading the watermarks", exc).diagnostics[0]
