@@ -50,7 +50,9 @@ def state_show(settings: Settings, last_runs: int) -> None:
 
 
 @state.command("migrate")
-@click.option("--to", "to", required=True, metavar="BACKEND", help="The backend state: names (postgres).")
+@click.option(
+    "--to", "to", required=True, metavar="BACKEND", help="The backend state: names (postgres, s3, azureblob)."
+)
 @click.pass_obj
 @guarded
 def state_migrate(settings: Settings, to: str) -> None:

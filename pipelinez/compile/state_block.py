@@ -1,9 +1,9 @@
 """project.yml's `state:` block: where pz remembers things between runs (docs/deploying.md).
 
 Without a block (or with `backend: local`) state stays in the project's `.pz/` folder. Another backend is
-found by name (`core.state.registry`); `s3` and `azureblob` are refused (PZ0132, not available yet: a later
-lane of issue 23), never silently local. The connection's templates are rendered like a connection block
-(secrets from secret env vars); a password written literally is refused (PZ0133).
+found by name (`core.state.registry`), never silently local. The connection's templates are rendered like a
+connection block (secrets from secret env vars); a secret written literally is refused (PZ0133). The object
+stores (`s3`, `azureblob`, `state_objstore`) take a `url` and their connector's connection keys.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from pipelinez.compile.templating import TemplateFailure, Templater
 from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.json_types import JsonObject
-from pipelinez.core.state.registry import GROUP, LATER, available
+from pipelinez.core.state.registry import GROUP, available
 
 PROJECT_FILE = "project.yml"
+OBJECT_STORE_BACKENDS = ("s3", "azureblob")  # compile.state_objstore resolves their blocks
 _SECRET_KEYS = ("password", "dsn")
 
 
@@ -38,23 +39,30 @@ def resolve_state(project: Project, templater: Templater) -> tuple[JsonObject, l
                 )
             ]
         return {}, []
-    if name in LATER or name not in available():
-        later = name in LATER
+    if name not in available():
         return {}, [
             error(
                 "PZ0132",
-                f"state backend '{name}' is "
-                + (
-                    "not available yet (object-store state is a later part of issue 23)"
-                    if later
-                    else "unknown"
-                ),
+                f"state backend '{name}' is unknown",
                 place=at,
-                next_step="use `backend: local` (the .pz/ folder) or `backend: postgres`"
-                + ("" if later else f", or install the plugin that registers '{name}' in {GROUP}"),
+                next_step="use `backend: local` (the .pz/ folder), `postgres`, `s3` or `azureblob`, or "
+                f"install the plugin that registers '{name}' in {GROUP}",
             )
         ]
+    if name in OBJECT_STORE_BACKENDS:
+        from pipelinez.compile.state_objstore import resolve_object_store  # only for such a block
+
+        return resolve_object_store(project, templater, name)
     problems = _literal_secrets(project, block)
+    if "url" in block:
+        problems.append(
+            error(
+                "PZ0133",
+                f"state: backend {name} takes no url (that is for s3 and azureblob)",
+                place=project.locate(PROJECT_FILE, (*base, "url")),
+                next_step="remove url, or name the object-store backend it is for",
+            )
+        )
     connection = block.get("connection") or {}
     try:
         real, _display = templater.render_tree(

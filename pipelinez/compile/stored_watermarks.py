@@ -39,6 +39,10 @@ def shared_table(project: Project) -> str | None:
     backend = str(block.get("backend") or "local") if block else "local"
     if backend == "local":
         return None
+    if block.get("url"):  # an object store: one document under the url's prefix
+        url = str(block["url"]).rstrip("/")
+        where = f"{url}/{project.name}/watermarks.json"
+        return f"the {backend} state backend's document {where} (state: in project.yml)"
     schema = str(block.get("schema") or "pz_state")
     return f"the {backend} state backend's table {schema}.watermarks (state: in project.yml)"
 

@@ -93,14 +93,22 @@ STATE: JsonObject = {
         "backend": {
             "type": "string",
             "minLength": 1,
-            "description": "local (default, .pz/), postgres, or a backend a plugin registers "
-            "(entry-point group pipelinez.state_backends); s3 and azureblob are not available yet",
+            "description": "local (default, .pz/), postgres, s3, azureblob, or a backend a plugin registers "
+            "(entry-point group pipelinez.state_backends)",
+        },
+        "url": {
+            "type": "string",
+            "minLength": 1,
+            "description": "s3 and azureblob: where the state lives, s3://<bucket>/<prefix> or "
+            "az://<container>/<prefix> (the bucket or container must exist)",
         },
         "connection": {
             "type": ["object", "null"],
             "additionalProperties": True,
-            "description": "the backend's connection: for postgres the postgres connector's connection keys "
-            "(host, port, database, user, password, sslmode, options, dsn); secrets through env()",
+            "description": "the backend's connection: the connection keys of the connector of the same name "
+            "(postgres: host, port, database, user, password, sslmode, options, dsn; s3: endpoint, region, "
+            "url_style, use_ssl, access_key_id, secret_access_key, session_token; azureblob: "
+            "connection_string, or account_name, account_key, endpoint); secrets through env()",
         },
         "schema": {
             "type": "string",

@@ -119,6 +119,7 @@ class ObjectLease:
         self.objects, self.key, self.run_id, self.seconds = objects, key, run_id, seconds
         self.clock = clock
         self.token = uuid.uuid4().hex
+        self.host, self.pid = socket.gethostname(), os.getpid()  # who the lease object names as holder
         self.name = objects.name(key)
         self._etag: str | None = None
         self._written_at = 0.0
@@ -251,9 +252,7 @@ class ObjectLease:
 
     # -- helpers -----------------------------------------------------------------------------------
     def _doc(self, written_at: float) -> bytes:
-        holder = LeaseHolder(
-            socket.gethostname(), os.getpid(), self.run_id, self.token, written_at, self.seconds
-        )
+        holder = LeaseHolder(self.host, self.pid, self.run_id, self.token, written_at, self.seconds)
         return holder.encode()
 
     def _took(self, etag: str, written_at: float) -> None:

@@ -158,10 +158,13 @@ def test_state_show_and_an_idempotent_migrate(tmp_path: Path, db: str) -> None:
     assert _copied(db) == [1, 2, 3, 4, 5]
 
 
-def test_object_store_state_is_refused_not_silently_local(tmp_path: Path, db: str) -> None:
-    project = write_project(tmp_path / "p", _files(db, "state: { backend: s3 }\n"))
+def test_an_unknown_state_backend_is_refused_not_silently_local(tmp_path: Path, db: str) -> None:
+    project = write_project(tmp_path / "p", _files(db, "state: { backend: gcs }\n"))
     result = pz(project, "validate")
-    assert result.exit_code == 2 and "PZ0132" in result.output and "not available yet" in result.output
+    assert result.exit_code == 2 and "PZ0132" in result.output and "unknown" in result.output
+    url = f"state: {{ backend: postgres, connection: {{ host: {PG_HOST} }}, url: 's3://b/p' }}\n"
+    refused = pz(write_project(tmp_path / "u", _files(db, url)), "validate")
+    assert refused.exit_code == 2 and "PZ0133" in refused.output and "takes no url" in refused.output
 
 
 def test_a_literal_password_is_refused_and_never_printed(tmp_path: Path, db: str) -> None:

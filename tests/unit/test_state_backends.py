@@ -90,12 +90,18 @@ def test_without_a_state_block_the_backend_is_the_local_folder(tmp_path: Path) -
     assert isinstance(registry.open_backend(tmp_path / ".pz", "shop", {"backend": "local"}), LocalBackend)
 
 
-@pytest.mark.parametrize("name", ["s3", "azureblob", "nosuch"])
-def test_an_unavailable_backend_is_pz0132(tmp_path: Path, name: str) -> None:
+def test_an_unknown_backend_is_pz0132(tmp_path: Path) -> None:
     with pytest.raises(StateBackendError) as caught:
-        registry.open_backend(tmp_path, "shop", {"backend": name})
+        registry.open_backend(tmp_path, "shop", {"backend": "nosuch"})
     assert caught.value.diagnostics[0].code == "PZ0132"
-    assert ("not available yet" in caught.value.diagnostics[0].message) == (name != "nosuch")
+
+
+@pytest.mark.parametrize("name", ["s3", "azureblob"])
+def test_the_object_stores_are_builtin_backends_and_a_bad_url_is_pz0134(tmp_path: Path, name: str) -> None:
+    assert name in registry.available()
+    with pytest.raises(StateBackendError) as caught:  # never silently local
+        registry.open_backend(tmp_path, "shop", {"backend": name, "url": "https://bucket/prefix"})
+    assert caught.value.diagnostics[0].code == "PZ0134"
 
 
 def test_the_local_backend_round_trips_what_it_keeps(tmp_path: Path) -> None:

@@ -11,68 +11,19 @@ A finished blob is promoted (replace, append) with Azure's asynchronous Copy Blo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from pipelinez.connectors.azureblob.account import DEFAULT_SUFFIX, Account
 from pipelinez.connectors.azureblob.copying import copy_blob
 from pipelinez.connectors.azureblob.rest import BlobRest
 from pipelinez.connectors.files.objconnector import ObjectStoreConnector
 from pipelinez.connectors.files.objects import ObjectStore
 from pipelinez.connectors.sdk import ConnectorIssue
-from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_literal
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
-
-DEFAULT_SUFFIX = "core.windows.net"
-
-
-@dataclass(frozen=True)
-class Account:
-    name: str
-    key: str | None
-    sas: str | None
-    blob_url: str  # scheme://host[:port][/path] of the blob service
-
-    @staticmethod
-    def of(connection: dict[str, Any]) -> Account:
-        text = connection.get("connection_string")
-        if text:
-            fields: dict[str, str] = {}
-            for part in str(text).split(";"):
-                if "=" in part:
-                    k, v = part.split("=", 1)
-                    fields[k.strip().lower()] = v.strip()
-            name = fields.get("accountname", "")
-            proto = fields.get("defaultendpointsprotocol", "https")
-            suffix = fields.get("endpointsuffix", DEFAULT_SUFFIX)
-            blob = fields.get("blobendpoint") or (f"{proto}://{name}.blob.{suffix}" if name else "")
-            if not blob:
-                raise PzConnectorError(
-                    "connection_string names neither AccountName nor BlobEndpoint", code="PZ0304"
-                )
-            if not name:
-                name = urlsplit(blob).netloc.split(".", 1)[0]
-            return Account(
-                name, fields.get("accountkey"), fields.get("sharedaccesssignature"), blob.rstrip("/")
-            )
-        name = str(connection.get("account_name") or "")
-        endpoint = connection.get("endpoint")
-        blob = str(endpoint).rstrip("/") if endpoint else f"https://{name}.blob.{DEFAULT_SUFFIX}"
-        key = connection.get("account_key")
-        return Account(name, str(key) if key else None, None, blob)
-
-    def connection_string(self) -> str:
-        parts = [f"DefaultEndpointsProtocol={urlsplit(self.blob_url).scheme or 'https'}"]
-        parts.append(f"AccountName={self.name}")
-        if self.key:
-            parts.append(f"AccountKey={self.key}")
-        if self.sas:
-            parts.append(f"SharedAccessSignature={self.sas}")
-        parts.append(f"BlobEndpoint={self.blob_url}")
-        return ";".join(parts) + ";"
 
 
 class AzureStore(ObjectStore):
@@ -88,7 +39,7 @@ class AzureStore(ObjectStore):
         return (self.account.blob_url,)
 
     def where(self) -> str:
-        return f"blob service {self.account.blob_url}"
+        return self.account.where()
 
     def secret_options(self) -> str:
         return f"TYPE azure, CONNECTION_STRING {quote_literal(self.account.connection_string())}"
@@ -97,9 +48,7 @@ class AzureStore(ObjectStore):
         return self.rest()
 
     def rest(self) -> BlobRest:
-        return BlobRest(
-            self.account.name, self.account.key, self.account.sas, self.account.blob_url, self.root
-        )
+        return self.account.rest(self.root)
 
     def copy(self, source: str, dest: str) -> None:
         """Azure's asynchronous Copy Blob (no size cap within the account), followed to its end; a copy that

@@ -85,7 +85,9 @@ class BlobRest:
         return f"az://{self.container}/{blob}"
 
     def path(self, blob: str) -> str:
-        return f"{self.base}/{quote(self.container, safe='')}/{quote(blob, safe='/~')}"
+        """The request path of `blob` (of the container itself when `blob` is empty)."""
+        container = f"{self.base}/{quote(self.container, safe='')}"
+        return f"{container}/{quote(blob, safe='/~')}" if blob else container
 
     def url(self, blob: str, snapshot: str | None = None) -> str:
         """The blob's URL as a copy source: with the SAS token when that authorizes requests (a Shared Key
@@ -195,6 +197,36 @@ class BlobRest:
         except AzureRestError as exc:
             return _conflict(exc, blob, reason)
         return Written(reply.headers.get("etag", ""))
+
+    # -- plain calls of a shared state backend (blobs only the lock's holder writes) -------------
+    def put(self, blob: str, data: bytes) -> None:
+        """Put Blob: replace `blob` (one block blob) in one request."""
+        headers = {"x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream"}
+        self._call("PUT", blob, {}, headers, what=f"writing {self.name(blob)}", body=data)
+
+    def remove(self, blob: str) -> None:
+        """Delete Blob with its snapshots; gone already is fine."""
+        self.delete(blob)
+
+    def keys(self, prefix: str) -> list[str]:
+        """List Blobs: the name of every blob starting with `prefix`, sorted."""
+        found: list[str] = []
+        marker: dict[str, str] = {}
+        while True:
+            query = {"restype": "container", "comp": "list", "prefix": prefix, **marker}
+            reply = self._call("GET", "", query, what=f"listing {self.name(prefix)}")
+            root = _xml(reply.body)
+            if root is None:
+                return sorted(found)
+            for elem in root.iter():
+                if elem.tag.rsplit("}", 1)[-1] == "Blob":
+                    name = next((c.text for c in elem if c.tag.rsplit("}", 1)[-1] == "Name"), None)
+                    if name:
+                        found.append(name)
+            following = next((c.text for c in root if c.tag.rsplit("}", 1)[-1] == "NextMarker"), None)
+            if not following:
+                return sorted(found)
+            marker = {"marker": following}
 
     # -- transport -------------------------------------------------------------------------------
     def _call(
@@ -306,12 +338,18 @@ def _conflict(exc: AzureRestError, blob: str, reason: ConflictReason) -> Conflic
     raise exc
 
 
-def _error_field(data: bytes, name: str) -> str | None:
+def _xml(data: bytes) -> ET.Element | None:
     if not data.strip():
         return None
     try:
-        root = ET.fromstring(data)
+        return ET.fromstring(data)
     except ET.ParseError:
+        return None
+
+
+def _error_field(data: bytes, name: str) -> str | None:
+    root = _xml(data)
+    if root is None:
         return None
     for child in root:
         if child.tag.rsplit("}", 1)[-1] == name:

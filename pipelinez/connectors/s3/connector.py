@@ -20,10 +20,10 @@ from __future__ import annotations
 import contextlib
 import os
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from pipelinez.connectors.files.objconnector import ObjectStoreConnector
 from pipelinez.connectors.files.objects import ObjectStore
+from pipelinez.connectors.s3.place import S3Place
 from pipelinez.connectors.s3.rest import S3Rest
 from pipelinez.connectors.sdk import ConnectorIssue
 from pipelinez.core import failpoints
@@ -32,7 +32,6 @@ from pipelinez.core.sqlnames import quote_literal
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
-DEFAULT_REGION = "us-east-1"
 SINGLE_COPY_MAX = 5 * 1024**3  # CopyObject's cap (AWS); larger objects are copied in parts
 MIN_PART = 512 * 1024**2  # part size of a multipart copy (S3 allows 5 MiB .. 5 GiB, at most 10,000 parts)
 MAX_PARTS = 10_000
@@ -61,29 +60,16 @@ class S3Store(ObjectStore):
 
     def __init__(self, connection: dict[str, Any]):
         super().__init__(str(connection["bucket"]).strip("/"))
-        endpoint = connection.get("endpoint")
-        use_ssl = connection.get("use_ssl")
-        host = None
-        if endpoint:
-            text = str(endpoint)
-            parts = urlsplit(text if "://" in text else f"//{text}")
-            host = parts.netloc or text
-            if parts.scheme and use_ssl is None:
-                use_ssl = parts.scheme == "https"
-        self.endpoint: str | None = host
-        self.use_ssl = True if use_ssl is None else bool(use_ssl)
-        self.region = str(connection.get("region") or DEFAULT_REGION)
-        self.url_style = str(connection.get("url_style") or ("path" if host else "vhost"))
-        self.key_id = connection.get("access_key_id")
-        self.secret = connection.get("secret_access_key")
-        self.token = connection.get("session_token")
+        self.place = S3Place.of(connection)
+        self.endpoint, self.use_ssl, self.region = self.place.endpoint, self.place.use_ssl, self.place.region
+        self.url_style, self.key_id = self.place.url_style, self.place.key_id
+        self.secret, self.token = self.place.secret, self.place.token
 
     def identity(self) -> tuple[str, ...]:
         return (self.endpoint or "aws", self.region)
 
     def where(self) -> str:
-        place = f"endpoint {self.endpoint}" if self.endpoint else "AWS S3"
-        return f"{place} (region {self.region})"
+        return self.place.where()
 
     def secret_options(self) -> str:
         opts = [
@@ -106,16 +92,7 @@ class S3Store(ObjectStore):
         return self.rest()
 
     def rest(self) -> S3Rest:
-        return S3Rest(
-            self.root,
-            self.region,
-            self.endpoint,
-            self.use_ssl,
-            self.url_style,
-            str(self.key_id) if self.key_id else None,
-            str(self.secret) if self.secret else None,
-            str(self.token) if self.token else None,
-        )
+        return self.place.rest(self.root)
 
     def copy(self, source: str, dest: str) -> None:
         single, part = copy_limits()

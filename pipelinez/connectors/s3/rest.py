@@ -186,6 +186,40 @@ class S3Rest:
             return _conflict(exc, key, reason)
         return Written(reply.headers.get("etag", ""))
 
+    # -- plain calls of a shared state backend (objects only the lock's holder writes) ------------
+    def put(self, key: str, data: bytes) -> None:
+        """PutObject: replace `key` in one request (readers see the old object or the new one)."""
+        headers = {"Content-Type": "application/octet-stream"}
+        self._request("PUT", key, {}, headers, data, f"writing {self.name(key)}", SMALL_TIMEOUT)
+
+    def remove(self, key: str) -> None:
+        """DeleteObject; gone already is fine (S3 answers 204 either way)."""
+        self._request("DELETE", key, {}, what=f"deleting {self.name(key)}", timeout=SMALL_TIMEOUT)
+
+    def keys(self, prefix: str) -> list[str]:
+        """ListObjectsV2: every key starting with `prefix`, sorted."""
+        found: list[str] = []
+        token: dict[str, str] = {}
+        while True:
+            query = {"list-type": "2", "prefix": prefix, **token}
+            reply = self._request(
+                "GET", "", query, what=f"listing {self.name(prefix)}", timeout=SMALL_TIMEOUT
+            )
+            body = _parse(reply.body)
+            if body is None:
+                return sorted(found)
+            if _strip_ns(body.tag) == "Error":
+                raise _error(reply.status, body, f"listing {self.name(prefix)}")
+            for elem in body:
+                if _strip_ns(elem.tag) == "Contents":
+                    key = _find(elem, "Key")
+                    if key:
+                        found.append(key)
+            following = _find(body, "NextContinuationToken")
+            if (_find(body, "IsTruncated") or "").lower() != "true" or not following:
+                return sorted(found)
+            token = {"continuation-token": following}
+
     # -- transport -------------------------------------------------------------------------------
     def _call(
         self,

@@ -330,10 +330,28 @@ CODES: tuple[Code, ...] = (
         "PZ0581",
         "StateBackendRefused",
         "the shared state backend answered but refused a read or write of pz's state (no privilege on its "
-        "schema, a table changed by hand), or refused a watermark commit because the run's lease was taken "
-        "over by another holder (its watermarks are not committed: PZ0525)",
-        "grant the role in state.connection the right to create and write the schema named in state.schema, "
-        "then run the command again; after a lost lease, the next run re-reads the same delta",
+        "schema or on the state url's bucket prefix, a table changed by hand), or refused a watermark "
+        "commit because the run's lease was taken over by another holder (its watermarks are not "
+        "committed: PZ0525)",
+        "grant the role (credentials) in state.connection the right to create and write the schema named in "
+        "state.schema (read, write, list and delete under state.url), then run the command again; after "
+        "a lost lease, the next run re-reads the same delta",
+    ),
+    Code(
+        "PZ0583",
+        "StateStoreRootMissing",
+        "the bucket or container that state.url names does not exist at the store state.connection points "
+        "to (an object-store state backend); pz never creates one",
+        "create the bucket or container, or fix state.url or state.connection.endpoint in project.yml",
+    ),
+    Code(
+        "PZ0584",
+        "StateStoreIgnoresConditions",
+        "the object store of an object-store state backend accepted a conditional write it should have "
+        "refused (If-None-Match: * on an existing object): it cannot hold the project lock or commit "
+        "watermarks atomically (found by tier 5, `pz validate --connect`)",
+        "use a store that honours If-None-Match and If-Match (AWS S3, Azure Blob Storage, a recent MinIO), "
+        "or another state backend",
     ),
     Code(
         "PZ0582",

@@ -295,10 +295,9 @@ CODES: tuple[Code, ...] = (
     Code(
         "PZ0132",
         "StateBackendUnavailable",
-        "project.yml `state.backend` names a backend this pz cannot use: s3 and azureblob are not available "
-        "yet (issue 23), or no installed package registers the name (entry-point group "
-        "pipelinez.state_backends)",
-        "use `backend: local` (the .pz/ folder, the default) or `backend: postgres`",
+        "project.yml `state.backend` names a backend this pz cannot use: no installed package registers "
+        "the name (entry-point group pipelinez.state_backends)",
+        "use `backend: local` (the .pz/ folder, the default), `postgres`, `s3` or `azureblob`",
     ),
     Code(
         "PZ0133",
@@ -306,5 +305,14 @@ CODES: tuple[Code, ...] = (
         "project.yml `state:` is not usable: a key the backend does not take, a connection key the postgres "
         "connector does not know, or a secret (password, dsn) written literally instead of through env()",
         "fix the `state:` block as the message says; secrets come from env vars declared `secret: true`",
+    ),
+    Code(
+        "PZ0134",
+        "StateObjectStoreBlockInvalid",
+        "project.yml `state:` of an object-store backend (s3, azureblob) is not usable: `url` missing or not "
+        "s3://<bucket>/<prefix> (az://<container>/<prefix>), a key the backend does not take, or a "
+        "connection key the store's connector refuses (unknown, keys that go together, an endpoint's scheme)",
+        "fix the `state:` block as the message says: `url:` names the bucket or container, `connection:` "
+        "holds the connector's other connection keys (docs/deploying.md)",
     ),
 )

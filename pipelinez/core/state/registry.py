@@ -15,8 +15,11 @@ from pipelinez.core.state.backend import StateBackend, StateBackendError
 from pipelinez.core.state.local import LocalBackend
 
 GROUP = "pipelinez.state_backends"
-BUILTIN = {"postgres": "pipelinez.connectors.postgres.state_backend:PostgresBackend"}
-LATER = ("s3", "azureblob")  # object-store leases: a later lane of issue 23
+BUILTIN = {
+    "postgres": "pipelinez.connectors.postgres.state_backend:PostgresBackend",
+    "s3": "pipelinez.connectors.s3.state_backend:S3StateBackend",
+    "azureblob": "pipelinez.connectors.azureblob.state_backend:AzureBlobStateBackend",
+}
 
 
 def available() -> dict[str, str]:
@@ -34,11 +37,10 @@ def backend_class(name: str) -> type[StateBackend]:
             [
                 error(
                     "PZ0132",
-                    f"state backend '{name}' is not available"
-                    + (" yet (issue 23: object-store state comes later)" if name in LATER else ""),
+                    f"state backend '{name}' is not available",
                     file="project.yml",
-                    next_step="use `backend: local` or `backend: postgres`, or install the package that "
-                    f"registers '{name}' in entry-point group {GROUP}",
+                    next_step="use `backend: local`, `postgres`, `s3` or `azureblob`, or install the "
+                    f"package that registers '{name}' in entry-point group {GROUP}",
                 )
             ]
         )
