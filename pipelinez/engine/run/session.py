@@ -101,6 +101,9 @@ class RunSession:
         self.subscribers = subscribers
         self._held = lock
         self.backend = backend or LocalBackend(state_dir)
+        self._owns_backend = (
+            lock is None or lock.backend is not self.backend
+        )  # else the lock's owner closes it
         self._mirror: ResultsMirror | None = None
         self._owned = contextlib.ExitStack()  # the session's own lock, when the caller holds none
 
@@ -184,7 +187,8 @@ class RunSession:
             try:
                 self._owned.close()
             finally:
-                self.backend.close()
+                if self._owns_backend:
+                    self.backend.close()
 
     def _mirror_results(self) -> None:
         """run_results.json was just rewritten: a shared backend gets a copy (in the background)."""
@@ -246,7 +250,9 @@ def execute(
     project = plan.dag.project
     resume = resume or Resumption()
     remover = remove_staged(plan.dag.staging)
-    backend = backend_for(project, plan.dag.state)
+    # under a caller's lock, its backend: the one holding the lease, whose watermark commit is fenced by it
+    held = lock.backend if lock is not None and lock.held else None
+    backend = held or backend_for(project, plan.dag.state)
     with RunSession(
         project.state_dir, plan.dag.redactor, project.keep_last, subscribers, lock, remover, backend
     ) as session:

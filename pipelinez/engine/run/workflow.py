@@ -22,7 +22,7 @@ from pipelinez.compile.staging import resolve_staging
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.values import resolve_values
 from pipelinez.config.loader import find_project_root, load_project
-from pipelinez.core.diagnostics import Diagnostic, PzError, error
+from pipelinez.core.diagnostics import Diagnostic, PzError, PzValidationError, error
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import RunCommand, RunStatus
 from pipelinez.engine.events import Event, Subscriber
@@ -119,7 +119,6 @@ def run(
 
     root = find_project_root(project_dir or Path.cwd())
     choice = choose_executor(executor, staging, environ, root / ".pz")
-    the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
     args = RunArgs(
         tuple(select),
         tuple(exclude),
@@ -130,20 +129,43 @@ def run(
         choice.kind,
         choice.staging,
     )
-    incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
-    notes = [_full_refresh_note(incremental)] if full_refresh and incremental else []
-    with executing(choice, the_plan) as (the_plan, provider, executor_notes):
-        return execute(
-            the_plan,
-            command=command,
-            args=args,
-            warnings=warnings,
-            subscribers=subscribers,
-            threads=threads,
-            fail_fast=fail_fast,
-            notes=[*notes, *executor_notes],
-            provider=provider,
-        )
+    with _project_lock(root, overrides, environ) as lock:
+        # compiled under the lock: the watermarks its read windows start from are the committed ones, and no
+        # other run (on any machine) commits new ones before this run's own commit
+        the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
+        incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
+        notes = [_full_refresh_note(incremental)] if full_refresh and incremental else []
+        with executing(choice, the_plan) as (the_plan, provider, executor_notes):
+            return execute(
+                the_plan,
+                command=command,
+                args=args,
+                warnings=warnings,
+                subscribers=subscribers,
+                threads=threads,
+                fail_fast=fail_fast,
+                lock=lock,
+                notes=[*notes, *executor_notes],
+                provider=provider,
+            )
+
+
+@contextlib.contextmanager
+def _project_lock(
+    root: Path, overrides: Mapping[str, str] | None, environ: Mapping[str, str] | None
+) -> Iterator[ProjectLock]:
+    """The project lock of a run (the local flock, and the lease of a shared `state:` backend rendered with
+    the run's --var). A `state:` block that cannot be rendered is reported with every other problem of the
+    project (the plan raises them all)."""
+    from pipelinez.engine.state.lock import ProjectLock
+
+    try:
+        backend = backend_at(root, environ, overrides)
+    except PzValidationError as refused:
+        plan(root, (), (), overrides, environ)  # raises the project's every error, the block's among them
+        raise refused from None
+    with contextlib.closing(backend), ProjectLock(root / ".pz", backend) as lock:
+        yield lock
 
 
 @contextlib.contextmanager
@@ -192,7 +214,8 @@ def retry(
 
     root = find_project_root(project_dir or Path.cwd())
     state_dir = root / ".pz"
-    backend = backend_at(root, environ)
+    # the state block as the last run rendered it (its --var), when that run is here; else as declared
+    backend = backend_at(root, environ, _last_vars(state_dir))
     with contextlib.closing(backend), ProjectLock(state_dir, backend) as lock:
         hydrate(backend, state_dir)  # the last run may have run on another machine
         last = last_run(state_dir)
@@ -209,6 +232,16 @@ def retry(
             return decided.finish(dry_run, executor, staging, subscribers, lock)
         finally:
             local.close()  # a staging copy the run did not take is deleted, under the lock
+
+
+def _last_vars(state_dir: Path) -> dict[str, str]:
+    """The --var of the newest run recorded in `.pz/runs` ({} when there is none, or it is unreadable)."""
+    from pipelinez.engine.state.run_results import read_results
+    from pipelinez.engine.state.runs import run_ids, runs_dir
+
+    ids = run_ids(state_dir)
+    last = read_results(runs_dir(state_dir) / ids[-1] / "run_results.json") if ids else None
+    return dict(last.args.vars) if last is not None else {}
 
 
 class _Retry:

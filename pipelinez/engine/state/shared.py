@@ -34,12 +34,15 @@ def backend_for(project: Project, settings: JsonObject) -> StateBackend:
     return open_backend(project.state_dir, project.name, settings)
 
 
-def project_backend(project: Project, environ: Mapping[str, str] | None = None) -> StateBackend:
-    """The backend of a loaded project, its `state:` block rendered here; PzValidationError when the
-    block itself is wrong (the rest of the project is not checked here)."""
+def project_backend(
+    project: Project, environ: Mapping[str, str] | None = None, overrides: Mapping[str, str] | None = None
+) -> StateBackend:
+    """The backend of a loaded project, its `state:` block rendered here with the command's --var
+    `overrides` (the vars a run compiles with); PzValidationError when the block itself is wrong (the rest
+    of the project is not checked here)."""
     if not project.state:
         return LocalBackend(project.state_dir, project.name)
-    values, _found = resolve_values(project, {}, environ)
+    values, _found = resolve_values(project, overrides or {}, environ)
     settings, problems = resolve_state(project, Templater(values, project.macro_files))
     errors = [d for d in problems if d.is_error]
     if errors:
@@ -47,15 +50,17 @@ def project_backend(project: Project, environ: Mapping[str, str] | None = None) 
     return backend_for(project, settings)
 
 
-def backend_at(root: Path, environ: Mapping[str, str] | None = None) -> StateBackend:
-    """The backend of the project at `root` (the local folder when project.yml cannot be loaded: commands
-    like `pz clean` still work on what is here)."""
+def backend_at(
+    root: Path, environ: Mapping[str, str] | None = None, overrides: Mapping[str, str] | None = None
+) -> StateBackend:
+    """The backend of the project at `root`, its block rendered with `overrides` (--var); the local folder
+    when project.yml cannot be loaded: commands like `pz clean` still work on what is here."""
     if not _declares_state(root):  # the common case, without loading the whole project
         return LocalBackend(root / ".pz")
     project, _ = load_project(root, partial=True)
     if project is None:
         return LocalBackend(root / ".pz")
-    return project_backend(project, environ)
+    return project_backend(project, environ, overrides)
 
 
 def _declares_state(root: Path) -> bool:
