@@ -40,10 +40,12 @@ def _finish(proc: subprocess.Popen[str], project: Path) -> PzResult:
     return PzResult(proc.returncode, out, project)
 
 
-def _wait_for(db: str, condition: str, what: str, timeout: float = 60) -> None:
-    """Poll pg_stat_activity (of database `db`) until a backend matches `condition`."""
+def _wait_for(db: str, condition: str, what: str, proc: subprocess.Popen[str], timeout: float = 60) -> None:
+    """Poll pg_stat_activity (of database `db`) until a backend matches `condition`, while `proc` runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"pz ended before {what}: {proc.communicate()[0]}")
         if _sql(
             db, f"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND {condition}"
         )[0][0]:
@@ -65,7 +67,10 @@ def test_a_commit_made_while_a_run_waits_for_the_lease_is_not_read_again(tmp_pat
         other.execute("LOCK TABLE pz_state.lease IN EXCLUSIVE MODE")
         proc = _start(a, "run")
         _wait_for(
-            db, "wait_event_type = 'Lock' AND query LIKE '%pz_state%lease%'", "the run to wait for the lease"
+            db,
+            "wait_event_type = 'Lock' AND query LIKE '%pz_state%lease%'",
+            "the run to wait for the lease",
+            proc,
         )
         other.execute("INSERT INTO public.copy SELECT * FROM items WHERE id > 3")
         other.execute(
@@ -111,7 +116,7 @@ def test_a_holder_that_lost_its_lease_writes_no_sink_and_commits_nothing(tmp_pat
             "LOCK TABLE public.copy, public.later IN ACCESS EXCLUSIVE MODE"
         )  # the first write waits
         proc = _start(a, "run", "--threads", "1")
-        _wait_for(db, "wait_event_type = 'Lock'", "the first sink write to wait")
+        _wait_for(db, "wait_event_type = 'Lock'", "the first sink write to wait", proc)
         # another worker takes the lease over (as after an expiry): the run's next renewal finds it gone
         _sql(db, "UPDATE pz_state.lease SET token = 'other-worker', host = 'machine-b'")
         time.sleep(LEASE)  # several renewals (every third of the lease) go by

@@ -22,7 +22,7 @@ from pipelinez.compile.staging import resolve_staging
 from pipelinez.compile.templating import Templater
 from pipelinez.compile.values import resolve_values
 from pipelinez.config.loader import find_project_root, load_project
-from pipelinez.core.diagnostics import Diagnostic, PzError, PzValidationError, error
+from pipelinez.core.diagnostics import Diagnostic, PzError, error
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import RunCommand, RunStatus
 from pipelinez.engine.events import Event, Subscriber
@@ -129,10 +129,14 @@ def run(
         choice.kind,
         choice.staging,
     )
+    # every refusal of the project before the lock is taken (and what compiling imports, loaded)
+    the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
     with _project_lock(root, overrides, environ) as lock:
-        # compiled under the lock: the watermarks its read windows start from are the committed ones, and no
-        # other run (on any machine) commits new ones before this run's own commit
-        the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
+        if _incremental_loads(the_plan) and not full_refresh:
+            # compiled again under the lock: the watermarks its read windows start from are the committed
+            # ones (another worker may have committed since), and no other run commits before this run's
+            # own commit; the compile cache answers when they did not move
+            the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
         incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
         notes = [_full_refresh_note(incremental)] if full_refresh and incremental else []
         with executing(choice, the_plan) as (the_plan, provider, executor_notes):
@@ -154,16 +158,11 @@ def run(
 def _project_lock(
     root: Path, overrides: Mapping[str, str] | None, environ: Mapping[str, str] | None
 ) -> Iterator[ProjectLock]:
-    """The project lock of a run (the local flock, and the lease of a shared `state:` backend rendered with
-    the run's --var). A `state:` block that cannot be rendered is reported with every other problem of the
-    project (the plan raises them all)."""
+    """The project lock of a run: the local flock, and the lease of a shared `state:` backend rendered with
+    the run's --var."""
     from pipelinez.engine.state.lock import ProjectLock
 
-    try:
-        backend = backend_at(root, environ, overrides)
-    except PzValidationError as refused:
-        plan(root, (), (), overrides, environ)  # raises the project's every error, the block's among them
-        raise refused from None
+    backend = backend_at(root, environ, overrides)  # the plan reported a block that cannot be rendered
     with contextlib.closing(backend), ProjectLock(root / ".pz", backend) as lock:
         yield lock
 

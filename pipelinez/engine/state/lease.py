@@ -5,8 +5,9 @@ PZ0503 for `pz retry`); while it lives every other process is refused with PZ051
 
 A holder that could not renew for a whole lease length (cut off from the database, paused) stops calling
 itself the holder, judged by its own monotonic clock from the start of its last successful renewal (as
-connectors/sdk_lease.py does): `lost` then stays true and the run commits no watermark. The backend fences
-the commit too (the lease row must still carry this holder's token and not have expired)."""
+connectors/sdk_lease.py does) and after one more renewal attempt: `lost` then stays true, the run starts no
+further node (engine/state/fence.py, PZ0541) and commits no watermark. The backend fences the commit too (the
+lease row must still carry this holder's token and not have expired)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,14 @@ class Lease:
     @property
     def lost(self) -> bool:
         """Whether this process may no longer call itself the holder: a renewal found the lease taken over,
-        or no renewal succeeded for a whole lease length (the lease may have expired and been taken)."""
+        or no renewal succeeded for a whole lease length (the lease may have expired and been taken). An
+        overdue lease is renewed once more first: the heartbeat may only have been held up (a busy machine,
+        a long call holding the GIL), and a renewal that succeeds proves no other run took it meanwhile
+        (taking it changes its token, which the renewal must match)."""
         if not self._lost and self._renewed_at and self._overdue():
-            self._lose("it was not renewed within state.lease_seconds")
+            self._renew()
+            if self._overdue():
+                self._lose("it was not renewed within state.lease_seconds")
         return self._lost
 
     def _overdue(self) -> bool:
@@ -61,7 +67,7 @@ class Lease:
         self._renew()
 
     def _renew(self) -> None:
-        if self.lost:  # never renewed again: another process may hold it now
+        if self._lost:  # never renewed again: another process may hold it now
             return
         failpoints.hit("state.lease_renew")
         sent = time.monotonic()
