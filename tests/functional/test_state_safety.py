@@ -135,14 +135,32 @@ def test_a_holder_that_lost_its_lease_writes_no_sink_and_commits_nothing(tmp_pat
 
 
 def test_events_reach_the_backend_while_the_run_lives(tmp_path: Path, db: str) -> None:
+    """A worker killed mid-run (kill -9, a lost pod) leaves its events in the backend for the others."""
     files = _files(db, _state_block(db))
-    a = write_project(tmp_path / "a", files)
+    a, b = write_project(tmp_path / "a", files), write_project(tmp_path / "b", files)
     _insert(db, range(1, 4))
-    proc = _start(a, "run", env={"PZ_FAILPOINTS": "sink.committed:kill"})
-    run = _finish(proc, a)
-    assert run.exit_code == 137, run.output
+    _sql(db, "CREATE TABLE public.copy (id integer, v text)")
     backend = _backend(db)
-    (run_id,) = backend.run_ids()
-    events = backend.get_run_file(run_id, "events.jsonl")
-    assert events is not None and '"run_started"' in events, events
-    assert '"node_completed"' in events  # up to the load that landed before the kill
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db) as blocker:
+        blocker.execute("LOCK TABLE public.copy IN ACCESS EXCLUSIVE MODE")  # the sink write waits on it
+        proc = _start(a, "run")
+        try:
+            _wait_for(db, "wait_event_type = 'Lock'", "the sink write to wait", proc)
+            lease = backend.lease()
+            assert lease is not None and lease.holder.run_id
+            run_id = lease.holder.run_id
+            deadline = time.monotonic() + 60
+            events = ""
+            while '"node_completed"' not in events and time.monotonic() < deadline:
+                events = backend.get_run_file(run_id, "events.jsonl") or ""
+                time.sleep(0.1)
+        finally:
+            proc.kill()  # SIGKILL: no cleanup, no final copy
+            proc.communicate()
+        blocker.rollback()
+    assert '"run_started"' in events and '"node_completed"' in events, events  # the load, while the run lived
+    assert all(line.endswith("}") for line in events.splitlines()), events  # whole lines only
+    time.sleep(LEASE + 0.5)  # the dead holder's lease runs out: its run is interrupted
+    runs = pz(b, "runs")  # another worker sees the killed run, and its events as far as they went
+    assert runs.exit_code == 0 and run_id in runs.output, runs.output
+    assert (b / ".pz" / "runs" / run_id / "events.jsonl").read_text(encoding="utf-8").startswith(events)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pipelinez.core import failpoints
 from pipelinez.core.run_state import RunState, Watermark
 from pipelinez.core.state.backend import RESULTS, Holder, LeaseInfo, StateBackend
 
@@ -33,6 +34,9 @@ class LocalBackend(StateBackend):
         return RunState(self.state_dir).watermarks()
 
     def commit_watermarks(self, marks: Iterable[Watermark]) -> None:
+        marks = list(marks)
+        if marks:
+            failpoints.hit("state.commit_watermarks")
         RunState(self.state_dir).commit_watermarks(marks)
 
     def put_run_file(self, run_id: str, name: str, text: str) -> None:

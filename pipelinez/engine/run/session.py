@@ -23,7 +23,7 @@ from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.oserrors import os_reason
 from pipelinez.core.redact import Redactor
 from pipelinez.core.run_state import RunState
-from pipelinez.core.state.backend import StateBackend, StateBackendError
+from pipelinez.core.state.backend import EVENTS, RESULTS, StateBackend, StateBackendError
 from pipelinez.core.state.local import LocalBackend
 from pipelinez.core.vocabulary import NodeError, NodeStatus, RunCommand, RunStatus
 from pipelinez.engine.events import (
@@ -45,7 +45,7 @@ from pipelinez.engine.staging.shared_staging import remove_staged
 from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
 from pipelinez.engine.state.fence import lease_fence, lost_error
 from pipelinez.engine.state.lock import ProjectLock
-from pipelinez.engine.state.mirror import ResultsMirror
+from pipelinez.engine.state.mirror import RunMirror
 from pipelinez.engine.state.run_results import (
     NodeResult,
     ResultsWriter,
@@ -102,10 +102,9 @@ class RunSession:
         self.subscribers = subscribers
         self._held = lock
         self.backend = backend or LocalBackend(state_dir)
-        self._owns_backend = (
-            lock is None or lock.backend is not self.backend
-        )  # else the lock's owner closes it
-        self._mirror: ResultsMirror | None = None
+        # a backend the caller's lock holds is closed by the lock's owner
+        self._owns_backend = lock is None or lock.backend is not self.backend
+        self._mirror: RunMirror | None = None
         self._owned = contextlib.ExitStack()  # the session's own lock, when the caller holds none
 
     def __enter__(self) -> RunSession:
@@ -124,6 +123,9 @@ class RunSession:
             raise state_error(exc, self.state_dir) from None
         self.bus = EventBus(self.redactor)
         self.bus.subscribe(self._events)
+        if self.backend.remote:  # the run's files reach the backend while it lives, not only at its end
+            mirror = self._mirror = RunMirror(self.backend, self.run_id, self.run_dir)
+            self.bus.subscribe(lambda _event, _data: mirror.touch(EVENTS))
         for subscriber in self.subscribers:
             self.bus.subscribe(subscriber)
         self.started = time.monotonic()
@@ -193,10 +195,8 @@ class RunSession:
 
     def _mirror_results(self) -> None:
         """run_results.json was just rewritten: a shared backend gets a copy (in the background)."""
-        if self.backend.remote:
-            if self._mirror is None:
-                self._mirror = ResultsMirror(self.backend, self.run_id, self.run_dir)
-            self._mirror.touch()
+        if self._mirror is not None:
+            self._mirror.touch(RESULTS)
 
     def _mirror_final(self) -> None:
         """The run's final record and events, into a shared backend; a failure is a warning on stderr
