@@ -32,6 +32,8 @@ Known names:
 - `pipeline.start` (scoped): a pipeline is about to run in staging.
 - `state.commit_watermarks`: the state backend (the local .pz/state.duckdb, or a shared one) is about to
   commit the run's watermarks (a failure: the backend unreachable at the end of the run, PZ0525).
+- `state.watermarks_committed`: the run's watermarks were committed (or refused); run_results.json does not
+  say so yet.
 - `state.mirror`: a run's file (run_results.json, events.jsonl) is about to be copied to a shared state
   backend while the run lives (the background mirror; a failure is retried by the next copy).
 - `state.lease_renew`: the holder of a shared backend's project lock is about to renew its lease (the first

@@ -332,11 +332,12 @@ def _run_nodes(
                 if backend is not None:
                     backend.close()
         failpoints.hit("run.after_nodes")
+        lost = session.lock.lost  # fenced: what did not start, and the watermarks, are another run's now
         if executor.captures:
-            _commit_watermarks(session, plan, executor.captures)
+            _commit_watermarks(session, plan, executor.captures, lost)
         ok = all(n.status in OK_STATUSES for n in results.nodes)
         results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
-        if session.lock.lost:  # fenced: whatever did not start, and the watermarks, are another run's now
+        if lost:
             results.status, results.error = RunStatus.FAILED, lost_error(session.lock)
         return None
     except KeyboardInterrupt:
@@ -396,11 +397,11 @@ def _open_staging(path: Path, memory_limit: str, reuse: Mapping[str, Reuse]) -> 
     return open_staging(path, memory_limit)
 
 
-def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capture]) -> None:
+def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capture], lost: bool) -> None:
     """Commit the watermarks this run earned (see engine.watermarks), record each decision in the load's
-    run_results entry, and say why a new watermark was not committed."""
+    run_results entry, and say why a new watermark was not committed. `lost`: the run's lease was lost."""
     results = {n.name: n for n in session.results.nodes}
-    if session.lock.lost:  # another run holds the project now: its watermarks are the ones that count
+    if lost:  # another run holds the project now: its watermarks are the ones that count
         _lease_lost(session, captures, results)
         return
     done = commit_run(
@@ -411,6 +412,7 @@ def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capt
         session.backend,
         session.run_id,
     )
+    failpoints.hit("state.watermarks_committed")
     for name, capture in captures.items():
         reason = done.skipped.get(name)
         results[name].watermark = capture.record(committed=name in done.committed, reason=reason)
