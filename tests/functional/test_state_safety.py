@@ -108,7 +108,7 @@ def test_a_holder_that_lost_its_lease_writes_no_sink_and_commits_nothing(tmp_pat
     files = _files(db, _state_block(db))
     files["pipelines/later.sql"] = "INSERT INTO {{ sink('wh', 'later') }}\nSELECT * FROM {{ ref('copy') }}\n"
     files["sinks/wh.yml"] += "  later: { strategy: append, duplicates: accept }\n"
-    a = write_project(tmp_path / "a", files)
+    a, b = write_project(tmp_path / "a", files), write_project(tmp_path / "b", files)
     _insert(db, range(1, 4))
     _sql(db, "CREATE TABLE public.copy (id integer, v text); CREATE TABLE public.later (id integer, v text)")
     with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db) as blocker:
@@ -118,10 +118,16 @@ def test_a_holder_that_lost_its_lease_writes_no_sink_and_commits_nothing(tmp_pat
         proc = _start(a, "run", "--threads", "1")
         _wait_for(db, "wait_event_type = 'Lock'", "the first sink write to wait", proc)
         # another worker takes the lease over (as after an expiry): the run's next renewal finds it gone
-        _sql(db, "UPDATE pz_state.lease SET token = 'other-worker', host = 'machine-b'")
+        _sql(db, "UPDATE pz_state.lease SET token = 'other-worker', host = 'machine-b', run_id = 'other-run'")
         time.sleep(LEASE)  # several renewals (every third of the lease) go by
+        during = pz(b, "runs")  # the other machine sees the run it took the lease from as interrupted
         blocker.rollback()
     run = _finish(proc, a)
+    run_id = run.run_results()["run_id"]
+    assert during.exit_code == 0 and run_id in during.output and "interrupted" in during.output, during.output
+    after = pz(b, "runs")  # its final record replaces what was read while it looked dead
+    line = next(ln for ln in after.output.splitlines() if run_id in ln)
+    assert "failed" in line and "interrupted" not in line, after.output
     assert run.exit_code == 1, run.output
     assert "PZ0541" in run.output, run.output
     results = run.run_results()

@@ -101,10 +101,10 @@ def hydrate(backend: StateBackend, state_dir: Path) -> list[str]:
     written = []
     for run_id in backend.run_ids():
         folder = runs / run_id
-        if (folder / RESULTS).exists() or run_id == live:
+        if run_id == live or not _missing_or_orphaned(folder / RESULTS):
             continue
         results = backend.get_run_file(run_id, RESULTS)
-        if results is None:
+        if results is None or _same(folder / RESULTS, _orphaned(results)):
             continue
         folder.mkdir(parents=True, exist_ok=True)
         events = backend.get_run_file(run_id, EVENTS)
@@ -117,6 +117,27 @@ def hydrate(backend: StateBackend, state_dir: Path) -> list[str]:
     if written:
         DEBUG_LOG.info("runs read from %s: %s", backend.describe(), ", ".join(written))
     return written
+
+
+def _missing_or_orphaned(path: Path) -> bool:
+    """Whether `.pz/runs/<id>/run_results.json` is absent here, or a copy hydrated while its run was recorded
+    as running (pid 0): read again, as the run may have gone on (its lease was read before its record, or it
+    was taken over and finished by the holder) and its final record is in the backend now. A run this
+    machine ran keeps its own record (its pid is real)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False  # unreadable: `pz runs` says so (PZ0523)
+    return isinstance(data, dict) and data.get("status") == "running" and data.get("pid") == 0
+
+
+def _same(path: Path, text: str) -> bool:
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except OSError:
+        return False
 
 
 def _orphaned(text: str) -> str:
