@@ -43,7 +43,7 @@ from pipelinez.engine.run.debug_log import debug_log
 from pipelinez.engine.run.executor import OK_STATUSES, Executor, NodeGate, node_completed
 from pipelinez.engine.staging.shared_staging import remove_staged
 from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
-from pipelinez.engine.state.fence import lease_fence, lost_error
+from pipelinez.engine.state.lease import lease_fence, lost_error
 from pipelinez.engine.state.lock import ProjectLock
 from pipelinez.engine.state.mirror import RunMirror
 from pipelinez.engine.state.run_results import (
@@ -324,7 +324,7 @@ def _run_nodes(
                 checkpoints=checkpoints,
                 reuse=reuse,
                 breaker=breaker,
-                fence=lease_fence(session.lock),
+                fence=lease_fence(session.lock.lease),
             )
             try:
                 executor.run()
@@ -337,8 +337,8 @@ def _run_nodes(
             _commit_watermarks(session, plan, executor.captures, lost)
         ok = all(n.status in OK_STATUSES for n in results.nodes)
         results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
-        if lost:
-            results.status, results.error = RunStatus.FAILED, lost_error(session.lock)
+        if lost and session.lock.lease is not None:
+            results.status, results.error = RunStatus.FAILED, lost_error(session.lock.lease)
         return None
     except KeyboardInterrupt:
         results.status = RunStatus.FAILED
