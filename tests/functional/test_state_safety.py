@@ -14,6 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pipelinez.core.run_state import Watermark
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, PzResult, fresh_pg_database, pz, write_project
 from tests.functional.test_state_postgres import LEASE, _backend, _copied, _files, _insert, _sql, _state_block
 
@@ -170,3 +171,25 @@ def test_events_reach_the_backend_while_the_run_lives(tmp_path: Path, db: str) -
     runs = pz(b, "runs")  # another worker sees the killed run, and its events as far as they went
     assert runs.exit_code == 0 and run_id in runs.output, runs.output
     assert (b / ".pz" / "runs" / run_id / "events.jsonl").read_text(encoding="utf-8").startswith(events)
+
+
+def test_a_local_commit_after_the_plan_is_seen_under_the_lock(tmp_path: Path, db: str) -> None:
+    """The local backend's check: its state file unchanged since the plan means the same watermarks (not read
+    again); a commit in between (another process on this machine) is seen, and the run compiles again."""
+    from pipelinez.core.state.local import LocalBackend
+    from pipelinez.engine.run.prepare import plan
+    from pipelinez.engine.run.workflow import _watermarks_moved
+    from pipelinez.engine.state.lock import ProjectLock
+
+    project = write_project(tmp_path / "local", _files(db, ""))
+    _insert(db, range(1, 4))
+    assert pz(project, "run").exit_code == 0
+    local = LocalBackend(project / ".pz")
+    stamp = local.stamp()
+    the_plan, _ = plan(project)
+    with ProjectLock(project / ".pz", local) as lock:
+        assert not _watermarks_moved(lock, the_plan, stamp)
+    local.commit_watermarks([Watermark("src", "items", "id", "9", "another-process")])
+    with ProjectLock(project / ".pz", local) as lock:
+        assert _watermarks_moved(lock, the_plan, stamp)
+        assert not _watermarks_moved(lock, plan(project)[0], local.stamp())  # compiled again: from 9

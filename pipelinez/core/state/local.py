@@ -33,6 +33,20 @@ class LocalBackend(StateBackend):
     def watermarks(self) -> dict[tuple[str, str], Watermark]:
         return RunState(self.state_dir).watermarks()
 
+    def stamp(self) -> tuple[tuple[int, int, int], ...]:
+        """What changes whenever a commit changes `.pz/state.duckdb` (its file and its WAL: inode, size,
+        modification time; zeros when absent): two equal stamps mean the same committed watermarks."""
+        path = RunState(self.state_dir).path
+        found = []
+        for file in (path, path.with_name(path.name + ".wal")):
+            try:
+                st = file.stat()
+            except OSError:
+                found.append((0, 0, 0))
+                continue
+            found.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(found)
+
     def commit_watermarks(self, marks: Iterable[Watermark]) -> None:
         marks = list(marks)
         if marks:

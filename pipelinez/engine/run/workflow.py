@@ -24,6 +24,7 @@ from pipelinez.compile.values import resolve_values
 from pipelinez.config.loader import find_project_root, load_project
 from pipelinez.core.diagnostics import Diagnostic, PzError, error
 from pipelinez.core.json_types import JsonObject
+from pipelinez.core.state.local import LocalBackend
 from pipelinez.core.vocabulary import RunCommand, RunStatus
 from pipelinez.engine.events import Event, Subscriber
 from pipelinez.engine.run.compile_cache import CompileCache
@@ -130,12 +131,12 @@ def run(
         choice.staging,
     )
     # every refusal of the project before the lock is taken (and what compiling imports, loaded)
+    stamp = LocalBackend(root / ".pz").stamp()  # the local state file as the plan reads it
     the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
     with _project_lock(root, overrides, environ) as lock:
-        if _incremental_loads(the_plan) and not full_refresh:
-            # compiled again under the lock: the watermarks its read windows start from are the committed
-            # ones (another worker may have committed since), and no other run commits before this run's
-            # own commit; the compile cache answers when they did not move
+        if not full_refresh and _watermarks_moved(lock, the_plan, stamp):
+            # another run committed since the plan read the watermarks: compiled again under the lock, so
+            # the read windows start from the committed ones and no other run commits before this one
             the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
         incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
         notes = [_full_refresh_note(incremental)] if full_refresh and incremental else []
@@ -341,6 +342,28 @@ class _Retry:
         if args.full_refresh and incremental:
             return retry_plan, args, (_full_refresh_note(incremental),)
         return retry_plan, args, ()
+
+
+def _watermarks_moved(lock: ProjectLock, the_plan: Plan, stamp: tuple[tuple[int, int, int], ...]) -> bool:
+    """Whether the watermarks committed now (read under `lock`, through its backend) differ from those the
+    plan's incremental loads compiled their bounds from. `stamp`: the local state file's before the plan
+    (unchanged: nothing was committed since, and the file is not read again)."""
+    loads = [
+        p.node
+        for p in the_plan.nodes
+        if isinstance(p.node, SourceLoadNode) and p.node.work.request.bounds.incremental
+    ]
+    backend = lock.backend
+    if not loads or backend is None:
+        return False
+    if isinstance(backend, LocalBackend) and backend.stamp() == stamp:
+        return False
+    marks = backend.watermarks()
+    for node in loads:
+        mark = marks.get((node.source, node.dataset))
+        if (mark.value if mark is not None else None) != node.work.request.bounds.committed:
+            return True
+    return False
 
 
 def _full_refresh_note(incremental: Sequence[str]) -> str:
