@@ -63,20 +63,22 @@ def resolve_state(project: Project, templater: Templater) -> tuple[JsonObject, l
                 next_step="remove url, or name the object-store backend it is for",
             )
         )
-    connection = block.get("connection") or {}
+    # the connection and the schema are templates like any YAML string: `{{ var('schema') }}` sees the
+    # run's --var (the compile's values), `{{ env('PZ_STATE_PASSWORD') }}` the environment
+    rendered: JsonObject = {"connection": block.get("connection") or {}}
+    for key in ("schema", "lease_seconds"):
+        if block.get(key) is not None:
+            rendered[key] = block[key]
     try:
         real, _display = templater.render_tree(
-            connection,
+            rendered,
             PROJECT_FILE,
-            project.locate(PROJECT_FILE, (*base, "connection")),
-            lambda path: project.locate(PROJECT_FILE, (*base, "connection", *path), at="value"),
+            project.locate(PROJECT_FILE, base),
+            lambda path: project.locate(PROJECT_FILE, (*base, *path), at="value"),
         )
     except TemplateFailure as exc:
         return {}, [*problems, *exc.diagnostics]
-    settings: JsonObject = {"backend": name, "connection": real}
-    for key in ("schema", "lease_seconds"):
-        if block.get(key) is not None:
-            settings[key] = block[key]
+    settings: JsonObject = {"backend": name, **real}
     return (settings if not problems else {}), problems
 
 

@@ -30,8 +30,13 @@ Known names:
 - `reuse.copy` (scoped): a retry is about to copy a reused load's table (a failure falls back to extraction).
 - `run.after_nodes`: every node settled, watermarks not committed yet (an orchestrator-level failure: PZ0512).
 - `pipeline.start` (scoped): a pipeline is about to run in staging.
-- `state.commit_watermarks`: a shared state backend (postgres, s3, azureblob) is about to commit the run's
-  watermarks (a failure: the backend unreachable at the end of the run, PZ0525).
+- `state.commit_watermarks`: the state backend (the local .pz/state.duckdb, or a shared one: postgres, s3,
+  azureblob) is about to commit the run's watermarks (a failure: the backend unreachable at the end of the
+  run, PZ0525).
+- `state.watermarks_committed`: the run's watermarks were committed (or refused); run_results.json does not
+  say so yet.
+- `state.mirror`: a run's file (run_results.json, events.jsonl) is about to be copied to a shared state
+  backend while the run lives (the background mirror; a failure is retried by the next copy).
 - `state.lease_renew`: the holder of a shared backend's project lock is about to renew its lease (the first
   renewal names the run it serves, at the run's start).
 - `results.before_rename` (scoped by the write's number, 1 = the run's first): run_results.json's temp file is

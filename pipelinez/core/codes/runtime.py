@@ -283,6 +283,17 @@ CODES: tuple[Code, ...] = (
         "pass --out with an empty or new folder, or the folder of an earlier pz docs generate",
     ),
     Code(
+        "PZ0541",
+        "RunLeaseLost",
+        "a run on a shared state backend lost the project lock's lease while it ran (another run took it "
+        "over after it expired, or it could not be renewed within state.lease_seconds: the backend "
+        "unreachable, the process paused): the run started no node after that, so wrote no further sink, "
+        "and committed no watermark; a node already under way when the loss was noticed finished",
+        "check that no other run is live (pz state show), then run `pz retry` (or `pz run`): the next run "
+        "reads the same delta again; raise state.lease_seconds if runs lose the backend or pause longer "
+        "than it",
+    ),
+    Code(
         "PZ0590",
         "ObjectLeaseHeld",
         "a lease object in a shared object store (the lock of a state backend) is held by another live "

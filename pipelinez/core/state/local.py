@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pipelinez.core import failpoints
 from pipelinez.core.run_state import RunState, Watermark
 from pipelinez.core.state.backend import RESULTS, Holder, LeaseInfo, StateBackend
 
@@ -32,7 +33,24 @@ class LocalBackend(StateBackend):
     def watermarks(self) -> dict[tuple[str, str], Watermark]:
         return RunState(self.state_dir).watermarks()
 
+    def stamp(self) -> tuple[tuple[int, int, int], ...]:
+        """What changes whenever a commit changes `.pz/state.duckdb` (its file and its WAL: inode, size,
+        modification time; zeros when absent): two equal stamps mean the same committed watermarks."""
+        path = RunState(self.state_dir).path
+        found = []
+        for file in (path, path.with_name(path.name + ".wal")):
+            try:
+                st = file.stat()
+            except OSError:
+                found.append((0, 0, 0))
+                continue
+            found.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(found)
+
     def commit_watermarks(self, marks: Iterable[Watermark]) -> None:
+        marks = list(marks)
+        if marks:
+            failpoints.hit("state.commit_watermarks")
         RunState(self.state_dir).commit_watermarks(marks)
 
     def put_run_file(self, run_id: str, name: str, text: str) -> None:

@@ -29,6 +29,7 @@ from pipelinez.engine.run.scheduler import (
     GateDecision,
     Graph,
     MonotonicClock,
+    Refuse,
     RetryIn,
     Scheduler,
     Verdict,
@@ -41,6 +42,7 @@ from pipelinez.plan.planner import PlannedNode
 OK_STATUSES = vocabulary.OK_STATUSES
 
 NodeGate = Callable[[PlannedNode, float], GateDecision]
+Fence = Callable[[PlannedNode], NodeFailure | None]  # None: the node may start
 
 
 def node_completed(run_id: str, result: NodeResult) -> NodeCompleted:
@@ -75,9 +77,12 @@ class Executor:
         checkpoints: dict[str, DeliveryCheckpoint] | None = None,
         reuse: Mapping[str, Reuse] | None = None,
         breaker: BreakerPolicy | None = None,
+        fence: Fence | None = None,
     ):
         """`gate`: asked before each attempt (tests); `breaker`: engine.breaker's policy: one breaker per
-        source/sink instance, asked after `gate` and told how every attempt ended."""
+        source/sink instance, asked after `gate` and told how every attempt ended; `fence`: asked first,
+        before each attempt: a failure it returns refuses the node (a run that lost its project lock's
+        lease starts no further node, so no sink write)."""
         self.ctx = ctx
         self.writer = writer
         self.threads = max(1, threads)
@@ -85,6 +90,7 @@ class Executor:
         self._own_backend = backend is None
         self._backend: ExecutorBackend = backend or ThreadBackend(ctx, self.threads)
         self.gate = gate
+        self.fence = fence
         self.reuse = dict(reuse or {})  # a retry's source loads that take the failed run's staged data
         self.clock: Clock = clock or MonotonicClock()
         self.breakers = BreakerGate(breaker, self.publish_transition) if breaker else None
@@ -118,7 +124,7 @@ class Executor:
             self,
             slots=self.threads,
             fail_fast=self.fail_fast,
-            gate=self._gate if self.gate or self.breakers else None,
+            gate=self._gate if self.gate or self.breakers or self.fence else None,
             clock=self.clock,
             settled=settled,
         )
@@ -133,6 +139,9 @@ class Executor:
 
     def _gate(self, name: str, now: float) -> GateDecision:
         planned = self.planned[name]
+        refused = self.fence(planned) if self.fence else None
+        if refused is not None:
+            return Refuse(refused)
         for gate in (self.gate, self.breakers):
             decision = gate(planned, now) if gate else None
             if decision is not None:

@@ -72,7 +72,7 @@ def _validate(
     if project is None:
         return Validation(None, errors, warnings)
     try:
-        watermarks = committed_watermarks(project, full_refresh, environ)
+        watermarks = committed_watermarks(project, full_refresh, environ, overrides)
         unreadable: list[Diagnostic] = []
     except (
         StateFileError,
@@ -102,17 +102,21 @@ def _validate(
 
 
 def committed_watermarks(
-    project: Project, full_refresh: bool = False, environ: Mapping[str, str] | None = None
+    project: Project,
+    full_refresh: bool = False,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> dict[tuple[str, str], Watermark]:
     """The committed watermark of every incremental dataset (none for a full refresh), from the project's
-    state backend (the local .pz/state.duckdb without a `state:` block). A `state:` block that cannot be
-    rendered reads none here: the compile reports its errors."""
+    state backend (the local .pz/state.duckdb without a `state:` block; its block rendered with the --var
+    `overrides`). A `state:` block that cannot be rendered reads none here: the compile reports its errors.
+    A run reads them under the project lock (workflow.run), so no other run commits in between."""
     if full_refresh:
         return {}
     if not project.state:
         return RunState(project.state_dir).watermarks()
     try:
-        backend = project_backend(project, environ)
+        backend = project_backend(project, environ, overrides)
     except PzValidationError:
         return {}
     try:

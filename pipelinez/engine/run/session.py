@@ -23,7 +23,7 @@ from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.oserrors import os_reason
 from pipelinez.core.redact import Redactor
 from pipelinez.core.run_state import RunState
-from pipelinez.core.state.backend import StateBackend, StateBackendError
+from pipelinez.core.state.backend import EVENTS, RESULTS, StateBackend, StateBackendError
 from pipelinez.core.state.local import LocalBackend
 from pipelinez.core.vocabulary import NodeError, NodeStatus, RunCommand, RunStatus
 from pipelinez.engine.events import (
@@ -43,8 +43,9 @@ from pipelinez.engine.run.debug_log import debug_log
 from pipelinez.engine.run.executor import OK_STATUSES, Executor, NodeGate, node_completed
 from pipelinez.engine.staging.shared_staging import StagingRoot, remove_staged
 from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
+from pipelinez.engine.state.lease import lease_fence, lost_error
 from pipelinez.engine.state.lock import ProjectLock
-from pipelinez.engine.state.mirror import ResultsMirror
+from pipelinez.engine.state.mirror import RunMirror
 from pipelinez.engine.state.run_results import (
     NodeResult,
     ResultsWriter,
@@ -101,7 +102,9 @@ class RunSession:
         self.subscribers = subscribers
         self._held = lock
         self.backend = backend or LocalBackend(state_dir)
-        self._mirror: ResultsMirror | None = None
+        # a backend the caller's lock holds is closed by the lock's owner
+        self._owns_backend = lock is None or lock.backend is not self.backend
+        self._mirror: RunMirror | None = None
         self._owned = contextlib.ExitStack()  # the session's own lock, when the caller holds none
 
     def __enter__(self) -> RunSession:
@@ -120,6 +123,9 @@ class RunSession:
             raise state_error(exc, self.state_dir) from None
         self.bus = EventBus(self.redactor)
         self.bus.subscribe(self._events)
+        if self.backend.remote:  # the run's files reach the backend while it lives, not only at its end
+            mirror = self._mirror = RunMirror(self.backend, self.run_id, self.run_dir)
+            self.bus.subscribe(lambda _event, _data: mirror.touch(EVENTS))
         for subscriber in self.subscribers:
             self.bus.subscribe(subscriber)
         self.started = time.monotonic()
@@ -184,14 +190,13 @@ class RunSession:
             try:
                 self._owned.close()
             finally:
-                self.backend.close()
+                if self._owns_backend:
+                    self.backend.close()
 
     def _mirror_results(self) -> None:
         """run_results.json was just rewritten: a shared backend gets a copy (in the background)."""
-        if self.backend.remote:
-            if self._mirror is None:
-                self._mirror = ResultsMirror(self.backend, self.run_id, self.run_dir)
-            self._mirror.touch()
+        if self._mirror is not None:
+            self._mirror.touch(RESULTS)
 
     def _mirror_final(self) -> None:
         """The run's final record and events, into a shared backend; a failure is a warning on stderr
@@ -248,7 +253,9 @@ def execute(
     project = plan.dag.project
     resume = resume or Resumption()
     remover = remove_staged(plan.dag.staging)
-    backend = backend_for(project, plan.dag.state)
+    # under a caller's lock, its backend: the one holding the lease, whose watermark commit is fenced by it
+    held = lock.backend if lock is not None and lock.held else None
+    backend = held or backend_for(project, plan.dag.state)
     with RunSession(
         project.state_dir, plan.dag.redactor, project.keep_last, subscribers, lock, remover, backend
     ) as session:
@@ -320,6 +327,7 @@ def _run_nodes(
                 checkpoints=checkpoints,
                 reuse=reuse,
                 breaker=breaker,
+                fence=lease_fence(session.lock.lease),
             )
             try:
                 executor.run()
@@ -327,10 +335,13 @@ def _run_nodes(
                 if backend is not None:
                     backend.close()
         failpoints.hit("run.after_nodes")
+        lost = session.lock.lost  # fenced: what did not start, and the watermarks, are another run's now
         if executor.captures:
-            _commit_watermarks(session, plan, executor.captures)
+            _commit_watermarks(session, plan, executor.captures, lost)
         ok = all(n.status in OK_STATUSES for n in results.nodes)
         results.status = RunStatus.SUCCESS if ok else RunStatus.FAILED
+        if lost and session.lock.lease is not None:
+            results.status, results.error = RunStatus.FAILED, lost_error(session.lock.lease)
         return None
     except KeyboardInterrupt:
         results.status = RunStatus.FAILED
@@ -403,11 +414,11 @@ def _open_staging(path: Path, memory_limit: str, reuse: Mapping[str, Reuse]) -> 
     return open_staging(path, memory_limit)
 
 
-def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capture]) -> None:
+def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capture], lost: bool) -> None:
     """Commit the watermarks this run earned (see engine.watermarks), record each decision in the load's
-    run_results entry, and say why a new watermark was not committed."""
+    run_results entry, and say why a new watermark was not committed. `lost`: the run's lease was lost."""
     results = {n.name: n for n in session.results.nodes}
-    if session.lock.lost:  # another run holds the project now: its watermarks are the ones that count
+    if lost:  # another run holds the project now: its watermarks are the ones that count
         _lease_lost(session, captures, results)
         return
     done = commit_run(
@@ -418,6 +429,7 @@ def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capt
         session.backend,
         session.run_id,
     )
+    failpoints.hit("state.watermarks_committed")
     for name, capture in captures.items():
         reason = done.skipped.get(name)
         results[name].watermark = capture.record(committed=name in done.committed, reason=reason)

@@ -24,6 +24,7 @@ from pipelinez.compile.values import resolve_values
 from pipelinez.config.loader import find_project_root, load_project
 from pipelinez.core.diagnostics import Diagnostic, PzError, error
 from pipelinez.core.json_types import JsonObject
+from pipelinez.core.state.local import LocalBackend
 from pipelinez.core.vocabulary import RunCommand, RunStatus
 from pipelinez.engine.events import Event, Subscriber
 from pipelinez.engine.run.compile_cache import CompileCache
@@ -121,6 +122,8 @@ def run(
 
     root = find_project_root(project_dir or Path.cwd())
     choice = choose_executor(executor, staging, environ, root / ".pz")
+    # every refusal of the project before the lock is taken (and what compiling imports, loaded)
+    stamp = LocalBackend(root / ".pz").stamp()  # the local state file as the plan reads it
     the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
     choice = with_project_staging(choice, the_plan.dag.staging)
     args = RunArgs(
@@ -133,21 +136,40 @@ def run(
         choice.kind,
         choice.staging,
     )
-    incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
-    notes = [_full_refresh_note(incremental)] if full_refresh and incremental else []
-    with executing(choice, the_plan) as (the_plan, provider, executor_notes, shared):
-        return execute(
-            the_plan,
-            command=command,
-            args=args,
-            warnings=warnings,
-            subscribers=subscribers,
-            threads=threads,
-            fail_fast=fail_fast,
-            notes=[*notes, *executor_notes],
-            provider=provider,
-            shared=shared,
-        )
+    with _project_lock(root, overrides, environ) as lock:
+        if not full_refresh and _watermarks_moved(lock, the_plan, stamp):
+            # another run committed since the plan read the watermarks: compiled again under the lock, so
+            # the read windows start from the committed ones and no other run commits before this one
+            the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
+        incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
+        notes = [_full_refresh_note(incremental)] if full_refresh and incremental else []
+        with executing(choice, the_plan) as (the_plan, provider, executor_notes, shared):
+            return execute(
+                the_plan,
+                command=command,
+                args=args,
+                warnings=warnings,
+                subscribers=subscribers,
+                threads=threads,
+                fail_fast=fail_fast,
+                lock=lock,
+                notes=[*notes, *executor_notes],
+                provider=provider,
+                shared=shared,
+            )
+
+
+@contextlib.contextmanager
+def _project_lock(
+    root: Path, overrides: Mapping[str, str] | None, environ: Mapping[str, str] | None
+) -> Iterator[ProjectLock]:
+    """The project lock of a run: the local flock, and the lease of a shared `state:` backend rendered with
+    the run's --var."""
+    from pipelinez.engine.state.lock import ProjectLock
+
+    backend = backend_at(root, environ, overrides)  # the plan reported a block that cannot be rendered
+    with contextlib.closing(backend), ProjectLock(root / ".pz", backend) as lock:
+        yield lock
 
 
 @contextlib.contextmanager
@@ -204,7 +226,8 @@ def retry(
 
     root = find_project_root(project_dir or Path.cwd())
     state_dir = root / ".pz"
-    backend = backend_at(root, environ)
+    # the state block as the last run rendered it (its --var), when that run is here; else as declared
+    backend = backend_at(root, environ, _last_vars(state_dir))
     with contextlib.closing(backend), ProjectLock(state_dir, backend) as lock:
         hydrate(backend, state_dir)  # the last run may have run on another machine
         last = last_run(state_dir)
@@ -221,6 +244,16 @@ def retry(
             return decided.finish(dry_run, executor, staging, subscribers, lock)
         finally:
             local.close()  # a staging copy the run did not take is deleted, under the lock
+
+
+def _last_vars(state_dir: Path) -> dict[str, str]:
+    """The --var of the newest run recorded in `.pz/runs` ({} when there is none, or it is unreadable)."""
+    from pipelinez.engine.state.run_results import read_results
+    from pipelinez.engine.state.runs import run_ids, runs_dir
+
+    ids = run_ids(state_dir)
+    last = read_results(runs_dir(state_dir) / ids[-1] / "run_results.json") if ids else None
+    return dict(last.args.vars) if last is not None else {}
 
 
 class _Retry:
@@ -330,6 +363,28 @@ class _Retry:
         if args.full_refresh and incremental:
             return retry_plan, args, (_full_refresh_note(incremental),)
         return retry_plan, args, ()
+
+
+def _watermarks_moved(lock: ProjectLock, the_plan: Plan, stamp: tuple[tuple[int, int, int], ...]) -> bool:
+    """Whether the watermarks committed now (read under `lock`, through its backend) differ from those the
+    plan's incremental loads compiled their bounds from. `stamp`: the local state file's before the plan
+    (unchanged: nothing was committed since, and the file is not read again)."""
+    loads = [
+        p.node
+        for p in the_plan.nodes
+        if isinstance(p.node, SourceLoadNode) and p.node.work.request.bounds.incremental
+    ]
+    backend = lock.backend
+    if not loads or backend is None:
+        return False
+    if isinstance(backend, LocalBackend) and backend.stamp() == stamp:
+        return False
+    marks = backend.watermarks()
+    for node in loads:
+        mark = marks.get((node.source, node.dataset))
+        if (mark.value if mark is not None else None) != node.work.request.bounds.committed:
+            return True
+    return False
 
 
 def _full_refresh_note(incremental: Sequence[str]) -> str:

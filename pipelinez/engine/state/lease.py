@@ -5,18 +5,25 @@ PZ0503 for `pz retry`); while it lives every other process is refused with PZ051
 
 A holder that could not renew for a whole lease length (cut off from the database, paused) stops calling
 itself the holder, judged by its own monotonic clock from the start of its last successful renewal (as
-connectors/sdk_lease.py does): `lost` then stays true and the run commits no watermark. The backend fences
-the commit too (the lease row must still carry this holder's token and not have expired)."""
+connectors/sdk_lease.py does) and after one more renewal attempt: `lost` then stays true, the run starts no
+further node (`lease_fence`, PZ0541) and commits no watermark. The backend fences the commit too (the
+lease row must still carry this holder's token and not have expired)."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pipelinez.core import failpoints
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.state.backend import Holder, LeaseInfo, StateBackend, StateBackendError
-from pipelinez.engine.run.failures import DEBUG_LOG
+from pipelinez.core.vocabulary import NodeError
+from pipelinez.engine.run.failures import DEBUG_LOG, NodeFailure
+
+if TYPE_CHECKING:
+    from pipelinez.plan.planner import PlannedNode
 
 
 class Lease:
@@ -31,9 +38,14 @@ class Lease:
     @property
     def lost(self) -> bool:
         """Whether this process may no longer call itself the holder: a renewal found the lease taken over,
-        or no renewal succeeded for a whole lease length (the lease may have expired and been taken)."""
+        or no renewal succeeded for a whole lease length (the lease may have expired and been taken). An
+        overdue lease is renewed once more first: the heartbeat may only have been held up (a busy machine,
+        a long call holding the GIL), and a renewal that succeeds proves no other run took it meanwhile
+        (taking it changes its token, which the renewal must match)."""
         if not self._lost and self._renewed_at and self._overdue():
-            self._lose("it was not renewed within state.lease_seconds")
+            self._renew()
+            if self._overdue():
+                self._lose("it was not renewed within state.lease_seconds")
         return self._lost
 
     def _overdue(self) -> bool:
@@ -61,7 +73,7 @@ class Lease:
         self._renew()
 
     def _renew(self) -> None:
-        if self.lost:  # never renewed again: another process may hold it now
+        if self._lost:  # never renewed again: another process may hold it now
             return
         failpoints.hit("state.lease_renew")
         sent = time.monotonic()
@@ -104,3 +116,38 @@ def locked_error(backend: StateBackend, other: LeaseInfo) -> list[Diagnostic]:
             "lease expires (state.lease_seconds)",
         )
     ]
+
+
+# -- the fence: once the lease is lost, the run starts no further node (so writes no further sink) and commits
+# no watermark; it ends failed with PZ0541. A node under way when the loss is noticed finishes (a connector's
+# commit is its own), which the message says.
+LOST = (
+    "this run lost the project lock's lease on the state backend ({where}): another run took it over, or it "
+    "could not be renewed within state.lease_seconds"
+)
+
+
+def lease_fence(lease: Lease | None) -> Callable[[PlannedNode], NodeFailure | None] | None:
+    """The executor's fence of a run holding `lease` (None for a local lock: the OS keeps it)."""
+    if lease is None:
+        return None
+    held = lease
+
+    def fence(planned: PlannedNode) -> NodeFailure | None:
+        if not held.lost:
+            return None
+        where = held.backend.describe()
+        return NodeFailure(
+            "PZ0541",
+            f"{planned.node.name} was not started: {LOST.format(where=where)}; nothing more is written",
+        )
+
+    return fence
+
+
+def lost_error(lease: Lease) -> NodeError:
+    """The run's error once its lease was lost."""
+    where = lease.backend.describe()
+    return NodeError(
+        "PZ0541", f"{LOST.format(where=where)}: no node was started after that and no watermark was committed"
+    )

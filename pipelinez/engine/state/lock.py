@@ -27,6 +27,7 @@ class ProjectLock:
     def __init__(self, state_dir: Path, backend: StateBackend | None = None):
         self.path = state_dir / "lock"
         self._fd: int | None = None
+        self.backend = backend  # what a run under this lock reads and commits state through (fenced)
         self.lease = Lease(backend) if backend is not None and backend.remote else None
 
     def __enter__(self) -> ProjectLock:

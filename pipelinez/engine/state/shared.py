@@ -34,12 +34,15 @@ def backend_for(project: Project, settings: JsonObject) -> StateBackend:
     return open_backend(project.state_dir, project.name, settings)
 
 
-def project_backend(project: Project, environ: Mapping[str, str] | None = None) -> StateBackend:
-    """The backend of a loaded project, its `state:` block rendered here; PzValidationError when the
-    block itself is wrong (the rest of the project is not checked here)."""
+def project_backend(
+    project: Project, environ: Mapping[str, str] | None = None, overrides: Mapping[str, str] | None = None
+) -> StateBackend:
+    """The backend of a loaded project, its `state:` block rendered here with the command's --var
+    `overrides` (the vars a run compiles with); PzValidationError when the block itself is wrong (the rest
+    of the project is not checked here)."""
     if not project.state:
         return LocalBackend(project.state_dir, project.name)
-    values, _found = resolve_values(project, {}, environ)
+    values, _found = resolve_values(project, overrides or {}, environ)
     settings, problems = resolve_state(project, Templater(values, project.macro_files))
     errors = [d for d in problems if d.is_error]
     if errors:
@@ -47,15 +50,17 @@ def project_backend(project: Project, environ: Mapping[str, str] | None = None) 
     return backend_for(project, settings)
 
 
-def backend_at(root: Path, environ: Mapping[str, str] | None = None) -> StateBackend:
-    """The backend of the project at `root` (the local folder when project.yml cannot be loaded: commands
-    like `pz clean` still work on what is here)."""
+def backend_at(
+    root: Path, environ: Mapping[str, str] | None = None, overrides: Mapping[str, str] | None = None
+) -> StateBackend:
+    """The backend of the project at `root`, its block rendered with `overrides` (--var); the local folder
+    when project.yml cannot be loaded: commands like `pz clean` still work on what is here."""
     if not _declares_state(root):  # the common case, without loading the whole project
         return LocalBackend(root / ".pz")
     project, _ = load_project(root, partial=True)
     if project is None:
         return LocalBackend(root / ".pz")
-    return project_backend(project, environ)
+    return project_backend(project, environ, overrides)
 
 
 def _declares_state(root: Path) -> bool:
@@ -96,10 +101,10 @@ def hydrate(backend: StateBackend, state_dir: Path) -> list[str]:
     written = []
     for run_id in backend.run_ids():
         folder = runs / run_id
-        if (folder / RESULTS).exists() or run_id == live:
+        if run_id == live or not _missing_or_orphaned(folder / RESULTS):
             continue
         results = backend.get_run_file(run_id, RESULTS)
-        if results is None:
+        if results is None or _same(folder / RESULTS, _orphaned(results)):
             continue
         folder.mkdir(parents=True, exist_ok=True)
         events = backend.get_run_file(run_id, EVENTS)
@@ -112,6 +117,27 @@ def hydrate(backend: StateBackend, state_dir: Path) -> list[str]:
     if written:
         DEBUG_LOG.info("runs read from %s: %s", backend.describe(), ", ".join(written))
     return written
+
+
+def _missing_or_orphaned(path: Path) -> bool:
+    """Whether `.pz/runs/<id>/run_results.json` is absent here, or a copy hydrated while its run was recorded
+    as running (pid 0): read again, as the run may have gone on (its lease was read before its record, or it
+    was taken over and finished by the holder) and its final record is in the backend now. A run this
+    machine ran keeps its own record (its pid is real)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False  # unreadable: `pz runs` says so (PZ0523)
+    return isinstance(data, dict) and data.get("status") == "running" and data.get("pid") == 0
+
+
+def _same(path: Path, text: str) -> bool:
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except OSError:
+        return False
 
 
 def _orphaned(text: str) -> str:
