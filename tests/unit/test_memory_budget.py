@@ -115,3 +115,22 @@ def test_a_budget_too_small_to_run_is_pz0713(tmp_path: Path) -> None:
     assert "64MB or more" in result.output
     (tmp_path / "project.yml").write_text("name: tiny\nengine:\n  memory_limit: 64MB\n", encoding="utf-8")
     assert "PZ0713" not in pz(tmp_path, "validate").output
+
+
+def test_work_that_outgrows_the_budget_is_pz0714(tmp_path: Path) -> None:
+    """A list aggregate cannot spill: at the minimum budget the streamed pipeline and its sink write fail as
+    PZ0714 with the budget's next step, and nothing is written."""
+    (tmp_path / "project.yml").write_text("name: oom\nengine:\n  memory_limit: 64MB\n", encoding="utf-8")
+    (tmp_path / "sinks").mkdir()
+    (tmp_path / "sinks" / "wh.yml").write_text("connector: duckdb\nconnection: { path: out.duckdb }\n")
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "big.sql").write_text(
+        "INSERT INTO {{ sink('wh', 'big') }}\nSELECT list(i) AS l FROM range(40000000) t(i)\n"
+    )
+    result = pz(tmp_path, "run")
+    assert result.exit_code != 0
+    assert "PZ0714: pipeline 'big'" in result.output
+    assert "raise engine.memory_limit in project.yml" in result.output
+    assert not (tmp_path / "out.duckdb").exists() or "big" not in str(
+        duckdb.connect(str(tmp_path / "out.duckdb"), read_only=True).execute("SHOW TABLES").fetchall()
+    )

@@ -117,6 +117,6 @@ CODES: tuple[Code, ...] = (
         "a node's DuckDB work needed more memory than its share of engine.memory_limit and could not spill "
         "it to the staging folder's tmp/ (DuckDB's Out of Memory error): the node failed, not the run",
         "raise engine.memory_limit in project.yml, or lower engine.threads so fewer nodes share the budget "
-        "at once, then `pz retry`",
+        "at once, then run again (docs/resilience.md, Memory)",
     ),
 )
