@@ -127,9 +127,8 @@ def fixed_cost(project: Path, rounds: int) -> None:
     print(f"\nfixed cost of a Ray run, {rounds} alternating rounds on a 1-worker cluster{failed}")
     print(f"local wall s: {', '.join(f'{m.wall:.2f}' for m in local)}")
     print(f"ray wall s:   {', '.join(f'{m.wall:.2f}' for m in ray)}")
-    print(
-        f"ray - local (neighbours) s: {', '.join(f'{e:.2f}' for e in extra)}; median {statistics.median(extra):.2f}"
-    )
+    listed = ", ".join(f"{e:.2f}" for e in extra)
+    print(f"ray - local (neighbours) s: {listed}; median {statistics.median(extra):.2f}")
 
 
 def branches_project(root: Path, branches: int) -> Path:
