@@ -28,6 +28,6 @@ def budget_problems(engine: EngineSpec, positions: Positions | None) -> list[Dia
             place=place,
             file=None if place is not None else "project.yml",
             next_step=f"set engine.memory_limit to {MINIMUM_BYTES // 1000**2}MB or more in project.yml "
-            "(leave it out for the default: 384MB, or a quarter of the machine's memory where that is less)",
+            "(leave it out for the default: 320MB, or a quarter of the machine's memory where that is less)",
         )
     ]

@@ -22,8 +22,8 @@ from pipelinez.core.vocabulary import (
 VAR_TYPES = tuple(t.value for t in VarType)
 STRATEGIES = tuple(s.value for s in Strategy)
 # the process's DuckDB memory budget when project.yml sets none (build_engine uses core.memory_budget's
-# default_limit: 384MB, or a quarter of the machine's memory where that is less); docs/resilience.md, Memory
-DEFAULT_MEMORY_LIMIT = "384MB"
+# default_limit: 320MB, or a quarter of the machine's memory where that is less); docs/resilience.md, Memory
+DEFAULT_MEMORY_LIMIT = "320MB"
 STAGING_COMPRESSIONS = tuple(c.value for c in StagingCompression)
 DEFAULT_STAGING_COMPRESSION = StagingCompression.FAST
 DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks", "data_tests", "description"})

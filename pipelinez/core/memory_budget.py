@@ -1,6 +1,6 @@
 """One memory budget for the DuckDB instances a pz process holds open at once.
 
-`engine.memory_limit` (default 384MB, or a quarter of the machine's memory where that is less) is the budget
+`engine.memory_limit` (default 320MB, or a quarter of the machine's memory where that is less) is the budget
 of the whole process's DuckDB buffer pools, not of one instance. The rule:
 
 - A database instance (the run's staging database, a DuckDB file opened in its own instance: the duckdb
@@ -15,7 +15,7 @@ of the whole process's DuckDB buffer pools, not of one instance. The rule:
 - Arrow batches in flight between two instances are bounded by rows, not bytes (see `connectors/sdk_feed.py`).
 
 Peak RSS of a run is about the budget plus 200-250 MiB (Python, pyarrow, DuckDB's own code and the Arrow
-batches in flight): with the default 384MB a run stays under 700 MiB whatever the table size and the tier.
+batches in flight): with the default 320MB a run stays under 700 MiB whatever the table size and the tier.
 A budget below `MINIMUM_BYTES` is refused when the project is loaded (PZ0713): DuckDB cannot hold one row
 group of a wide table for each of two instances in less.
 """
@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import duckdb
 
-DEFAULT_BYTES = 384 * 1000**2  # "384MB": the budget where the machine has 1.5 GB of memory or more
+# "320MB": the budget where the machine has 1.28 GB of memory or more. A universal-tier 10M-row PostgreSQL →
+# DuckDB file run (staging and the sink file's instance both open) peaked at 702 MiB with 384MB, 655 with 320
+DEFAULT_BYTES = 320 * 1000**2
 MINIMUM_BYTES = 64 * 1000**2  # "64MB": two database instances of 32MB each
 _UNITS = {"KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}
 _UNITS |= {"KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
@@ -47,7 +49,7 @@ def size_bytes(text: str) -> int:
 
 
 def default_limit() -> str:
-    """The default budget: 384MB, or a quarter of the machine's memory (a cgroup limit included) when that
+    """The default budget: 320MB, or a quarter of the machine's memory (a cgroup limit included) when that
     is less, never below the minimum."""
     quarter = machine_memory() // 4
     chosen = max(MINIMUM_BYTES, min(DEFAULT_BYTES, quarter)) if quarter > 0 else DEFAULT_BYTES

@@ -97,9 +97,9 @@ def test_a_duckdb_file_opened_beside_staging_shares_its_budget(tmp_path: Path) -
 
 @pytest.mark.parametrize(
     ("machine", "expected"),
-    [(24 * 1024**3, "384MB"), (1_000_000_000, "250MB"), (100_000_000, "64MB"), (0, "384MB")],
+    [(24 * 1024**3, "320MB"), (1_000_000_000, "250MB"), (100_000_000, "64MB"), (0, "320MB")],
 )
-def test_the_default_is_384mb_or_a_quarter_of_the_machine(
+def test_the_default_is_320mb_or_a_quarter_of_the_machine(
     monkeypatch: pytest.MonkeyPatch, machine: int, expected: str
 ) -> None:
     monkeypatch.setattr(memory_budget, "machine_memory", lambda: machine)

@@ -108,7 +108,7 @@ CODES: tuple[Code, ...] = (
         "project.yml's engine.memory_limit is below 64MB: it is the budget of all the DuckDB instances of "
         "the process together (the staging database and a DuckDB file written in its own instance split it "
         "while both are open), and DuckDB needs 32MB for each",
-        "set engine.memory_limit to 64MB or more, or leave it out for the default (384MB, or a quarter of "
+        "set engine.memory_limit to 64MB or more, or leave it out for the default (320MB, or a quarter of "
         "the machine's memory where that is less; docs/resilience.md, Memory)",
     ),
     Code(
