@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 # 4 x 122,880 rows: about half a million rows in flight per statement. With 8, a universal-tier 10M-row
-# PostgreSQL → DuckDB file `pz run` peaked at 810 MiB (staging load 670); with 4 at 702 (staging load 490),
-# the load 6 % slower (docs/benchmarks.md, Memory: one budget)
+# PostgreSQL → DuckDB file `pz run` peaked at 836 MiB (staging load 710); with 4 at 702 (staging load 481);
+# the time cost was lost in the machine's load that hour (docs/benchmarks.md, Memory: one budget)
 BATCHES_PER_STATEMENT = 4
 
 
