@@ -14,10 +14,11 @@ of the whole process's DuckDB buffer pools, not of one instance. The rule:
   tried: a sorted COPY of 3M rows then fails where DuckDB cannot spill an in-memory database).
 - Arrow batches in flight between two instances are bounded by rows, not bytes (see `connectors/sdk_feed.py`).
 
-Peak RSS of a run is about the budget plus 200-250 MiB (Python, pyarrow, DuckDB's own code and the Arrow
-batches in flight): with the default 320MB a run stays under 700 MiB whatever the table size and the tier.
-A budget below `MINIMUM_BYTES` is refused when the project is loaded (PZ0713): DuckDB cannot hold one row
-group of a wide table for each of two instances in less.
+Peak RSS of a run is about the budget plus 150-350 MiB (Python, pyarrow, DuckDB's own code and the Arrow
+batches in flight; the universal tier is the upper end): with the default 320MB a run stays under 700 MiB
+whatever the table size and the tier (docs/benchmarks.md, Memory: one budget). A budget below
+`MINIMUM_BYTES` is refused when the project is loaded (PZ0713): DuckDB cannot hold one row group of a wide
+table for each of two instances in less.
 """
 
 from __future__ import annotations
