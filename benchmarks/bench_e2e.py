@@ -242,7 +242,8 @@ def main() -> None:
     parser.add_argument("--tiers", default="native,universal")
     parser.add_argument("--rss-sweep", help="comma-separated row counts: peak RSS of pz per target and tier")
     parser.add_argument(
-        "--memory-limit", help="engine.memory_limit of pz's project (default: pz's own, 384MB)"
+        "--memory-limit",
+        help="engine.memory_limit of pz's project (default: pz's own budget, 320MB or a quarter of RAM)",
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5432)

@@ -2,7 +2,11 @@
 and 4 workers (a `ray.cluster_utils.Cluster` on this machine: a head with no CPUs plus W nodes of 1 CPU each,
 which is what a real cluster looks like to the scheduler, minus the network).
 
-Two projects:
+Three projects:
+- fixed: one 10-row CSV → pipeline → Parquet sink (3 nodes): what a Ray run costs over a local one whatever
+  the data (joining the cluster, the version probe, the staging check, a task per node). One cluster of 1
+  worker serves R alternating rounds (local, ray, local, …); the figure is the median of each Ray run's wall
+  minus the mean of the local runs around it;
 - partitioned: a PostgreSQL table (pz_bench.orders_<rows>, shared with bench_postgres.py) read in P
   partitions — on Ray one task per partition — and aggregated into a Parquet sink;
 - branches: B independent branches of small CSV → stored pipeline → check → Parquet sink (4 nodes each),
@@ -16,6 +20,9 @@ run the version probe is in the wall time.
 
     .venv/bin/python benchmarks/bench_ray.py                       # 1M rows, 8 partitions, 24 branches
     .venv/bin/python benchmarks/bench_ray.py --rows 10000000 --partitions 16
+    .venv/bin/python benchmarks/bench_ray.py --scenarios fixed --rounds 5
+
+The partitioned table also prints the 2-worker speed-up: the 1-worker Ray wall over the 2-worker one.
 """
 
 from __future__ import annotations
@@ -86,6 +93,42 @@ def partitioned_project(root: Path, table: str, partitions: int) -> Path:
             """,
         },
     )
+
+
+def fixed_project(root: Path) -> Path:
+    return _write(
+        root,
+        {
+            "project.yml": "name: bench_fixed\n",
+            "data/tiny.csv": "id,v\n" + "".join(f"{i},{i * 3}\n" for i in range(10)),
+            "sources/files.yml": "connector: localfiles\nconnection: { root: data }\ndatasets:\n"
+            "  tiny: { format: csv, path: tiny.csv, columns: { id: bigint, v: bigint } }\n",
+            "sinks/lake.yml": "connector: localfiles\nconnection: { root: out }\noutputs:\n"
+            "  tiny_out: { format: parquet }\n",
+            "pipelines/tiny_out.sql": "INSERT INTO {{ sink('lake', 'tiny_out') }}\n"
+            "SELECT id, v FROM {{ source('files', 'tiny') }}\n",
+        },
+    )
+
+
+def fixed_cost(project: Path, rounds: int) -> None:
+    """R rounds local, ray (1 worker), …, local on one cluster; the median extra seconds of a Ray run."""
+    cluster = start_cluster(1)
+    try:
+        local = [measure("fixed", project, "local", None, None)]
+        ray: list[Measure] = []
+        for _ in range(rounds):
+            ray.append(measure("fixed", project, "ray", 1, cluster.address))  # type: ignore[attr-defined]
+            local.append(measure("fixed", project, "local", None, None))
+    finally:
+        cluster.shutdown()  # type: ignore[attr-defined]
+    extra = [r.wall - (local[i].wall + local[i + 1].wall) / 2 for i, r in enumerate(ray)]
+    failed = "" if all(m.ok for m in [*local, *ray]) else " (A RUN FAILED)"
+    print(f"\nfixed cost of a Ray run, {rounds} alternating rounds on a 1-worker cluster{failed}")
+    print(f"local wall s: {', '.join(f'{m.wall:.2f}' for m in local)}")
+    print(f"ray wall s:   {', '.join(f'{m.wall:.2f}' for m in ray)}")
+    listed = ", ".join(f"{e:.2f}" for e in extra)
+    print(f"ray - local (neighbours) s: {listed}; median {statistics.median(extra):.2f}")
 
 
 def branches_project(root: Path, branches: int) -> Path:
@@ -177,6 +220,7 @@ def main() -> None:
     parser.add_argument("--branches", type=int, default=24)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--scenarios", default="partitioned,branches")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of the fixed scenario")
     args = parser.parse_args()
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     work = Path(tempfile.mkdtemp(prefix="pz-bench-ray-"))
@@ -190,6 +234,8 @@ def main() -> None:
     workers = [int(w) for w in args.workers.split(",")]
     rows: list[Measure] = []
     try:
+        if "fixed" in scenarios:
+            fixed_cost(fixed_project(work / "fixed"), args.rounds)
         for scenario, project in projects.items():
             local = [measure(scenario, project, "local", None, None)]
             for w in workers:
@@ -223,6 +269,9 @@ def _print(scenario: str, local: list[Measure], ray: list[Measure], base: float)
             f"| ray{ok} | {r.workers} | {r.wall:.2f} | {r.wall / around:.2f}x | {r.nodes} | {r.tasks} | "
             f"{per_task:.0f} | {r.rss_mb:.0f} |"
         )
+    walls = {r.workers: r.wall for r in ray}
+    if 1 in walls and 2 in walls:
+        print(f"2-worker speed-up over 1 worker: {walls[1] / walls[2]:.2f}x")
     lrss = max(m.rss_mb for m in local)
     print(f"| local | threads=CPUs | {base:.2f} | 1.00x | {local[0].nodes} | - | - | {lrss:.0f} |")
 

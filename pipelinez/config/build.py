@@ -13,7 +13,6 @@ from typing import Any, TypedDict
 from pipelinez.config.dbt_tests import build_all_checks
 from pipelinez.config.model import (
     DATASET_ENGINE_KEYS,
-    DEFAULT_MEMORY_LIMIT,
     DEFAULT_STAGING_COMPRESSION,
     OUTPUT_ENGINE_KEYS,
     BreakerSpec,
@@ -34,6 +33,7 @@ from pipelinez.config.yaml_loader import YamlDoc
 from pipelinez.core.diagnostics import Place
 from pipelinez.core.durations import parse_duration
 from pipelinez.core.json_types import JsonObject
+from pipelinez.core.memory_budget import default_limit
 from pipelinez.core.vocabulary import (
     DEFAULT_STRATEGY,
     Duplicates,
@@ -125,7 +125,7 @@ def build_engine(engine: JsonObject) -> EngineSpec:
         fail_fast=bool(engine.get("fail_fast", False)),
         force_universal=bool(engine.get("force_universal", False)),
         external_access=bool(engine.get("external_access", False)),
-        memory_limit=str(engine.get("memory_limit", DEFAULT_MEMORY_LIMIT)).strip(),
+        memory_limit=str(engine.get("memory_limit") or default_limit()).strip(),
         staging_compression=StagingCompression(
             engine.get("staging_compression", DEFAULT_STAGING_COMPRESSION)
         ),

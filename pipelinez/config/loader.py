@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from pipelinez.config.budget import budget_problems
 from pipelinez.config.build import build_settings, build_sidecar, build_sink, build_source
 from pipelinez.config.checks import duplicate_check_names
 from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, Snapshot, broken_link, discover
@@ -100,6 +101,8 @@ class _Loading:
         pipelines = self._pipelines()
         pipelines = {name: defaults_of(pipe, folders) for name, pipe in pipelines.items()}
         self.diagnostics += folder_problems(self.files.root, folders, sinks, self.broken)
+        if settings is not None:
+            self.diagnostics += budget_problems(settings.engine, self.positions.get(PROJECT_FILE))
         doc_files = self._texts(self.files.docs)
         macro_files = self._texts(self.files.macros)
         singular_tests = self._singular_tests()

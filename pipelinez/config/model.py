@@ -21,10 +21,9 @@ from pipelinez.core.vocabulary import (
 
 VAR_TYPES = tuple(t.value for t in VarType)
 STRATEGIES = tuple(s.value for s in Strategy)
-# staging buffer pool: bounded, whatever the table size; bigger work spills. Peak RSS of a run that stages
-# more than the cap is about the cap + 230 MiB: 384MB keeps a native 10M-row `pz run` with `fast` staging
-# (larger staged tables than `auto`) under 700 MiB (583 MiB; 742 with 512MB; docs/benchmarks.md)
-DEFAULT_MEMORY_LIMIT = "384MB"
+# the process's DuckDB memory budget when project.yml sets none (build_engine uses core.memory_budget's
+# default_limit: 320MB, or a quarter of the machine's memory where that is less); docs/resilience.md, Memory
+DEFAULT_MEMORY_LIMIT = "320MB"
 STAGING_COMPRESSIONS = tuple(c.value for c in StagingCompression)
 DEFAULT_STAGING_COMPRESSION = StagingCompression.FAST
 DATASET_ENGINE_KEYS = frozenset({"columns", "sync", "retry", "checks", "data_tests", "description"})

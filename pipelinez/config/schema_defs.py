@@ -226,7 +226,8 @@ def project_schema() -> JsonObject:
             "memory_limit": {
                 "type": "string",
                 "pattern": r"^\s*\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$",
-                "description": "staging DuckDB memory cap (e.g. 1GB); larger work spills to disk",
+                "description": "the process's DuckDB memory budget (e.g. 1GB, at least 64MB), shared by the "
+                "DuckDB instances open at once; larger work spills to disk",
             },
             "staging_compression": {
                 "enum": list(STAGING_COMPRESSIONS),

@@ -5,7 +5,8 @@ ends, so one `INSERT … SELECT * FROM <stream>` grows with the rows (text colum
 10M-row table's stream into a DuckDB file (`benchmarks/arrow_stream_memory.py`, peak RSS): one statement
 1,571 MiB in 7.6 s; one INSERT per 8 batches inside the caller's transaction 964 MiB in 10.6 s (16 batches:
 1,213 MiB, 8.7 s); the stream read by a Python loop alone 463 MiB. The sink's 256MB buffer pool is in those
-figures. The result is the same table: the caller's transaction makes the statements one write.
+figures (pz now feeds 4 batches a statement: see BATCHES_PER_STATEMENT). The result is the same table: the
+caller's transaction makes the statements one write.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-BATCHES_PER_STATEMENT = 8  # 8 x 122,880 rows: about a million rows in flight per statement
+# 4 x 122,880 rows: about half a million rows in flight per statement. With 8, a universal-tier 10M-row
+# PostgreSQL → DuckDB file `pz run` peaked at 836 MiB (staging load 710); with 4 at 702 (staging load 481);
+# the time cost was lost in the machine's load that hour (docs/benchmarks.md, Memory: one budget)
+BATCHES_PER_STATEMENT = 4
 
 
 class ArrowFeed:

@@ -9,6 +9,10 @@ result, to recognise pandas objects. pz never uses pandas; where it is not insta
 failed search of `sys.path` (thousands of them in a large `pz validate`, a third of its profile). The first
 connection records that pandas is absent (`sys.modules["pandas"] = None`), so later attempts fail at once
 with the same ModuleNotFoundError. Where pandas is installed nothing changes, and pz still never imports it.
+
+Memory: every instance opened here is under the process's one budget (`core/memory_budget.py`). A database
+instance opened with `share=True` (the run's staging, a DuckDB file in its own instance) takes a share of it
+until `release` (or its close, noticed at the next change); any other instance is capped at the budget.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 from typing import TYPE_CHECKING
+
+from pipelinez.core.memory_budget import BUDGET
 
 if TYPE_CHECKING:
     import duckdb
@@ -26,13 +32,23 @@ def connect(
     *,
     read_only: bool = False,
     config: dict[str, str | bool | int | float | list[str]] | None = None,
+    share: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     import duckdb
 
     _settle_absent_pandas()
     con = duckdb.connect(database, read_only=read_only, config=config or {})
     con.execute("SET enable_progress_bar = false")
+    if share:
+        BUDGET.join(con)
+    else:
+        con.execute(f"SET memory_limit = '{BUDGET.helper_limit()}'")
     return con
+
+
+def release(con: duckdb.DuckDBPyConnection) -> None:
+    """`con`'s instance gives its share of the budget back to the others still open (before closing it)."""
+    BUDGET.leave(con)
 
 
 def _settle_absent_pandas() -> None:

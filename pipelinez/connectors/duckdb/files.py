@@ -60,7 +60,6 @@ class ReadWriteLock:
 
 _LOCKS: dict[str, ReadWriteLock] = {}
 _GUARD = threading.Lock()
-SEPARATE_MEMORY_LIMIT = "256MB"  # a file opened in its own DuckDB instance (universal tier reads and writes)
 
 
 def file_lock(path: Path) -> ReadWriteLock:
@@ -102,10 +101,10 @@ def connected(path: Path, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnect
 
     lock = file_lock(path)
     with lock.reading() if read_only else lock.writing():
-        con = duck_connect.connect(str(path), read_only=read_only)
+        # its own buffer pool beside the run's staging database: both share the process's one memory budget
+        con = duck_connect.connect(str(path), read_only=read_only, share=True)
         try:
-            # its own buffer pool beside the run's staging database: bounded too (larger work spills)
-            con.execute(f"SET memory_limit = '{SEPARATE_MEMORY_LIMIT}'")
             yield con
         finally:
+            duck_connect.release(con)
             con.close()

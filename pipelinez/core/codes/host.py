@@ -104,4 +104,21 @@ CODES: tuple[Code, ...] = (
         "reachability and the credentials' rights) on every node; the attempt's partial files are ignored "
         "(a node is done only when its manifest exists)",
     ),
+    Code(
+        "PZ0713",
+        "MemoryBudgetTooSmall",
+        "project.yml's engine.memory_limit is below 64MB: it is the budget of all the DuckDB instances of "
+        "the process together (the staging database and a DuckDB file written in its own instance split it "
+        "while both are open), and DuckDB needs 32MB for each",
+        "set engine.memory_limit to 64MB or more, or leave it out for the default (320MB, or a quarter of "
+        "the machine's memory where that is less; docs/resilience.md, Memory)",
+    ),
+    Code(
+        "PZ0714",
+        "MemoryBudgetExhausted",
+        "a node's DuckDB work needed more memory than its share of engine.memory_limit and could not spill "
+        "it to the staging folder's tmp/ (DuckDB's Out of Memory error): the node failed, not the run",
+        "raise engine.memory_limit in project.yml, or lower engine.threads so fewer nodes share the budget "
+        "at once, then run again (docs/resilience.md, Memory)",
+    ),
 )

@@ -16,11 +16,11 @@ import dataclasses
 import importlib
 import logging
 import os
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.core.diagnostics import PzConfigError, error
+from pipelinez.core.memory_budget import size_bytes
 from pipelinez.core.redact import Redactor
 from pipelinez.engine.distributed.ray_address import INSTALL, check_reachable
 from pipelinez.engine.distributed.remote_task import STAGING_PROBLEM, probe, versions
@@ -34,16 +34,11 @@ if TYPE_CHECKING:
 
 TASK_CPUS = 1  # each task: one CPU, so its DuckDB runs one thread; memory: engine.memory_limit
 PROBE_TIMEOUT = 120.0
-_UNITS = {"KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}
-_UNITS |= {"KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
 
 
 def memory_bytes(limit: str) -> int:
     """engine.memory_limit ('512MB', '2GiB') in bytes: each task's Ray `memory` request."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B)\s*", limit, re.IGNORECASE)
-    if not m:
-        raise ValueError(f"not a byte size: {limit!r}")
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    return size_bytes(limit)
 
 
 def _refuse(code: str, message: str, next_step: str = "") -> PzConfigError:

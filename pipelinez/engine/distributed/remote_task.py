@@ -33,7 +33,7 @@ from pipelinez.core.vocabulary import NodeStatus, Tier
 from pipelinez.engine.nodes.landing import NodeOutput, attempt_tier, drop_quietly, make_connector
 from pipelinez.engine.nodes.partitions import LandedParts, land_one
 from pipelinez.engine.run.backend import Attempt, AttemptResult, run_attempt
-from pipelinez.engine.run.context import open_staging
+from pipelinez.engine.run.context import close_staging, open_staging
 from pipelinez.engine.run.failures import NodeFailure, classify
 from pipelinez.engine.staging.shared_staging import (
     ManifestPartition,
@@ -185,7 +185,7 @@ def run_task(task: RemoteTask) -> RemoteResult:
             try:
                 result, published = _attempt(ctx, task)
             finally:
-                con.close()
+                close_staging(con)
     except Exception as exc:  # the worker's own DuckDB could not be opened: the node's PZ0512, as data
         message = f"internal error running '{task.name}' on a Ray worker: {type(exc).__name__}: {exc}"
         result = AttemptResult(task.name, task.item.attempt, failure=NodeFailure("PZ0512", message))

@@ -21,7 +21,7 @@ from pipelinez.core.diagnostics import Diagnostic, PzError, PzValidationError, e
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import RunCommand, RunStatus
 from pipelinez.engine.events import EventBus, utc_now
-from pipelinez.engine.run.context import RunContext, open_staging
+from pipelinez.engine.run.context import RunContext, close_staging, open_staging
 from pipelinez.engine.run.executor import OK_STATUSES, Executor
 from pipelinez.engine.run.prepare import validate
 from pipelinez.engine.state.run_results import NodeResult, ResultsWriter, RunArgs, RunResults
@@ -94,7 +94,7 @@ def _executed(
             yield ctx, results
         finally:
             ctx.close()
-            staging.close()
+            close_staging(staging)
 
 
 def _needed(dag: CompiledDag, names: set[str]) -> set[str]:

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 
 from pipelinez.core.sqlnames import quote_ident
 from pipelinez.core.vocabulary import OK_STATUSES, NodeError, NodeStatus
-from pipelinez.engine.run.failures import DEBUG_LOG, NodeFailure, StreamedQuery, classify, duck_summary
+from pipelinez.engine.run.failures import (
+    BUDGET_EXHAUSTED,
+    DEBUG_LOG,
+    NodeFailure,
+    StreamedQuery,
+    classify,
+    duck_summary,
+)
 from pipelinez.engine.state.run_results import NodeResult
 
 if TYPE_CHECKING:
@@ -34,12 +41,15 @@ def with_query_outcome(
         cause = classify(exc, "PZ0507", pipeline)
         DEBUG_LOG.info("%s: full message:\n%s", pipeline, exc)
         message = f"{pipeline}: {duck_summary(str(exc))} (streamed into {what}; nothing was written)"
-        query = StreamedQuery(error=NodeError("PZ0507", message, cause.transient))
-        if failure.code != "PZ0501":
+        code = "PZ0507"
+        if cause.code == "PZ0714":  # the query alone ran out of its share of the memory budget
+            code, message = "PZ0714", f"{message}; {BUDGET_EXHAUSTED}"
+        query = StreamedQuery(error=NodeError(code, message, cause.transient))
+        if failure.code not in ("PZ0501", "PZ0714"):
             return dataclasses.replace(failure, streamed=query)
         return dataclasses.replace(
             failure,
-            code="PZ0507",
+            code=code,
             message=message,
             transient=cause.transient,
             retry_after=cause.retry_after,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pipelinez.compile.dag import CompiledDag
 from pipelinez.config.model import Project
 from pipelinez.core import duck_catalog, duck_connect
+from pipelinez.core.memory_budget import BUDGET
 from pipelinez.core.sqlnames import quote_literal
 from pipelinez.engine.events import EventBus, Note
 from pipelinez.engine.nodes.partitions import LandedParts
@@ -106,13 +107,23 @@ def instance_limits(plan: Plan) -> dict[str, int]:
 STAGING_STORAGE = "v1.2.0"
 
 
+def close_staging(con: duckdb.DuckDBPyConnection) -> None:
+    """Close a staging database opened by `open_staging`, its share of the memory budget given back first."""
+    duck_connect.release(con)
+    con.close()
+
+
 def open_staging(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
 
     # A new staging file is created in DuckDB's v1.2 storage format, which compresses text with zstd
     # (engine.staging_compression: fast); files the run attaches (DuckDB sinks) keep DuckDB's default format.
-    con = duck_connect.connect(str(path), config={"storage_compatibility_version": STAGING_STORAGE})
+    # engine.memory_limit is the process's budget (core/memory_budget.py): staging shares it with any DuckDB
+    # file opened in its own instance while the run holds both
+    BUDGET.set_total(memory_limit)
+    con = duck_connect.connect(
+        str(path), config={"storage_compatibility_version": STAGING_STORAGE}, share=True
+    )
     con.execute("RESET storage_compatibility_version")
-    con.execute(f"SET memory_limit = {quote_literal(memory_limit)}")
     con.execute("SET TimeZone = 'UTC'")
     con.execute(f"SET temp_directory = {quote_literal((path.parent / 'tmp').as_posix())}")
     con.execute("SET preserve_insertion_order = true")

@@ -7,6 +7,7 @@ an unknown exception is never silently retried.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -112,12 +113,36 @@ def _is_duck_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.Error)
 
 
+BUDGET_EXHAUSTED = "out of memory within its share of engine.memory_limit, with nothing DuckDB could spill"
+OUT_OF_MEMORY = (
+    "Out of Memory Error"  # DuckDB's OutOfMemoryException, also inside a connector's wrapped error
+)
+
+
 def _checkpoint_of(exc: BaseException) -> DeliveryCheckpoint | None:
     return exc.checkpoint if isinstance(exc, ConnectorError) else None
 
 
 def classify(exc: BaseException, default_code: str, what: str) -> NodeFailure:
     """`what` names the node for the message, e.g. "sink 'warehouse' output 'orders'"."""
+    failure = _classified(exc, default_code, what)
+    if not isinstance(exc, NodeFailure) and out_of_memory(exc):
+        # PZ0714: DuckDB could neither fit the node's work in its share of engine.memory_limit nor spill it
+        message = f"{failure.message}; {BUDGET_EXHAUSTED}"
+        return dataclasses.replace(failure, code="PZ0714", message=message, transient=False)
+    return failure
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """DuckDB's OutOfMemoryException, raised as such or inside a connector's wrapped error."""
+    import duckdb
+
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return True
+    return isinstance(exc, PzConnectorError | duckdb.Error) and OUT_OF_MEMORY in str(exc)
+
+
+def _classified(exc: BaseException, default_code: str, what: str) -> NodeFailure:
     if isinstance(exc, NodeFailure):
         return exc
     if isinstance(exc, PzConnectorError):

@@ -38,7 +38,7 @@ from pipelinez.engine.events import (
 )
 from pipelinez.engine.nodes.watermarks import Capture, commit_run
 from pipelinez.engine.run.backend import BackendProvider, ExecutorBackend
-from pipelinez.engine.run.context import RunContext, open_staging
+from pipelinez.engine.run.context import RunContext, close_staging, open_staging
 from pipelinez.engine.run.debug_log import debug_log
 from pipelinez.engine.run.executor import OK_STATUSES, Executor, NodeGate, node_completed
 from pipelinez.engine.staging.shared_staging import StagingRoot, remove_staged
@@ -364,7 +364,7 @@ def _run_nodes(
                 if results.status is RunStatus.FAILED and results.error is None:
                     _fold_wal(staging)
             finally:
-                staging.close()
+                close_staging(staging)
 
 
 def _backend(
@@ -409,7 +409,7 @@ def _open_staging(path: Path, memory_limit: str, reuse: Mapping[str, Reuse]) -> 
                 prune(con, kept_tables(reuse))
                 return con
             except duckdb.Error:
-                con.close()
+                close_staging(con)
                 unseed(path)
     return open_staging(path, memory_limit)
 
