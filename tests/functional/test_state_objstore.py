@@ -390,3 +390,71 @@ def test_watermarks_json_is_one_document_with_every_mark(store: Store) -> None:
     assert backend.run_ids() == ["r1"]
     backend.delete_run("r1")
     assert backend.run_ids() == [] and backend.get_run_file("r1", "events.jsonl") is None
+
+
+def _two_writes(db: str, store: Store, staging_endpoint: str | None) -> dict[str, str]:
+    """The project with a second write (`second`, the one A's run fails) and, for an s3 staging, the
+    engine.staging settings to reach it (the moto server, the state's key pair)."""
+    files = _files(db, store.block())
+    staging = "engine:\n  retry: { max_attempts: 1 }\n"
+    if staging_endpoint is not None:
+        staging += (
+            f"  staging:\n    endpoint: '{staging_endpoint}'\n"
+            "    access_key_id: \"{{ env('PZ_STATE_KEY_ID') }}\"\n"
+            "    secret_access_key: \"{{ env('PZ_STATE_SECRET') }}\"\n"
+        )
+    files["project.yml"] += staging
+    files["sources/src.yml"] = files["sources/src.yml"].replace(
+        "    sync: { mode: incremental, cursor: id }\n", ""
+    )
+    files["sinks/wh.yml"] += "  second: { strategy: append, duplicates: accept }\n"
+    files["pipelines/second.sql"] = (
+        "INSERT INTO {{ sink('wh', 'second') }}\nSELECT * FROM {{ source('src', 'items') }}\n"
+    )
+    return files
+
+
+def _ids(db: str, table: str) -> list[int]:
+    return [int(str(r[0])) for r in _sql(db, f"SELECT id FROM public.{table} ORDER BY id")]
+
+
+@pytest.mark.parametrize(("kind", "staging"), [("s3", "s3"), ("azureblob", "folder")])
+def test_a_failed_run_on_a_is_finished_on_b_from_the_shared_state_and_staging(
+    request: pytest.FixtureRequest, tmp_path: Path, db: str, kind: str, staging: str
+) -> None:
+    store = _store(request, kind)
+    if staging == "s3":
+        stage_bucket = store.server.bucket(f"pz-stage-{secrets.token_hex(4)}")
+        stage_url, endpoint = f"s3://{stage_bucket}/team/stage", store.server.endpoint
+    else:  # az:// is no staging pz supports (PZ0711): Azure state, a folder every worker mounts
+        stage_url, endpoint = str(tmp_path / "mount" / "pz-staging"), None
+    files = _two_writes(db, store, endpoint)
+    a, b = write_project(tmp_path / "a", files), write_project(tmp_path / "b", files)
+    _insert(db, range(1, 6))
+    env = {**store.env(), "PZ_STAGING_URL": stage_url}
+    failed = pz(a, "run", env={**env, "PZ_FAILPOINTS": "sink.write@wh.second"})
+    assert failed.exit_code == 1, failed.output
+    run_a = failed.run_results()["run_id"]
+    assert failed.run_results()["args"]["staging"] == stage_url
+    assert _ids(db, "copy") == [1, 2, 3, 4, 5]  # A's committed write
+    assert store.backend().run_ids() == [run_a]  # A's record is in the shared state
+    _sql(db, "DROP TABLE public.items")  # B cannot read the source: it must reuse A's staged load
+
+    retry = pz(b, "retry", env=store.env())  # B knows A's run, and its staging, from the backend only
+    assert retry.exit_code == 0, retry.output
+    assert "reusing staged data for 1 source load(s)" in retry.output, retry.output
+    assert "carrying forward 1 committed sink write(s)" in retry.output
+    run_b = retry.run_results()
+    assert run_b["retry_of"] == run_a
+    statuses = {n["name"]: (n["status"], n.get("provenance")) for n in run_b["nodes"]}
+    assert statuses["src_src__items"] == ("success", "reused")
+    assert statuses["wh.copy"] == ("carried_forward", "carried_forward")
+    assert _ids(db, "copy") == [1, 2, 3, 4, 5]  # carried forward, not written twice
+    assert _ids(db, "second") == [1, 2, 3, 4, 5]
+    assert store.backend().run_ids() == sorted([run_a, run_b["run_id"]])
+    assert store.backend().lease() is None
+    for text in (failed.output, retry.output):
+        assert store.secret not in text
+    if kind == "azureblob":
+        refused = pz(b, "run", "--staging", f"az://{store.root}/stage", env=store.env())
+        assert refused.exit_code == 2 and "PZ0711" in refused.output, refused.output
