@@ -380,6 +380,7 @@ def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) ->
     state_dir = root / ".pz"
     backend = backend_at(root, environ)
     with contextlib.closing(backend), ProjectLock(state_dir, backend):
+        hydrate(backend, state_dir)  # runs other workers made: what they staged on a shared staging goes too
         settings = _staging_settings(root, environ)
         kept: list[str] = []
         removed = clean_runs(state_dir, None if settings is None else remove_staged(settings), kept)
