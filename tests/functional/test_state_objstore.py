@@ -458,3 +458,35 @@ def test_a_failed_run_on_a_is_finished_on_b_from_the_shared_state_and_staging(
     if kind == "azureblob":
         refused = pz(b, "run", "--staging", f"az://{store.root}/stage", env=store.env())
         assert refused.exit_code == 2 and "PZ0711" in refused.output, refused.output
+
+
+def test_retention_and_clean_on_other_workers_delete_what_a_run_staged_and_keep_its_history(
+    tmp_path: Path, db: str, store: Store
+) -> None:
+    stage_bucket = store.server.bucket(f"pz-stage-{secrets.token_hex(4)}")
+    stage_url = f"s3://{stage_bucket}/team/stage"
+    files = _two_writes(db, store, store.server.endpoint)
+    files["project.yml"] += "retention: { keep_last: 1 }\n"
+    a, b, c = (write_project(tmp_path / name, files) for name in ("a", "b", "c"))
+    env = {**store.env(), "PZ_STAGING_URL": stage_url}
+    fs = store.server.filesystem()
+
+    def staged_runs() -> set[str]:
+        return {key.split("/")[2] for key in stored_keys(fs, stage_bucket, "team/stage")}
+
+    _insert(db, range(1, 6))
+    failed = pz(a, "run", env={**env, "PZ_FAILPOINTS": "sink.write@wh.second"})
+    assert failed.exit_code == 1, failed.output
+    run_a = failed.run_results()["run_id"]
+    assert staged_runs() == {run_a}
+    second = pz(b, "run", env=env)  # B, a fresh worker: its sweep deletes what A's run staged
+    assert second.exit_code == 0, second.output
+    run_b = second.run_results()["run_id"]
+    assert staged_runs() == {run_b}  # the newest run's staging stays
+    assert store.backend().run_ids() == sorted([run_a, run_b])  # the run history stays
+    cleaned = pz(c, "clean", env=store.env())  # C, another fresh worker: B's staging goes too
+    assert cleaned.exit_code == 0, cleaned.output
+    assert staged_runs() == set()
+    assert store.backend().run_ids() == sorted([run_a, run_b])
+    runs = pz(c, "runs", env=store.env())
+    assert runs.exit_code == 0 and run_a in runs.output and run_b in runs.output, runs.output
