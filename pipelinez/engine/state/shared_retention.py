@@ -28,7 +28,10 @@ def sweep_history(backend: StateBackend, state_dir: Path, keep_last: int) -> lis
     local folder's ids) for the local backend. Raises what the backend raises (StateBackendError, OSError)."""
     if not backend.remote:
         return None
-    history = sorted(set(backend.run_ids()) | set(run_ids(state_dir)))
+    here = set(run_ids(state_dir))
+    history = sorted(set(backend.run_ids()) | here)
     end = max(0, len(history) - keep_last)
-    hydrate(backend, state_dir, only=history[max(0, end - SWEEP_BACKLOG) : end])
+    missing = [run_id for run_id in history[max(0, end - SWEEP_BACKLOG) : end] if run_id not in here]
+    if missing:  # one listing per run otherwise: a worker that made the runs has their records
+        hydrate(backend, state_dir, only=missing)
     return history
