@@ -54,7 +54,6 @@ from pipelinez.engine.state.run_results import (
 )
 from pipelinez.engine.state.runs import STAGING_FILE, new_run_id, runs_dir, sweep
 from pipelinez.engine.state.shared import backend_for, mirror
-from pipelinez.engine.state.shared_retention import sweep_history
 from pipelinez.engine.state.statedir import state_error
 from pipelinez.plan.planner import Plan
 
@@ -190,11 +189,14 @@ class RunSession:
     def _sweep(self) -> None:
         """The retention sweep, over the project's runs (a shared backend's too); what fails now is
         retried by the next run's sweep."""
-        try:
-            history = sweep_history(self.backend, self.state_dir, self.keep_last)
-        except (StateBackendError, OSError) as exc:
-            DEBUG_LOG.info("the runs of the state backend were not swept: %s", exc)
-            history = None
+        history = None
+        if self.backend.remote:  # imported only then: a local run's startup budget
+            from pipelinez.engine.state.shared_retention import sweep_history
+
+            try:
+                history = sweep_history(self.backend, self.state_dir, self.keep_last)
+            except (StateBackendError, OSError) as exc:
+                DEBUG_LOG.info("the runs of the state backend were not swept: %s", exc)
         with contextlib.suppress(OSError):
             sweep(
                 self.state_dir,
