@@ -19,7 +19,9 @@ from pipelinez.connectors.files.objstate import ObjectStateBackend
 from pipelinez.connectors.s3.state_backend import S3StateBackend
 from pipelinez.core.run_state import Watermark
 from pipelinez.core.state.backend import Holder, StateBackendError, backend_error
+from pipelinez.core.state.local import LocalBackend
 from pipelinez.engine.state.lease import Lease
+from pipelinez.engine.state.shared_retention import SWEEP_BACKLOG, sweep_history
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_pg_database, pz, pz_subprocess, write_project
 from tests.objstores import (
     AZURITE_KEY,
@@ -490,3 +492,21 @@ def test_retention_and_clean_on_other_workers_delete_what_a_run_staged_and_keep_
     assert store.backend().run_ids() == sorted([run_a, run_b])
     runs = pz(c, "runs", env=store.env())
     assert runs.exit_code == 0 and run_a in runs.output and run_b in runs.output, runs.output
+
+
+def test_the_sweep_after_a_run_reads_only_the_few_records_just_out_of_keep_last(
+    tmp_path: Path, store: Store
+) -> None:
+    backend = store.backend()
+    ids = [f"20260101T0000{i:02d}000Z-abcd" for i in range(10)]
+    for run_id in ids:
+        backend.put_run_file(run_id, "run_results.json", json.dumps({"run_id": run_id, "status": "success"}))
+    state_dir = tmp_path / ".pz"
+    (state_dir / "runs" / ids[6]).mkdir(parents=True)  # this worker made one of them
+    (state_dir / "runs" / ids[6] / "run_results.json").write_text("{}")
+    history = sweep_history(backend, state_dir, keep_last=2)
+    assert history == ids
+    copied = sorted(p.name for p in (state_dir / "runs").iterdir())
+    assert copied == ids[5:8]  # the SWEEP_BACKLOG (3) newest runs out of the window, one already here
+    assert SWEEP_BACKLOG == 3
+    assert sweep_history(LocalBackend(state_dir), state_dir, keep_last=2) is None  # the local folder's ids
