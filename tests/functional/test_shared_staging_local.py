@@ -324,3 +324,35 @@ def test_a_partitioned_load_that_failed_part_way_resumes_on_another_worker(tmp_p
     with duckdb.connect(str(project / "out" / "wh.duckdb"), read_only=True) as con:
         rows = con.execute("SELECT id % 10, v FROM all_parts GROUP BY ALL ORDER BY 1").fetchall()
     assert rows == [(0, "first"), (1, "first"), (2, "second"), (3, "first")]
+
+
+def _staged_runs(shared: Shared) -> set[str]:
+    return {name.split("/", 1)[0] for name in shared.files()}
+
+
+def _backend_runs(db: str) -> list[str]:
+    rows = _sql(db, "SELECT DISTINCT run_id FROM pz_state.run_files WHERE name = 'run_results.json'")
+    return sorted(str(r[0]) for r in rows)
+
+
+def test_retention_and_clean_on_other_workers_delete_what_a_run_staged_and_keep_its_history(
+    tmp_path: Path, db: str, shared: Shared
+) -> None:
+    files = _files(db, shared.endpoint)
+    files["project.yml"] += "retention: { keep_last: 1 }\n"
+    a, b, c = (write_project(tmp_path / name, files) for name in ("a", "b", "c"))
+    run_a = _fail_on_a(a, shared).run_results()["run_id"]
+    assert _staged_runs(shared) == {run_a}
+    # B, a fresh worker: its run pushes A's out of keep_last, and its sweep deletes what A's run staged
+    second = pz(b, "run", env={**SECRETS, "PZ_STAGING_URL": shared.url})
+    assert second.exit_code == 0, second.output
+    run_b = second.run_results()["run_id"]
+    assert _staged_runs(shared) == {run_b}  # the newest run's staging stays
+    assert _backend_runs(db) == sorted([run_a, run_b])  # the run history stays, as in a local .pz/runs
+    runs = pz(b, "runs")
+    assert runs.exit_code == 0 and run_a in runs.output and run_b in runs.output, runs.output
+    cleaned = pz(c, "clean", env=SECRETS)  # C, another fresh worker: B's staging goes too
+    assert cleaned.exit_code == 0, cleaned.output
+    assert shared.files() == {}
+    assert _backend_runs(db) == sorted([run_a, run_b])
+    assert S3_SECRET not in second.output + cleaned.output

@@ -19,7 +19,9 @@ from pipelinez.connectors.files.objstate import ObjectStateBackend
 from pipelinez.connectors.s3.state_backend import S3StateBackend
 from pipelinez.core.run_state import Watermark
 from pipelinez.core.state.backend import Holder, StateBackendError, backend_error
+from pipelinez.core.state.local import LocalBackend
 from pipelinez.engine.state.lease import Lease
+from pipelinez.engine.state.shared_retention import SWEEP_BACKLOG, sweep_history
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_pg_database, pz, pz_subprocess, write_project
 from tests.objstores import (
     AZURITE_KEY,
@@ -33,8 +35,7 @@ from tests.objstores import (
 )
 
 LEASE = 2.0  # seconds: a short lease, so a dead holder's lock is taken over within the test
-KILLED_LEASE = 6.0  # long enough for B's first retry to see the dead run's lease still live
-LONG = 30.0  # seconds: the lease of tests where nothing expires (a loaded machine never loses it)
+LONG = 300.0  # seconds: the lease of tests where nothing expires by itself (a loaded machine never loses it)
 ENV_YML = (
     "env:\n  PZ_STATE_KEY_ID: {}\n  PZ_STATE_SECRET: { secret: true }\n  PZ_STATE_AZ: { secret: true }\n"
 )
@@ -93,6 +94,15 @@ class Store:
 
     def stored(self) -> list[str]:
         return stored_keys(self.server.filesystem(), self.root, "teams/data/twin")
+
+    def expire_lease(self) -> None:
+        """What the clock does to a dead holder's lease once its length passes without a renewal, at once
+        (its `written_at` moved back): a test does not wait out a lease that must outlive a loaded machine."""
+        fs, key = self.server.filesystem(), f"{self.root}/teams/data/twin/lease.json"
+        doc = json.loads(fs.open_input_stream(key).read())
+        doc["written_at"] = time.time() - doc["seconds"] - 1
+        with fs.open_output_stream(key) as out:
+            out.write(json.dumps(doc).encode())
 
     def contents(self) -> bytes:
         fs = self.server.filesystem()
@@ -216,9 +226,10 @@ def test_a_run_while_another_machine_holds_the_lock_is_pz0511(
 
 
 def test_a_killed_holder_is_interrupted_after_its_lease_expires(
-    tmp_path: Path, db: str, store: Store
+    tmp_path: Path, db: str, any_store: Store
 ) -> None:
-    a, b = _clones(tmp_path, db, store, KILLED_LEASE)
+    store = any_store
+    a, b = _clones(tmp_path, db, store)  # the dead run's lease stays live until the test expires it
     _insert(db, range(1, 4))
     killed = pz_subprocess(a, "run", env={**store.env(), "PZ_FAILPOINTS": "source.landed:kill"})
     assert killed.exit_code == 137, killed.output
@@ -226,7 +237,7 @@ def test_a_killed_holder_is_interrupted_after_its_lease_expires(
     assert lease is not None and not lease.expired and lease.holder.run_id  # still held by the dead run
     held = pz(b, "retry", env=store.env())
     assert held.exit_code == 2 and "PZ0511" in held.output, held.output
-    time.sleep(KILLED_LEASE + 0.5)  # the dead holder stops renewing: its lease runs out
+    store.expire_lease()  # the dead holder stops renewing: its lease runs out
     retry = pz(b, "retry", env=store.env())
     assert retry.exit_code == 2 and "PZ0503" in retry.output, retry.output
     assert lease.holder.run_id in retry.output
@@ -315,8 +326,9 @@ def test_a_bad_state_block_is_refused_before_anything_runs(tmp_path: Path, db: s
 
 
 def test_a_store_failing_at_the_end_of_the_run_is_pz0525_and_the_delta_is_read_again(
-    tmp_path: Path, db: str, store: Store
+    tmp_path: Path, db: str, any_store: Store
 ) -> None:
+    store = any_store
     a, b = _clones(tmp_path, db, store)
     _insert(db, range(1, 4))
     assert pz(a, "run", env=store.env()).exit_code == 0
@@ -380,3 +392,121 @@ def test_watermarks_json_is_one_document_with_every_mark(store: Store) -> None:
     assert backend.run_ids() == ["r1"]
     backend.delete_run("r1")
     assert backend.run_ids() == [] and backend.get_run_file("r1", "events.jsonl") is None
+
+
+def _two_writes(db: str, store: Store, staging_endpoint: str | None) -> dict[str, str]:
+    """The project with a second write (`second`, the one A's run fails) and, for an s3 staging, the
+    engine.staging settings to reach it (the moto server, the state's key pair)."""
+    files = _files(db, store.block())
+    staging = "engine:\n  retry: { max_attempts: 1 }\n"
+    if staging_endpoint is not None:
+        staging += (
+            f"  staging:\n    endpoint: '{staging_endpoint}'\n"
+            "    access_key_id: \"{{ env('PZ_STATE_KEY_ID') }}\"\n"
+            "    secret_access_key: \"{{ env('PZ_STATE_SECRET') }}\"\n"
+        )
+    files["project.yml"] += staging
+    files["sources/src.yml"] = files["sources/src.yml"].replace(
+        "    sync: { mode: incremental, cursor: id }\n", ""
+    )
+    files["sinks/wh.yml"] += "  second: { strategy: append, duplicates: accept }\n"
+    files["pipelines/second.sql"] = (
+        "INSERT INTO {{ sink('wh', 'second') }}\nSELECT * FROM {{ source('src', 'items') }}\n"
+    )
+    return files
+
+
+def _ids(db: str, table: str) -> list[int]:
+    return [int(str(r[0])) for r in _sql(db, f"SELECT id FROM public.{table} ORDER BY id")]
+
+
+@pytest.mark.parametrize(("kind", "staging"), [("s3", "s3"), ("azureblob", "folder")])
+def test_a_failed_run_on_a_is_finished_on_b_from_the_shared_state_and_staging(
+    request: pytest.FixtureRequest, tmp_path: Path, db: str, kind: str, staging: str
+) -> None:
+    store = _store(request, kind)
+    if staging == "s3":
+        stage_bucket = store.server.bucket(f"pz-stage-{secrets.token_hex(4)}")
+        stage_url, endpoint = f"s3://{stage_bucket}/team/stage", store.server.endpoint
+    else:  # az:// is no staging pz supports (PZ0711): Azure state, a folder every worker mounts
+        stage_url, endpoint = str(tmp_path / "mount" / "pz-staging"), None
+    files = _two_writes(db, store, endpoint)
+    a, b = write_project(tmp_path / "a", files), write_project(tmp_path / "b", files)
+    _insert(db, range(1, 6))
+    env = {**store.env(), "PZ_STAGING_URL": stage_url}
+    failed = pz(a, "run", env={**env, "PZ_FAILPOINTS": "sink.write@wh.second"})
+    assert failed.exit_code == 1, failed.output
+    run_a = failed.run_results()["run_id"]
+    assert failed.run_results()["args"]["staging"] == stage_url
+    assert _ids(db, "copy") == [1, 2, 3, 4, 5]  # A's committed write
+    assert store.backend().run_ids() == [run_a]  # A's record is in the shared state
+    _sql(db, "DROP TABLE public.items")  # B cannot read the source: it must reuse A's staged load
+
+    retry = pz(b, "retry", env=store.env())  # B knows A's run, and its staging, from the backend only
+    assert retry.exit_code == 0, retry.output
+    assert "reusing staged data for 1 source load(s)" in retry.output, retry.output
+    assert "carrying forward 1 committed sink write(s)" in retry.output
+    run_b = retry.run_results()
+    assert run_b["retry_of"] == run_a
+    statuses = {n["name"]: (n["status"], n.get("provenance")) for n in run_b["nodes"]}
+    assert statuses["src_src__items"] == ("success", "reused")
+    assert statuses["wh.copy"] == ("carried_forward", "carried_forward")
+    assert _ids(db, "copy") == [1, 2, 3, 4, 5]  # carried forward, not written twice
+    assert _ids(db, "second") == [1, 2, 3, 4, 5]
+    assert store.backend().run_ids() == sorted([run_a, run_b["run_id"]])
+    assert store.backend().lease() is None
+    for text in (failed.output, retry.output):
+        assert store.secret not in text
+    if kind == "azureblob":
+        refused = pz(b, "run", "--staging", f"az://{store.root}/stage", env=store.env())
+        assert refused.exit_code == 2 and "PZ0711" in refused.output, refused.output
+
+
+def test_retention_and_clean_on_other_workers_delete_what_a_run_staged_and_keep_its_history(
+    tmp_path: Path, db: str, store: Store
+) -> None:
+    stage_bucket = store.server.bucket(f"pz-stage-{secrets.token_hex(4)}")
+    stage_url = f"s3://{stage_bucket}/team/stage"
+    files = _two_writes(db, store, store.server.endpoint)
+    files["project.yml"] += "retention: { keep_last: 1 }\n"
+    a, b, c = (write_project(tmp_path / name, files) for name in ("a", "b", "c"))
+    env = {**store.env(), "PZ_STAGING_URL": stage_url}
+    fs = store.server.filesystem()
+
+    def staged_runs() -> set[str]:
+        return {key.split("/")[2] for key in stored_keys(fs, stage_bucket, "team/stage")}
+
+    _insert(db, range(1, 6))
+    failed = pz(a, "run", env={**env, "PZ_FAILPOINTS": "sink.write@wh.second"})
+    assert failed.exit_code == 1, failed.output
+    run_a = failed.run_results()["run_id"]
+    assert staged_runs() == {run_a}
+    second = pz(b, "run", env=env)  # B, a fresh worker: its sweep deletes what A's run staged
+    assert second.exit_code == 0, second.output
+    run_b = second.run_results()["run_id"]
+    assert staged_runs() == {run_b}  # the newest run's staging stays
+    assert store.backend().run_ids() == sorted([run_a, run_b])  # the run history stays
+    cleaned = pz(c, "clean", env=store.env())  # C, another fresh worker: B's staging goes too
+    assert cleaned.exit_code == 0, cleaned.output
+    assert staged_runs() == set()
+    assert store.backend().run_ids() == sorted([run_a, run_b])
+    runs = pz(c, "runs", env=store.env())
+    assert runs.exit_code == 0 and run_a in runs.output and run_b in runs.output, runs.output
+
+
+def test_the_sweep_after_a_run_reads_only_the_few_records_just_out_of_keep_last(
+    tmp_path: Path, store: Store
+) -> None:
+    backend = store.backend()
+    ids = [f"20260101T0000{i:02d}000Z-abcd" for i in range(10)]
+    for run_id in ids:
+        backend.put_run_file(run_id, "run_results.json", json.dumps({"run_id": run_id, "status": "success"}))
+    state_dir = tmp_path / ".pz"
+    (state_dir / "runs" / ids[6]).mkdir(parents=True)  # this worker made one of them
+    (state_dir / "runs" / ids[6] / "run_results.json").write_text("{}")
+    history = sweep_history(backend, state_dir, keep_last=2)
+    assert history == ids
+    copied = sorted(p.name for p in (state_dir / "runs").iterdir())
+    assert copied == ids[5:8]  # the SWEEP_BACKLOG (3) newest runs out of the window, one already here
+    assert SWEEP_BACKLOG == 3
+    assert sweep_history(LocalBackend(state_dir), state_dir, keep_last=2) is None  # the local folder's ids

@@ -17,6 +17,7 @@ from pipelinez.engine.state.lease import Lease
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, fresh_pg_database, pz, pz_subprocess, write_project
 
 LEASE = 1.5  # seconds: a short lease, so a dead holder's lock is taken over within the test
+LONG = 300.0  # seconds: a lease that outlives any wait of a loaded machine (tests expire it on purpose)
 
 
 def _files(db: str, state: str) -> dict[str, str]:
@@ -33,10 +34,10 @@ def _files(db: str, state: str) -> dict[str, str]:
     }
 
 
-def _state_block(db: str) -> str:
+def _state_block(db: str, lease: float = LEASE) -> str:
     return (
         f"state:\n  backend: postgres\n  connection: {{ host: {PG_HOST}, port: {PG_PORT}, user: {PG_USER}, "
-        f"database: {db} }}\n  schema: pz_state\n  lease_seconds: {LEASE}\n"
+        f"database: {db} }}\n  schema: pz_state\n  lease_seconds: {lease}\n"
     )
 
 
@@ -60,20 +61,26 @@ def _copied(db: str) -> list[int]:
     return [int(str(r[0])) for r in _sql(db, "SELECT id FROM public.copy ORDER BY id")]
 
 
-def _clones(tmp_path: Path, db: str) -> tuple[Path, Path]:
-    files = _files(db, _state_block(db))
+def _clones(tmp_path: Path, db: str, lease: float = LEASE) -> tuple[Path, Path]:
+    files = _files(db, _state_block(db, lease))
     return write_project(tmp_path / "a", files), write_project(tmp_path / "b", files)
 
 
-def _backend(db: str) -> PostgresBackend:
+def _backend(db: str, lease: float = LEASE) -> PostgresBackend:
     return PostgresBackend(
         "twin",
         {
             "connection": {"host": PG_HOST, "port": PG_PORT, "user": PG_USER, "database": db},
             "schema": "pz_state",
-            "lease_seconds": LEASE,
+            "lease_seconds": lease,
         },
     )
+
+
+def _expire_lease(db: str) -> None:
+    """What the clock does to a dead holder's lease once `lease_seconds` pass without a renewal, at once: a
+    test does not wait out a lease (a loaded machine would need a long one to keep it live meanwhile)."""
+    assert _sql(db, "UPDATE pz_state.lease SET lease_until = now() - interval '1 second' RETURNING 1")
 
 
 def test_clone_b_continues_from_clone_a_watermark(tmp_path: Path, db: str) -> None:
@@ -96,7 +103,7 @@ def test_clone_b_continues_from_clone_a_watermark(tmp_path: Path, db: str) -> No
 
 def test_a_run_while_another_machine_holds_the_lock_is_pz0511(tmp_path: Path, db: str) -> None:
     _a, b = _clones(tmp_path, db)
-    backend = _backend(db)
+    backend = _backend(db, LONG)  # the other machine's lease lives however long B takes to start
     other = Holder("machine-a", 4242, "20260101T000000000Z-abcd", "tok")
     assert backend.acquire(other) is None
     result = pz(b, "run")
@@ -108,7 +115,7 @@ def test_a_run_while_another_machine_holds_the_lock_is_pz0511(tmp_path: Path, db
 
 
 def test_a_killed_holder_is_interrupted_after_its_lease_expires(tmp_path: Path, db: str) -> None:
-    a, b = _clones(tmp_path, db)
+    a, b = _clones(tmp_path, db, LONG)  # the dead run's lease stays live until the test expires it
     _insert(db, range(1, 4))
     killed = pz_subprocess(a, "run", env={"PZ_FAILPOINTS": "source.landed:kill"})
     assert killed.exit_code == 137, killed.output
@@ -116,7 +123,7 @@ def test_a_killed_holder_is_interrupted_after_its_lease_expires(tmp_path: Path, 
     assert lease is not None and not lease.expired and lease.holder.run_id  # still held by the dead run
     held = pz(b, "retry")
     assert held.exit_code == 2 and "PZ0511" in held.output, held.output
-    time.sleep(LEASE + 0.5)  # the dead holder stops renewing: its lease runs out
+    _expire_lease(db)  # the dead holder stops renewing: its lease runs out
     retry = pz(b, "retry")
     assert retry.exit_code == 2 and "PZ0503" in retry.output, retry.output
     assert lease.holder.run_id in retry.output
@@ -272,7 +279,7 @@ def test_a_quoted_state_key_is_the_shared_backend_for_runs_and_retry(tmp_path: P
     assert first.exit_code == 0, first.output
     runs = pz(b, "runs")  # clone B reads clone A's run from the backend
     assert runs.exit_code == 0 and first.run_results()["run_id"] in runs.output, runs.output
-    backend = _backend(db)
+    backend = _backend(db, LONG)  # the other machine's lease lives however long B takes to start
     other = Holder("machine-a", 4242, "20260101T000000000Z-abcd", "tok")
     assert backend.acquire(other) is None
     held = pz(b, "retry")  # the other machine's lease is honoured, not only .pz/lock

@@ -41,6 +41,7 @@ from pipelinez.engine.run.backend import BackendProvider, ExecutorBackend
 from pipelinez.engine.run.context import RunContext, close_staging, open_staging
 from pipelinez.engine.run.debug_log import debug_log
 from pipelinez.engine.run.executor import OK_STATUSES, Executor, NodeGate, node_completed
+from pipelinez.engine.run.failures import DEBUG_LOG
 from pipelinez.engine.staging.shared_staging import StagingRoot, remove_staged
 from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
 from pipelinez.engine.state.lease import lease_fence, lost_error
@@ -184,14 +185,33 @@ class RunSession:
                 )
             self._mirror_final()
             self._events.close()
-            with contextlib.suppress(OSError):  # retention retries on the next run
-                sweep(self.state_dir, self.keep_last, current=self.run_id, remove_staged=self.remove_staged)
+            self._sweep()
         finally:
             try:
                 self._owned.close()
             finally:
                 if self._owns_backend:
                     self.backend.close()
+
+    def _sweep(self) -> None:
+        """The retention sweep, over the project's runs (a shared backend's too); what fails now is
+        retried by the next run's sweep."""
+        history = None
+        if self.backend.remote:  # imported only then: a local run's startup budget
+            from pipelinez.engine.state.shared_retention import sweep_history
+
+            try:
+                history = sweep_history(self.backend, self.state_dir, self.keep_last)
+            except (StateBackendError, OSError) as exc:
+                DEBUG_LOG.info("the runs of the state backend were not swept: %s", exc)
+        with contextlib.suppress(OSError):
+            sweep(
+                self.state_dir,
+                self.keep_last,
+                current=self.run_id,
+                remove_staged=self.remove_staged,
+                history=history,
+            )
 
     def _mirror_results(self) -> None:
         """run_results.json was just rewritten: a shared backend gets a copy (in the background)."""

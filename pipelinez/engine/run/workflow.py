@@ -426,7 +426,9 @@ def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) ->
     """Delete every staging database, and what Ray runs staged (an s3:// staging with the project's
     engine.staging credentials); refused (PZ0511) while a run holds the project lock. When engine.staging
     cannot be rendered (a broken project.yml, an unset secret variable), what runs staged on an object store
-    is kept (never deleted anonymously, nor at another endpoint) for a later pz clean that can render it."""
+    is kept (never deleted anonymously, nor at another endpoint) for a later pz clean that can render it.
+    With a shared state backend, every run of it is copied into .pz/runs first: what other workers' runs
+    staged on a shared staging is deleted too; the run history stays."""
     from pipelinez.engine.staging.shared_staging import remove_staged
     from pipelinez.engine.state.lock import ProjectLock
     from pipelinez.engine.state.runs import clean as clean_runs
@@ -435,6 +437,7 @@ def clean(project_dir: Path | None, environ: Mapping[str, str] | None = None) ->
     state_dir = root / ".pz"
     backend = backend_at(root, environ)
     with contextlib.closing(backend), ProjectLock(state_dir, backend):
+        hydrate(backend, state_dir)  # runs other workers made: what they staged on a shared staging goes too
         settings = _staging_settings(root, environ)
         kept: list[str] = []
         removed = clean_runs(state_dir, None if settings is None else remove_staged(settings), kept)

@@ -129,6 +129,7 @@ def sweep(
     current: str | None = None,
     remove_staged: Callable[[str, str], None] | None = None,
     kept: list[str] | None = None,
+    history: list[str] | None = None,
 ) -> list[str]:
     """Delete staging databases of all but the newest `keep_last` runs, and what a Ray run (or a local run
     given a shared staging) staged on its shared staging (`<staging>/<run-id>`); run history stays.
@@ -137,13 +138,15 @@ def sweep(
     staged on an object store is kept for a later sweep that has it. A removal from an object store is
     recorded (`staged.removed` in the run's folder), so later sweeps do not ask the store again; one that
     failed is tried again by the next sweep. `kept` collects, in words, each run whose staging on an
-    object store stays (no settings, or the store failed)."""
+    object store stays (no settings, or the store failed). `history`: every run id of the project, oldest
+    first, when a shared state backend holds runs this folder lacks (`shared_retention.sweep_history`); the
+    window is taken over it, and what a run of it did not leave here is not looked at."""
     removed = []
     for stray in runs_dir(state_dir).glob(f"{SEED_PREFIX}*"):  # a killed retry's copy (see staging_store)
         stray.unlink(missing_ok=True)
-    ids = run_ids(state_dir)
+    ids = run_ids(state_dir) if history is None else history
     for run_id in ids[: max(0, len(ids) - keep_last)]:
-        if run_id == current:
+        if run_id == current or not (runs_dir(state_dir) / run_id).is_dir():
             continue
         for name in (STAGING_FILE, STAGING_FILE + ".wal"):
             path = runs_dir(state_dir) / run_id / name

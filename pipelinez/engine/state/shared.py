@@ -10,7 +10,7 @@ PZ0503 (its statuses cannot be trusted), whichever machine ran it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from pipelinez.compile.state_block import resolve_state
@@ -91,15 +91,16 @@ def mirror(backend: StateBackend, run_id: str, run_dir: Path, names: tuple[str, 
         backend.put_run_file(run_id, name, text)
 
 
-def hydrate(backend: StateBackend, state_dir: Path) -> list[str]:
-    """Write into `.pz/runs` every run of a shared backend missing here; the ids written."""
+def hydrate(backend: StateBackend, state_dir: Path, only: Collection[str] | None = None) -> list[str]:
+    """Write into `.pz/runs` every run of a shared backend missing here (of `only` when given: ids the
+    caller took from `backend.run_ids()`); the ids written."""
     if not backend.remote:
         return []
     runs = state_dir / "runs"
     lease = backend.lease()
     live = lease.holder.run_id if lease is not None and not lease.expired else None
     written = []
-    for run_id in backend.run_ids():
+    for run_id in backend.run_ids() if only is None else sorted(only):
         folder = runs / run_id
         if run_id == live or not _missing_or_orphaned(folder / RESULTS):
             continue
