@@ -361,7 +361,8 @@ class DryCompiler(CheckBinds):
         result's column names and types; True when both succeeded, the columns then in `shapes`. About
         half of what CREATE TABLE … AS … WITH NO DATA and a DESCRIBE of the result cost, and the same
         table: the query is read as `SELECT * FROM (query)`, which names and types the columns as CREATE
-        TABLE AS does (a taken name renamed `a_1`, a NULL column INTEGER; tests/unit/test_bind_typed.py).
+        TABLE AS does (a taken name renamed `a_1`, a NULL column INTEGER: tests/functional/
+        test_bind_typed.py).
         Only text that starts as a query and names no DESCRIBE, SHOW or SUMMARIZE (which a subquery
         takes and CREATE TABLE AS refuses); anything that fails goes to CREATE TABLE AS, for its error."""
         if ";" in query or not _QUERY_START.match(query) or _NOT_IN_CTAS.search(query):
