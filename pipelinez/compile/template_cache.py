@@ -32,6 +32,7 @@ _CALL = re.compile(
 _ARG = re.compile(_LITERAL)
 _JINJA_START = ("{{", "{%", "{#")
 _HOLE = "__pz_literal_"  # a literal call argument taken out of a shared template
+_PLAIN = re.compile(r"[^{}%#]*")  # an argument that cannot begin or end a Jinja token
 
 Piece = str | tuple[str, tuple[str, ...]]
 
@@ -85,9 +86,13 @@ class SharedTemplate:
         return self._jinja.generate({**context, **self._literals})
 
 
-def shape_of(raw: str, lexed: Callable[[str], list[tuple[str, str]]]) -> tuple[str, dict[str, str]] | None:
-    """(the text with its literal call arguments replaced by names, the arguments by name), or None when it
-    has none, or when `lexed` (the text's Jinja tokens, type and value) does not show the same calls."""
+Shape = tuple[str, dict[str, str]]  # the text with its literal call arguments taken out; the arguments
+Lexed = Callable[[str], list[tuple[str, str]]]  # a text's Jinja tokens (type, value)
+
+
+def shape_of(raw: str) -> tuple[Shape, list[tuple[str, tuple[str, ...]]]] | None:
+    """(the text with its literal call arguments replaced by names and the arguments by name, the calls the
+    pattern found with their quoted arguments), or None when it has none."""
     if _HOLE in raw or "\r" in raw:
         return None
     found: list[tuple[str, tuple[str, ...]]] = []
@@ -101,13 +106,17 @@ def shape_of(raw: str, lexed: Callable[[str], list[tuple[str, str]]]) -> tuple[s
         return "{{ " + match.group(1) + "(" + ", ".join(names) + ") }}"
 
     text = _CALL.sub(hole, raw)
-    if not literals:
-        return None
+    return ((text, literals), found) if literals else None
+
+
+def calls_are_calls(raw: str, found: list[tuple[str, tuple[str, ...]]], lexed: Lexed) -> bool:
+    """Whether Jinja's lexer sees exactly the literal calls the pattern found (none in a string, a comment or
+    a raw block, none missed); False for a text Jinja does not lex."""
     try:
         tokens = [t for t in lexed(raw) if t[0] != "whitespace"]
     except Exception:  # Jinja's syntax error: raised by compiling the text as written
-        return None
-    return (text, literals) if _lexed_calls(tokens) == found else None
+        return False
+    return _lexed_calls(tokens) == found
 
 
 def _lexed_calls(tokens: list[tuple[str, str]]) -> list[tuple[str, tuple[str, ...]]]:
@@ -164,6 +173,7 @@ class TemplateCache:
         self._jinja_names = jinja_names  # names whose calls Jinja renders (the project's macros)
         self._compiled: dict[str, Renderable] = {}
         self._shapes: dict[str, jinja2.Template] = {}  # compiled by shape (literal arguments taken out)
+        self._lexed: dict[tuple[str, str], bool] = {}  # calls_are_calls by shape and quotes, plain arguments
 
     def get(self, raw: str) -> Renderable:
         """The compiled template; raises jinja2.TemplateSyntaxError as `from_string` does."""
@@ -179,10 +189,10 @@ class TemplateCache:
     def _jinja(self, raw: str) -> Renderable:
         """Compiled by Jinja, once per shape when the text has literal calls."""
         env = self._env()
-        shape = shape_of(raw, lambda text: [(kind, value) for _, kind, value in env.lex(text)])
-        if shape is None:
+        shaped = shape_of(raw)
+        if shaped is None or not self._calls_are_calls(raw, shaped, env):
             return env.from_string(raw)
-        text, literals = shape
+        (text, literals), _ = shaped
         template = self._shapes.get(text)
         if template is None:
             try:
@@ -191,6 +201,22 @@ class TemplateCache:
                 return env.from_string(raw)
             self._shapes[text] = template
         return SharedTemplate(template, literals)
+
+    def _calls_are_calls(
+        self, raw: str, shaped: tuple[Shape, list[tuple[str, tuple[str, ...]]]], env: jinja2.Environment
+    ) -> bool:
+        """calls_are_calls, lexed once per shape when no argument holds `{`, `}`, `%` or `#`: texts of one
+        shape then differ only inside those quoted arguments, which cannot change where Jinja's tokens (a
+        block, a comment, a raw block, a string around them) begin or end, so they lex alike."""
+        (text, literals), found = shaped
+        quotes = "".join(arg[0] for _, args in found for arg in args)
+        key = (text, quotes) if all(_PLAIN.fullmatch(v) for v in literals.values()) else None
+        if key is not None and key in self._lexed:
+            return self._lexed[key]
+        verdict = calls_are_calls(raw, found, lambda t: [(kind, value) for _, kind, value in env.lex(t)])
+        if key is not None:
+            self._lexed[key] = verdict
+        return verdict
 
     def _calls_jinja_name(self, pieces: list[Piece]) -> bool:
         return any(not isinstance(p, str) and p[0] in self._jinja_names for p in pieces)

@@ -131,6 +131,38 @@ def test_templates_that_differ_only_in_literal_arguments_share_one_compile() -> 
     assert not isinstance(cache.get("{{ \"{{ ref('a') }}\" }}{% if 1 %}{% endif %}"), SharedTemplate)
 
 
+@pytest.mark.parametrize(
+    "texts",
+    [
+        [
+            "{{ \"{{ ref('a') }}\" }}{% if 1 %}{{ ref('b') }}{% endif %}",
+            "{{ \"{{ ref('c') }}\" }}{% if 1 %}{{ ref('d') }}{% endif %}",
+        ],
+        ["{# {{ ref('a') }} #}{% if 1 %}{% endif %}", "{# {{ ref('a#}x') }} #}{% if 1 %}{% endif %}"],
+        [
+            "{% raw %}{{ ref('a') }}{% endraw %}{% if 1 %}{% endif %}",
+            "{% raw %}{{ ref('{% endraw %}') }}{% endraw %}{% if 1 %}{% endif %}",
+        ],
+        [
+            "{% if 1 %}{{ ref('a') }}{% endif %}",
+            "{% if 1 %}{{ ref('b}}') }}{% endif %}",
+            '{% if 1 %}{{ ref("c") }}{% endif %}',
+        ],
+    ],
+)
+def test_one_cache_renders_every_text_of_a_shape_as_jinja_does(texts: list[str]) -> None:
+    """The lexer's verdict is kept per shape only for arguments that cannot move a token's bounds."""
+    cache = TemplateCache(_env)
+    for raw in texts:
+        try:
+            jinja = _env().from_string(raw)
+        except jinja2.TemplateSyntaxError:
+            with pytest.raises(jinja2.TemplateSyntaxError):
+                cache.get(raw)
+            continue
+        assert _outcome(cache.get(raw).render) == _outcome(jinja.render), raw
+
+
 _PIECES = st.sampled_from(
     [
         "SELECT ",
