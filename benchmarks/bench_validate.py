@@ -1,13 +1,17 @@
-"""Validation benchmark: whole `pz validate` processes (tiers 1-4, every pipeline bound) on generated
-diamond-DAG projects, against dbt-core's `dbt parse --no-partial-parse` on the same models.
+"""Validation benchmark: whole cold `pz validate` processes (tiers 1-4, every pipeline bound, no
+`.pz/target/` cache) on generated diamond-DAG projects of several shapes, against dbt-core's
+`dbt parse --no-partial-parse` on the same models.
 
-Each size runs in pairs, the two tools back to back with the order swapped every pair, because the
+Each size and shape runs in pairs, the two tools back to back with the order swapped every pair, because the
 machine's speed drifts; the ratio reported is the median of the per-pair ratios (dbt time / pz time), with
-each tool's peak RSS. The projects are (re)generated in benchmarks/.data/: run one instance at a time.
-dbt runs from its own virtualenv (dbt-core 1.10 with dbt-duckdb):
+each tool's peak RSS. Shapes: `base` is gen_diamond_project.py's (each pipeline also joins a source, leaves
+write to sinks), the others gen_shaped_project.py's (`joins`, `wide`, `cte`, `checks`). Both sides run with
+compiled bytecode (pz's package and dbt's virtualenv are compiled first). The projects are (re)generated in
+benchmarks/.data/: run one instance at a time. dbt runs from its own virtualenv (dbt-core 1.10 with
+dbt-duckdb), offline:
 
     python3 -m venv ../dbt-venv && ../dbt-venv/bin/pip install 'dbt-core==1.10.*' dbt-duckdb
-    .venv/bin/python benchmarks/bench_validate.py --sizes 500,2000,5000,10000 --pairs 3 \\
+    .venv/bin/python benchmarks/bench_validate.py --shapes joins,wide,cte --sizes 2000,10000 --pairs 3 \\
         --dbt ../dbt-venv/bin/dbt
 """
 
@@ -24,7 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gen_diamond_project import generate
+import gen_diamond_project
+import gen_shaped_project
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
@@ -54,65 +59,103 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str], expect: str) -> Timing
     return Timing(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024)
 
 
+def generate(out: Path, shape: str, size: int, spread: int, checks_every: int, dbt: bool) -> None:
+    if shape == "base":
+        gen_diamond_project.generate(out, size, spread, checks_every, dbt=dbt)
+    else:
+        gen_shaped_project.generate(out, shape, size, spread, dbt=dbt)
+
+
+def compile_bytecode(dbt: str | None) -> None:
+    """pz's bytecode compiled first, as `pip install` does for an installed package: with
+    PYTHONDONTWRITEBYTECODE set (this machine) every process would otherwise compile every module it imports;
+    dbt's virtualenv the same way (pip compiled it when it installed, this makes sure)."""
+    compileall.compile_dir(Path(__file__).resolve().parents[1] / "pipelinez", quiet=1)
+    if dbt:
+        python = Path(dbt).resolve().parent / "python"
+        if python.exists():
+            subprocess.run(
+                [
+                    str(python),
+                    "-c",
+                    "import compileall, site; [compileall.compile_dir(p, quiet=1) "
+                    "for p in site.getsitepackages()]",
+                ],
+                check=True,
+            )
+
+
+def run_pairs(out: Path, pairs: int, dbt: str | None, env: dict[str, str]) -> tuple[list[Timing], ...]:
+    """`pairs` alternating pairs of a cold `pz validate` (its .pz/ removed first) and `dbt parse`."""
+    pz_cmd = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(out / "pz"), "validate"]
+    dbt_cmd = [dbt or "dbt", "parse", "--no-partial-parse", "--profiles-dir", ".", "--project-dir", "."]
+    pz_runs: list[Timing] = []
+    dbt_runs: list[Timing] = []
+    for pair in range(pairs):
+        for tool in ["pz", "dbt"] if pair % 2 == 0 else ["dbt", "pz"]:
+            if tool == "pz":
+                shutil.rmtree(out / "pz" / ".pz", ignore_errors=True)  # cold: no bind or compile cache
+                pz_runs.append(timed(pz_cmd, out, env, "project is valid"))
+            elif dbt:
+                shutil.rmtree(out / "dbt" / "target", ignore_errors=True)
+                dbt_runs.append(timed(dbt_cmd, out / "dbt", env, "Performance info"))
+    return pz_runs, dbt_runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="500,2000,5000,10000", help="pipeline counts, comma-separated")
+    parser.add_argument("--shapes", default="base", help="comma-separated: base,joins,wide,cte,checks")
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--spread", type=int, default=10, help="see gen_diamond_project.py; 1 = densest")
-    parser.add_argument("--checks-every", type=int, default=0, help="every K-th pipeline has two checks")
+    parser.add_argument("--checks-every", type=int, default=0, help="base shape: every K-th has two checks")
     parser.add_argument("--dbt", default=shutil.which("dbt") or "dbt", help="the dbt executable")
     parser.add_argument("--no-dbt", action="store_true", help="time pz alone")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    # pz's bytecode compiled first, as `pip install` does for an installed package (and did for dbt's): with
-    # PYTHONDONTWRITEBYTECODE set (this machine) every process would otherwise compile every module it imports
-    compileall.compile_dir(Path(__file__).resolve().parents[1] / "pipelinez", quiet=1)
+    shapes = args.shapes.split(",")
+    dbt = None if args.no_dbt else args.dbt
+    compile_bytecode(dbt)
     env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DO_NOT_TRACK": "1"}
-    if not args.no_dbt:
-        version = subprocess.run([args.dbt, "--version"], capture_output=True, text=True, env=env).stdout
+    if dbt:
+        version = subprocess.run([dbt, "--version"], capture_output=True, text=True, env=env).stdout
         print(" ".join(line.strip() for line in version.splitlines()[:2]))
 
     rows = []
-    for size in sizes:
-        out = DATA / f"diamond_{size}_s{args.spread}_c{args.checks_every}"
-        generate(out, size, args.spread, args.checks_every, dbt=not args.no_dbt)
-        pz_cmd = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(out / "pz"), "validate"]
-        dbt_cmd = [args.dbt, "parse", "--no-partial-parse", "--profiles-dir", ".", "--project-dir", "."]
-        pz_runs: list[Timing] = []
-        dbt_runs: list[Timing] = []
-        ratios: list[float] = []
-        for pair in range(args.pairs):
-            order = ["pz", "dbt"] if pair % 2 == 0 else ["dbt", "pz"]
-            for tool in order:
-                if tool == "pz":
-                    pz_runs.append(timed(pz_cmd, out, env, "project is valid"))
-                elif not args.no_dbt:
-                    dbt_runs.append(timed(dbt_cmd, out / "dbt", env, "Performance info"))
-            if dbt_runs:
-                ratios.append(dbt_runs[-1].wall / pz_runs[-1].wall)
-        rows.append((size, pz_runs, dbt_runs, ratios))
-        print(
-            f"  {size:>6,} pipelines: pz {[round(r.wall, 2) for r in pz_runs]} s, "
-            f"dbt {[round(r.wall, 2) for r in dbt_runs]} s",
-            flush=True,
-        )
+    for shape in shapes:
+        for size in sizes:
+            out = DATA / f"{shape}_{size}_s{args.spread}_c{args.checks_every}"
+            generate(out, shape, size, args.spread, args.checks_every, dbt is not None)
+            pz_runs, dbt_runs = run_pairs(out, args.pairs, dbt, env)
+            ratios = [d.wall / p.wall for p, d in zip(pz_runs, dbt_runs, strict=False)]
+            rows.append((shape, size, pz_runs, dbt_runs, ratios))
+            print(
+                f"  {shape} {size:>6,} pipelines: pz {[round(r.wall, 2) for r in pz_runs]} s, "
+                f"dbt {[round(r.wall, 2) for r in dbt_runs]} s",
+                flush=True,
+            )
+    print_table(rows, args.pairs, args.spread)
 
+
+def print_table(
+    rows: list[tuple[str, int, list[Timing], list[Timing], list[float]]], pairs: int, spread: int
+) -> None:
     print(
-        f"\npz validate vs dbt parse --no-partial-parse, {args.pairs} alternating pairs per size, "
-        f"spread {args.spread}, checks every {args.checks_every or '-'}; s = median wall seconds, "
-        "cpu = median user+sys seconds, dbt/pz = median of the per-pair wall ratios"
+        f"\ncold pz validate vs dbt parse --no-partial-parse, {pairs} alternating pairs per row, spread "
+        f"{spread}; s = median wall seconds, cpu = median user+sys seconds, dbt/pz = median of the per-pair "
+        "wall ratios, cpu ratio = ratio of the median CPU seconds"
     )
     head = (
-        f"{'pipelines':>9} {'pz s':>7} {'pz cpu':>7} {'pz ms/pipe':>10} {'pz RSS MiB':>10} "
+        f"{'shape':<7} {'pipelines':>9} {'pz s':>7} {'pz cpu':>7} {'pz ms/pipe':>10} {'pz RSS MiB':>10} "
         f"{'dbt s':>7} {'dbt cpu':>7} {'dbt RSS MiB':>11} {'dbt/pz':>7} {'cpu ratio':>9}"
     )
     print(head)
     print("-" * len(head))
-    for size, pz_runs, dbt_runs, ratios in rows:
+    for shape, size, pz_runs, dbt_runs, ratios in rows:
         pz_s = statistics.median(r.wall for r in pz_runs)
         pz_cpu = statistics.median(r.cpu for r in pz_runs)
         pz_rss = max(r.rss for r in pz_runs)
-        line = f"{size:>9,} {pz_s:>7.2f} {pz_cpu:>7.2f} {pz_s / size * 1000:>10.3f} {pz_rss:>10}"
+        line = f"{shape:<7} {size:>9,} {pz_s:>7.2f} {pz_cpu:>7.2f} {pz_s / size * 1000:>10.3f} {pz_rss:>10}"
         if dbt_runs:
             dbt_cpu = statistics.median(r.cpu for r in dbt_runs)
             line += (

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jinja2.sandbox import SandboxedEnvironment
 
 from pipelinez.compile.graph import find_cycle, topological_order
-from pipelinez.compile.template_cache import LiteralCallTemplate, TemplateCache, literal_calls
+from pipelinez.compile.template_cache import LiteralCallTemplate, SharedTemplate, TemplateCache, literal_calls
 
 
 def _env() -> SandboxedEnvironment:
@@ -102,6 +102,67 @@ def test_each_template_text_is_compiled_once() -> None:
     assert cache.get("{{ ref('a') }}") is cache.get("{{ ref('a') }}")
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "{% if true %}{{ ref('a') }}{% endif %} {{ source('s', 'd') }}",
+        "{% raw %}{{ ref('a') }}{% endraw %}{% if 1 %}{{ ref('b') }}{% endif %}",
+        "{# {{ ref('a') }} #}{% if 1 %}{{ ref('b') }}{% endif %}",
+        "{{ \"{{ ref('a') }}\" }}{% if 1 %}{{ ref('b') }}{% endif %}",
+        "{{ 'x' ~ \"{{ ref('a') }}\" }} {{ ref('b') }} {% set n = 1 %}",
+        "{% for m in ['p'] %}{{ ref(m) }} {{ ref('q') }}{% endfor %}",
+        "{% set __pz_literal_0 = 'z' %}{{ ref('a') }}",
+        "{% if 1 %}{{ ref('a') }}{% endif %}{% endfor %}",
+    ],
+)
+def test_templates_compiled_by_shape_render_as_jinja_does(raw: str) -> None:
+    _same_as_jinja(raw)
+
+
+def test_templates_that_differ_only_in_literal_arguments_share_one_compile() -> None:
+    cache = TemplateCache(_env)
+    loop = "{% for c in ['x', 'y'] %}{{ c }}, {% endfor %}"
+    first, second = (cache.get(f"SELECT {loop} FROM {{{{ ref('{name}') }}}}") for name in ("a", "b"))
+    assert isinstance(first, SharedTemplate) and isinstance(second, SharedTemplate)
+    assert first._jinja is second._jinja
+    assert first.render(_functions([])) == "SELECT x, y,  FROM <ref:a>"
+    assert second.render(_functions([])) == "SELECT x, y,  FROM <ref:b>"
+    # a call inside a string is not one: compiled as written
+    assert not isinstance(cache.get("{{ \"{{ ref('a') }}\" }}{% if 1 %}{% endif %}"), SharedTemplate)
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        [
+            "{{ \"{{ ref('a') }}\" }}{% if 1 %}{{ ref('b') }}{% endif %}",
+            "{{ \"{{ ref('c') }}\" }}{% if 1 %}{{ ref('d') }}{% endif %}",
+        ],
+        ["{# {{ ref('a') }} #}{% if 1 %}{% endif %}", "{# {{ ref('a#}x') }} #}{% if 1 %}{% endif %}"],
+        [
+            "{% raw %}{{ ref('a') }}{% endraw %}{% if 1 %}{% endif %}",
+            "{% raw %}{{ ref('{% endraw %}') }}{% endraw %}{% if 1 %}{% endif %}",
+        ],
+        [
+            "{% if 1 %}{{ ref('a') }}{% endif %}",
+            "{% if 1 %}{{ ref('b}}') }}{% endif %}",
+            '{% if 1 %}{{ ref("c") }}{% endif %}',
+        ],
+    ],
+)
+def test_one_cache_renders_every_text_of_a_shape_as_jinja_does(texts: list[str]) -> None:
+    """The lexer's verdict is kept per shape only for arguments that cannot move a token's bounds."""
+    cache = TemplateCache(_env)
+    for raw in texts:
+        try:
+            jinja = _env().from_string(raw)
+        except jinja2.TemplateSyntaxError:
+            with pytest.raises(jinja2.TemplateSyntaxError):
+                cache.get(raw)
+            continue
+        assert _outcome(cache.get(raw).render) == _outcome(jinja.render), raw
+
+
 _PIECES = st.sampled_from(
     [
         "SELECT ",
@@ -122,6 +183,19 @@ _PIECES = st.sampled_from(
         "{{ sink('k','o') }}",
         "{{ ref('') }}",
         "{{ other('z') }}",
+        "{% raw %}",
+        "{% endraw %}",
+        "{% if true %}",
+        "{% endif %}",
+        "{% for m in ['p', 'q'] %}",
+        "{% endfor %}",
+        "{{ ref(m) }}",
+        "{{- ref('b') }}",
+        "{{ ref('c') -}}",
+        "{{ 'x' ~ \"",
+        '" }}',
+        "#}",
+        "%}",
         "{%",
         "{#",
         "}}",
@@ -186,5 +260,5 @@ def test_a_call_of_a_macro_name_is_compiled_by_jinja() -> None:
     with_macros = TemplateCache(_env, frozenset({"cents"}))
     raw = "SELECT {{ cents('amount') }} FROM {{ ref('x') }}"
     assert isinstance(plain.get(raw), LiteralCallTemplate)
-    assert isinstance(with_macros.get(raw), jinja2.Template)
+    assert isinstance(with_macros.get(raw), jinja2.Template | SharedTemplate)  # Jinja renders it
     assert isinstance(with_macros.get("SELECT {{ ref('x') }}"), LiteralCallTemplate)
