@@ -8,9 +8,10 @@ placeholder tokens resolved later. So an entry's key is the digest of the file's
 macro files' digest; the entry holds the rendered text, the calls it recorded, the vars and env it read
 and a digest of their values (type and value of a var; flags, default and value of an env, salted): it is
 taken only while those values are the same. An edit of a var or env value renders again only what read it;
-an edit of a macro file renders everything again. Kept only: a rendering without a failure, in a project
-that declares no secret environment variable (a secret's value would be written in the rendered text). An
-error is found again by rendering again, never replayed.
+an edit of a macro file renders everything again. Kept only: a rendering without a failure that read no
+secret environment variable (a secret's value would be in the rendered text, or in its values' digest): in a
+project with secrets, what reads one is rendered every time and the rest is cached. An error is found again
+by rendering again, never replayed.
 
 The file is written whole with the entries this compile used, signed with the project's salt
 (`core.signed_cache`): a file that is missing, corrupt, unsigned, signed with another salt or of another pz
@@ -51,6 +52,7 @@ class RenderCache:
 
     def __init__(self, folder: Path, salt: str, values: ResolvedValues, macro_files: Mapping[str, str]):
         self.folder, self._salt, self.values = folder, salt, values
+        self._secrets = frozenset(name for name, (spec, _) in values.env.items() if spec.secret)
         self.context = hashlib.sha256(json.dumps(sorted(macro_files.items())).encode("utf-8")).hexdigest()
         self.versions = f"pz {__version__} {pz_fingerprint()}; jinja2 {_jinja_version()}"
         self._old: dict[str, Any] = read_signed(folder / FILE, salt, FORMAT, self.versions) or {}
@@ -59,9 +61,7 @@ class RenderCache:
 
     @classmethod
     def of(cls, root: Path, values: ResolvedValues, macro_files: Mapping[str, str]) -> RenderCache | None:
-        """The project's render cache; None when it declares a secret env or has no salt."""
-        if any(spec.secret for spec, _ in values.env.values()):
-            return None
+        """The project's render cache; None when it has no salt."""
         salt = project_salt(root, create=True)
         if salt is None:
             return None
@@ -87,11 +87,13 @@ class RenderCache:
         return Rendered(text, calls, text)
 
     def put(self, raw: str, file: str, rendered: Rendered) -> None:
-        """Keep a rendering without failures (one whose display text is its text: no secret)."""
+        """Keep a rendering without failures that read no secret (and whose display text is its text)."""
         if rendered.failures or rendered.display_text != rendered.text:
             return
-        calls = [[c.function, list(c.args), c.place.file, c.place.line, c.place.col] for c in rendered.calls]
         read = sorted({(_READS[c.function], c.args[0]) for c in rendered.calls if c.function in _READS})
+        if any(kind == "env" and name in self._secrets for kind, name in read):
+            return
+        calls = [[c.function, list(c.args), c.place.file, c.place.line, c.place.col] for c in rendered.calls]
         reads = [list(pair) for pair in read]  # as JSON gives them back: lists
         entry = {"text": rendered.text, "calls": calls, "reads": reads, "values": self._values_digest(reads)}
         self._used[self._key(raw, file)] = entry

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez import __version__
+from pipelinez.core.signed_cache import project_salt
 
 FILE = "shapes.json"
 FORMAT = 1
-SALT_FILE = "validate.key"
 
 
 class ShapeMemo:
@@ -77,7 +77,7 @@ class ShapeMemo:
 
     def _salt_bytes(self) -> bytes | None:
         if self._salt is None:
-            salt = _salt(self._state / SALT_FILE)
+            salt = project_salt(self._state.parent, create=True)
             self._salt = salt.encode("ascii") if salt else None
         return self._salt
 
@@ -109,27 +109,6 @@ def _plain(value: Any, depth: int = 0) -> bool:
     if isinstance(value, list):
         return all(_plain(v, depth + 1) for v in value)
     return value is None or type(value) in (str, int, float, bool)
-
-
-def _salt(path: Path) -> str | None:
-    """The project's salt (made 0600 on first use, as `engine.run.validate_cache` does); None: none."""
-    with contextlib.suppress(OSError, ValueError):
-        return path.read_text(encoding="ascii").strip() or None
-    import secrets
-
-    salt = secrets.token_hex(32)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it meanwhile
-        with contextlib.suppress(OSError, ValueError):
-            return path.read_text(encoding="ascii").strip() or None
-        return None
-    except OSError:
-        return None
-    with os.fdopen(fd, "w", encoding="ascii") as out:
-        out.write(salt)
-    return salt
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -38,22 +38,38 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def project_salt(root: Path, *, create: bool) -> str | None:
-    """The project's salt, `.pz/validate.key` (made 0600 on first use with `create`); None: none."""
+    """The project's salt, `.pz/validate.key` (made 0600 on first use with `create`); None: none. It is
+    made whole or not at all (written to a temporary file linked into place), so no process ever reads
+    half of one; an empty one (left by an older pz killed while it wrote it) is replaced."""
     path = root / ".pz" / SALT_FILE
-    with contextlib.suppress(OSError, ValueError):
-        return path.read_text(encoding="ascii").strip() or None
-    if not create:
-        return None
+    try:
+        found = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        found = None
+    except (OSError, ValueError):
+        return None  # there but unreadable: left alone, and no cache
+    if found or not create:
+        return found or None
     salt = secrets.token_hex(32)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it meanwhile
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{SALT_FILE}.", suffix=".tmp")  # 0600
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as out:
+            out.write(salt)
+        if found is None:
+            os.link(tmp, path)  # never over another process's salt made meanwhile
+        else:
+            os.replace(tmp, path)
+    except FileExistsError:
         return project_salt(root, create=False)
     except OSError:
         return None
-    with os.fdopen(fd, "w", encoding="ascii") as out:
-        out.write(salt)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
     return salt
 
 

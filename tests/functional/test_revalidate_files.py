@@ -167,15 +167,37 @@ def test_a_cache_signed_with_another_salt_is_ignored(shop: Path) -> None:
     assert (warm.parsed, warm.rendered) == (Counter(YAML), Counter(PIPELINES))
 
 
-def test_a_project_with_a_secret_env_keeps_no_rendering(shop: Path) -> None:
+def test_an_empty_salt_file_is_replaced_and_the_caches_work_again(shop: Path) -> None:
+    """An empty `.pz/validate.key` (what an older pz killed while making it left): replaced by a new salt,
+    so the caches of the next command are kept and taken (it used to disable them for good)."""
+    key = shop / ".pz" / "validate.key"
+    key.write_text("")
+    shutil.rmtree(shop / ".pz" / "target")
+    first = run(shop)
+    assert first.validated[0] == 0, first.validated[1]
+    assert len(key.read_text().strip()) == 64 and key.stat().st_mode & 0o777 == 0o600
+    (shop / ".pz" / "target" / "validate.json").unlink()  # compiled again, from the file caches
+    warm = run(shop)
+    assert (warm.parsed, warm.rendered, warm.bound) == ({}, {}, {})
+    assert [p.name for p in (shop / ".pz").iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_project_with_a_secret_env_keeps_every_rendering_that_reads_none(shop: Path) -> None:
+    """A secret read by a pipeline, directly (a) or through a macro (d), keeps that pipeline out of the
+    cache: rendered every time, the secret nowhere in .pz/target; b and c read none and are cached."""
     edit(shop, "project.yml", "{ default: eu } }", "{ default: eu }, SHOP_KEY: { secret: true } }")
     edit(shop, "pipelines/a.sql", "}}\n", "}} WHERE {{ env('SHOP_KEY') }} <> ''\n")
+    (shop / "macros" / "key.sql").write_text("{% macro key() %}{{ env('SHOP_KEY') }}{% endmacro %}\n")
+    edit(shop, "pipelines/d.sql", "{{ var('min_id') }}", "{{ var('min_id') }} AND {{ key() }} <> ''")
     secret = {"SHOP_KEY": "s3cr3t-value-long-enough"}
+    rendered = []
     for _ in range(2):
         (shop / ".pz" / "target" / "validate.json").unlink(missing_ok=True)  # compiled, not replayed
         warm = run(shop, env=secret)
         assert warm.validated[0] == 0, warm.validated[1]
-        assert warm.rendered == Counter(PIPELINES)
+        rendered.append(set(warm.rendered))
+    assert rendered == [set(PIPELINES), {"pipelines/a.sql", "pipelines/d.sql"}]
+    assert_as_cold(shop, warm, env=secret)
     for path in (shop / ".pz" / "target").iterdir():
         assert "s3cr3t" not in path.read_text(), path
 

@@ -173,11 +173,39 @@ class CarelessObjects(MemoryObjects):
         return self._write(key, data)
 
 
-def test_a_store_that_ignores_conditional_writes_fails_the_tier_5_probe_with_pz0584() -> None:
+class IfMatchIgnoringObjects(MemoryObjects):
+    """A store that honours `If-None-Match: *` but replaces whatever the ETag sent with `If-Match`: a lease
+    renewal or takeover, a watermark commit, would overwrite another writer's object."""
+
+    def put_if_match(self, key: str, data: bytes, etag: str) -> Written | Conflict:
+        return self._write(key, data)
+
+
+class DeleteIgnoringObjects(MemoryObjects):
+    """A store that deletes whatever the ETag sent with `If-Match` on a DELETE: a holder that lost the lease
+    would delete its new holder's lease on release (a third run could then take it: two holders)."""
+
+    def delete_if_match(self, key: str, etag: str) -> Written | Conflict:
+        self.objects.pop(key, None)
+        return Written()
+
+
+@pytest.mark.parametrize(
+    ("careless", "said"),
+    [
+        (CarelessObjects, "ignores If-None-Match: * on an existing object"),
+        (IfMatchIgnoringObjects, "ignores If-Match on a write"),
+        (DeleteIgnoringObjects, "ignores If-Match on a delete"),
+    ],
+)
+def test_a_store_that_ignores_conditional_writes_fails_the_tier_5_probe_with_pz0584(
+    careless: type[MemoryObjects], said: str
+) -> None:
     _backend().check_writable()  # honours them: passes, and leaves nothing behind
     assert MemoryBackend.shared.objects == {}
-    MemoryBackend.shared = CarelessObjects()
+    MemoryBackend.shared = careless()
     with pytest.raises(StateBackendError) as refused:
         _backend().check_writable()
     assert refused.value.diagnostics[0].code == "PZ0584"
+    assert said in refused.value.diagnostics[0].message
     assert MemoryBackend.shared.objects == {}

@@ -48,6 +48,8 @@ WATERMARKS = "watermarks.json"
 LEASE = "lease.json"
 _MISSING_ROOT = ("NoSuchBucket", "ContainerNotFound")
 _REFUSED_STATUS = (401, 403)
+# an ETag no object has: the tier 5 probe's If-Match must fail with it
+_NO_SUCH_ETAG = '"00000000000000000000000000000000"'
 T = TypeVar("T")
 
 
@@ -302,24 +304,38 @@ class ObjectStateBackend(StateBackend):
         return None if found is None else bytes(found.data)
 
     def check_writable(self) -> None:
-        """Tier 5: a probe object created with `If-None-Match: *`, created again (the store must refuse:
-        else it ignores the condition and cannot hold a lock, PZ0584), the prefix listed, the probe
-        deleted."""
+        """Tier 5: a probe object created with `If-None-Match: *`, then created again, replaced and deleted
+        under an ETag it does not have (the store must refuse all three: else it ignores a condition the
+        lease or the watermark document relies on, and cannot hold a lock, PZ0584), the prefix listed, the
+        probe deleted."""
         key = f"{self.base}.pz-write-probe-{uuid.uuid4().hex}"
 
         def probe() -> None:
             first = self.objects.put_if_absent(key, b"probe")
             try:
-                again = self.objects.put_if_absent(key, b"probe")
+                ignored = [
+                    condition
+                    for condition, result in (
+                        ("If-None-Match: * on an existing object", self.objects.put_if_absent(key, b"probe")),
+                        ("If-Match on a write", self.objects.put_if_match(key, b"probe", _NO_SUCH_ETAG)),
+                        ("If-Match on a delete", self.objects.delete_if_match(key, _NO_SUCH_ETAG)),
+                    )
+                    if isinstance(result, Written)
+                ]
                 self.objects.keys(self.base)
             finally:
                 self.objects.remove(key)
-            if not isinstance(first, Written) or isinstance(again, Written):
+            if not isinstance(first, Written) or ignored:
                 raise backend_error(
                     "PZ0584",
                     self.name,
-                    f"the store at {self.where()} ignores conditional writes (If-None-Match: *): it "
-                    "cannot hold the project lock or commit watermarks atomically",
+                    f"the store at {self.where()} "
+                    + (
+                        f"ignores {', '.join(ignored)}"
+                        if ignored
+                        else "refuses If-None-Match: * on a new object"
+                    )
+                    + ": it cannot hold the project lock or commit watermarks atomically",
                     "use a store that honours If-None-Match and If-Match (AWS S3, Azure Blob Storage, "
                     "a recent MinIO), or another state backend",
                 )

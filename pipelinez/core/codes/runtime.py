@@ -358,9 +358,10 @@ CODES: tuple[Code, ...] = (
     Code(
         "PZ0584",
         "StateStoreIgnoresConditions",
-        "the object store of an object-store state backend accepted a conditional write it should have "
-        "refused (If-None-Match: * on an existing object): it cannot hold the project lock or commit "
-        "watermarks atomically (found by tier 5, `pz validate --connect`)",
+        "the object store of an object-store state backend accepted a conditional request it should have "
+        "refused (If-None-Match: * on an existing object, or If-Match with an ETag the object does not have, "
+        "on a write or a delete): it cannot hold the project lock or commit watermarks atomically (found by "
+        "tier 5, `pz validate --connect`)",
         "use a store that honours If-None-Match and If-Match (AWS S3, Azure Blob Storage, a recent MinIO), "
         "or another state backend",
     ),
