@@ -33,7 +33,9 @@ class S3Place:
         if endpoint:
             text = str(endpoint)
             parts = urlsplit(text if "://" in text else f"//{text}")
-            host = parts.netloc or text
+            # user info in an endpoint signs nothing (S3 requests are signed with the keys) and could hold a
+            # credential that messages would print: only host:port is kept
+            host = (parts.netloc or text).rsplit("@", 1)[-1]
             if parts.scheme and use_ssl is None:
                 use_ssl = parts.scheme == "https"
         return S3Place(

@@ -74,7 +74,9 @@ def staging_location(url: str, where: str) -> str:
     scheme = parsed.scheme.lower()
     if scheme == "file":
         if parsed.netloc not in ("", "localhost"):
-            raise _refuse(f"staging URL {text!r}: a file:// URL names a folder of this machine", where)
+            raise _refuse(
+                f"staging URL {_shown(text)!r}: a file:// URL names a folder of this machine", where
+            )
         return str(Path(unquote(parsed.path)).resolve())
     if scheme == S3:
         return _s3_location(text, where)
