@@ -364,10 +364,14 @@ class DryCompiler(CheckBinds):
         TABLE AS does (a taken name renamed `a_1`, a NULL column INTEGER: tests/functional/
         test_bind_typed.py).
         Only text that starts as a query and names no DESCRIBE, SHOW or SUMMARIZE (which a subquery
-        takes and CREATE TABLE AS refuses); anything that fails goes to CREATE TABLE AS, for its error."""
+        takes and CREATE TABLE AS refuses), and that parses alone as one query: a `)` in the text would
+        otherwise close the subquery, and `q) AS t, (SELECT 2` is a query only once wrapped. Anything that
+        fails goes to CREATE TABLE AS, for its error."""
         if ";" in query or not _QUERY_START.match(query) or _NOT_IN_CTAS.search(query):
             return False
         try:
+            if not _one_query(self.con, query):
+                return False
             relation = self.con.sql("SELECT * FROM (\n" + query + "\n)")
             columns = [(str(c), str(t)) for c, t in zip(relation.columns, relation.types, strict=True)]
         except Exception as exc:
@@ -476,3 +480,9 @@ def cached_schemas(state_dir: Path) -> dict[str, list[tuple[str, str]]]:
         return {k: [(str(c), str(t)) for c, t in v] for k, v in data.get("datasets", data).items()}
     except (OSError, ValueError, TypeError, AttributeError):
         return {}
+
+
+def _one_query(con: duckdb.DuckDBPyConnection, query: str) -> bool:
+    """Whether DuckDB's parser reads `query` on its own as exactly one SELECT (parsed, nothing bound)."""
+    statements = con.extract_statements(query)
+    return len(statements) == 1 and statements[0].type.name == "SELECT"

@@ -105,3 +105,17 @@ def test_a_statement_only_a_subquery_takes_is_still_refused(project_dir: Path, q
     result = pz(write_project(project_dir, files), "validate")
     assert result.exit_code != 0
     assert "pipelines/b.sql" in result.output and "error: PZ04" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT id FROM {{ source('files', 'orders') }}) AS t, (SELECT 2 AS b",  # closes the wrapping
+        "SELECT 1 AS a) UNION ALL (SELECT 2",
+    ],
+)
+def test_a_query_that_is_one_only_once_wrapped_is_a_syntax_error(project_dir: Path, query: str) -> None:
+    files = {**BASE, "pipelines/b.sql": "INSERT INTO {{ sink('lake', 'b') }}\n" + query + "\n"}
+    result = pz(write_project(project_dir, files), "validate")
+    assert result.exit_code == 2, result.output
+    assert "error: PZ0401 pipelines/b.sql:2" in result.output and 'near ")"' in result.output, result.output
