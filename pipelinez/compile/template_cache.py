@@ -103,7 +103,13 @@ def shape_of(raw: str) -> tuple[Shape, list[tuple[str, tuple[str, ...]]]] | None
         found.append((match.group(1), args))
         names = [f"{_HOLE}{len(literals) + k}" for k in range(len(args))]
         literals.update(zip(names, (a[1:-1] for a in args), strict=True))
-        return "{{ " + match.group(1) + "(" + ", ".join(names) + ") }}"
+        if not args:
+            return match.group(0)
+        # only the literals replaced: the call's own spacing and line breaks kept, so each line of the
+        # shape is the text's line (a runtime error is reported at its line in the template)
+        holes = iter(names)
+        inside = _ARG.sub(lambda _literal: next(holes), match.group(2))
+        return raw[match.start() : match.start(2)] + inside + raw[match.end(2) : match.end()]
 
     text = _CALL.sub(hole, raw)
     return ((text, literals), found) if literals else None

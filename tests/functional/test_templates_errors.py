@@ -292,3 +292,19 @@ def test_a_failing_env_or_var_in_a_yaml_value_is_reported_at_that_value(project_
         "PZ0211 sources/files.yml:4:9:",
         "PZ0212 sinks/lake.yml:6:11:",
     ], result.output
+
+
+def test_an_error_after_a_call_written_over_lines_is_at_its_own_line(project_dir: Path) -> None:
+    # the call spans three lines and the template needs Jinja (compiled by shape): the error two lines
+    # below it is at line 6, as Jinja places it in the text as written
+    sql = (
+        "INSERT INTO {{ sink('lake', 'a') }}\n"
+        "SELECT id FROM {{\n"
+        "    source('files', 'orders')\n"
+        "}}\n"
+        "{% if true %}{% endif %}\n"
+        "WHERE {{ 1 / 0 }} = 1\n"
+    )
+    result = pz(write_project(project_dir, {**BASE, "pipelines/a.sql": sql}), "validate")
+    assert result.exit_code == 2, result.output
+    assert "PZ0213 pipelines/a.sql:6: template error: division by zero" in result.output, result.output
