@@ -28,6 +28,7 @@ Known names:
 - `sink.committed` (scoped): a sink write has committed; the engine has not recorded it yet.
 - `source.landed` (scoped): a source load (or one of its partitions) has landed in staging.
 - `reuse.copy` (scoped): a retry is about to copy a reused load's table (a failure falls back to extraction).
+- `staging.set_up`: a staging database (a run's, a preview's, a Ray task's) is open and about to be set up.
 - `run.after_nodes`: every node settled, watermarks not committed yet (an orchestrator-level failure: PZ0512).
 - `pipeline.start` (scoped): a pipeline is about to run in staging.
 - `state.commit_watermarks`: the state backend (the local .pz/state.duckdb, or a shared one: postgres, s3,

@@ -134,3 +134,20 @@ def test_work_that_outgrows_the_budget_is_pz0714(tmp_path: Path) -> None:
     assert not (tmp_path / "out.duckdb").exists() or "big" not in str(
         duckdb.connect(str(tmp_path / "out.duckdb"), read_only=True).execute("SHOW TABLES").fetchall()
     )
+
+
+def test_a_staging_that_fails_its_set_up_gives_its_share_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a staging that failed after it opened must not hold a share for the process's life: the next
+    # staging (the next run of a Python API process) then has the whole budget, not half of it
+    monkeypatch.setenv("PZ_FAILPOINTS", "staging.set_up")
+    with pytest.raises(RuntimeError, match=r"failpoint staging\.set_up"):
+        open_staging(tmp_path / "failed.duckdb", "256MB")
+    monkeypatch.delenv("PZ_FAILPOINTS")
+    staging = open_staging(tmp_path / "staging.duckdb", "256MB")
+    try:
+        assert near(limit_of(staging), 256 * 1000**2)
+    finally:
+        close_staging(staging)
+        memory_budget.BUDGET.set_total(default_limit())

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pipelinez.compile.dag import CompiledDag
 from pipelinez.config.model import Project
-from pipelinez.core import duck_catalog, duck_connect
+from pipelinez.core import duck_catalog, duck_connect, failpoints
 from pipelinez.core.memory_budget import BUDGET
 from pipelinez.core.sqlnames import quote_literal
 from pipelinez.engine.events import EventBus, Note
@@ -123,6 +123,16 @@ def open_staging(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
     con = duck_connect.connect(
         str(path), config={"storage_compatibility_version": STAGING_STORAGE}, share=True
     )
+    try:
+        _set_up_staging(con, path)
+    except BaseException:  # not left holding a share of the budget (and the file) for the process's life
+        close_staging(con)
+        raise
+    return con
+
+
+def _set_up_staging(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    failpoints.hit("staging.set_up")
     con.execute("RESET storage_compatibility_version")
     con.execute("SET TimeZone = 'UTC'")
     con.execute(f"SET temp_directory = {quote_literal((path.parent / 'tmp').as_posix())}")
@@ -134,4 +144,3 @@ def open_staging(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
     con.execute("SET checkpoint_threshold = '1TB'")
     # nodes ATTACH their databases to this instance: a missing name's error must not go looking through them
     duck_catalog.isolate(con)
-    return con
