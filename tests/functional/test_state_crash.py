@@ -120,15 +120,8 @@ def test_kill_9_at_an_object_store_state_write(
     held = pz(b, "run", env=env)
     assert held.exit_code == 2 and "PZ0511" in held.output, held.output  # no second run meanwhile
     store.expire_lease()  # the dead holder stops renewing: its lease runs out
-    shown = pz(b, "state", "show", env=env)
-    assert shown.exit_code == 0 and "PZ05" not in shown.output, shown.output
     after = pz(b, "run", env=env)
     assert after.exit_code == 0, after.output
     assert _copied(db) == [1, 2, 3, 4, 5]  # nothing lost, nothing twice
     assert _store_watermark(store) == "5"
-    assert store.backend().lease() is None
-    _insert(db, range(6, 8))
-    last = pz(a, "run", env=env)  # A, back up, continues from B's watermark
-    assert last.exit_code == 0, last.output
-    assert _copied(db) == [1, 2, 3, 4, 5, 6, 7]
-    assert _store_watermark(store) == "7"
+    assert store.backend().lease() is None  # released at the end of B's run
