@@ -149,12 +149,24 @@ class Project:
 
     Compiles are cached by content (see `engine.run.compile_cache`): a `plan()` then a `run()` compile
     once, and so does the same project re-opened in the same process until a file, a var, a declared
-    environment variable, a committed watermark or an installed connector changes."""
+    environment variable, a committed watermark or an installed connector changes. `compile_cache=False`:
+    this object compiles without that cache, for a process that compiles the project once (the CLI's
+    `pz run`), which then neither keys the folder (a walk of every file, the installed versions) before
+    nor after its compile."""
 
-    def __init__(self, path: PathLike | None = None, *, environ: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        path: PathLike | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        compile_cache: bool = True,
+    ):
+        given = Arguments("Project")
+        given.flag("compile_cache", compile_cache)
+        given.check()
         self.root = find_project_root(Path(path) if path is not None else Path.cwd())
         self.environ = environ
-        self._compiles = COMPILES
+        self._compiles = COMPILES if compile_cache else None
 
     def __repr__(self) -> str:
         return f"Project({str(self.root)!r})"

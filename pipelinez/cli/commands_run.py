@@ -70,7 +70,7 @@ def run(
     from pipelinez.api import Project
 
     overrides = parse_vars(variables)
-    project = Project(settings.project)
+    project = Project(settings.project, compile_cache=False)  # one compile per process: nothing to reuse
     outcome = project.run(
         select=select,
         exclude=exclude,

@@ -1,7 +1,9 @@
 """DuckDB type names parsed by DuckDB itself, on a private connection.
 
 `duckdb.sqltype()` uses the process-wide default connection: if anything left that connection inside an
-aborted transaction, every later type parse fails. A private connection per thread is never shared.
+aborted transaction, every later type parse fails. A private connection per thread is never shared: each
+thread parses on its own cursor (a connection of its own) of one in-memory instance pz opens for this, so a
+run's threads open one DuckDB instance between them, not one each.
 """
 
 from __future__ import annotations
@@ -12,13 +14,19 @@ from typing import Any
 from pipelinez.core import duck_connect
 
 _local = threading.local()
+_instance: Any = None
+_instance_guard = threading.Lock()
 
 
 def _connection() -> Any:
-
+    """This thread's cursor of the shared instance (opened on the first parse of the process)."""
+    global _instance
     con = getattr(_local, "con", None)
     if con is None:
-        con = duck_connect.connect()
+        with _instance_guard:
+            if _instance is None:
+                _instance = duck_connect.connect()
+            con = _instance.cursor()
         _local.con = con
     return con
 

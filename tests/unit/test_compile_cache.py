@@ -331,3 +331,45 @@ def test_an_unchanged_folder_after_the_compile_is_stored(shop: Path, compiles: l
     Project(shop).plan()
     Project(shop).plan()
     assert len(compiles) == 1
+
+
+@pytest.fixture
+def folder_walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The folders walked for a compile cache key (every entry's size and time), one entry per walk."""
+    walks: list[Path] = []
+    original = folder_key.feed_folder
+
+    def counted(digest: Any, root: Path) -> bool:
+        walks.append(root)
+        return original(digest, root)
+
+    monkeypatch.setattr(folder_key, "feed_folder", counted)
+    return walks
+
+
+def test_a_project_without_the_compile_cache_neither_keys_the_folder_nor_stores_its_compile(
+    shop: Path, compiles: list[str], folder_walks: list[Path]
+) -> None:
+    assert Project(shop, compile_cache=False).run().exit_code == 0
+    assert folder_walks == []
+    Project(shop).plan()  # nothing was stored: the cached facade compiles it
+    assert len(compiles) == 1 and folder_walks
+
+
+def test_pz_run_is_one_shot_so_it_skips_the_compile_cache(
+    shop: Path, compiles: list[str], folder_walks: list[Path]
+) -> None:
+    from tests.conftest import pz
+
+    result = pz(shop, "run")
+    assert result.exit_code == 0, result.output
+    assert folder_walks == [] and compiles == []  # compiled once, outside the cache
+
+
+def test_compile_cache_must_be_a_flag(shop: Path) -> None:
+    from pipelinez.core.diagnostics import PzUsageError
+
+    with pytest.raises(PzUsageError) as raised:
+        Project(shop, compile_cache="no")  # type: ignore[arg-type]
+    assert raised.value.diagnostics[0].code == "PZ0513"
+    assert "compile_cache='no'" in raised.value.diagnostics[0].message
