@@ -68,13 +68,33 @@ class _RefResolver:
 
     def __init__(self, infos: dict[str, PipelineInfo]):
         self.infos = infos
+        self._reads: dict[str, tuple[list[tuple[str, str]], list[str]]] = {}  # name -> `reads(name)`
 
     def resolve(self, name: str, display: bool = False) -> str:
         info = self.infos[name]
         return inline_text(info.display_query if display else info.query, self.infos, name, display)
 
+    def resolve_both(self, name: str) -> tuple[str, str]:
+        """(`resolve(name)`, `resolve(name, display=True)`): one resolution when no display text differs
+        (no secret in the pipeline nor in an ephemeral it inlines)."""
+        sql = self.resolve(name)
+        if all(self.infos[n].display_query == self.infos[n].query for n in (name, *self._inlined(name))):
+            return sql, sql
+        return sql, self.resolve(name, display=True)
+
+    def _inlined(self, name: str) -> list[str]:
+        """The ephemeral pipelines `name` inlines, through ephemerals."""
+        found: list[str] = []
+        for ref in self.infos[name].refs:
+            if self.infos[ref].ephemeral:
+                found += [ref, *self._inlined(ref)]
+        return found
+
     def reads(self, name: str) -> tuple[list[tuple[str, str]], list[str]]:
         """(source datasets, materialized pipelines) a pipeline reads, looking through ephemerals."""
+        known = self._reads.get(name)
+        if known is not None:
+            return list(known[0]), list(known[1])
         reads = list(self.infos[name].reads)
         tables: list[str] = []
         for ref in self.infos[name].refs:
@@ -84,7 +104,8 @@ class _RefResolver:
                 tables += inner_tables
             else:
                 tables.append(ref)
-        return list(dict.fromkeys(reads)), list(dict.fromkeys(tables))
+        self._reads[name] = found = list(dict.fromkeys(reads)), list(dict.fromkeys(tables))
+        return list(found[0]), list(found[1])
 
 
 def check_target(to: str, project: Project, infos: dict[str, PipelineInfo]) -> str | None:
@@ -123,6 +144,7 @@ class _NodeBuilder:
         self.bounds = bounds or {}
         self.templater = templater
         self.resolver = _RefResolver(infos)
+        self.retry = engine_retry(project)  # the policy of every pipeline and check: one cascade
         self.diags: list[Diagnostic] = []
         self.nodes: dict[str, Node] = {}  # name -> node without its id yet
         self.blocking_checks: dict[str, list[str]] = {}  # checked node -> its error-severity check nodes
@@ -161,13 +183,10 @@ class _NodeBuilder:
     def add_pipeline(self, name: str, info: PipelineInfo) -> None:
         reads, tables = self.resolver.reads(name)
         deps = tuple(dict.fromkeys([self.loads[r] for r in reads] + tables))
-        sql, display = (
-            self.resolver.resolve(name),
-            self.resolver.resolve(name, display=True),
-        )
+        sql, display = self.resolver.resolve_both(name)
         outside = self.project.engine.external_access
         view = info.source.materialized == "view"
-        work = PipelineWork(sql, deps, engine_retry(self.project), display, outside, view)
+        work = PipelineWork(sql, deps, self.retry, display, outside, view)
         place, tags = Place(info.source.file), info.source.tags
         self.nodes[name] = PipelineNode(
             name, PIPELINE, "", deps, place, tags, work=work, sinks=tuple(info.sinks)
@@ -234,7 +253,7 @@ class _NodeBuilder:
                 check.severity,
                 tuple(deps),
                 check,
-                engine_retry(self.project),
+                self.retry,
                 self.project.engine.external_access,
                 thresholds=(check.warn_if, check.error_if),
             )
@@ -266,7 +285,7 @@ class _NodeBuilder:
         check = singular_check(info)
         target = deps[0] if deps else name
         outside = self.project.engine.external_access
-        work = CheckWork(target, sql, CheckSeverity.ERROR, deps, check, engine_retry(self.project), outside)
+        work = CheckWork(target, sql, CheckSeverity.ERROR, deps, check, self.retry, outside)
         self.nodes[name] = CheckNode(name, CHECK, "", deps, check.place, (), work=work)
 
     def _rendered(self, check: CheckSpec) -> CheckSpec | None:
