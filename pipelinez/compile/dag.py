@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pipelinez.compile.checks import check_sql
 from pipelinez.compile.gates import gate_checks
 from pipelinez.compile.graph import Unordered, topological_order
-from pipelinez.compile.ids import content_id
+from pipelinez.compile.ids import Memo, content_id
 from pipelinez.compile.inlining import inline_text
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.compile.nodes import (
@@ -29,7 +29,15 @@ from pipelinez.compile.singular import singular_check, singular_sql
 from pipelinez.compile.sink_views import is_view, sink_view
 from pipelinez.compile.templating import TemplateFailure, Templater, staging_table
 from pipelinez.compile.values import ResolvedValues
-from pipelinez.compile.work import CheckWork, PipelineWork, engine_retry, sink_write_work, source_load_work
+from pipelinez.compile.work import (
+    CheckWork,
+    Endpoint,
+    PipelineWork,
+    endpoint,
+    engine_retry,
+    sink_write_work,
+    source_load_work,
+)
 from pipelinez.config.model import CheckSpec, Project
 from pipelinez.connectors.sdk import ReadBounds
 from pipelinez.core.diagnostics import Diagnostic, Place, error
@@ -145,6 +153,7 @@ class _NodeBuilder:
         self.templater = templater
         self.resolver = _RefResolver(infos)
         self.retry = engine_retry(project)  # the policy of every pipeline and check: one cascade
+        self.endpoints: dict[tuple[str, str], Endpoint] = {}  # ("source" | "sink", instance) -> endpoint
         self.diags: list[Diagnostic] = []
         self.nodes: dict[str, Node] = {}  # name -> node without its id yet
         self.blocking_checks: dict[str, list[str]] = {}  # checked node -> its error-severity check nodes
@@ -174,8 +183,14 @@ class _NodeBuilder:
         table = staging_table(src, dataset)
         self.loads[(src, dataset)] = table
         ds = self.project.sources[src].datasets[dataset]
+        inst = self.sources[src]
         work = source_load_work(
-            self.project, self.sources[src], dataset, table, self.bounds.get((src, dataset))
+            self.project,
+            inst,
+            dataset,
+            table,
+            self.bounds.get((src, dataset)),
+            self._endpoint("source", inst),
         )
         self.nodes[table] = SourceLoadNode(table, SOURCE_LOAD, "", (), ds.place, work=work)
         self.add_checks(table, ds.checks, ())
@@ -204,7 +219,8 @@ class _NodeBuilder:
                 self.diags += found
                 return
             view, deps = (found.sql, found.display_sql), (pipeline, *found.reads)  # after what it reads
-        work = sink_write_work(self.project, self.sinks[sink], output, pipeline, view)
+        inst = self.sinks[sink]
+        work = sink_write_work(self.project, inst, output, pipeline, view, self._endpoint("sink", inst))
         self.nodes[name] = SinkWriteNode(name, SINK_WRITE, "", deps, place, info.source.tags, work=work)
         spec = self.project.sinks[sink]
         caps = work.endpoint.caps
@@ -220,6 +236,13 @@ class _NodeBuilder:
                     next_step=f"declare it under outputs: in {spec.file} with strategy: {caps.strategies[0]}",
                 )
             )
+
+    def _endpoint(self, kind: str, inst: ResolvedInstance) -> Endpoint:
+        """The instance's endpoint, built once: every load or write of one instance shares it (frozen)."""
+        point = self.endpoints.get((kind, inst.name))
+        if point is None:
+            point = self.endpoints[(kind, inst.name)] = endpoint(self.project, inst)
+        return point
 
     def add_checks(self, target: str, checks: tuple[CheckSpec, ...], tags: tuple[str, ...]) -> None:
         for raw_check in checks:
@@ -329,9 +352,11 @@ class _NodeBuilder:
             )
             return {}
         nodes: dict[str, Node] = {}
+        memo: Memo = {}
         for name in order:
             node = self.nodes[name]
-            nodes[name] = dataclasses.replace(node, id=content_id(node, [nodes[d].id for d in node.deps]))
+            node_id = content_id(node, [nodes[d].id for d in node.deps], memo)
+            nodes[name] = dataclasses.replace(node, id=node_id)
         return nodes
 
 
