@@ -55,6 +55,9 @@ def pz_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # one for every key (json.dumps would build one per call)
+
+
 class BindCache:
     """The entries of `.pz/target/binds.json` (`folder`: the target folder; None: a cache that keeps
     nothing, for a compile that may read files)."""
@@ -67,7 +70,7 @@ class BindCache:
 
     def key(self, kind: str, sql: str, inputs: Sequence[tuple[str, Columns | None]]) -> str:
         """The content key of binding `sql` (a `pipeline` or a `check`) over `inputs` (name, columns)."""
-        data = json.dumps([self.versions, kind, sql, sorted(inputs)], separators=(",", ":"))
+        data = _ENCODER.encode([self.versions, kind, sql, sorted(inputs)])
         return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
     def get(self, key: str) -> Columns | None:

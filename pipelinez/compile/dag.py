@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pipelinez.compile.checks import check_sql
 from pipelinez.compile.gates import gate_checks
 from pipelinez.compile.graph import Unordered, topological_order
-from pipelinez.compile.ids import content_id
+from pipelinez.compile.ids import Memo, content_id
 from pipelinez.compile.inlining import inline_text
 from pipelinez.compile.instances import ResolvedInstance
 from pipelinez.compile.nodes import (
@@ -29,7 +29,15 @@ from pipelinez.compile.singular import singular_check, singular_sql
 from pipelinez.compile.sink_views import is_view, sink_view
 from pipelinez.compile.templating import TemplateFailure, Templater, staging_table
 from pipelinez.compile.values import ResolvedValues
-from pipelinez.compile.work import CheckWork, PipelineWork, engine_retry, sink_write_work, source_load_work
+from pipelinez.compile.work import (
+    CheckWork,
+    Endpoint,
+    PipelineWork,
+    endpoint,
+    engine_retry,
+    sink_write_work,
+    source_load_work,
+)
 from pipelinez.config.model import CheckSpec, Project
 from pipelinez.connectors.sdk import ReadBounds
 from pipelinez.core.diagnostics import Diagnostic, Place, error
@@ -68,13 +76,33 @@ class _RefResolver:
 
     def __init__(self, infos: dict[str, PipelineInfo]):
         self.infos = infos
+        self._reads: dict[str, tuple[list[tuple[str, str]], list[str]]] = {}  # name -> `reads(name)`
 
     def resolve(self, name: str, display: bool = False) -> str:
         info = self.infos[name]
         return inline_text(info.display_query if display else info.query, self.infos, name, display)
 
+    def resolve_both(self, name: str) -> tuple[str, str]:
+        """(`resolve(name)`, `resolve(name, display=True)`): one resolution when no display text differs
+        (no secret in the pipeline nor in an ephemeral it inlines)."""
+        sql = self.resolve(name)
+        if all(self.infos[n].display_query == self.infos[n].query for n in (name, *self._inlined(name))):
+            return sql, sql
+        return sql, self.resolve(name, display=True)
+
+    def _inlined(self, name: str) -> list[str]:
+        """The ephemeral pipelines `name` inlines, through ephemerals."""
+        found: list[str] = []
+        for ref in self.infos[name].refs:
+            if self.infos[ref].ephemeral:
+                found += [ref, *self._inlined(ref)]
+        return found
+
     def reads(self, name: str) -> tuple[list[tuple[str, str]], list[str]]:
         """(source datasets, materialized pipelines) a pipeline reads, looking through ephemerals."""
+        known = self._reads.get(name)
+        if known is not None:
+            return list(known[0]), list(known[1])
         reads = list(self.infos[name].reads)
         tables: list[str] = []
         for ref in self.infos[name].refs:
@@ -84,7 +112,8 @@ class _RefResolver:
                 tables += inner_tables
             else:
                 tables.append(ref)
-        return list(dict.fromkeys(reads)), list(dict.fromkeys(tables))
+        self._reads[name] = found = list(dict.fromkeys(reads)), list(dict.fromkeys(tables))
+        return list(found[0]), list(found[1])
 
 
 def check_target(to: str, project: Project, infos: dict[str, PipelineInfo]) -> str | None:
@@ -123,6 +152,8 @@ class _NodeBuilder:
         self.bounds = bounds or {}
         self.templater = templater
         self.resolver = _RefResolver(infos)
+        self.retry = engine_retry(project)  # the policy of every pipeline and check: one cascade
+        self.endpoints: dict[tuple[str, str], Endpoint] = {}  # ("source" | "sink", instance) -> endpoint
         self.diags: list[Diagnostic] = []
         self.nodes: dict[str, Node] = {}  # name -> node without its id yet
         self.blocking_checks: dict[str, list[str]] = {}  # checked node -> its error-severity check nodes
@@ -152,8 +183,14 @@ class _NodeBuilder:
         table = staging_table(src, dataset)
         self.loads[(src, dataset)] = table
         ds = self.project.sources[src].datasets[dataset]
+        inst = self.sources[src]
         work = source_load_work(
-            self.project, self.sources[src], dataset, table, self.bounds.get((src, dataset))
+            self.project,
+            inst,
+            dataset,
+            table,
+            self.bounds.get((src, dataset)),
+            self._endpoint("source", inst),
         )
         self.nodes[table] = SourceLoadNode(table, SOURCE_LOAD, "", (), ds.place, work=work)
         self.add_checks(table, ds.checks, ())
@@ -161,13 +198,10 @@ class _NodeBuilder:
     def add_pipeline(self, name: str, info: PipelineInfo) -> None:
         reads, tables = self.resolver.reads(name)
         deps = tuple(dict.fromkeys([self.loads[r] for r in reads] + tables))
-        sql, display = (
-            self.resolver.resolve(name),
-            self.resolver.resolve(name, display=True),
-        )
+        sql, display = self.resolver.resolve_both(name)
         outside = self.project.engine.external_access
         view = info.source.materialized == "view"
-        work = PipelineWork(sql, deps, engine_retry(self.project), display, outside, view)
+        work = PipelineWork(sql, deps, self.retry, display, outside, view)
         place, tags = Place(info.source.file), info.source.tags
         self.nodes[name] = PipelineNode(
             name, PIPELINE, "", deps, place, tags, work=work, sinks=tuple(info.sinks)
@@ -185,7 +219,8 @@ class _NodeBuilder:
                 self.diags += found
                 return
             view, deps = (found.sql, found.display_sql), (pipeline, *found.reads)  # after what it reads
-        work = sink_write_work(self.project, self.sinks[sink], output, pipeline, view)
+        inst = self.sinks[sink]
+        work = sink_write_work(self.project, inst, output, pipeline, view, self._endpoint("sink", inst))
         self.nodes[name] = SinkWriteNode(name, SINK_WRITE, "", deps, place, info.source.tags, work=work)
         spec = self.project.sinks[sink]
         caps = work.endpoint.caps
@@ -201,6 +236,13 @@ class _NodeBuilder:
                     next_step=f"declare it under outputs: in {spec.file} with strategy: {caps.strategies[0]}",
                 )
             )
+
+    def _endpoint(self, kind: str, inst: ResolvedInstance) -> Endpoint:
+        """The instance's endpoint, built once: every load or write of one instance shares it (frozen)."""
+        point = self.endpoints.get((kind, inst.name))
+        if point is None:
+            point = self.endpoints[(kind, inst.name)] = endpoint(self.project, inst)
+        return point
 
     def add_checks(self, target: str, checks: tuple[CheckSpec, ...], tags: tuple[str, ...]) -> None:
         for raw_check in checks:
@@ -234,7 +276,7 @@ class _NodeBuilder:
                 check.severity,
                 tuple(deps),
                 check,
-                engine_retry(self.project),
+                self.retry,
                 self.project.engine.external_access,
                 thresholds=(check.warn_if, check.error_if),
             )
@@ -266,7 +308,7 @@ class _NodeBuilder:
         check = singular_check(info)
         target = deps[0] if deps else name
         outside = self.project.engine.external_access
-        work = CheckWork(target, sql, CheckSeverity.ERROR, deps, check, engine_retry(self.project), outside)
+        work = CheckWork(target, sql, CheckSeverity.ERROR, deps, check, self.retry, outside)
         self.nodes[name] = CheckNode(name, CHECK, "", deps, check.place, (), work=work)
 
     def _rendered(self, check: CheckSpec) -> CheckSpec | None:
@@ -310,9 +352,11 @@ class _NodeBuilder:
             )
             return {}
         nodes: dict[str, Node] = {}
+        memo: Memo = {}
         for name in order:
             node = self.nodes[name]
-            nodes[name] = dataclasses.replace(node, id=content_id(node, [nodes[d].id for d in node.deps]))
+            node_id = content_id(node, [nodes[d].id for d in node.deps], memo)
+            nodes[name] = dataclasses.replace(node, id=node_id)
         return nodes
 
 

@@ -22,9 +22,15 @@ from pipelinez.core.json_types import JsonObject
 ID_LENGTH = 16
 
 
-def canonical(value: Any) -> Any:
+# a dataclass instance's canonical form by its id(), for one pass over nodes that share instances (the
+# endpoint of every write to one sink): (the instance, kept alive so its id is not reused, its form)
+Memo = dict[int, tuple[Any, Any]]
+
+
+def canonical(value: Any, memo: Memo | None = None) -> Any:
     """`value` as plain JSON data: dataclasses as objects of their hashed fields, enums as their values,
-    tuples as lists; anything else JSON cannot hold as its `str`."""
+    tuples as lists; anything else JSON cannot hold as its `str`. `memo`: forms of frozen dataclass
+    instances already seen (the caller never changes a form it is given)."""
     kind = type(value)
     if kind in _PLAIN or value is None:
         return value
@@ -36,10 +42,14 @@ def canonical(value: Any) -> Any:
             if f.metadata.get("id") != "exclude"
         )
     if fields is not None:
+        if memo is not None and (seen := memo.get(id(value))) is not None and seen[0] is value:
+            return seen[1]
         out: JsonObject = {}
         for name, how in fields:
-            item = canonical(getattr(value, name))
+            item = canonical(getattr(value, name), memo)
             out[name] = digest(item) if how == "digest" else item
+        if memo is not None and _frozen(kind):
+            memo[id(value)] = (value, out)
         return out
     if isinstance(value, enum.Enum):
         return canonical(value.value)
@@ -59,21 +69,37 @@ _PLAIN = frozenset({str, bool, int, float})  # exactly these types (an enum of s
 _HASHED_FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {}  # a dataclass type's (field, how) to hash
 
 
+# one encoder for every id (json.dumps with arguments would build one per call)
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _dumps(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(data)
 
 
 def digest(data: Any) -> str:
     return "sha256:" + hashlib.sha256(_dumps(data).encode("utf-8")).hexdigest()
 
 
-def canonical_text(node: Any, input_ids: Sequence[str]) -> str:
+def _frozen(kind: type) -> bool:
+    known = _FROZEN.get(kind)
+    if known is None:
+        params = getattr(kind, "__dataclass_params__", None)
+        known = _FROZEN[kind] = bool(params is not None and params.frozen)
+    return known
+
+
+_FROZEN: dict[type, bool] = {}  # a dataclass type: whether it is frozen (only those are memoized)
+
+
+def canonical_text(node: Any, input_ids: Sequence[str], memo: Memo | None = None) -> str:
     """The one serialization a node's id is the hash of."""
-    return _dumps({"node": canonical(node), "inputs": sorted(input_ids)})
+    return _dumps({"node": canonical(node, memo), "inputs": sorted(input_ids)})
 
 
-def content_id(node: Any, input_ids: Sequence[str]) -> str:
-    return hashlib.sha256(canonical_text(node, input_ids).encode("utf-8")).hexdigest()[:ID_LENGTH]
+def content_id(node: Any, input_ids: Sequence[str], memo: Memo | None = None) -> str:
+    """The node's id; `memo` shared by the ids of one graph (the same text, found once per instance)."""
+    return hashlib.sha256(canonical_text(node, input_ids, memo).encode("utf-8")).hexdigest()[:ID_LENGTH]
 
 
 def id_parts(node: Any) -> dict[str, str]:

@@ -200,9 +200,15 @@ def source_tier(caps: Capabilities, request: DatasetRequest) -> Tier:
 
 
 def source_load_work(
-    project: Project, inst: ResolvedInstance, dataset: str, table: str, bounds: ReadBounds | None = None
+    project: Project,
+    inst: ResolvedInstance,
+    dataset: str,
+    table: str,
+    bounds: ReadBounds | None = None,
+    point: Endpoint | None = None,
 ) -> SourceLoadWork:
-    point = endpoint(project, inst)
+    """`point`: `endpoint(project, inst)` when the caller has it already."""
+    point = point or endpoint(project, inst)
     request = dataset_request(project, inst, dataset, bounds)
     spec = project.sources[inst.name]
     retry, declared = _retry(
@@ -212,9 +218,15 @@ def source_load_work(
 
 
 def sink_write_work(
-    project: Project, inst: ResolvedInstance, output: str, source_table: str, view: tuple[str, str] = ("", "")
+    project: Project,
+    inst: ResolvedInstance,
+    output: str,
+    source_table: str,
+    view: tuple[str, str] = ("", ""),
+    point: Endpoint | None = None,
 ) -> SinkWriteWork:
-    point = endpoint(project, inst)
+    """`point`: `endpoint(project, inst)` when the caller has it already."""
+    point = point or endpoint(project, inst)
     spec = project.sinks[inst.name]
     out = spec.outputs.get(output)
     retry, declared = _retry(

@@ -36,18 +36,31 @@ def blocks_for(file: str, folders: Mapping[str, FolderConfig]) -> list[FolderCon
     return sorted(found, key=lambda f: len(_parts(f.folder)))
 
 
-def defaults_of(pipe: PipelineSource, folders: Mapping[str, FolderConfig]) -> PipelineSource:
-    """The pipeline with the defaults its folders give it."""
-    blocks = blocks_for(pipe.file, folders)
+def with_defaults(
+    pipelines: Mapping[str, PipelineSource], folders: Mapping[str, FolderConfig]
+) -> dict[str, PipelineSource]:
+    """Each pipeline with the defaults its folders give it, each folder's blocks found once."""
+    by_folder: dict[str, PipelineDefaults | None] = {}
+    out: dict[str, PipelineSource] = {}
+    for name, pipe in pipelines.items():
+        folder = pipe.file.rpartition("/")[0]
+        if folder not in by_folder:
+            by_folder[folder] = _folder_defaults(blocks_for(pipe.file, folders)) if folders else None
+        defaults = by_folder[folder]
+        out[name] = pipe if defaults is None else dataclasses.replace(pipe, defaults=defaults)
+    return out
+
+
+def _folder_defaults(blocks: list[FolderConfig]) -> PipelineDefaults | None:
+    """What `blocks` (shallowest first) give a pipeline; None: no block applies."""
     if not blocks:
-        return pipe
+        return None
     materialized = next((b.materialized for b in reversed(blocks) if b.materialized), None)
     sink = next((b for b in reversed(blocks) if b.sink), None)
     tags = tuple(dict.fromkeys(t for b in blocks for t in b.tags))
-    defaults = PipelineDefaults(
+    return PipelineDefaults(
         materialized, tags, sink.sink if sink else None, sink.sink_place if sink else None
     )
-    return dataclasses.replace(pipe, defaults=defaults)
 
 
 def folder_problems(

@@ -16,7 +16,7 @@ from pipelinez.config.budget import budget_problems
 from pipelinez.config.build import build_settings, build_sidecar, build_sink, build_source
 from pipelinez.config.checks import duplicate_check_names
 from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, Snapshot, broken_link, discover
-from pipelinez.config.folders import defaults_of, folder_problems
+from pipelinez.config.folders import folder_problems, with_defaults
 from pipelinez.config.model import PipelineSource, Project, SidecarSpec, SingularTest
 from pipelinez.config.parse_cache import PARSED, ParseCache
 from pipelinez.config.positions import Positions
@@ -99,7 +99,7 @@ class _Loading:
         sinks = self._instances(self.files.sinks, "sink", build_sink)
         folders = settings.folders if settings else {}
         pipelines = self._pipelines()
-        pipelines = {name: defaults_of(pipe, folders) for name, pipe in pipelines.items()}
+        pipelines = with_defaults(pipelines, folders)
         self.diagnostics += folder_problems(self.files.root, folders, sinks, self.broken)
         if settings is not None:
             self.diagnostics += budget_problems(settings.engine, self.positions.get(PROJECT_FILE))

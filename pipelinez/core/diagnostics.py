@@ -30,10 +30,11 @@ class Place:
     node: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("file", "node"):  # a file or node name a user chose: one line, whatever it holds
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, printable(value))
+        # a file or node name a user chose: one line, whatever it holds (most are printable: kept as they are)
+        if self.file is not None and not self.file.isprintable():
+            object.__setattr__(self, "file", printable(self.file))
+        if self.node is not None and not self.node.isprintable():
+            object.__setattr__(self, "node", printable(self.node))
 
     def render(self) -> str:
         if self.file:

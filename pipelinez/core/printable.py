@@ -21,6 +21,8 @@ def _escaped(match: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """`text` with every control character escaped the way Python writes it (`\\n`, `\\t`, `\\x1b`,
     `\\u2028`); idempotent, and the identity on text without control characters."""
+    if text.isprintable():  # C code, and never true of text holding a control character: most text
+        return text
     return _CONTROL.sub(_escaped, text) if _CONTROL.search(text) else text
 
 

@@ -335,3 +335,30 @@ def test_a_connection_string_keeps_its_address_and_loses_its_credentials() -> No
     assert strip_credentials(
         "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=abc==;BlobEndpoint=http://h/acct;"
     ) == ("AccountName=acct;BlobEndpoint=http://h/acct")
+
+
+def test_loads_of_one_source_share_its_endpoint_and_ids_need_no_memo(dag: CompiledDag) -> None:
+    """One Endpoint per instance in a build; an id found through the build's memo is the id without it."""
+    orders, customers = dag.nodes["src_files__orders"], dag.nodes["src_files__customers"]
+    assert isinstance(orders, SourceLoadNode) and isinstance(customers, SourceLoadNode)
+    assert orders.work.endpoint is customers.work.endpoint
+    memo: dict[int, tuple[object, object]] = {}
+    for node in dag.nodes.values():
+        inputs = [dag.nodes[d].id for d in node.deps]
+        assert content_id(node, inputs, memo) == content_id(node, inputs) == node.id
+    assert any(isinstance(kept, type(orders.work.endpoint)) for kept, _ in memo.values())
+
+
+def test_a_secret_in_an_inlined_ephemeral_is_masked_in_the_readers_display_sql(tmp_path: Path) -> None:
+    """The reader of an ephemeral whose query holds a secret: its SQL holds the value, its display SQL the
+    mask (the display text is resolved on its own whenever an inlined query's display text differs)."""
+    files = {
+        **FILES,
+        "pipelines/big.sql": """
+            SELECT * FROM {{ source('files', 'orders') }} -- token {{ env('LAKE_TOKEN') }}
+        """,
+    }
+    node = _compile(tmp_path / "p", files).nodes["totals"]
+    assert isinstance(node, PipelineNode)
+    assert SECRET in node.work.sql
+    assert SECRET not in node.display_sql and "-- token " in node.display_sql
