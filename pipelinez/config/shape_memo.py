@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez import __version__
-from pipelinez.core.signed_cache import project_salt
+from pipelinez.core.signed_cache import project_salt, write_atomic
 
 FILE = "shapes.json"
 FORMAT = 1
@@ -72,7 +72,7 @@ class ShapeMemo:
         with contextlib.suppress(OSError):
             folder = self._state / "target"
             folder.mkdir(parents=True, exist_ok=True)
-            _write_atomic(folder / self._file, json.dumps(entry, separators=(",", ":")))
+            write_atomic(folder / self._file, json.dumps(entry, separators=(",", ":")))
         self._stored = frozenset(self._used)
 
     def _salt_bytes(self) -> bytes | None:
@@ -109,17 +109,3 @@ def _plain(value: Any, depth: int = 0) -> bool:
     if isinstance(value, list):
         return all(_plain(v, depth + 1) for v in value)
     return value is None or type(value) in (str, int, float, bool)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
