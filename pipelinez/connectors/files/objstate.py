@@ -42,6 +42,7 @@ from pipelinez.core.state.backend import (
     StateBackend,
     StateBackendError,
     backend_error,
+    fenced_commit_error,
 )
 
 WATERMARKS = "watermarks.json"
@@ -195,14 +196,7 @@ class ObjectStateBackend(StateBackend):
         except LeaseError:
             why = "expired"
         if why:
-            raise backend_error(
-                "PZ0581",
-                self.name,
-                f"the project lock's lease of this run {why} before its watermarks were committed: "
-                "nothing was committed",
-                "the next run reads the same rows again; raise state.lease_seconds if runs pause or lose "
-                "the store longer than it",
-            )
+            raise fenced_commit_error(self.name, why, "the store")
 
     # -- runs ------------------------------------------------------------------------------------------
     def _run_key(self, run_id: str, name: str) -> str:

@@ -39,6 +39,7 @@ from pipelinez.core.state.backend import (
     StateBackend,
     StateBackendError,
     backend_error,
+    fenced_commit_error,
 )
 
 if TYPE_CHECKING:
@@ -220,14 +221,7 @@ class PostgresBackend(StateBackend):
         ).fetchone()
         if row is None or str(row[0]) != self._token or not row[1]:
             why = "expired" if row is not None and str(row[0]) == self._token else "was taken over"
-            raise backend_error(
-                "PZ0581",
-                self.name,
-                f"the project lock's lease of this run {why} before its watermarks were committed: "
-                "nothing was committed",
-                "the next run reads the same rows again; raise state.lease_seconds if runs pause or lose "
-                "the database longer than it",
-            )
+            raise fenced_commit_error(self.name, why, "the database")
 
     # -- runs ------------------------------------------------------------------------------------------
     def put_run_file(self, run_id: str, name: str, text: str) -> None:

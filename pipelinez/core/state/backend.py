@@ -39,6 +39,19 @@ def backend_error(code: str, backend: str, message: str, next_step: str = "") ->
     )
 
 
+def fenced_commit_error(backend: str, why: str, lost: str) -> StateBackendError:
+    """The watermark commit of a run whose lease `why` ("expired", "was taken over") refused, PZ0581;
+    `lost`: what the holder may have lost contact with ("the database", "the store")."""
+    return backend_error(
+        "PZ0581",
+        backend,
+        f"the project lock's lease of this run {why} before its watermarks were committed: nothing was "
+        "committed",
+        "the next run reads the same rows again; raise state.lease_seconds if runs pause or lose "
+        f"{lost} longer than it",
+    )
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who holds (or asks for) the project lock: a host, a process and the run it serves."""
