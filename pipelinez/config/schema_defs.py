@@ -190,8 +190,8 @@ def _document(title: str, properties: JsonObject, required: list[str], defs: Jso
     return schema
 
 
-def project_schema() -> JsonObject:
-    var = {
+def _var_schema() -> JsonObject:
+    return {
         "type": "object",
         "additionalProperties": False,
         "required": ["type"],
@@ -201,7 +201,10 @@ def project_schema() -> JsonObject:
             "description": {"type": "string"},
         },
     }
-    env = {
+
+
+def _env_schema() -> JsonObject:
+    return {
         "type": ["object", "null"],
         "additionalProperties": False,
         "properties": {
@@ -211,7 +214,10 @@ def project_schema() -> JsonObject:
             "description": {"type": "string"},
         },
     }
-    engine = {
+
+
+def _engine_schema() -> JsonObject:
+    return {
         "type": ["object", "null"],
         "additionalProperties": False,
         "properties": {
@@ -239,7 +245,11 @@ def project_schema() -> JsonObject:
             "staging": STAGING,
         },
     }
-    folder = {
+
+
+def _folder_schema() -> JsonObject:
+    """A folder's defaults under `pipelines:` in project.yml."""
+    return {
         "type": ["object", "null"],
         "additionalProperties": False,
         "properties": {
@@ -261,6 +271,9 @@ def project_schema() -> JsonObject:
             },
         },
     }
+
+
+def project_schema() -> JsonObject:
     properties = {
         "name": {"type": "string", "minLength": 1, "description": "the project's name"},
         "pipelines": {
@@ -268,17 +281,17 @@ def project_schema() -> JsonObject:
             "description": "folder config: defaults per folder under pipelines/ (`marts`, `marts/finance`, "
             "`.` for all); deeper folders win",
             "propertyNames": {"pattern": FOLDER_PATTERN},
-            "additionalProperties": folder,
+            "additionalProperties": _folder_schema(),
         },
-        "vars": _names(var, "typed variables: {{ var('name') }}, overridden with --var name=value"),
-        "env": _names(env, "every environment variable the project reads: {{ env('NAME') }}"),
+        "vars": _names(_var_schema(), "typed variables: {{ var('name') }}, overridden with --var name=value"),
+        "env": _names(_env_schema(), "every environment variable the project reads: {{ env('NAME') }}"),
         "connectors": {
             "type": ["object", "null"],
             "description": "pins of connector package versions",
             "propertyNames": {"minLength": 1},
             "additionalProperties": {"type": "string", "minLength": 1},
         },
-        "engine": engine,
+        "engine": _engine_schema(),
         "state": STATE,
         "retention": {
             "type": ["object", "null"],
