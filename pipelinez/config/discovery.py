@@ -160,6 +160,14 @@ def _special(root: Path, path: Path) -> Diagnostic | None:
     )
 
 
+def _regular(entry: os.DirEntry[str], is_link: bool) -> bool:
+    """Whether the listing tells `entry` is a regular file (not a link): no stat needed to know."""
+    try:
+        return not is_link and entry.is_file(follow_symlinks=False)
+    except OSError:
+        return False
+
+
 def _flat(root: Path, folder: Path, problems: list[Diagnostic]) -> list[Path]:
     link = broken_link(root, folder)
     if link:
@@ -259,7 +267,8 @@ def _tree(root: Path, folder: Path, wanted: tuple[str, ...], problems: list[Diag
                 )
             elif suffix in wanted:
                 path = Path(entry.path)
-                special = _special(root, path)
+                # a plain regular file, as the listing tells, needs no stat; a link or anything else does
+                special = None if _regular(entry, is_link) else _special(root, path)
                 if special:
                     problems.append(special)
                 else:

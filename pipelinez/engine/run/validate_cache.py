@@ -23,7 +23,6 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -105,6 +104,8 @@ def parse_cache(root: Path) -> ParseCache | None:
 @functools.cache
 def _ruamel_version() -> str | None:
     """The YAML parser's version, from its metadata (a parse of another parser is another parse)."""
+    from importlib import metadata  # not for a replayed validate: its key reads `core.installed`
+
     try:
         return metadata.version("ruamel.yaml")
     except metadata.PackageNotFoundError:
