@@ -18,6 +18,7 @@ from pipelinez.compile.dag import CompiledDag
 from pipelinez.compile.described import Described
 from pipelinez.config.loader import find_project_root, load_project
 from pipelinez.config.model import Project
+from pipelinez.core.collector import collector_paused
 from pipelinez.core.diagnostics import Diagnostic, PzValidationError
 from pipelinez.core.run_state import RunState, StateFileError, Watermark
 from pipelinez.core.state.backend import StateBackendError
@@ -49,7 +50,9 @@ def validate(
     Incremental datasets are compiled against their committed watermarks, none with `full_refresh`.
     `describe`: also gather the tables' columns and queries lineage and `pz docs` read. `compiles`: the
     cache the compile goes through."""
-    with walk_once():  # the folder discovered and read once: for the compile cache's key and the load
+    # the folder discovered and read once: for the compile cache's key and the load; the collector paused
+    # while the project's objects pile up (core.collector)
+    with walk_once(), collector_paused():
         return _validate(project_dir, overrides, environ, connect, full_refresh, describe, compiles)
 
 
