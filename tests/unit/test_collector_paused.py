@@ -1,6 +1,6 @@
-"""The cyclic garbage collector is off while a validate loads and compiles the project (core.collector: at
-2,000 pipelines its passes over the compile's live objects were about a third of a re-validation's CPU), and
-on again after it, whatever way the compile ends."""
+"""The cyclic garbage collector is off while a validate loads and compiles the project
+(`prepare.collector_paused`: at 2,000 pipelines its passes over the compile's live objects were about a third
+of a re-validation's CPU), and on again after it, whatever way the compile ends."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from pipelinez.core.collector import collector_paused
 from pipelinez.engine.run import prepare
+from pipelinez.engine.run.prepare import collector_paused
 from tests.conftest import SMALL, write_project
 
 
