@@ -168,6 +168,13 @@ def _regular(entry: os.DirEntry[str], is_link: bool) -> bool:
         return False
 
 
+def _is_link(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return True  # not known: judged by the stats below
+
+
 def _flat(root: Path, folder: Path, problems: list[Diagnostic]) -> list[Path]:
     link = broken_link(root, folder)
     if link:
@@ -179,19 +186,23 @@ def _flat(root: Path, folder: Path, problems: list[Diagnostic]) -> list[Path]:
         return []
     if not folder.is_dir():
         return []
-    entries: list[Path] = []
+    entries: list[os.DirEntry[str]] = []
     try:
         with os.scandir(folder) as scan:
             for entry in scan:
                 if len(entries) >= MAX_ENTRIES:
                     problems.append(_too_large(root, folder, _outside(root, folder)))
                     return []
-                entries.append(Path(entry.path))
+                entries.append(entry)
     except OSError:
         return []
     found = []
-    for p in entries:
+    for entry in entries:
+        p = Path(entry.path)
         if not _visible(p.name) or p.suffix not in YAML_SUFFIXES:
+            continue
+        if _regular(entry, _is_link(entry)):  # the listing tells: no stat needed
+            found.append(p)
             continue
         problem = broken_link(root, p) or _special(root, p)
         if problem:

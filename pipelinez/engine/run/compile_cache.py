@@ -39,9 +39,9 @@ from pipelinez.engine.run.folder_key import (
 
 def tree_key(root: Path, *, fresh: bool = False) -> str | None:
     """What of the key is read without loading the project: the folder (`folder_key.feed_tree`), the schemas
-    `--connect` cached, the pz version and what is installed (`core.installed`). Taken BEFORE the project is loaded, and again
-    (`fresh`) after its compile: an edit in between must not store the old compile under the new content's
-    key. None: the folder is too large to walk."""
+    `--connect` cached, the pz version and what is installed (`core.installed`). Taken BEFORE the project is
+    loaded, and again (`fresh`) after its compile: an edit in between must not store the old compile under the
+    new content's key. None: the folder is too large to walk."""
     digest = Digest()
     digest.feed("pz", __version__, str(root))
     feed_versions(digest)
