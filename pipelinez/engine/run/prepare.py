@@ -62,7 +62,9 @@ def collector_paused() -> Iterator[None]:
     a large project allocates hundreds of thousands of objects that live until it ends (the project, its
     rendered SQL, the nodes): every 700 allocations the collector looked at them, more and more often all of
     them, at 2,000 pipelines about a third of a re-validation's CPU, freeing nothing. Paused, reference
-    counting still frees what has no cycle; what the compile left in cycles is collected after it."""
+    counting still frees what has no cycle; what the compile left in cycles is collected after it. The switch
+    is the process's: another thread's cycles wait too, and of two validates at once the first to end turns
+    it back on (only later collection, never a different result)."""
     was_on = gc.isenabled()
     gc.disable()
     try:
