@@ -5,9 +5,10 @@ One `os.scandir` of each `sys.path` entry: every distribution's metadata folder 
 `.egg-info`) by name, so a version is in its name, with the folder's inode and modification time and those of
 its `entry_points.txt` and `direct_url.json` (an install replaces the folder: a connector reinstalled from
 another URL or commit under the same version is another folder), and every `.pth` and `.egg-link` file by
-name, size and modification time (where an editable install points). Every connector, DuckDB, Jinja and the
-YAML parser are among them. It changes whenever a distribution is installed, removed, upgraded or
-reinstalled; it may change when nothing that matters did (a miss, never a stale answer).
+name, size and modification time (where an editable install points), and Python's own version (its standard
+library). Every connector, DuckDB, Jinja and the YAML parser are among them. It changes whenever a
+distribution is installed, removed, upgraded or reinstalled; it may change when nothing that matters did (a
+miss, never a stale answer).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def digest_of(paths: Sequence[str]) -> str:
     """The digest of the distributions found on `paths` (uncached), in their order. An entry without any
     (the working directory `python -m` puts first, a zip file, a path hook) adds nothing: the same
     distributions found from another directory are the same digest."""
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(f"python {sys.version}\n".encode())  # the standard library is installed too
     for entry in paths:
         folder = os.path.abspath(entry or os.curdir)
         lines = _entries(folder)

@@ -6,6 +6,7 @@ the result they read changes."""
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -309,6 +310,14 @@ def test_the_installed_digest_is_the_same_from_any_working_directory(tmp_path: P
     assert before != installed.digest_of([])
     (site / "extra.pth").write_text("/somewhere\n")  # an editable install's pointer
     assert installed.digest_of([str(site)]) != before
+
+
+def test_another_python_is_another_installation(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipelinez.core import installed
+
+    before = installed.digest_of([])
+    monkeypatch.setattr(sys, "version", "3.99.0 (elsewhere)")
+    assert installed.digest_of([]) != before
 
 
 def test_the_salt_lives_outside_the_target_folder(shop: Path) -> None:
