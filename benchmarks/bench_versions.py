@@ -10,7 +10,8 @@ trees do the whole validation. Work measured: `pz validate` of a generated diamo
 gen_diamond_project.py), and `pz run` of the core benchmark's CSV → pipeline → Parquet project (`--rows`,
 bench_core.py). Both trees run with this interpreter; each process gets PYTHONPATH=<tree> and runs from a
 neutral folder. With `--edit`, also `pz validate` after one leaf pipeline's SQL is edited, the caches warm
-(each tree on its own copy of the project).
+(each tree on its own copy of the project); with `--warm`, of the unchanged project (answered from
+`.pz/target/`); `--no-cold` leaves out the cold validate.
 """
 
 from __future__ import annotations
@@ -81,12 +82,13 @@ def compare(name: str, a: Path, b: Path, args: list[str], expect: str, pairs: in
     )
 
 
-def compare_edit(a: Path, b: Path, diamond: Path, pipelines: int, pairs: int) -> str:
-    """`pz validate` after editing one leaf pipeline's SQL (warmed by an untimed validate first), each
-    tree on its own copy of the project (the caches are keyed by pz's own files)."""
+def compare_edit(a: Path, b: Path, diamond: Path, pipelines: int, pairs: int, edit: bool = True) -> str:
+    """`pz validate` after editing one leaf pipeline's SQL (warmed by an untimed validate first), or with
+    `edit` False of the unchanged project (answered from `.pz/target/`), each tree on its own copy of the
+    project (the caches are keyed by pz's own files)."""
     copies = {}
     for key in ("a", "b"):
-        copies[key] = DATA / f"versions_edit_{key}"
+        copies[key] = DATA / f"versions_{'edit' if edit else 'warm'}_{key}"
         shutil.rmtree(copies[key], ignore_errors=True)
         shutil.copytree(diamond / "pz", copies[key])
     leaf = Path("pipelines") / f"p_{pipelines - 1:05d}.sql"
@@ -96,9 +98,10 @@ def compare_edit(a: Path, b: Path, diamond: Path, pipelines: int, pairs: int) ->
     def edited(key: str, tree: Path) -> tuple[float, float, int]:
         args = ["validate", "-p", str(copies[key])]
         timed(tree, args, "valid", cold=False)  # warm: the edit is the only change
-        flips[0] += 1
-        text = original.replace("WHERE", f"WHERE a.id > {-flips[0]} AND", 1)
-        (copies[key] / leaf).write_text(text, encoding="utf-8")
+        if edit:
+            flips[0] += 1
+            text = original.replace("WHERE", f"WHERE a.id > {-flips[0]} AND", 1)
+            (copies[key] / leaf).write_text(text, encoding="utf-8")
         return timed(tree, args, "valid", cold=False)
 
     walls: dict[str, list[float]] = {"a": [], "b": []}
@@ -113,8 +116,9 @@ def compare_edit(a: Path, b: Path, diamond: Path, pipelines: int, pairs: int) ->
             rss[key] = max(rss[key], got[key][2])
         ratios_wall.append(got["b"][0] / got["a"][0])
         ratios_cpu.append(got["b"][1] / got["a"][1])
+    work = "validate after one leaf edit" if edit else "validate, unchanged (warm)"
     return (
-        f"| validate after one leaf edit | {statistics.median(walls['a']):.2f} s "
+        f"| {work} | {statistics.median(walls['a']):.2f} s "
         f"| {statistics.median(walls['b']):.2f} s | {statistics.median(ratios_wall):.3f}x "
         f"| {statistics.median(ratios_cpu):.3f}x | {rss['a']} / {rss['b']} MiB |"
     )
@@ -129,6 +133,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--validate-only", action="store_true", help="measure `pz validate` only")
     ap.add_argument("--edit", action="store_true", help="also `pz validate` after one edit (warm caches)")
+    ap.add_argument("--warm", action="store_true", help="also `pz validate` of the unchanged project")
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold `pz validate`")
     ns = ap.parse_args()
     DATA.mkdir(parents=True, exist_ok=True)
     for tree in (ns.a, ns.b):
@@ -139,16 +145,11 @@ def main() -> None:
     print(f"A = {ns.a}, B = {ns.b}, {ns.pairs} alternating pairs; ratios are B / A (below 1: B faster)\n")
     print("| work | A wall | B wall | wall B/A | CPU B/A | peak RSS A / B |")
     print("| --- | --- | --- | --- | --- | --- |")
-    print(
-        compare(
-            f"validate {ns.pipelines} pipelines",
-            ns.a,
-            ns.b,
-            ["validate", "-p", str(diamond / "pz")],
-            "valid",
-            ns.pairs,
-        )
-    )
+    if not ns.no_cold:
+        args = ["validate", "-p", str(diamond / "pz")]
+        print(compare(f"validate {ns.pipelines} pipelines", ns.a, ns.b, args, "valid", ns.pairs))
+    if ns.warm:
+        print(compare_edit(ns.a, ns.b, diamond, ns.pipelines, ns.pairs, edit=False))
     if ns.edit:
         print(compare_edit(ns.a, ns.b, diamond, ns.pipelines, ns.pairs))
     if ns.validate_only:

@@ -34,6 +34,8 @@ def canonical(value: Any, memo: Memo | None = None) -> Any:
     kind = type(value)
     if kind in _PLAIN or value is None:
         return value
+    if kind is tuple or kind is list:  # before the ABC checks below, which cost more than the items
+        return [v if type(v) in _PLAIN else canonical(v) for v in value]
     fields = _HASHED_FIELDS.get(kind)
     if fields is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = _HASHED_FIELDS[kind] = tuple(

@@ -58,6 +58,7 @@ class RenderCache:
         self._old: dict[str, Any] = read_signed(folder / FILE, salt, FORMAT, self.versions) or {}
         self._used: dict[str, Any] = {}
         self._digests: dict[tuple[tuple[str, str], ...], str] = {}  # by the names read
+        self._places: dict[tuple[Any, Any, Any], Place] = {}  # one Place per (file, line, col) read back
 
     @classmethod
     def of(cls, root: Path, values: ResolvedValues, macro_files: Mapping[str, str]) -> RenderCache | None:
@@ -80,7 +81,7 @@ class RenderCache:
             text = entry["text"]
             if not isinstance(text, str) or entry["values"] != self._values_digest(entry["reads"]):
                 return None
-            calls = [_call(c) for c in entry["calls"]]
+            calls = [_call(c, self._places) for c in entry["calls"]]
         except (TypeError, ValueError, KeyError):
             return None
         self._used[key] = entry
@@ -134,11 +135,16 @@ def _jinja_version() -> str | None:
         return None
 
 
-def _call(data: Any) -> Call:
+def _call(data: Any, places: dict[tuple[Any, Any, Any], Place]) -> Call:
+    """A recorded call read back; `places`: the Place of each (file, line, col) already made (frozen)."""
     function, args, file, line, col = data
-    if not isinstance(function, str) or not all(isinstance(a, str) for a in args):
+    if type(function) is not str or type(args) is not list or any(type(a) is not str for a in args):
         raise TypeError("call")
-    for part in (file, line, col):
-        if part is not None and not isinstance(part, str | int):
-            raise TypeError("place")
-    return Call(function, tuple(args), Place(file, line, col))
+    at = (file, line, col)
+    place = places.get(at)
+    if place is None:
+        for part in at:
+            if part is not None and not isinstance(part, str | int):
+                raise TypeError("place")
+        place = places[at] = Place(file, line, col)
+    return Call(function, tuple(args), place)

@@ -160,6 +160,21 @@ def _special(root: Path, path: Path) -> Diagnostic | None:
     )
 
 
+def _regular(entry: os.DirEntry[str], is_link: bool) -> bool:
+    """Whether the listing tells `entry` is a regular file (not a link): no stat needed to know."""
+    try:
+        return not is_link and entry.is_file(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _is_link(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return True  # not known: judged by the stats below
+
+
 def _flat(root: Path, folder: Path, problems: list[Diagnostic]) -> list[Path]:
     link = broken_link(root, folder)
     if link:
@@ -171,19 +186,23 @@ def _flat(root: Path, folder: Path, problems: list[Diagnostic]) -> list[Path]:
         return []
     if not folder.is_dir():
         return []
-    entries: list[Path] = []
+    entries: list[os.DirEntry[str]] = []
     try:
         with os.scandir(folder) as scan:
             for entry in scan:
                 if len(entries) >= MAX_ENTRIES:
                     problems.append(_too_large(root, folder, _outside(root, folder)))
                     return []
-                entries.append(Path(entry.path))
+                entries.append(entry)
     except OSError:
         return []
     found = []
-    for p in entries:
+    for entry in entries:
+        p = Path(entry.path)
         if not _visible(p.name) or p.suffix not in YAML_SUFFIXES:
+            continue
+        if _regular(entry, _is_link(entry)):  # the listing tells: no stat needed
+            found.append(p)
             continue
         problem = broken_link(root, p) or _special(root, p)
         if problem:
@@ -259,7 +278,8 @@ def _tree(root: Path, folder: Path, wanted: tuple[str, ...], problems: list[Diag
                 )
             elif suffix in wanted:
                 path = Path(entry.path)
-                special = _special(root, path)
+                # a plain regular file, as the listing tells, needs no stat; a link or anything else does
+                special = None if _regular(entry, is_link) else _special(root, path)
                 if special:
                     problems.append(special)
                 else:

@@ -5,6 +5,9 @@ the result they read changes."""
 
 from __future__ import annotations
 
+import shutil
+import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -255,19 +258,66 @@ def test_a_sink_root_linked_outside_the_project_and_retargeted_validates_again(t
     assert result.exit_code == 2 and "PZ0237" in result.output, result.output
 
 
-def test_another_duckdb_or_connector_origin_validates_again(
-    shop: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from pipelinez.engine.run import folder_key
+def _distribution(folder: Path, name: str, version: str, origin: str) -> Path:
+    """An installed distribution's metadata folder, as pip writes it."""
+    meta = folder / f"{name}-{version}.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (meta / "entry_points.txt").write_text(f"[pipelinez.connectors]\n{name} = {name}:Connector\n")
+    (meta / "direct_url.json").write_text(origin)
+    return meta
 
+
+def test_another_version_or_origin_of_any_distribution_validates_again(
+    shop: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key reads what is installed from the metadata folders on sys.path (core.installed): a version
+    (DuckDB's, a connector's, Jinja's) is in the folder's name; a reinstall from another origin under the
+    same version is a new folder. Each new process computes it again (the cache is per process)."""
+    from pipelinez.core import installed
+
+    site = tmp_path / "site"
+    monkeypatch.syspath_prepend(str(site))
+    meta = _distribution(site, "jinja2", "3.1.0", '{"url": "https://example.com/a.git"}')
+    installed._digest_of.cache_clear()
     key = validate_cache.files_key(shop, {})
+    assert validate(shop) == {}  # stored under this key: replayed
     assert validate_cache.replay(shop, key, None) is not None
-    monkeypatch.setattr(folder_key, "_duckdb_version", lambda: "0.0.1")
-    assert validate_cache.files_key(shop, {}) != key
-    monkeypatch.undo()
-    origin = '{"url": "https://example.com/other.git", "vcs_info": {"vcs": "git", "commit_id": "abc"}}'
-    monkeypatch.setattr(folder_key, "_direct_url", lambda dist: origin)
-    assert validate_cache.files_key(shop, {}) != key
+    keys = {key}
+    meta.rename(site / "jinja2-3.2.0.dist-info")  # upgraded
+    installed._digest_of.cache_clear()
+    keys.add(validate_cache.files_key(shop, {}))
+    shutil.rmtree(site / "jinja2-3.2.0.dist-info")  # reinstalled from elsewhere, same version
+    time.sleep(0.01)
+    _distribution(site, "jinja2", "3.2.0", '{"url": "https://example.com/b.git"}')
+    installed._digest_of.cache_clear()
+    keys.add(validate_cache.files_key(shop, {}))
+    shutil.rmtree(site / "jinja2-3.2.0.dist-info")  # removed
+    installed._digest_of.cache_clear()
+    keys.add(validate_cache.files_key(shop, {}))
+    assert len(keys) == 4 and validate_cache.replay(shop, validate_cache.files_key(shop, {}), None) is None
+    installed._digest_of.cache_clear()
+
+
+def test_the_installed_digest_is_the_same_from_any_working_directory(tmp_path: Path) -> None:
+    """`python -m` puts the working directory first on sys.path: without metadata there it changes nothing."""
+    from pipelinez.core import installed
+
+    site = tmp_path / "site"
+    _distribution(site, "duckdb", "1.0.0", "{}")
+    assert installed.digest_of([str(tmp_path / "cwd"), str(site)]) == installed.digest_of([str(site)])
+    before = installed.digest_of([str(site)])
+    assert before != installed.digest_of([])
+    (site / "extra.pth").write_text("/somewhere\n")  # an editable install's pointer
+    assert installed.digest_of([str(site)]) != before
+
+
+def test_another_python_is_another_installation(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipelinez.core import installed
+
+    before = installed.digest_of([])
+    monkeypatch.setattr(sys, "version", "3.99.0 (elsewhere)")
+    assert installed.digest_of([]) != before
 
 
 def test_the_salt_lives_outside_the_target_folder(shop: Path) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from pipelinez.api import Project
-from pipelinez.connectors import registry
 from pipelinez.core.run_state import Watermark
 from pipelinez.engine.run import compile_cache, folder_key
 from pipelinez.engine.run.compile_cache import COMPILES, content_key
@@ -171,9 +170,8 @@ def test_the_pz_and_connector_versions_are_in_the_key(
     monkeypatch.setattr(compile_cache, "__version__", "999.0")
     Project(shop).plan()
     assert len(compiles) == 2
-    installed = registry.installed()
-    bumped = {**installed, "localfiles": dataclasses.replace(installed["localfiles"], version="999.0")}
-    monkeypatch.setattr(registry, "installed", lambda: bumped)
+    # another version of a connector's distribution: another digest of what is installed (core.installed)
+    monkeypatch.setattr(folder_key, "installed_digest", lambda: "another localfiles")
     Project(shop).plan()
     assert len(compiles) == 3
 
@@ -339,9 +337,9 @@ def folder_walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     walks: list[Path] = []
     original = folder_key.feed_folder
 
-    def counted(digest: Any, root: Path) -> bool:
+    def counted(digest: Any, root: Path, read: Any = None) -> bool:
         walks.append(root)
-        return original(digest, root)
+        return original(digest, root, read)
 
     monkeypatch.setattr(folder_key, "feed_folder", counted)
     return walks

@@ -6,7 +6,8 @@ file the loader finds under sources/, sinks/, pipelines/, docs/, macros/ and tes
 the size and modification time of every other file, data and outputs included, and every folder and link,
 up to MAX_ENTRIES; `.pz/` apart from the schemas `--connect` cached), the `--var` values, the values of the
 environment variables the project declares, the committed watermarks the compile binds (none for a full
-refresh), the pz, DuckDB and connector versions (and origins), and where the connections' paths lead. The
+refresh), the pz version and every installed distribution (`core.installed`: DuckDB and the connectors, their
+versions and origins), and where the connections' paths lead. The
 folder's part is keyed before the project is loaded and walked again after the compile: a compile whose
 folder changed meanwhile is not kept. A hit is taken only while
 what connectors told of the datasets' columns without connecting (files outside the folder included) still
@@ -38,9 +39,9 @@ from pipelinez.engine.run.folder_key import (
 
 def tree_key(root: Path, *, fresh: bool = False) -> str | None:
     """What of the key is read without loading the project: the folder (`folder_key.feed_tree`), the schemas
-    `--connect` cached, the pz, DuckDB and connector versions. Taken BEFORE the project is loaded, and again
-    (`fresh`) after its compile: an edit in between must not store the old compile under the new content's
-    key. None: the folder is too large to walk."""
+    `--connect` cached, the pz version and what is installed (`core.installed`). Taken BEFORE the project is
+    loaded, and again (`fresh`) after its compile: an edit in between must not store the old compile under the
+    new content's key. None: the folder is too large to walk."""
     digest = Digest()
     digest.feed("pz", __version__, str(root))
     feed_versions(digest)

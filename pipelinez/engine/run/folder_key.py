@@ -9,17 +9,17 @@ per command, and a result stored under the key is the compile of exactly the byt
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
+import stat
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelinez.config.discovery import Snapshot, discover, snapshot_paths
+from pipelinez.core.installed import installed_digest
 from pipelinez.core.lockfile import LOCK_FILE
 
 if TYPE_CHECKING:
@@ -45,32 +45,9 @@ class Digest:
 
 
 def feed_versions(digest: Digest) -> None:
-    """The DuckDB version and every installed connector's distribution, version and PEP 610 origin
-    (`direct_url.json`: a connector reinstalled from another URL or commit under the same version is
-    another connector)."""
-    from pipelinez.connectors import registry
-
-    digest.feed("duckdb", _duckdb_version())
-    for name, connector in sorted(registry.installed().items()):
-        digest.feed(name, connector.distribution, connector.version, _direct_url(connector.distribution))
-
-
-@functools.cache  # a process runs the DuckDB it imported first, whatever is installed later
-def _duckdb_version() -> str | None:
-    try:  # from its metadata: importing DuckDB would cost a replayed `pz validate` more than it saves
-        return metadata.version("duckdb")
-    except metadata.PackageNotFoundError:
-        return None
-
-
-@functools.cache  # likewise the connector code it imported
-def _direct_url(distribution: str | None) -> str | None:
-    if distribution is None:
-        return None
-    try:
-        return metadata.distribution(distribution).read_text("direct_url.json")
-    except (metadata.PackageNotFoundError, OSError, ValueError):
-        return None
+    """Every installed distribution: DuckDB, every connector's, their versions and origins
+    (`core.installed`, read from the metadata folders' names and stats, not through `importlib.metadata`)."""
+    digest.feed("installed", installed_digest())
 
 
 def _strings(value: object) -> list[str]:
@@ -166,7 +143,7 @@ def feed_tree(digest: Digest, root: Path, *, fresh: bool = False) -> bool:
         rest = Digest()
         for path in (root / "project.yaml", root / LOCK_FILE):
             rest.feed("file", os.fspath(path), read_bytes(path))
-        found = _Walked(files, loaded, "", feed_folder(rest, root))
+        found = _Walked(files, loaded, "", feed_folder(rest, root, files.contents))
         found.rest = rest.hexdigest()
         if memo is not None:
             memo[at] = found
@@ -188,9 +165,11 @@ def _loaded_digest(files: Snapshot) -> str:
     return digest.hexdigest()
 
 
-def feed_folder(digest: Digest, root: Path) -> bool:
+def feed_folder(digest: Digest, root: Path, read: Mapping[Path, bytes | None] | None = None) -> bool:
     """Every other entry of the folder, by name, size and modification time (links by their target, not
-    walked); False when it holds more than MAX_ENTRIES."""
+    walked); False when it holds more than MAX_ENTRIES. The files in `read` enter by name only: their
+    bytes are in the key already (`_loaded_digest`)."""
+    known = frozenset(os.fspath(path) for path in read) if read else frozenset()
     seen = 0
     for folder, dirs, files in os.walk(root):
         if folder == os.fspath(root):
@@ -201,7 +180,9 @@ def feed_folder(digest: Digest, root: Path) -> bool:
             return False
         digest.feed("dir", folder, sorted(files))
         for name in sorted(files):
-            digest.feed(name, _stat(os.path.join(folder, name)))
+            path = os.path.join(folder, name)
+            if path not in known:
+                digest.feed(name, _stat(path))
         for name in dirs:
             path = os.path.join(folder, name)
             if os.path.islink(path):
@@ -225,8 +206,27 @@ def _link(path: str) -> str | None:
 
 
 def read_bytes(path: Path) -> bytes | None:
-    """A regular file's bytes (never a named pipe's: reading one would block); None for anything else."""
+    """A regular file's bytes (never a named pipe's: reading one would block); None for anything else.
+    Read through the descriptor, without Python's buffered file object (once per project file per key)."""
+    name = os.fspath(path)
     try:
-        return path.read_bytes() if path.is_file() else None
+        if not stat.S_ISREG(os.stat(name).st_mode):
+            return None
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):  # replaced by something else since the stat
+            return None
+        data = os.read(fd, status.st_size + 1)
+        if len(data) <= status.st_size:  # a regular file's short read is its end
+            return data
+        chunks = [data]  # it grew since the fstat: read on to the end
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

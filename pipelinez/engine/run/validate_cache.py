@@ -2,11 +2,12 @@
 
 The file holds the last valid validation (its node count and warnings) under a content key: the bytes of
 every project file, the size and modification time of every other entry of the folder and of pz's own
-modules, the schemas `--connect` cached, the `--var` values, the pz and DuckDB versions and each connector's
-version and origin (the key of `compile_cache.content_key`, computed without loading the project). Besides it
-the entry keeps what only the loaded project names, which must still match: a digest of the values of the
-environment variables the project declares, salted by `.pz/validate.key` (0600, outside `.pz/target`), and
-where each string of the connections leads as a path (resolved, links followed) with its stat.
+modules, the schemas `--connect` cached, the `--var` values, the pz version and every installed distribution
+(`core.installed`: DuckDB's and each connector's version and origin among them, read from the metadata folders
+without `importlib.metadata`; the key of `compile_cache.content_key`, computed without loading the project).
+Besides it the entry keeps what only the loaded project names, which must still match: a digest of the values
+of the environment variables the project declares, salted by `.pz/validate.key` (0600, outside `.pz/target`),
+and where each string of the connections leads as a path (resolved, links followed) with its stat.
 Never stored: a validation with errors, one with `--connect`, a project with
 `engine.external_access` (binding may read any file), one whose datasets' columns a connector told (a file
 outside the folder may change them), one that reads incrementally (its committed watermarks, wherever the
@@ -23,7 +24,6 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -105,6 +105,8 @@ def parse_cache(root: Path) -> ParseCache | None:
 @functools.cache
 def _ruamel_version() -> str | None:
     """The YAML parser's version, from its metadata (a parse of another parser is another parse)."""
+    from importlib import metadata  # not for a replayed validate: its key reads `core.installed`
+
     try:
         return metadata.version("ruamel.yaml")
     except metadata.PackageNotFoundError:
