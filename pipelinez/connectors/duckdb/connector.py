@@ -176,7 +176,8 @@ class DuckDBConnector(Connector):
         try:
             rows, cols = self._prepare(cur, output, source, target)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            leftovers = self._leftovers(target)
+            # only a replace sweeps earlier runs' work tables: append and merge open the file no extra time
+            leftovers = self._leftovers(target) if output.strategy == "replace" else None
             with attached(con, self.path, read_only=False) as alias:
                 result = strategies.write(cur, alias, target, output, source, cols, rows, leftovers=leftovers)
                 self._checkpoint(cur, alias)
