@@ -18,7 +18,9 @@ from pipelinez.core import duck_connect, run_state
 from tests.conftest import pz, write_project
 
 
-def _project(root: Path, strategy: str = "{ strategy: append, duplicates: accept }", sync: bool = True) -> Path:
+def _project(
+    root: Path, strategy: str = "{ strategy: append, duplicates: accept }", sync: bool = True
+) -> Path:
     project = write_project(
         root,
         {
@@ -33,8 +35,10 @@ def _project(root: Path, strategy: str = "{ strategy: append, duplicates: accept
                     columns: { id: bigint, c: bigint, v: varchar }
             """
             + ("        sync: { mode: incremental, cursor: c }\n" if sync else ""),
-            "sinks/wh.yml": f"connector: duckdb\nconnection: {{ path: wh.duckdb }}\noutputs:\n  items: {strategy}\n",
-            "pipelines/items.sql": "INSERT INTO {{ sink('wh', 'items') }}\nSELECT * FROM {{ source('src', 'items') }}\n",
+            "sinks/wh.yml": "connector: duckdb\nconnection: { path: wh.duckdb }\n"
+            f"outputs:\n  items: {strategy}\n",
+            "pipelines/items.sql": "INSERT INTO {{ sink('wh', 'items') }}\n"
+            "SELECT * FROM {{ source('src', 'items') }}\n",
         },
     )
     _add(project, range(1, 11))
@@ -88,7 +92,9 @@ def test_a_delta_append_opens_the_sink_file_in_an_instance_of_its_own_once(
     assert opened["wh.duckdb"] == 1, opened
 
 
-def test_a_replace_lists_the_leftover_work_tables_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_replace_lists_the_leftover_work_tables_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project = _project(tmp_path / "p", "{ strategy: replace }", sync=False)
     assert pz(project, "run").exit_code == 0
     opened = _opens(monkeypatch)

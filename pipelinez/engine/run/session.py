@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipelinez.compile.ids import id_parts
 from pipelinez.compile.policy import BreakerPolicy
@@ -42,7 +42,6 @@ from pipelinez.engine.run.context import RunContext, close_staging, open_staging
 from pipelinez.engine.run.debug_log import debug_log
 from pipelinez.engine.run.executor import OK_STATUSES, Executor, NodeGate, node_completed
 from pipelinez.engine.run.failures import DEBUG_LOG
-from pipelinez.engine.staging.shared_staging import StagingRoot, remove_staged
 from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
 from pipelinez.engine.state.lease import lease_fence, lost_error
 from pipelinez.engine.state.lock import ProjectLock
@@ -60,6 +59,8 @@ from pipelinez.plan.planner import Plan
 
 if TYPE_CHECKING:
     import duckdb
+
+    from pipelinez.engine.staging.shared_staging import StagingRoot
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,7 @@ def execute(
     staging, where each source load is published too (checked by the caller)."""
     project = plan.dag.project
     resume = resume or Resumption()
-    remover = remove_staged(plan.dag.staging)
+    remover = _staged_remover(plan.dag.staging)
     # under a caller's lock, its backend: the one holding the lease, whose watermark commit is fenced by it
     held = lock.backend if lock is not None and lock.held else None
     backend = held or backend_for(project, plan.dag.state)
@@ -312,6 +313,18 @@ class Resumption:
     notes: tuple[str, ...] = ()
     reuse: Mapping[str, Reuse] = field(default_factory=dict)
     carried: tuple[NodeResult, ...] = ()
+
+
+def _staged_remover(settings: Mapping[str, Any] | None) -> Callable[[str, str], None]:
+    """`shared_staging.remove_staged`, imported only when the retention sweep meets a run staged in a
+    shared staging root (a local run does not import the object-store kit)."""
+
+    def remove(location: str, run_id: str) -> None:
+        from pipelinez.engine.staging.shared_staging import remove_staged
+
+        remove_staged(settings)(location, run_id)
+
+    return remove
 
 
 def _run_nodes(
