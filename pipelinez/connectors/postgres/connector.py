@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.postgres import target_types, views
+from pipelinez.connectors.postgres import native, target_types, views
 from pipelinez.connectors.postgres.native import Attachment, extract_native, preload_extension
 from pipelinez.connectors.postgres.settings import APPEND_BATCH_ROWS, Settings, TableRef
 from pipelinez.connectors.postgres.source import Relation, describe, make_partitions
@@ -172,6 +172,14 @@ class PostgresConnector(Connector):
             except Exception as exc:
                 raise self.settings.error(exc, where, code) from exc
         return self._relations[key]
+
+    @classmethod
+    def staging_extensions(cls) -> tuple[str, ...]:
+        """The postgres extension file `duckdb-extension-postgres-scanner` ships (`native.extension_path`)."""
+        try:
+            return (native.extension_path(),)
+        except PzConnectorError:  # no file shipped: the ATTACH's LOAD reports it
+            return ()
 
     # -- source ------------------------------------------------------------------------------
     def partitions(self, dataset: DatasetRequest) -> list[Partition]:

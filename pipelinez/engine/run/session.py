@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipelinez.compile.ids import id_parts
 from pipelinez.compile.policy import BreakerPolicy
@@ -38,10 +38,11 @@ from pipelinez.engine.events import (
 )
 from pipelinez.engine.nodes.watermarks import Capture, commit_run
 from pipelinez.engine.run.backend import BackendProvider, ExecutorBackend
-from pipelinez.engine.run.context import RunContext, close_staging, open_staging
+from pipelinez.engine.run.context import RunContext, close_staging, open_staging, staging_extensions
 from pipelinez.engine.run.debug_log import debug_log
 from pipelinez.engine.run.executor import OK_STATUSES, Executor, NodeGate, node_completed
 from pipelinez.engine.run.failures import DEBUG_LOG
+from pipelinez.engine.staging import staging_store
 from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
 from pipelinez.engine.state.lease import lease_fence, lost_error
 from pipelinez.engine.state.lock import ProjectLock
@@ -273,7 +274,7 @@ def execute(
     staging, where each source load is published too (checked by the caller)."""
     project = plan.dag.project
     resume = resume or Resumption()
-    remover = _staged_remover(plan.dag.staging)
+    remover = staging_store.staged_remover(plan.dag.staging)
     # under a caller's lock, its backend: the one holding the lease, whose watermark commit is fenced by it
     held = lock.backend if lock is not None and lock.held else None
     backend = held or backend_for(project, plan.dag.state)
@@ -315,18 +316,6 @@ class Resumption:
     carried: tuple[NodeResult, ...] = ()
 
 
-def _staged_remover(settings: Mapping[str, Any] | None) -> Callable[[str, str], None]:
-    """`shared_staging.remove_staged`, imported only when the retention sweep meets a run staged in a
-    shared staging root (a local run does not import the object-store kit)."""
-
-    def remove(location: str, run_id: str) -> None:
-        from pipelinez.engine.staging.shared_staging import remove_staged
-
-        remove_staged(settings)(location, run_id)
-
-    return remove
-
-
 def _run_nodes(
     session: RunSession,
     plan: Plan,
@@ -346,7 +335,9 @@ def _run_nodes(
     try:
         # a distributed run's staging.duckdb holds views over the shared Parquet: never seeded with tables
         seeded_from = reuse if provider is None else {}
-        staging = _open_staging(session.staging_path, plan.dag.project.engine.memory_limit, seeded_from)
+        staging = _open_staging(
+            session.staging_path, plan.dag.project.engine.memory_limit, seeded_from, staging_extensions(plan)
+        )
         ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
         with debug_log(session.run_dir / "pz.log", session.redactor):
             backend = _backend(ctx, threads, provider, shared)
@@ -425,7 +416,9 @@ def _fold_wal(staging: duckdb.DuckDBPyConnection) -> None:
         staging.execute("CHECKPOINT")
 
 
-def _open_staging(path: Path, memory_limit: str, reuse: Mapping[str, Reuse]) -> duckdb.DuckDBPyConnection:
+def _open_staging(
+    path: Path, memory_limit: str, reuse: Mapping[str, Reuse], extensions: Sequence[str]
+) -> duckdb.DuckDBPyConnection:
     """The run's staging database: fresh, or for a retry seeded from the failed run's staging and pruned
     to the tables it reuses. A seed that cannot be opened is dropped for a fresh staging (the reused loads
     then copy their tables across, or extract them with a note)."""
@@ -434,7 +427,7 @@ def _open_staging(path: Path, memory_limit: str, reuse: Mapping[str, Reuse]) -> 
     source = seed_source(reuse)
     if source is not None and source[0].seed(source[1], path):
         try:
-            con = open_staging(path, memory_limit)
+            con = open_staging(path, memory_limit, extensions)
         except duckdb.Error:
             unseed(path)
         else:
@@ -444,7 +437,7 @@ def _open_staging(path: Path, memory_limit: str, reuse: Mapping[str, Reuse]) -> 
             except duckdb.Error:
                 close_staging(con)
                 unseed(path)
-    return open_staging(path, memory_limit)
+    return open_staging(path, memory_limit, extensions)
 
 
 def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capture], lost: bool) -> None:
