@@ -15,6 +15,7 @@ import duckdb
 import pytest
 
 from pipelinez.core import duck_connect, run_state
+from pipelinez.core.memory_budget import BUDGET
 from tests.conftest import pz, write_project
 
 
@@ -86,10 +87,20 @@ def test_a_delta_append_opens_the_sink_file_in_an_instance_of_its_own_once(
     assert pz(project, "run").exit_code == 0
     _add(project, range(11, 14))
     opened = _opens(monkeypatch)
+    shares: list[int] = []
+    real_join = BUDGET.join
+
+    def joining(con: duckdb.DuckDBPyConnection) -> None:
+        shares.append(1)
+        real_join(con)
+
+    monkeypatch.setattr(BUDGET, "join", joining)
     result = pz(project, "run")
     assert result.exit_code == 0, result.output
     assert _sink_ids(project) == list(range(1, 14))
     assert opened["wh.duckdb"] == 1, opened
+    # only staging takes a share of the memory budget: the file's catalog lookup moves no rows
+    assert len(shares) == 1, shares
 
 
 def test_a_replace_lists_the_leftover_work_tables_once(
