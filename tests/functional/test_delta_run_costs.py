@@ -99,6 +99,8 @@ def test_a_delta_append_opens_the_sink_file_in_an_instance_of_its_own_once(
     assert result.exit_code == 0, result.output
     assert _sink_ids(project) == list(range(1, 14))
     assert opened["wh.duckdb"] == 1, opened
+    # the state file is ATTACHed to the helper instance to read and to commit the watermark: no instance
+    assert opened["state.duckdb"] == 0, opened
     # only staging takes a share of the memory budget: the file's catalog lookup moves no rows
     assert len(shares) == 1, shares
 
