@@ -137,9 +137,14 @@ def test_a_run_needing_the_extension_loads_it_as_staging_opens(
     opened: list[list[str]] = []
     real = context.open_staging
 
-    def recording(path: Path, memory_limit: str, extensions: list[str] = []) -> object:  # noqa: B006
+    def recording(
+        path: Path,
+        memory_limit: str,
+        extensions: list[str] = [],
+        project: Path | None = None,  # noqa: B006
+    ) -> object:
         opened.append(list(extensions))
-        return real(path, memory_limit, extensions)
+        return real(path, memory_limit, extensions, project)
 
     monkeypatch.setattr("pipelinez.engine.run.session.open_staging", recording)
     project = _project(tmp_path / "shop", pg_table)

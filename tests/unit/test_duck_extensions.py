@@ -56,3 +56,25 @@ def test_the_environment_can_keep_duckdbs_own_check(tmp_path: Path, monkeypatch:
     file = _installed(tmp_path / "site-packages", b"extension bytes")
     monkeypatch.setenv(duck_extensions.VERIFY_ENV, "1")
     assert duck_extensions.trusted([str(file), native.extension_path()]) == []
+
+
+def test_a_file_checked_before_is_not_read_again_until_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    file = _installed(tmp_path / "site-packages", b"extension bytes")
+    project = tmp_path / "project"
+    project.mkdir()
+    hashed: list[Path] = []
+    real = duck_extensions._matches
+
+    def counting(path: Path, digest: str, size: int) -> bool:
+        hashed.append(path)
+        return real(path, digest, size)
+
+    monkeypatch.setattr(duck_extensions, "_matches", counting)
+    assert duck_extensions.trusted([str(file)], project) == [str(file)]
+    assert duck_extensions.trusted([str(file)], project) == [str(file)]
+    assert len(hashed) == 1  # the second run found it unchanged in .pz/target/extensions.json
+    file.write_bytes(b"extension bytez")  # same size: its mtime and ctime change
+    assert duck_extensions.trusted([str(file)], project) == []
+    assert len(hashed) == 2

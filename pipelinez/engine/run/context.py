@@ -118,10 +118,13 @@ def close_staging(con: duckdb.DuckDBPyConnection) -> None:
     con.close()
 
 
-def open_staging(path: Path, memory_limit: str, extensions: Sequence[str] = ()) -> duckdb.DuckDBPyConnection:
+def open_staging(
+    path: Path, memory_limit: str, extensions: Sequence[str] = (), project: Path | None = None
+) -> duckdb.DuckDBPyConnection:
     """`extensions`: extension files the run's connectors LOAD natively (`staging_extensions`); those pz
     finds intact are loaded first, without DuckDB's signature check, and the instance is locked back to
-    signed extensions only before anything else runs (`core.duck_extensions`)."""
+    signed extensions only before anything else runs (`core.duck_extensions`; `project`: the root whose
+    `.pz/target` remembers the files found intact)."""
     # A new staging file is created in DuckDB's v1.2 storage format, which compresses text with zstd
     # (engine.staging_compression: fast); files the run attaches (DuckDB sinks) keep DuckDB's default format.
     # engine.memory_limit is the process's budget (core/memory_budget.py): staging shares it with any DuckDB
@@ -131,7 +134,7 @@ def open_staging(path: Path, memory_limit: str, extensions: Sequence[str] = ()) 
     if extensions:  # a run without such a connector does not import the check
         from pipelinez.core.duck_extensions import trusted
 
-        shipped = trusted(extensions)
+        shipped = trusted(extensions, project)
     config: dict[str, str | bool | int | float | list[str]] = {
         "storage_compatibility_version": STAGING_STORAGE
     }

@@ -335,9 +335,7 @@ def _run_nodes(
     try:
         # a distributed run's staging.duckdb holds views over the shared Parquet: never seeded with tables
         seeded_from = reuse if provider is None else {}
-        staging = _open_staging(
-            session.staging_path, plan.dag.project.engine.memory_limit, seeded_from, staging_extensions(plan)
-        )
+        staging = _open_staging(session.staging_path, plan, seeded_from)
         ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
         with debug_log(session.run_dir / "pz.log", session.redactor):
             backend = _backend(ctx, threads, provider, shared)
@@ -416,18 +414,18 @@ def _fold_wal(staging: duckdb.DuckDBPyConnection) -> None:
         staging.execute("CHECKPOINT")
 
 
-def _open_staging(
-    path: Path, memory_limit: str, reuse: Mapping[str, Reuse], extensions: Sequence[str]
-) -> duckdb.DuckDBPyConnection:
+def _open_staging(path: Path, plan: Plan, reuse: Mapping[str, Reuse]) -> duckdb.DuckDBPyConnection:
     """The run's staging database: fresh, or for a retry seeded from the failed run's staging and pruned
     to the tables it reuses. A seed that cannot be opened is dropped for a fresh staging (the reused loads
     then copy their tables across, or extract them with a note)."""
     import duckdb
 
+    project = plan.dag.project
+    memory_limit, extensions = project.engine.memory_limit, staging_extensions(plan)
     source = seed_source(reuse)
     if source is not None and source[0].seed(source[1], path):
         try:
-            con = open_staging(path, memory_limit, extensions)
+            con = open_staging(path, memory_limit, extensions, project.root)
         except duckdb.Error:
             unseed(path)
         else:
@@ -437,7 +435,7 @@ def _open_staging(
             except duckdb.Error:
                 close_staging(con)
                 unseed(path)
-    return open_staging(path, memory_limit, extensions)
+    return open_staging(path, memory_limit, extensions, project.root)
 
 
 def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capture], lost: bool) -> None:
