@@ -11,7 +11,8 @@ proportional to the delta, not the table. Each tool's first run (the initial ful
     .venv/bin/python benchmarks/bench_incremental.py --rows 10000000 --rounds 3 \
         --dlt-python /work/wt/dlt-venv/bin/python
 
-Both pz trees are byte-compiled first, as an installed pz is (see `byte_compile`).
+Both pz trees are byte-compiled first, as an installed pz is (see `byte_compile`), and each pz child runs the
+command line the `pz` console script runs (`pz_command`).
 
 `--before-rev REV` (or `--before DIR`, a folder holding an older pipelinez/) adds a fourth tool,
 pz-before: the same incremental project run by that tree, alternating with the others, to compare the delta
