@@ -140,8 +140,8 @@ def test_a_run_needing_the_extension_loads_it_as_staging_opens(
     def recording(
         path: Path,
         memory_limit: str,
-        extensions: list[str] = [],
-        project: Path | None = None,  # noqa: B006
+        extensions: tuple[str, ...] | list[str] = (),
+        project: Path | None = None,
     ) -> object:
         opened.append(list(extensions))
         return real(path, memory_limit, extensions, project)
