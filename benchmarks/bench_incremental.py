@@ -11,7 +11,8 @@ proportional to the delta, not the table. Each tool's first run (the initial ful
     .venv/bin/python benchmarks/bench_incremental.py --rows 10000000 --rounds 3 \
         --dlt-python /work/wt/dlt-venv/bin/python
 
-Both pz trees are byte-compiled first, as an installed pz is (see `byte_compile`).
+Both pz trees are byte-compiled first, as an installed pz is (see `byte_compile`), and each pz child runs the
+command line the `pz` console script runs (`pz_command`).
 
 `--before-rev REV` (or `--before DIR`, a folder holding an older pipelinez/) adds a fourth tool,
 pz-before: the same incremental project run by that tree, alternating with the others, to compare the delta
@@ -236,6 +237,15 @@ def tree_at(rev: str, into: Path) -> Path:
     return into
 
 
+def pz_command(tree: Path | None) -> list[str]:
+    """The command line the `pz` console script runs (`pipelinez.cli.entry:main`, as pip writes it), so a pz
+    process ends as an installed `pz` ends (it leaves with `os._exit` once its output and files are
+    flushed); a tree older than the console-script module runs `python -m pipelinez.cli.main`."""
+    if tree is not None and not (tree / "pipelinez" / "cli" / "entry.py").is_file():
+        return [sys.executable, "-m", "pipelinez.cli.main"]
+    return [sys.executable, "-c", "from pipelinez.cli.entry import main; main()"]
+
+
 def run_tool(
     tool: str, conn: Conn, table: str, dlt_python: str | None, before_tree: Path | None = None
 ) -> Run:
@@ -243,7 +253,7 @@ def run_tool(
     if tool.startswith("pz-"):
         project = DATA / tool
         env = {**os.environ, "PYTHONPATH": str(before_tree)} if tool == "pz-before" and before_tree else None
-        command = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"]
+        command = [*pz_command(before_tree if tool == "pz-before" else None), "-p", str(project), "run"]
         wall, rss, _ = timed(command, DATA, env)
         runs = sorted((project / ".pz" / "runs").iterdir())
         node = next(

@@ -367,6 +367,15 @@ class Connector:
         """Yield Arrow record batches of the partition (universal tier)."""
         raise self.unsupported("has no universal source tier")
 
+    @classmethod
+    def staging_extensions(cls) -> tuple[str, ...]:
+        """DuckDB extension files the native tier LOADs into the run's staging database, each shipped by a
+        package pz pins (never a path a project names). A run loads them when it opens staging, before any
+        query, without DuckDB's signature check when pz finds each file as pip installed it, and then
+        locks the instance to signed extensions (`core.duck_extensions`); the connector's own LOAD is
+        then a no-op. () when it loads none."""
+        return ()
+
     # -- sink --------------------------------------------------------------------------------
     def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
         """Write the staging table `source` (quoted name) to the output with its strategy."""

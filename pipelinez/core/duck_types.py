@@ -3,7 +3,8 @@
 `duckdb.sqltype()` uses the process-wide default connection: if anything left that connection inside an
 aborted transaction, every later type parse fails. A private connection per thread is never shared: each
 thread parses on its own cursor (a connection of its own) of one in-memory instance pz opens for this, so a
-run's threads open one DuckDB instance between them, not one each.
+run's threads open one DuckDB instance between them, not one each. The run state file is read and written
+through a cursor of the same instance (`helper`), ATTACHed for the moment, not in an instance of its own.
 """
 
 from __future__ import annotations
@@ -18,15 +19,21 @@ _instance: Any = None
 _instance_guard = threading.Lock()
 
 
+def helper() -> Any:
+    """The process's shared in-memory helper instance (opened on first use): type parsing, and the state
+    file ATTACHed for a moment (`core.run_state`) instead of an instance of its own. Take a `cursor()`."""
+    global _instance
+    with _instance_guard:
+        if _instance is None:
+            _instance = duck_connect.connect()
+        return _instance
+
+
 def _connection() -> Any:
     """This thread's cursor of the shared instance (opened on the first parse of the process)."""
-    global _instance
     con = getattr(_local, "con", None)
     if con is None:
-        with _instance_guard:
-            if _instance is None:
-                _instance = duck_connect.connect()
-            con = _instance.cursor()
+        con = helper().cursor()
         _local.con = con
     return con
 

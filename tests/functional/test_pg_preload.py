@@ -80,7 +80,9 @@ def test_a_load_that_fails_on_the_helper_is_reported_once_by_the_attach(
     failed = result.node("src_pg__orders")
     assert failed["status"] == "failed" and failed["error"]["code"] == "PZ0505", failed
     assert f"File '{not_an_extension}' is not a DuckDB extension" in failed["error"]["message"], failed
-    assert calls == ["path", "path"]  # the helper's LOAD (quiet), then the ATTACH's (reported)
+    # staging's list (the bogus file has no RECORD entry: not loaded there), the helper's LOAD (quiet),
+    # then the ATTACH's (reported)
+    assert calls == ["path", "path", "path"]
 
 
 def test_a_first_read_with_the_helper_lands_every_row(tmp_path: Path, pg_table: str) -> None:
@@ -88,3 +90,64 @@ def test_a_first_read_with_the_helper_lands_every_row(tmp_path: Path, pg_table: 
     result = pz(project, "run")
     assert result.exit_code == 0, result.output
     assert result.node("src_pg__orders")["rows"] == 2
+
+
+def _unsigned_copy(tmp_path: Path) -> Path:
+    """A real extension file with one byte of its signature changed: DuckDB refuses it unless unsigned
+    extensions are allowed."""
+    import duckdb_extension_httpfs
+
+    shipped = next(Path(duckdb_extension_httpfs.__file__).parent.glob("extensions/*/httpfs.duckdb_extension"))
+    data = bytearray(shipped.read_bytes())
+    data[-10] ^= 0xFF
+    copy = tmp_path / "httpfs.duckdb_extension"
+    copy.write_bytes(bytes(data))
+    return copy
+
+
+def test_staging_opens_with_the_shipped_extension_loaded_and_locked_to_signed_ones(tmp_path: Path) -> None:
+    """The file the plan's native postgres nodes need is LOADed as staging opens (no signature check: pz
+    found it as pip installed it); then the instance refuses any unsigned extension, and the setting back."""
+    import duckdb
+
+    from pipelinez.engine.run.context import close_staging, open_staging
+
+    con = open_staging(tmp_path / "staging.duckdb", "1GB", [native.extension_path()])
+    try:
+        loaded = "SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'postgres_scanner'"
+        assert con.execute(loaded).fetchone() == (True,)
+        setting = "SELECT current_setting('allow_unsigned_extensions')"
+        assert con.execute(setting).fetchone() == (False,)
+        unsigned = _unsigned_copy(tmp_path)
+        with pytest.raises(duckdb.Error, match="signature"):
+            con.cursor().execute(f"LOAD '{unsigned}'")
+        with pytest.raises(duckdb.Error, match="while database is running"):
+            con.execute("SET allow_unsigned_extensions = true")
+        con.execute("RESET allow_unsigned_extensions")
+        assert con.execute(setting).fetchone() == (False,)
+    finally:
+        close_staging(con)
+
+
+def test_a_run_needing_the_extension_loads_it_as_staging_opens(
+    tmp_path: Path, pg_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipelinez.engine.run import context
+
+    opened: list[list[str]] = []
+    real = context.open_staging
+
+    def recording(
+        path: Path,
+        memory_limit: str,
+        extensions: tuple[str, ...] | list[str] = (),
+        project: Path | None = None,
+    ) -> object:
+        opened.append(list(extensions))
+        return real(path, memory_limit, extensions, project)
+
+    monkeypatch.setattr("pipelinez.engine.run.session.open_staging", recording)
+    project = _project(tmp_path / "shop", pg_table)
+    result = pz(project, "run")
+    assert result.exit_code == 0, result.output
+    assert opened == [[native.extension_path()]]

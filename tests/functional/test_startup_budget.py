@@ -45,10 +45,13 @@ BUDGETS: dict[str, tuple[int, int]] = {
     # split between the DuckDB instances open at once: a `SET memory_limit` whenever the split changes, e.g.
     # the quickstart's DuckDB sink file opening beside staging and closing again), with the last merges of
     # issues 22/23 (the binder's and the lease fence's modules)
-    # validate 167 -> 168, run 200 -> 201: core.installed (what is installed, read for the cache keys
-    # without importlib.metadata)
+    # validate 167 -> 168: core.installed (what is installed, read for the cache keys without
+    # importlib.metadata)
     "validate": (168, 12),
-    "run": (201, 39),
+    # run 200 -> 196 (issue 22, delta lane): a local run imports neither the shared staging (and with it the
+    # object-store kit) nor, reading only, the postgres connector's sink side and universal reader; + 1 for
+    # core.installed
+    "run": (197, 39),
 }
 # `pz --version` through the console script (cli/entry.py answers it before click is imported)
 CONSOLE_VERSION_MODULES = 6

@@ -176,7 +176,8 @@ class DuckDBConnector(Connector):
         try:
             rows, cols = self._prepare(cur, output, source, target)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            leftovers = self._leftovers(target)
+            # only a replace sweeps earlier runs' work tables: append and merge open the file no extra time
+            leftovers = self._leftovers(target) if output.strategy == "replace" else None
             with attached(con, self.path, read_only=False) as alias:
                 result = strategies.write(cur, alias, target, output, source, cols, rows, leftovers=leftovers)
                 self._checkpoint(cur, alias)
@@ -253,7 +254,7 @@ class DuckDBConnector(Connector):
             return None
         target = self._target(output)
         try:
-            with connected(self.path, read_only=True) as con:
+            with connected(self.path, read_only=True, rows=False) as con:
                 found = con.execute(
                     "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
                     "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
@@ -297,7 +298,7 @@ class DuckDBConnector(Connector):
         if not self.path.exists():
             return  # a sink creates it; a source's datasets report PZ0602 from fetch_schema
         try:
-            with connected(self.path, read_only=True) as con:
+            with connected(self.path, read_only=True, rows=False) as con:
                 con.execute("SELECT 1").fetchall()
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0601", f"cannot open {self.path}: ") from exc
@@ -307,7 +308,7 @@ class DuckDBConnector(Connector):
 
         self._require_file("PZ0602")
         try:
-            with connected(self.path, read_only=True) as con:
+            with connected(self.path, read_only=True, rows=False) as con:
                 return strategies.columns_of(con, f"({self._select(dataset, None)})")
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0602") from exc
@@ -326,7 +327,7 @@ class DuckDBConnector(Connector):
                 )
             return
         try:
-            with connected(self.path, read_only=False) as con:
+            with connected(self.path, read_only=False, rows=False) as con:
                 con.execute("BEGIN TRANSACTION")
                 try:
                     con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(target.schema)}")
@@ -343,7 +344,7 @@ class DuckDBConnector(Connector):
         the file is attached to the staging instance would enumerate every database attached there."""
         if not self.path.is_file():
             return []
-        with connected(self.path, read_only=True) as con:
+        with connected(self.path, read_only=True, rows=False) as con:
             row = con.execute("SELECT current_database()").fetchone()
             assert row is not None
             return strategies.leftover_work_tables(con, str(row[0]), target)

@@ -96,15 +96,19 @@ def attached(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> 
 
 
 @contextlib.contextmanager
-def connected(path: Path, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A separate connection to the file (its own database instance), under the file's lock."""
+def connected(path: Path, *, read_only: bool, rows: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A separate connection to the file (its own database instance), under the file's lock. `rows`
+    False: a lookup in the file's catalog (a table's columns, its work tables, a probe) that moves no rows;
+    its instance is a helper capped at the budget, and the run's staging keeps its share meanwhile (no
+    `SET memory_limit` on every instance as it opens and again as it closes)."""
 
     lock = file_lock(path)
     with lock.reading() if read_only else lock.writing():
         # its own buffer pool beside the run's staging database: both share the process's one memory budget
-        con = duck_connect.connect(str(path), read_only=read_only, share=True)
+        con = duck_connect.connect(str(path), read_only=read_only, share=rows)
         try:
             yield con
         finally:
-            duck_connect.release(con)
+            if rows:
+                duck_connect.release(con)
             con.close()

@@ -29,10 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.postgres import sink, target_types, views
+from pipelinez.connectors.postgres import native, target_types, views
 from pipelinez.connectors.postgres.native import Attachment, extract_native, preload_extension
-from pipelinez.connectors.postgres.reader import ReaderConnection, extract_batches
-from pipelinez.connectors.postgres.settings import Settings, TableRef
+from pipelinez.connectors.postgres.settings import APPEND_BATCH_ROWS, Settings, TableRef
 from pipelinez.connectors.postgres.source import Relation, describe, make_partitions
 from pipelinez.connectors.sdk import (
     Connector,
@@ -52,12 +51,15 @@ if TYPE_CHECKING:
     import psycopg
     import pyarrow as pa
 
+    from pipelinez.connectors.postgres import sink
+    from pipelinez.connectors.postgres.reader import ReaderConnection
+
 _DSN_EXCLUSIVE = ("host", "port", "database", "user", "sslmode")
 
 
 class PostgresConnector(Connector):
     # rows per committed append batch (each batch is one COPY in its own transaction)
-    append_batch_rows: int = sink.APPEND_BATCH_ROWS
+    append_batch_rows: int = APPEND_BATCH_ROWS
 
     def __init__(self, context: ConnectorContext):
         super().__init__(context)
@@ -151,6 +153,14 @@ class PostgresConnector(Connector):
     def _sink_where(self, output: OutputRequest) -> str:
         return ""
 
+    def _writer(self, output: OutputRequest, code: str) -> sink.Writer:
+        """The sink side, imported when a write needs it (a run that only reads does not import it)."""
+        from pipelinez.connectors.postgres import sink
+
+        return sink.Writer(
+            self.settings, self.control(code), output, self._sink_where(output), self.append_batch_rows
+        )
+
     def relation(self, dataset: DatasetRequest, code: str = "PZ0505") -> Relation:
         key = _relation_key(dataset)
         if key not in self._relations:
@@ -162,6 +172,14 @@ class PostgresConnector(Connector):
             except Exception as exc:
                 raise self.settings.error(exc, where, code) from exc
         return self._relations[key]
+
+    @classmethod
+    def staging_extensions(cls) -> tuple[str, ...]:
+        """The postgres extension file `duckdb-extension-postgres-scanner` ships (`native.extension_path`)."""
+        try:
+            return (native.extension_path(),)
+        except PzConnectorError:  # no file shipped: the ATTACH's LOAD reports it
+            return ()
 
     # -- source ------------------------------------------------------------------------------
     def partitions(self, dataset: DatasetRequest) -> list[Partition]:
@@ -213,6 +231,8 @@ class PostgresConnector(Connector):
                 loading.result()  # quiet: the ATTACH reports a LOAD that failed
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
+        from pipelinez.connectors.postgres.reader import ReaderConnection, extract_batches  # universal only
+
         relation = self.relation(dataset)
         if self._reader is None:
             self._reader = ReaderConnection(self.settings)
@@ -226,15 +246,11 @@ class PostgresConnector(Connector):
 
     # -- sink --------------------------------------------------------------------------------
     def write_native(self, con: duckdb.DuckDBPyConnection, output: OutputRequest, source: str) -> WriteResult:
-        writer = sink.Writer(
-            self.settings, self.control("PZ0501"), output, self._sink_where(output), self.append_batch_rows
-        )
+        writer = self._writer(output, "PZ0501")
         return writer.write_native(con, source)
 
     def write_batches(self, output: OutputRequest, reader: pa.RecordBatchReader) -> WriteResult:
-        writer = sink.Writer(
-            self.settings, self.control("PZ0501"), output, self._sink_where(output), self.append_batch_rows
-        )
+        writer = self._writer(output, "PZ0501")
         return writer.write_batches(reader)
 
     def target_columns(self, output: OutputRequest) -> list[TargetColumn] | None:
@@ -242,9 +258,7 @@ class PostgresConnector(Connector):
         result's types, so it keeps nothing of the old definition."""
         if output.strategy == "replace":
             return None
-        writer = sink.Writer(
-            self.settings, self.control("PZ0501"), output, self._sink_where(output), self.append_batch_rows
-        )
+        writer = self._writer(output, "PZ0501")
         try:
             columns = writer.target_columns()
             required = writer.required_columns() if columns is not None else set()
@@ -290,9 +304,7 @@ class PostgresConnector(Connector):
         return [(p.name, p.duck) for p in self.relation(plain, code="PZ0602").plans]
 
     def probe_output(self, output: OutputRequest) -> None:
-        sink.Writer(
-            self.settings, self.control("PZ0606"), output, self._sink_where(output), self.append_batch_rows
-        ).probe()
+        self._writer(output, "PZ0606").probe()
 
     def close(self) -> None:
         if self._attachment is not None:

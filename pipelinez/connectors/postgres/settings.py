@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 APPLICATION_NAME = "pipelinez"
 CONNECT_TIMEOUT = "10"
+APPEND_BATCH_ROWS = 1_000_000  # rows per committed append batch of the sink (one COPY, its own transaction)
 # Rendering settings of every session (both tiers, every driver): text renderings must not depend on the
 # server's or the role's defaults.
 SESSION_OPTIONS = (

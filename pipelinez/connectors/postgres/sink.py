@@ -32,9 +32,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from pipelinez.connectors.postgres.native import attached, table_exists
-from pipelinez.connectors.postgres.settings import lead
+from pipelinez.connectors.postgres.settings import APPEND_BATCH_ROWS, lead
 from pipelinez.connectors.postgres.sink_strategies import StrategyWriter
-from pipelinez.connectors.postgres.sink_target import APPEND_BATCH_ROWS, Column, format_name
+from pipelinez.connectors.postgres.sink_target import Column, format_name
 from pipelinez.connectors.postgres.sink_types import describe_types, pg_type_for_arrow, pg_type_for_duckdb
 from pipelinez.connectors.sdk import WriteResult
 from pipelinez.connectors.sdk_errors import ConnectorError

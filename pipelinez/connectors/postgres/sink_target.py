@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.postgres.settings import Settings, TableRef, lead
+from pipelinez.connectors.postgres.settings import APPEND_BATCH_ROWS, Settings, TableRef, lead
 from pipelinez.connectors.sdk import OutputRequest
 from pipelinez.core.diagnostics import PzConnectorError
 from pipelinez.core.sqlnames import quote_ident
@@ -19,7 +19,6 @@ from pipelinez.core.sqlnames import quote_ident
 if TYPE_CHECKING:
     import psycopg
 
-APPEND_BATCH_ROWS = 1_000_000
 LOCK_TIMEOUT = "30s"
 _LOCK_CLASS = 0x507A  # advisory lock class of pz writers ("Pz")
 _FORMAT_NAMES = {

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelinez.compile.dag import CompiledDag
+from pipelinez.compile.nodes import SinkWriteNode, SourceLoadNode
 from pipelinez.config.model import Project
+from pipelinez.connectors import registry
 from pipelinez.core import duck_catalog, duck_connect, failpoints
 from pipelinez.core.memory_budget import BUDGET
 from pipelinez.core.sqlnames import quote_literal
+from pipelinez.core.vocabulary import Tier
 from pipelinez.engine.events import EventBus, Note
 from pipelinez.engine.nodes.partitions import LandedParts
 from pipelinez.engine.run.failures import NodeFailure
@@ -113,22 +118,72 @@ def close_staging(con: duckdb.DuckDBPyConnection) -> None:
     con.close()
 
 
-def open_staging(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
-
+def open_staging(
+    path: Path, memory_limit: str, extensions: Sequence[str] = (), project: Path | None = None
+) -> duckdb.DuckDBPyConnection:
+    """`extensions`: extension files the run's connectors LOAD natively (`staging_extensions`); those pz
+    finds intact are loaded first, without DuckDB's signature check, and the instance is locked back to
+    signed extensions only before anything else runs (`core.duck_extensions`; `project`: the root whose
+    `.pz/target` remembers the files found intact)."""
     # A new staging file is created in DuckDB's v1.2 storage format, which compresses text with zstd
     # (engine.staging_compression: fast); files the run attaches (DuckDB sinks) keep DuckDB's default format.
     # engine.memory_limit is the process's budget (core/memory_budget.py): staging shares it with any DuckDB
     # file opened in its own instance while the run holds both
     BUDGET.set_total(memory_limit)
-    con = duck_connect.connect(
-        str(path), config={"storage_compatibility_version": STAGING_STORAGE}, share=True
-    )
+    shipped: list[str] = []
+    if extensions:  # a run without such a connector does not import the check
+        from pipelinez.core.duck_extensions import trusted
+
+        shipped = trusted(extensions, project)
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "storage_compatibility_version": STAGING_STORAGE
+    }
+    if shipped:
+        config["allow_unsigned_extensions"] = True
+    con = duck_connect.connect(str(path), config=config, share=True)
     try:
+        _load_shipped(con, shipped)
         _set_up_staging(con, path)
     except BaseException:  # not left holding a share of the budget (and the file) for the process's life
         close_staging(con)
         raise
     return con
+
+
+def _load_shipped(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> None:
+    """LOAD `files` (checked intact) into an instance opened with `allow_unsigned_extensions`, then lock it:
+    DuckDB refuses to set the option back, so every later LOAD (the project's SQL's too) needs a signature.
+    A file that fails to load is left to its connector's own LOAD, which reports why."""
+    import duckdb
+
+    if not files:
+        return
+    try:
+        for file in files:
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"LOAD {quote_literal(file)}")
+    finally:
+        con.execute("SET allow_unsigned_extensions = false")
+    row = con.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone()
+    if not row or row[0] is not False:  # never hand out an instance that loads unsigned files
+        raise RuntimeError("the staging database still allows unsigned extensions")
+
+
+def staging_extensions(plan: Plan) -> list[str]:
+    """The extension files the connectors of the plan's native source loads and sink writes LOAD into
+    staging (`Connector.staging_extensions`), for `open_staging`."""
+    names = {
+        p.node.work.endpoint.connector
+        for p in plan.nodes
+        if isinstance(p.node, SourceLoadNode | SinkWriteNode) and p.node.work.tier == Tier.NATIVE
+    }
+    files: list[str] = []
+    for name in sorted(names):
+        try:
+            files += registry.load_class(name).staging_extensions()
+        except Exception:  # a connector whose code cannot load fails its own nodes, with its own error
+            continue
+    return files
 
 
 def _set_up_staging(con: duckdb.DuckDBPyConnection, path: Path) -> None:

@@ -38,11 +38,11 @@ from pipelinez.engine.events import (
 )
 from pipelinez.engine.nodes.watermarks import Capture, commit_run
 from pipelinez.engine.run.backend import BackendProvider, ExecutorBackend
-from pipelinez.engine.run.context import RunContext, close_staging, open_staging
+from pipelinez.engine.run.context import RunContext, close_staging, open_staging, staging_extensions
 from pipelinez.engine.run.debug_log import debug_log
 from pipelinez.engine.run.executor import OK_STATUSES, Executor, NodeGate, node_completed
 from pipelinez.engine.run.failures import DEBUG_LOG
-from pipelinez.engine.staging.shared_staging import StagingRoot, remove_staged
+from pipelinez.engine.staging import staging_store
 from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
 from pipelinez.engine.state.lease import lease_fence, lost_error
 from pipelinez.engine.state.lock import ProjectLock
@@ -60,6 +60,8 @@ from pipelinez.plan.planner import Plan
 
 if TYPE_CHECKING:
     import duckdb
+
+    from pipelinez.engine.staging.shared_staging import StagingRoot
 
 
 @dataclass(frozen=True)
@@ -272,7 +274,7 @@ def execute(
     staging, where each source load is published too (checked by the caller)."""
     project = plan.dag.project
     resume = resume or Resumption()
-    remover = remove_staged(plan.dag.staging)
+    remover = staging_store.staged_remover(plan.dag.staging)
     # under a caller's lock, its backend: the one holding the lease, whose watermark commit is fenced by it
     held = lock.backend if lock is not None and lock.held else None
     backend = held or backend_for(project, plan.dag.state)
@@ -333,7 +335,7 @@ def _run_nodes(
     try:
         # a distributed run's staging.duckdb holds views over the shared Parquet: never seeded with tables
         seeded_from = reuse if provider is None else {}
-        staging = _open_staging(session.staging_path, plan.dag.project.engine.memory_limit, seeded_from)
+        staging = _open_staging(session.staging_path, plan, seeded_from)
         ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
         with debug_log(session.run_dir / "pz.log", session.redactor):
             backend = _backend(ctx, threads, provider, shared)
@@ -412,16 +414,18 @@ def _fold_wal(staging: duckdb.DuckDBPyConnection) -> None:
         staging.execute("CHECKPOINT")
 
 
-def _open_staging(path: Path, memory_limit: str, reuse: Mapping[str, Reuse]) -> duckdb.DuckDBPyConnection:
+def _open_staging(path: Path, plan: Plan, reuse: Mapping[str, Reuse]) -> duckdb.DuckDBPyConnection:
     """The run's staging database: fresh, or for a retry seeded from the failed run's staging and pruned
     to the tables it reuses. A seed that cannot be opened is dropped for a fresh staging (the reused loads
     then copy their tables across, or extract them with a note)."""
     import duckdb
 
+    project = plan.dag.project
+    memory_limit, extensions = project.engine.memory_limit, staging_extensions(plan)
     source = seed_source(reuse)
     if source is not None and source[0].seed(source[1], path):
         try:
-            con = open_staging(path, memory_limit)
+            con = open_staging(path, memory_limit, extensions, project.root)
         except duckdb.Error:
             unseed(path)
         else:
@@ -431,7 +435,7 @@ def _open_staging(path: Path, memory_limit: str, reuse: Mapping[str, Reuse]) -> 
             except duckdb.Error:
                 close_staging(con)
                 unseed(path)
-    return open_staging(path, memory_limit)
+    return open_staging(path, memory_limit, extensions, project.root)
 
 
 def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capture], lost: bool) -> None:

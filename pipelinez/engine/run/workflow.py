@@ -180,18 +180,19 @@ def executing(
     local executor's shared staging (None: none, or Ray). Ray: the cluster is joined (or started) and
     checked before the run, and left (or stopped) after it. A shared staging is checked (written and read
     back) before the run: PZ0711 or PZ0531 naming the location when it cannot be used."""
-    from pipelinez.engine.staging.shared_staging import staging_root
-
     if not choice.is_ray:
-        if choice.staging is None:
+        if choice.staging is None:  # local threads, no shared staging: nothing more to import
             yield the_plan, None, [], None
             return
+        from pipelinez.engine.staging.shared_staging import staging_root
+
         shared = staging_root(choice.staging, the_plan.dag.staging)
         shared.check("local")
         note = f"source loads are also staged on the shared staging {shared.location}"
         yield the_plan, None, [note], shared
         return
     from pipelinez.engine.distributed.ray_backend import adapt_plan, connect
+    from pipelinez.engine.staging.shared_staging import staging_root
 
     assert choice.staging is not None
     root = staging_root(choice.staging, the_plan.dag.staging)

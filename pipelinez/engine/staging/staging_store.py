@@ -394,3 +394,15 @@ def first_line(exc: BaseException) -> str:
     """An error's first line (DuckDB's and drivers' messages run over several), or its class name."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def staged_remover(settings: Mapping[str, Any] | None) -> Callable[[str, str], None]:
+    """`shared_staging.remove_staged(settings)`, imported only when the retention sweep meets a run staged
+    in a shared staging root: a local run imports neither the shared staging nor the object-store kit."""
+
+    def remove(location: str, run_id: str) -> None:
+        from pipelinez.engine.staging.shared_staging import remove_staged
+
+        remove_staged(settings)(location, run_id)
+
+    return remove
