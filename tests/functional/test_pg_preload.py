@@ -146,7 +146,7 @@ def test_a_run_needing_the_extension_loads_it_as_staging_opens(
         opened.append(list(extensions))
         return real(path, memory_limit, extensions, project)
 
-    monkeypatch.setattr("pipelinez.engine.run.session.open_staging", recording)
+    monkeypatch.setattr("pipelinez.engine.run.context.open_staging", recording)
     project = _project(tmp_path / "shop", pg_table)
     result = pz(project, "run")
     assert result.exit_code == 0, result.output

@@ -38,12 +38,12 @@ from pipelinez.engine.events import (
 )
 from pipelinez.engine.nodes.watermarks import Capture, commit_run
 from pipelinez.engine.run.backend import BackendProvider, ExecutorBackend
-from pipelinez.engine.run.context import RunContext, close_staging, open_staging, staging_extensions
+from pipelinez.engine.run.context import RunContext, close_staging, fold_wal, open_run_staging
 from pipelinez.engine.run.debug_log import debug_log
 from pipelinez.engine.run.executor import OK_STATUSES, Executor, NodeGate, node_completed
 from pipelinez.engine.run.failures import DEBUG_LOG
 from pipelinez.engine.staging import staging_store
-from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
+from pipelinez.engine.staging.staging_store import Reuse
 from pipelinez.engine.state.lease import lease_fence, lost_error
 from pipelinez.engine.state.lock import ProjectLock
 from pipelinez.engine.state.mirror import RunMirror
@@ -59,8 +59,6 @@ from pipelinez.engine.state.statedir import state_error
 from pipelinez.plan.planner import Plan
 
 if TYPE_CHECKING:
-    import duckdb
-
     from pipelinez.engine.staging.shared_staging import StagingRoot
 
 
@@ -335,7 +333,7 @@ def _run_nodes(
     try:
         # a distributed run's staging.duckdb holds views over the shared Parquet: never seeded with tables
         seeded_from = reuse if provider is None else {}
-        staging = _open_staging(session.staging_path, plan, seeded_from)
+        staging = open_run_staging(session.staging_path, plan, seeded_from)
         ctx = RunContext(session.run_id, session.run_dir, plan, session.bus, staging)
         with debug_log(session.run_dir / "pz.log", session.redactor):
             backend = _backend(ctx, threads, provider, shared)
@@ -384,7 +382,7 @@ def _run_nodes(
         if staging is not None:
             try:
                 if results.status is RunStatus.FAILED and results.error is None:
-                    _fold_wal(staging)
+                    fold_wal(staging)
             finally:
                 close_staging(staging)
 
@@ -401,41 +399,6 @@ def _backend(
 
         return PublishingBackend(ctx, threads, shared)
     return None
-
-
-def _fold_wal(staging: duckdb.DuckDBPyConnection) -> None:
-    """Checkpoint a failed run's staging before it closes: `pz retry` opens this file twice (its reuse checks,
-    then the seeded copy), and each open would replay the WAL, where DuckDB keeps tables smaller than a row
-    group row by row (0.4-1.0 s for a 100k-row load and a pipeline result). A run that succeeded closes
-    without it (nothing will reopen it soon); an interrupted one stops at once."""
-    import duckdb
-
-    with contextlib.suppress(duckdb.Error):
-        staging.execute("CHECKPOINT")
-
-
-def _open_staging(path: Path, plan: Plan, reuse: Mapping[str, Reuse]) -> duckdb.DuckDBPyConnection:
-    """The run's staging database: fresh, or for a retry seeded from the failed run's staging and pruned
-    to the tables it reuses. A seed that cannot be opened is dropped for a fresh staging (the reused loads
-    then copy their tables across, or extract them with a note)."""
-    import duckdb
-
-    project = plan.dag.project
-    memory_limit, extensions = project.engine.memory_limit, staging_extensions(plan)
-    source = seed_source(reuse)
-    if source is not None and source[0].seed(source[1], path):
-        try:
-            con = open_staging(path, memory_limit, extensions, project.root)
-        except duckdb.Error:
-            unseed(path)
-        else:
-            try:
-                prune(con, kept_tables(reuse))
-                return con
-            except duckdb.Error:
-                close_staging(con)
-                unseed(path)
-    return open_staging(path, memory_limit, extensions, project.root)
 
 
 def _commit_watermarks(session: RunSession, plan: Plan, captures: dict[str, Capture], lost: bool) -> None:
