@@ -21,7 +21,7 @@ from pipelinez.core.vocabulary import (
     VarType,
 )
 from pipelinez.engine import events
-from pipelinez.engine.staging.shared_staging import ManifestPartition, StagedColumn, TableManifest
+from pipelinez.engine.staging.manifest import ManifestPartition, StagedColumn, TableManifest
 from pipelinez.engine.state.run_results import NodeResult, WatermarkRecord
 from tests.conftest import write_project
 

@@ -44,7 +44,7 @@ from pipelinez.engine.nodes.partitions import LandedParts
 from pipelinez.engine.run.backend import Attempt, AttemptResult, Done, ThreadBackend
 from pipelinez.engine.run.context import RunContext
 from pipelinez.engine.run.failures import DEBUG_LOG, NodeFailure
-from pipelinez.engine.staging.shared_staging import TableManifest
+from pipelinez.engine.staging.manifest import TableManifest
 from pipelinez.plan.planner import Plan, PlannedNode
 
 __all__ = ["RayBackend", "RayCluster", "adapt_plan", "connect"]

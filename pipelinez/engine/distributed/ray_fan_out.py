@@ -24,7 +24,7 @@ from pipelinez.engine.nodes.landing import NodeOutput, attempt_tier, make_connec
 from pipelinez.engine.nodes.partitions import ReadLease, partition_fingerprint
 from pipelinez.engine.run.backend import Attempt, AttemptResult, Done
 from pipelinez.engine.run.failures import NodeFailure, classify
-from pipelinez.engine.staging.shared_staging import TableManifest
+from pipelinez.engine.staging.manifest import TableManifest
 from pipelinez.engine.state.run_results import PartitionResult
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ from pipelinez.core.sqlnames import quote_ident
 from pipelinez.engine.distributed.remote_task import StagedInput
 from pipelinez.engine.run.backend import Attempt
 from pipelinez.engine.run.failures import NodeFailure
-from pipelinez.engine.staging.shared_staging import StagingRoot, TableManifest
+from pipelinez.engine.staging.manifest import TableManifest
+from pipelinez.engine.staging.shared_staging import StagingRoot
 from pipelinez.engine.staging.staging_store import ReuseUnavailable, first_line
 
 # Ray errors that mean the worker, its node or its raylet went away mid-task: the attempt is lost, not failed

@@ -35,12 +35,8 @@ from pipelinez.engine.nodes.partitions import LandedParts, land_one
 from pipelinez.engine.run.backend import Attempt, AttemptResult, run_attempt
 from pipelinez.engine.run.context import close_staging, open_staging
 from pipelinez.engine.run.failures import NodeFailure, classify
-from pipelinez.engine.staging.shared_staging import (
-    ManifestPartition,
-    StagingRoot,
-    TableManifest,
-    transient_io,
-)
+from pipelinez.engine.staging.manifest import ManifestPartition, TableManifest
+from pipelinez.engine.staging.shared_staging import StagingRoot, transient_io
 from pipelinez.engine.state.run_results import PartitionResult
 from pipelinez.plan.planner import PlannedNode
 

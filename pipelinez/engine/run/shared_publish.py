@@ -21,7 +21,8 @@ from pipelinez.engine.distributed.remote_task import versions
 from pipelinez.engine.run.backend import Attempt, AttemptResult, ThreadBackend, run_attempt
 from pipelinez.engine.run.context import RunContext
 from pipelinez.engine.run.failures import NodeFailure
-from pipelinez.engine.staging.shared_staging import ZSTD_FAST, ManifestPartition, StagingRoot, transient_io
+from pipelinez.engine.staging.manifest import ManifestPartition
+from pipelinez.engine.staging.shared_staging import ZSTD_FAST, StagingRoot, transient_io
 
 
 class PublishingBackend(ThreadBackend):

@@ -21,113 +21,37 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import os
 import secrets
 import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.sdk_errors import is_transient_store_error
 from pipelinez.connectors.sdk_objstore import io_error
 from pipelinez.core.diagnostics import PzConfigError, error
-from pipelinez.core.json_types import JsonObject
 from pipelinez.core.sqlnames import quote_ident, quote_literal
 from pipelinez.engine.run.executor_choice import is_object_store
+from pipelinez.engine.staging.manifest import (
+    MANIFEST,
+    ManifestPartition,
+    StagedColumn,
+    TableManifest,
+    fingerprint,
+    lossy,
+)
 from pipelinez.engine.staging.staging_store import ReuseUnavailable, StagedLoad, first_line
 
 if TYPE_CHECKING:
     import duckdb
 
-MANIFEST = "_manifest.json"
 ZSTD = "zstd"  # a Ray task's staged tables: the smallest files, read by other tasks
 ZSTD_FAST = "zstd-fast"  # a local run's published copy: written on the node's path, read only by a retry
 CODECS = {ZSTD: "COMPRESSION zstd", ZSTD_FAST: "COMPRESSION zstd, COMPRESSION_LEVEL 1"}
-MANIFEST_VERSION = 1
-# types Parquet would not hold exactly: written as text, cast back on read
-_LOSSY = ("HUGEINT", "UHUGEINT", "VARINT", "BIGNUM", "BIT")
-
-
-@dataclass(frozen=True)
-class StagedColumn:
-    name: str
-    type: str  # the DuckDB type of the staged table
-    stored: str  # the type the Parquet file reads back as; a cast restores `type` when they differ
-
-
-@dataclass(frozen=True)
-class ManifestPartition:
-    """One partition of a partitioned load, as its staged table's manifest lists it."""
-
-    index: int
-    rows: int
-    fingerprint: str | None  # of the partition's definition: a retry reuses it only for the same slice
-
-    def to_dict(self) -> JsonObject:
-        return {"index": self.index, "rows": self.rows, "fingerprint": self.fingerprint}
-
-    @staticmethod
-    def from_dict(data: Any) -> ManifestPartition:
-        fingerprint = data.get("fingerprint")
-        return ManifestPartition(
-            int(data["index"]), int(data["rows"]), None if fingerprint is None else str(fingerprint)
-        )
-
-
-@dataclass(frozen=True)
-class TableManifest:
-    run_id: str
-    table: str
-    node: str
-    node_id: str
-    rows: int
-    files: tuple[str, ...]  # file names in the table's folder, in row order
-    columns: tuple[StagedColumn, ...]
-    partitions: tuple[ManifestPartition, ...] = ()  # a partitioned load's partitions
-    fingerprint: str = ""
-    versions: dict[str, str] = field(default_factory=dict)
-    written_at: str = ""
-    union_by_name: bool = False  # files of several partitions whose types differ: unified, then cast
-
-    def to_dict(self) -> JsonObject:
-        return {
-            "manifest_version": MANIFEST_VERSION,
-            "run_id": self.run_id,
-            "table": self.table,
-            "node": self.node,
-            "node_id": self.node_id,
-            "rows": self.rows,
-            "files": list(self.files),
-            "columns": [{"name": c.name, "type": c.type, "stored": c.stored} for c in self.columns],
-            "partitions": [p.to_dict() for p in self.partitions],
-            "fingerprint": self.fingerprint,
-            "versions": dict(self.versions),
-            "written_at": self.written_at,
-            "union_by_name": self.union_by_name,
-        }
-
-    @staticmethod
-    def from_dict(data: JsonObject) -> TableManifest:
-        if data.get("manifest_version") != MANIFEST_VERSION:
-            raise ValueError(f"manifest_version {data.get('manifest_version')!r} is not {MANIFEST_VERSION}")
-        return TableManifest(
-            str(data["run_id"]),
-            str(data["table"]),
-            str(data["node"]),
-            str(data["node_id"]),
-            int(data["rows"]),
-            tuple(str(f) for f in data["files"]),
-            tuple(StagedColumn(str(c["name"]), str(c["type"]), str(c["stored"])) for c in data["columns"]),
-            tuple(ManifestPartition.from_dict(p) for p in data.get("partitions") or ()),
-            str(data.get("fingerprint", "")),
-            {str(k): str(v) for k, v in (data.get("versions") or {}).items()},
-            str(data.get("written_at", "")),
-            bool(data.get("union_by_name", False)),
-        )
 
 
 class StagingRoot(ABC):
@@ -257,7 +181,7 @@ class StagingRoot(ABC):
             files,
             first,
             partitions,
-            _fingerprint(node_id, rows, first, sizes),
+            fingerprint(node_id, rows, first, sizes),
             dict(parts[0].versions),
             _now(),
             union_by_name=not same,
@@ -290,7 +214,7 @@ class StagingRoot(ABC):
         token = secrets.token_hex(6)
         columns = [(str(r[0]), str(r[1])) for r in cur.execute(f"DESCRIBE {quote_ident(table)}").fetchall()]
         select = ", ".join(
-            f"CAST({quote_ident(n)} AS VARCHAR) AS {quote_ident(n)}" if _lossy(t) else quote_ident(n)
+            f"CAST({quote_ident(n)} AS VARCHAR) AS {quote_ident(n)}" if lossy(t) else quote_ident(n)
             for n, t in columns
         )
         name = f"part-{token}.parquet"
@@ -320,7 +244,7 @@ class StagingRoot(ABC):
             (name,),
             cols,
             partitions,
-            _fingerprint(node_id, rows, cols, ((name, size),)),
+            fingerprint(node_id, rows, cols, ((name, size),)),
             dict(versions or {}),
             _now(),
         )
@@ -448,21 +372,6 @@ def write_atomically(path: Path, text: str) -> None:
     finally:
         with contextlib.suppress(OSError):
             temp.unlink()
-
-
-def _lossy(duck_type: str) -> bool:
-    words = duck_type.upper().replace("(", " ").replace(")", " ").replace("[", " ").replace(",", " ").split()
-    return any(w in _LOSSY for w in words)
-
-
-def _fingerprint(
-    node_id: str, rows: int, columns: tuple[StagedColumn, ...], files: tuple[tuple[str, int], ...]
-) -> str:
-    text = json.dumps(
-        {"node_id": node_id, "rows": rows, "columns": [[c.name, c.type] for c in columns], "files": files},
-        sort_keys=True,
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
