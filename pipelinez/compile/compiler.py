@@ -173,6 +173,27 @@ def compile_project(
     errors += tier_gates(nodes, project)  # tier 3: what a node's tier cannot honour (PZ0312, PZ0313)
 
     # tier 4
+    found, warned, described, told = _tier4(project, nodes, good, schemas, describe)
+    errors += found
+    warnings += warned
+    # a watermark() expression that does not type-check: tier 4 said so in the pipeline, else PZ0224 does
+    errors += [d for d in lowers.unless_bound if not any(e.place.file == d.place.file for e in errors)]
+
+    dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor, staging, state)
+    return CompileResult(
+        dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs, described, told
+    )
+
+
+def _tier4(
+    project: Project,
+    nodes: dict[str, Node],
+    good: dict[str, PipelineInfo],
+    schemas: Mapping[str, list[tuple[str, str]]] | None,
+    describe: bool,
+) -> tuple[list[Diagnostic], list[Diagnostic], Described | None, dict[str, list[tuple[str, str]] | None]]:
+    """The dry compile of every node in DuckDB: (errors, warnings, what `describe` gathers, the datasets'
+    columns the schema lookup was told)."""
     last_staging = LastStaging(project.state_dir) if describe else None
     told: dict[str, list[tuple[str, str]] | None] = {}
     compiler = DryCompiler(
@@ -194,15 +215,7 @@ def compile_project(
         compiler.close()
         if last_staging is not None:
             last_staging.close()
-    errors += found
-    warnings += warned
-    # a watermark() expression that does not type-check: tier 4 said so in the pipeline, else PZ0224 does
-    errors += [d for d in lowers.unless_bound if not any(e.place.file == d.place.file for e in errors)]
-
-    dag = CompiledDag(project, values, sources, sinks, nodes, warnings, redactor, staging, state)
-    return CompileResult(
-        dag, _redacted(errors, redactor), _redacted(warnings, redactor), specs, described, told
-    )
+    return found, warned, described, told
 
 
 @dataclass
