@@ -123,16 +123,64 @@ def test_a_node_that_cannot_reach_the_s3_staging_is_refused_by_the_probe_before_
     secret = "probe-secret-value-9f8e7d"
     settings = {"endpoint": f"http://127.0.0.1:{port}", "access_key_id": "k", "secret_access_key": secret}
     root = staging_root("s3://pz-stage/p", settings)
-    node = {"Alive": True, "NodeID": "a" * 56, "NodeManagerAddress": "10.0.0.7", "Resources": {"CPU": 2.0}}
+    node = {
+        "Alive": True,
+        "NodeID": "a" * 56,
+        "NodeManagerAddress": "10.0.0.7",
+        "Resources": {"CPU": 2.0, "memory": 4e9},
+    }
     cluster = RayCluster(
         ExecutorChoice("ray", root.location), "512MB", Redactor((secret,)), root, ray=_ProbingRay([node])
     )
+    _check_resources(cluster)
     with pytest.raises(PzConfigError) as raised:
         _probe_versions(cluster)
     found = raised.value.diagnostics[0]
     assert found.code == "PZ0711"
     assert found.message.startswith("Ray node 10.0.0.7: the staging s3://pz-stage/p at endpoint 127.0.0.1:")
     assert "cannot be reached" in found.message and secret not in found.message
+
+
+def test_the_probe_asks_only_the_nodes_a_task_fits_on_and_still_refuses_another_pipelinez(
+    tmp_path: Path,
+) -> None:
+    """A head started with no CPU (or too little memory) never runs a pz task: probing it would start a
+    worker process there before every run; each node a task fits on is still probed, and still refused."""
+    asked: list[str] = []
+
+    class _Counting(_ProbingRay):
+        def remote(self, fn: Any) -> Any:
+            run = super().remote(fn)
+
+            class _Pinned:
+                def options(self, scheduling_strategy: Any, **_: Any) -> Any:
+                    asked.append(scheduling_strategy.node_id)
+                    return run
+
+            return _Pinned()
+
+    def node(name: str, hex_id: str, **resources: float) -> dict[str, Any]:
+        return {"Alive": True, "NodeID": hex_id * 56, "NodeManagerAddress": name, "Resources": resources}
+
+    nodes = [
+        node("head", "a", memory=8e9),
+        node("small", "b", CPU=4.0, memory=1e8),
+        node("w", "c", CPU=1.0, memory=4e9),
+    ]
+    root = LocalStagingRoot(tmp_path / "staging")
+    cluster = RayCluster(ExecutorChoice("ray", root.location), "512MB", Redactor(), root, ray=_Counting(nodes))
+    _check_resources(cluster)
+    _probe_versions(cluster)
+    assert asked == ["c" * 56]  # not the CPU-less head, not the node short of memory
+    with pytest.MonkeyPatch.context() as patch:
+        from pipelinez.engine.distributed import ray_cluster
+
+        patch.setattr(ray_cluster, "versions", lambda: {"pipelinez": "0.0.1"})  # the driver's view
+        with pytest.raises(PzConfigError) as raised:
+            _probe_versions(cluster)
+    assert raised.value.diagnostics[0].code == "PZ0709" and "Ray node w runs pipelinez" in str(
+        raised.value.diagnostics[0].message
+    )
 
 
 def test_ray_addresses_parse_to_host_and_port() -> None:

@@ -68,6 +68,7 @@ class RayCluster:
     started: bool = False  # pz started a local Ray instance (and shuts it down at the end)
     slots: int = 1  # the cluster's CPUs: nodes at once unless --threads or engine.threads says
     ray: Any = field(default=None, repr=False)
+    hosts: list[dict[str, Any]] = field(default_factory=list, repr=False)  # alive nodes a task fits on
 
     def backend(self, ctx: RunContext, slots: int) -> RayBackend:
         from pipelinez.engine.distributed.ray_backend import RayBackend
@@ -143,17 +144,22 @@ def _check_resources(cluster: RayCluster) -> None:
             f"(engine.memory_limit), which each pz task asks for: a task would wait forever",
         )
     cluster.slots = max(1, int(sum(n.get("Resources", {}).get("CPU", 0) for n in nodes)))
+    cluster.hosts = fits
 
 
 def _probe_versions(cluster: RayCluster) -> None:
-    """One probe task pinned to each alive node: the versions its workers import, and whether they can
-    write and read the staging (a node that cannot reach the bucket, or lacks the shared mount's rights,
-    is PZ0711 before anything runs, not a PZ0712 on every node it runs)."""
+    """One probe task pinned to each node a pz task fits on (`_check_resources`: a node without a CPU or
+    with less memory than engine.memory_limit never runs pz's code, as a head started with
+    `--num-cpus 0`, so it is not asked; asking it would start a worker process there for nothing): the
+    versions its workers import, and whether they can write and read the staging (a node that cannot
+    reach the bucket, or lacks the shared mount's rights, is PZ0711 before anything runs, not a PZ0712 on
+    every node it runs). The probe's worker process stays in the job's pool, so the first task on its node
+    reuses it, with pipelinez and DuckDB imported."""
     ray = cluster.ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     remote = ray.remote(probe)
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    nodes = cluster.hosts
     refs = [
         remote.options(
             num_cpus=0,
