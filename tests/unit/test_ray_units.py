@@ -3,12 +3,15 @@ the RAY_ADDRESS reachability check."""
 
 from __future__ import annotations
 
+import socket
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pipelinez.core.diagnostics import PzConfigError
+from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.redact import Redactor
 from pipelinez.engine.distributed.ray_address import RayAddress, check_reachable, parse
 from pipelinez.engine.distributed.ray_cluster import (
@@ -168,7 +171,9 @@ def test_the_probe_asks_only_the_nodes_a_task_fits_on_and_still_refuses_another_
         node("w", "c", CPU=1.0, memory=4e9),
     ]
     root = LocalStagingRoot(tmp_path / "staging")
-    cluster = RayCluster(ExecutorChoice("ray", root.location), "512MB", Redactor(), root, ray=_Counting(nodes))
+    cluster = RayCluster(
+        ExecutorChoice("ray", root.location), "512MB", Redactor(), root, ray=_Counting(nodes)
+    )
     _check_resources(cluster)
     _probe_versions(cluster)
     assert asked == ["c" * 56]  # not the CPU-less head, not the node short of memory
@@ -228,3 +233,53 @@ def test_a_loopback_ray_address_is_also_tried_at_the_node_ip() -> None:
     assert raised.value.diagnostics[0].code == "PZ0708" and tried == ["asked"]
     assert f"localhost:{port}" in raised.value.diagnostics[0].message
     assert f"127.0.0.1:{port}" in raised.value.diagnostics[0].message
+
+
+class _JoinableRay:
+    """`import ray` for the early-join test: records when `init` is called and when Ray is left."""
+
+    def __init__(self) -> None:
+        self.inited = threading.Event()
+        self.calls: list[str] = []
+        self._up = False
+
+    def is_initialized(self) -> bool:
+        return self._up
+
+    def init(self, address: str, **_: Any) -> None:
+        self.calls.append(f"init {address}")
+        self._up = True
+        self.inited.set()
+
+    def shutdown(self) -> None:
+        self.calls.append("shutdown")
+        self._up = False
+
+
+def test_a_run_at_ray_address_joins_the_cluster_while_the_project_is_planned_and_leaves_it_when_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Joining registers the run's job, and the nodes start its worker processes then: so `ray.init` comes
+    while the driver validates and plans, not after. A refused project still leaves the cluster."""
+    from pipelinez.engine.run import workflow
+    from tests.conftest import SMALL, write_project
+
+    fake = _JoinableRay()
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    seen: list[bool] = []
+
+    def planning(*_: Any, **__: Any) -> Any:
+        seen.append(fake.inited.wait(timeout=10))  # the join runs beside the plan
+        raise PzConfigError([error("PZ0101", "refused for the test")])
+
+    monkeypatch.setattr(workflow, "plan", planning)
+    project = write_project(tmp_path / "p", SMALL)
+    with socket.socket() as head:  # something answers at RAY_ADDRESS
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        address = f"127.0.0.1:{head.getsockname()[1]}"
+        with pytest.raises(PzConfigError):
+            workflow.run(project, executor="ray", environ={"RAY_ADDRESS": address})
+    assert seen == [True]
+    assert fake.calls == [f"init {address}", "shutdown"]
