@@ -2,9 +2,10 @@
 
 `connect` checks the staging (it can be written: PZ0711; its bucket exists: PZ0531), then joins the cluster at
 RAY_ADDRESS (something answers there within seconds, else PZ0708; a ray:// address needs Ray Client, PZ0707)
-or starts a local Ray instance, and checks it: a node can host one task (PZ0708), every node runs the
+or starts a local Ray instance, and checks it: a node can host one task (PZ0708), every node that can runs the
 driver's pipelinez/DuckDB/Python (PZ0709) and reaches the staging (PZ0711). Every refusal is a PzConfigError
-with its message redacted, raised before the run starts.
+with its message redacted, raised before the run starts. A run at RAY_ADDRESS joins while the driver plans
+(`begin_join`), so the nodes start the run's worker processes meanwhile.
 
 `ray` is imported only in the distributed package, inside functions: without the extra installed,
 `--executor ray` is PZ0707.
