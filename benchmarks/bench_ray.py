@@ -163,6 +163,7 @@ def run_pz(project: Path, args: list[str], env: dict[str, str]) -> tuple[float, 
     proc = subprocess.Popen(
         [*PZ, "-p", str(project), "run", *args],
         env={**os.environ, **env},
+        cwd=project,  # as a user runs it; `python -c` puts the working folder first on sys.path
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
