@@ -16,7 +16,8 @@ Each pz run is its own process (wall time and the driver's peak RSS from os.wait
 not in that figure). Runs alternate: local, ray W=1, local, ray W=2, local, ray W=4, local, and each Ray run's
 ratio is its wall time over the mean of the two local runs around it (machine speed drifts under load).
 The cluster is started before its run (not timed: a cluster outlives many runs); pz's time to join it and
-run the version probe is in the wall time.
+run the version probe is in the wall time. The pz tree is byte-compiled first, as an installed pz is, and each
+run is what the `pz` console script runs (`pipelinez.cli.entry`).
 
     .venv/bin/python benchmarks/bench_ray.py                       # 1M rows, 8 partitions, 24 branches
     .venv/bin/python benchmarks/bench_ray.py --rows 10000000 --partitions 16
@@ -43,9 +44,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from bench_incremental import byte_compile, measured_tree  # noqa: E402
 from bench_postgres import Conn, ensure_table  # noqa: E402
 
-PZ = [sys.executable, "-m", "pipelinez.cli.main"]
+# what the `pz` console script runs (it leaves with os._exit once the command has ended, as a user's pz does)
+PZ = [sys.executable, "-c", "from pipelinez.cli.entry import main; main()"]
 
 
 @dataclass
@@ -160,6 +163,7 @@ def run_pz(project: Path, args: list[str], env: dict[str, str]) -> tuple[float, 
     proc = subprocess.Popen(
         [*PZ, "-p", str(project), "run", *args],
         env={**os.environ, **env},
+        cwd=project,  # as a user runs it; `python -c` puts the working folder first on sys.path
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
@@ -223,6 +227,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of the fixed scenario")
     args = parser.parse_args()
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    byte_compile(measured_tree())  # as pip installs it: no pz process (nor Ray worker) compiles its modules
     work = Path(tempfile.mkdtemp(prefix="pz-bench-ray-"))
     projects: dict[str, Path] = {}
     scenarios = args.scenarios.split(",")

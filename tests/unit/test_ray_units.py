@@ -3,12 +3,15 @@ the RAY_ADDRESS reachability check."""
 
 from __future__ import annotations
 
+import socket
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pipelinez.core.diagnostics import PzConfigError
+from pipelinez.core.diagnostics import PzConfigError, error
 from pipelinez.core.redact import Redactor
 from pipelinez.engine.distributed.ray_address import RayAddress, check_reachable, parse
 from pipelinez.engine.distributed.ray_cluster import (
@@ -123,16 +126,66 @@ def test_a_node_that_cannot_reach_the_s3_staging_is_refused_by_the_probe_before_
     secret = "probe-secret-value-9f8e7d"
     settings = {"endpoint": f"http://127.0.0.1:{port}", "access_key_id": "k", "secret_access_key": secret}
     root = staging_root("s3://pz-stage/p", settings)
-    node = {"Alive": True, "NodeID": "a" * 56, "NodeManagerAddress": "10.0.0.7", "Resources": {"CPU": 2.0}}
+    node = {
+        "Alive": True,
+        "NodeID": "a" * 56,
+        "NodeManagerAddress": "10.0.0.7",
+        "Resources": {"CPU": 2.0, "memory": 4e9},
+    }
     cluster = RayCluster(
         ExecutorChoice("ray", root.location), "512MB", Redactor((secret,)), root, ray=_ProbingRay([node])
     )
+    _check_resources(cluster)
     with pytest.raises(PzConfigError) as raised:
         _probe_versions(cluster)
     found = raised.value.diagnostics[0]
     assert found.code == "PZ0711"
     assert found.message.startswith("Ray node 10.0.0.7: the staging s3://pz-stage/p at endpoint 127.0.0.1:")
     assert "cannot be reached" in found.message and secret not in found.message
+
+
+def test_the_probe_asks_only_the_nodes_a_task_fits_on_and_still_refuses_another_pipelinez(
+    tmp_path: Path,
+) -> None:
+    """A head started with no CPU (or too little memory) never runs a pz task: probing it would start a
+    worker process there before every run; each node a task fits on is still probed, and still refused."""
+    asked: list[str] = []
+
+    class _Counting(_ProbingRay):
+        def remote(self, fn: Any) -> Any:
+            run = super().remote(fn)
+
+            class _Pinned:
+                def options(self, scheduling_strategy: Any, **_: Any) -> Any:
+                    asked.append(scheduling_strategy.node_id)
+                    return run
+
+            return _Pinned()
+
+    def node(name: str, hex_id: str, **resources: float) -> dict[str, Any]:
+        return {"Alive": True, "NodeID": hex_id * 56, "NodeManagerAddress": name, "Resources": resources}
+
+    nodes = [
+        node("head", "a", memory=8e9),
+        node("small", "b", CPU=4.0, memory=1e8),
+        node("w", "c", CPU=1.0, memory=4e9),
+    ]
+    root = LocalStagingRoot(tmp_path / "staging")
+    cluster = RayCluster(
+        ExecutorChoice("ray", root.location), "512MB", Redactor(), root, ray=_Counting(nodes)
+    )
+    _check_resources(cluster)
+    _probe_versions(cluster)
+    assert asked == ["c" * 56]  # not the CPU-less head, not the node short of memory
+    with pytest.MonkeyPatch.context() as patch:
+        from pipelinez.engine.distributed import ray_cluster
+
+        patch.setattr(ray_cluster, "versions", lambda: {"pipelinez": "0.0.1"})  # the driver's view
+        with pytest.raises(PzConfigError) as raised:
+            _probe_versions(cluster)
+    assert raised.value.diagnostics[0].code == "PZ0709" and "Ray node w runs pipelinez" in str(
+        raised.value.diagnostics[0].message
+    )
 
 
 def test_ray_addresses_parse_to_host_and_port() -> None:
@@ -180,3 +233,53 @@ def test_a_loopback_ray_address_is_also_tried_at_the_node_ip() -> None:
     assert raised.value.diagnostics[0].code == "PZ0708" and tried == ["asked"]
     assert f"localhost:{port}" in raised.value.diagnostics[0].message
     assert f"127.0.0.1:{port}" in raised.value.diagnostics[0].message
+
+
+class _JoinableRay:
+    """`import ray` for the early-join test: records when `init` is called and when Ray is left."""
+
+    def __init__(self) -> None:
+        self.inited = threading.Event()
+        self.calls: list[str] = []
+        self._up = False
+
+    def is_initialized(self) -> bool:
+        return self._up
+
+    def init(self, address: str, **_: Any) -> None:
+        self.calls.append(f"init {address}")
+        self._up = True
+        self.inited.set()
+
+    def shutdown(self) -> None:
+        self.calls.append("shutdown")
+        self._up = False
+
+
+def test_a_run_at_ray_address_joins_the_cluster_while_the_project_is_planned_and_leaves_it_when_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Joining registers the run's job, and the nodes start its worker processes then: so `ray.init` comes
+    while the driver validates and plans, not after. A refused project still leaves the cluster."""
+    from pipelinez.engine.run import workflow
+    from tests.conftest import SMALL, write_project
+
+    fake = _JoinableRay()
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    seen: list[bool] = []
+
+    def planning(*_: Any, **__: Any) -> Any:
+        seen.append(fake.inited.wait(timeout=10))  # the join runs beside the plan
+        raise PzConfigError([error("PZ0101", "refused for the test")])
+
+    monkeypatch.setattr(workflow, "plan", planning)
+    project = write_project(tmp_path / "p", SMALL)
+    with socket.socket() as head:  # something answers at RAY_ADDRESS
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        address = f"127.0.0.1:{head.getsockname()[1]}"
+        with pytest.raises(PzConfigError):
+            workflow.run(project, executor="ray", environ={"RAY_ADDRESS": address})
+    assert seen == [True]
+    assert fake.calls == [f"init {address}", "shutdown"]

@@ -2,9 +2,10 @@
 
 `connect` checks the staging (it can be written: PZ0711; its bucket exists: PZ0531), then joins the cluster at
 RAY_ADDRESS (something answers there within seconds, else PZ0708; a ray:// address needs Ray Client, PZ0707)
-or starts a local Ray instance, and checks it: a node can host one task (PZ0708), every node runs the
+or starts a local Ray instance, and checks it: a node can host one task (PZ0708), every node that can runs the
 driver's pipelinez/DuckDB/Python (PZ0709) and reaches the staging (PZ0711). Every refusal is a PzConfigError
-with its message redacted, raised before the run starts.
+with its message redacted, raised before the run starts. A run at RAY_ADDRESS joins while the driver plans
+(`begin_join`), so the nodes start the run's worker processes meanwhile.
 
 `ray` is imported only in the distributed package, inside functions: without the extra installed,
 `--executor ray` is PZ0707.
@@ -16,6 +17,7 @@ import dataclasses
 import importlib
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +70,7 @@ class RayCluster:
     started: bool = False  # pz started a local Ray instance (and shuts it down at the end)
     slots: int = 1  # the cluster's CPUs: nodes at once unless --threads or engine.threads says
     ray: Any = field(default=None, repr=False)
+    hosts: list[dict[str, Any]] = field(default_factory=list, repr=False)  # alive nodes a task fits on
 
     def backend(self, ctx: RunContext, slots: int) -> RayBackend:
         from pipelinez.engine.distributed.ray_backend import RayBackend
@@ -80,15 +83,26 @@ class RayCluster:
         self.started = False
 
 
-def connect(choice: ExecutorChoice, memory_limit: str, redactor: Redactor, root: StagingRoot) -> RayCluster:
-    """Check the staging, join or start the cluster and check it (see the module's docstring). Raises
-    PzConfigError (every message redacted); the run has not started."""
-    ray = import_ray()
-    _check_staging(root, redactor)
-    cluster = RayCluster(choice, memory_limit, redactor, root, ray=ray)
-    if not ray.is_initialized():
-        _start(ray, choice)
-        cluster.started = True
+def connect(
+    choice: ExecutorChoice,
+    memory_limit: str,
+    redactor: Redactor,
+    root: StagingRoot,
+    join: RayJoin | None = None,
+) -> RayCluster:
+    """Check the staging, join or start the cluster (or take the connection `join` opened while the driver
+    planned) and check it (see the module's docstring). Raises PzConfigError (every message redacted); the
+    run has not started. The refusals come in the same order either way: PZ0707, the staging's, PZ0708."""
+    join = join or RayJoin(choice)
+    ray = join.imported()
+    try:
+        _check_staging(root, redactor)
+        started = join.joined()
+    except BaseException:
+        join.close()
+        raise
+    cluster = RayCluster(choice, memory_limit, redactor, root, started=started, ray=ray)
+    join.hand_over()
     try:
         _check_resources(cluster)
         _probe_versions(cluster)
@@ -96,6 +110,81 @@ def connect(choice: ExecutorChoice, memory_limit: str, redactor: Redactor, root:
         cluster.close()
         raise
     return cluster
+
+
+class RayJoin:
+    """`import ray` and `ray.init` for one run: inline in `connect`, or begun in a thread (`begin_join`)
+    before the driver validates and plans. Joining a cluster registers the run's job, and each node's raylet
+    then starts a worker process for it (Python, Ray, about 800 modules: seconds on a loaded machine), so
+    that start overlaps the driver's own work instead of following it. Failures are kept for `connect`,
+    which raises them where it always did. Ray is asked from a thread, so it leaves the process's SIGTERM
+    handler alone (pz's own records the interruption)."""
+
+    def __init__(self, choice: ExecutorChoice):
+        self.choice = choice
+        self.ray: Any = None
+        self.started = False  # this join started or joined Ray (`close` shuts it down unless handed over)
+        self._failure: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._owned = False  # a RayCluster took the connection over: it shuts it down
+
+    def begin(self) -> RayJoin:
+        self._thread = threading.Thread(target=self._join, name="pz-ray-join", daemon=True)
+        self._thread.start()
+        return self
+
+    def _join(self) -> None:
+        try:
+            self.ray = import_ray()
+            # ray.init's own logging_level, a little earlier: no "SIGTERM handler is not set" warning
+            logging.getLogger("ray").setLevel(logging.ERROR)
+            self.joined()
+        except BaseException as exc:  # raised in the driver's thread by `imported` or `joined`
+            self._failure = exc
+
+    def _wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def imported(self) -> Any:
+        """The ray module (PZ0707 when it cannot be imported)."""
+        self._wait()
+        if self.ray is None:
+            if self._failure is not None:
+                raise self._failure
+            self.ray = import_ray()
+        return self.ray
+
+    def joined(self) -> bool:
+        """Ray joined or started (PZ0708 when it could not be): True when this join started it."""
+        if self._thread is not None and threading.current_thread() is not self._thread:
+            self._wait()
+            if self._failure is not None:
+                raise self._failure
+            return self.started
+        if not self.ray.is_initialized():
+            _start(self.ray, self.choice)
+            self.started = True
+        return self.started
+
+    def hand_over(self) -> None:
+        self._owned = True
+
+    def close(self) -> None:
+        """Leave Ray if this join started it and no RayCluster took it over (the run was refused)."""
+        self._wait()
+        if self.started and not self._owned and self.ray is not None and self.ray.is_initialized():
+            self.ray.shutdown()
+        self.started = False
+
+
+def begin_join(choice: ExecutorChoice) -> RayJoin | None:
+    """Begin joining the cluster at RAY_ADDRESS while the driver plans (None for another executor, or
+    without RAY_ADDRESS: a local instance is started by `connect` only once the project is accepted, so
+    a refused project never starts and stops one). The caller closes it."""
+    if not (choice.is_ray and choice.address):
+        return None
+    return RayJoin(choice).begin()
 
 
 def _start(ray: Any, choice: ExecutorChoice) -> None:
@@ -143,17 +232,22 @@ def _check_resources(cluster: RayCluster) -> None:
             f"(engine.memory_limit), which each pz task asks for: a task would wait forever",
         )
     cluster.slots = max(1, int(sum(n.get("Resources", {}).get("CPU", 0) for n in nodes)))
+    cluster.hosts = fits
 
 
 def _probe_versions(cluster: RayCluster) -> None:
-    """One probe task pinned to each alive node: the versions its workers import, and whether they can
-    write and read the staging (a node that cannot reach the bucket, or lacks the shared mount's rights,
-    is PZ0711 before anything runs, not a PZ0712 on every node it runs)."""
+    """One probe task pinned to each node a pz task fits on (`_check_resources`: a node without a CPU or
+    with less memory than engine.memory_limit never runs pz's code, as a head started with
+    `--num-cpus 0`, so it is not asked; asking it would start a worker process there for nothing): the
+    versions its workers import, and whether they can write and read the staging (a node that cannot
+    reach the bucket, or lacks the shared mount's rights, is PZ0711 before anything runs, not a PZ0712 on
+    every node it runs). The probe's worker process stays in the job's pool, so the first task on its node
+    reuses it, with pipelinez and DuckDB imported."""
     ray = cluster.ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     remote = ray.remote(probe)
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    nodes = cluster.hosts
     refs = [
         remote.options(
             num_cpus=0,

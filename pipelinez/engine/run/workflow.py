@@ -32,6 +32,7 @@ from pipelinez.engine.run.prepare import checked_dag, plan
 from pipelinez.engine.state.shared import backend_at, hydrate
 
 if TYPE_CHECKING:  # what runs, retries and cleans imports when it is called: `pz validate` never needs it
+    from pipelinez.engine.distributed.ray_cluster import RayJoin
     from pipelinez.engine.retry.retry_command import RetryOutcome
     from pipelinez.engine.retry.retry_select import RetrySelection
     from pipelinez.engine.run.backend import BackendProvider
@@ -122,41 +123,55 @@ def run(
 
     root = find_project_root(project_dir or Path.cwd())
     choice = choose_executor(executor, staging, environ, root / ".pz")
-    # every refusal of the project before the lock is taken (and what compiling imports, loaded)
-    stamp = LocalBackend(root / ".pz").stamp()  # the local state file as the plan reads it
-    the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
-    choice = with_project_staging(choice, the_plan.dag.staging)
-    args = RunArgs(
-        tuple(select),
-        tuple(exclude),
-        dict(overrides or {}),
-        threads,
-        fail_fast,
-        full_refresh,
-        choice.kind,
-        choice.staging,
-    )
-    with _project_lock(root, overrides, environ) as lock:
-        if not full_refresh and _watermarks_moved(lock, the_plan, stamp):
-            # another run committed since the plan read the watermarks: compiled again under the lock, so
-            # the read windows start from the committed ones and no other run commits before this one
-            the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
-        incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
-        notes = [_full_refresh_note(incremental)] if full_refresh and incremental else []
-        with executing(choice, the_plan) as (the_plan, provider, executor_notes, shared):
-            return execute(
-                the_plan,
-                command=command,
-                args=args,
-                warnings=warnings,
-                subscribers=subscribers,
-                threads=threads,
-                fail_fast=fail_fast,
-                lock=lock,
-                notes=[*notes, *executor_notes],
-                provider=provider,
-                shared=shared,
-            )
+    join = _begin_join(choice)  # Ray's workers start while the project is validated and planned
+    try:
+        # every refusal of the project before the lock is taken (and what compiling imports, loaded)
+        stamp = LocalBackend(root / ".pz").stamp()  # the local state file as the plan reads it
+        the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
+        choice = with_project_staging(choice, the_plan.dag.staging)
+        args = RunArgs(
+            tuple(select),
+            tuple(exclude),
+            dict(overrides or {}),
+            threads,
+            fail_fast,
+            full_refresh,
+            choice.kind,
+            choice.staging,
+        )
+        with _project_lock(root, overrides, environ) as lock:
+            if not full_refresh and _watermarks_moved(lock, the_plan, stamp):
+                # another run committed since the plan read the watermarks: compiled again under the lock, so
+                # the read windows start from the committed ones and no other run commits before this one
+                the_plan, warnings = plan(root, select, exclude, overrides, environ, full_refresh, compiles)
+            incremental = sorted(f"{s}.{d}" for s, d in _incremental_loads(the_plan))
+            notes = [_full_refresh_note(incremental)] if full_refresh and incremental else []
+            with executing(choice, the_plan, join) as (the_plan, provider, executor_notes, shared):
+                return execute(
+                    the_plan,
+                    command=command,
+                    args=args,
+                    warnings=warnings,
+                    subscribers=subscribers,
+                    threads=threads,
+                    fail_fast=fail_fast,
+                    lock=lock,
+                    notes=[*notes, *executor_notes],
+                    provider=provider,
+                    shared=shared,
+                )
+    finally:
+        if join is not None:
+            join.close()  # a refused run leaves the cluster it joined
+
+
+def _begin_join(choice: ExecutorChoice) -> RayJoin | None:
+    """A Ray run joining the cluster at RAY_ADDRESS: joined in a thread from now on (`begin_join`)."""
+    if not choice.is_ray:
+        return None
+    from pipelinez.engine.distributed.ray_cluster import begin_join
+
+    return begin_join(choice)
 
 
 @contextlib.contextmanager
@@ -174,12 +189,13 @@ def _project_lock(
 
 @contextlib.contextmanager
 def executing(
-    choice: ExecutorChoice, the_plan: Plan
+    choice: ExecutorChoice, the_plan: Plan, join: RayJoin | None = None
 ) -> Iterator[tuple[Plan, BackendProvider | None, list[str], StagingRoot | None]]:
     """The plan as the chosen executor runs it, its backend provider (None: local threads), notes, and the
     local executor's shared staging (None: none, or Ray). Ray: the cluster is joined (or started) and
     checked before the run, and left (or stopped) after it. A shared staging is checked (written and read
-    back) before the run: PZ0711 or PZ0531 naming the location when it cannot be used."""
+    back) before the run: PZ0711 or PZ0531 naming the location when it cannot be used. `join`: the Ray
+    connection `_begin_join` opened while the project was planned."""
     if not choice.is_ray:
         if choice.staging is None:  # local threads, no shared staging: nothing more to import
             yield the_plan, None, [], None
@@ -196,7 +212,8 @@ def executing(
 
     assert choice.staging is not None
     root = staging_root(choice.staging, the_plan.dag.staging)
-    cluster = connect(choice, the_plan.dag.project.engine.memory_limit, the_plan.dag.redactor, root)
+    engine = the_plan.dag.project.engine
+    cluster = connect(choice, engine.memory_limit, the_plan.dag.redactor, root, join)
     try:
         adapted, notes = adapt_plan(the_plan)
         yield adapted, cluster, notes, None
