@@ -41,3 +41,71 @@ def test_an_interrupt_between_two_statements_stops_the_load_and_nothing_is_stage
         )
     assert caught.value.code == "PZ0514"
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'staged'").fetchone() == (0,)
+
+
+def _pulled_log(batches: list[pa.RecordBatch], log: list[str]) -> pa.RecordBatchReader:
+    def pull():
+        for i, batch in enumerate(batches):
+            log.append(f"read {i}")
+            yield batch
+
+    return pa.RecordBatchReader.from_batches(batches[0].schema, pull())
+
+
+def test_the_next_group_is_read_while_the_current_one_is_inserted_and_never_more() -> None:
+    """The source's read overlaps DuckDB's insert: while a group is inserted the next one is read (by a
+    thread of the feed's own), but never the one after it, so at most two groups are in flight."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (id BIGINT, v VARCHAR)")
+    log: list[str] = []
+    batches = _batches(10)
+    feed = ArrowFeed(_pulled_log(batches, log), "s", batches=2)
+    seen: list[list[str]] = []
+
+    def before_each() -> None:
+        import time
+
+        deadline = time.monotonic() + 5
+        # the group after this one is read ahead before this one is inserted (or the stream is over)
+        while time.monotonic() < deadline and len(log) < min(len(batches), 2 * (len(seen) + 2)):
+            time.sleep(0.01)
+        time.sleep(0.05)  # and nothing beyond it, however long the insert takes
+        seen.append(list(log))
+
+    assert feed.insert_into(con, "t", before_each=before_each) == 100
+    assert [len(s) for s in seen] == [4, 6, 8, 10, 10]
+    assert con.execute("SELECT list(id ORDER BY rowid) FROM t").fetchone() == (list(range(100)),)
+
+
+def test_an_error_of_the_source_read_ahead_reaches_the_caller_and_the_reader_thread_ends() -> None:
+    import threading
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (id BIGINT, v VARCHAR)")
+    batches = _batches(6)
+
+    def pull():
+        yield from batches[:3]
+        raise ConnectionResetError("the server went away")
+
+    feed = ArrowFeed(pa.RecordBatchReader.from_batches(batches[0].schema, pull()), "s", batches=2)
+    with pytest.raises(Exception, match="the server went away"):
+        feed.insert_into(con, "t")
+    assert not [t for t in threading.enumerate() if t.name == "pz-feed-read-ahead"]
+
+
+def test_a_failed_insert_stops_the_read_ahead() -> None:
+    import threading
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (id BIGINT, v VARCHAR)")
+    log: list[str] = []
+    feed = ArrowFeed(_pulled_log(_batches(20), log), "s", batches=2)
+
+    def before_each() -> None:
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        feed.insert_into(con, "t", before_each=before_each)
+    assert len(log) <= 4  # the first group and the one read ahead, nothing more
+    assert not [t for t in threading.enumerate() if t.name == "pz-feed-read-ahead"]
