@@ -8,10 +8,10 @@ ends, so one `INSERT … SELECT * FROM <stream>` grows with the rows (text colum
 figures (pz now feeds 4 batches a statement: see BATCHES_PER_STATEMENT). The result is the same table: the
 caller's transaction makes the statements one write.
 
-The next group is read while the current one is inserted (`_ReadAhead`): reading the source (ADBC decoding
-PostgreSQL's COPY, ConnectorX's batches converted with pyarrow, a staging table exported) runs in Python on
-one core, DuckDB's insert on the others, and before they took turns. A universal-tier 10M-row PostgreSQL →
-DuckDB file run peaked at 669 MiB with it, as without (docs/benchmarks.md, Bulk data path).
+Each statement inserts whole row groups of DuckDB (ROW_GROUP_ROWS). The next group is read while the
+current one is inserted (`_ReadAhead`): reading the source (ADBC decoding PostgreSQL's COPY, ConnectorX's
+batches converted with pyarrow, a staging table exported) runs in Python on one core, DuckDB's insert on the
+others, where before they took turns.
 """
 
 from __future__ import annotations
@@ -33,15 +33,28 @@ if TYPE_CHECKING:
 # PostgreSQL → DuckDB file `pz run` peaked at 836 MiB (staging load 710); with 4 at 702 (staging load 481);
 # the time cost was lost in the machine's load that hour (docs/benchmarks.md, Memory: one budget)
 BATCHES_PER_STATEMENT = 4
+# DuckDB's row group. The stream is re-cut into batches of exactly this many rows: DuckDB's insert leaves a
+# partial row group wherever an Arrow batch ends inside one, a table copied from such a table (a sink write
+# from staging) holds them too, and the sink's CHECKPOINT then merges them by compressing them again: 2.4-2.8
+# s of a 2M-row MariaDB → DuckDB file run, whose ConnectorX batches are 65,536 rows (docs/benchmarks.md,
+# Bulk data path)
+ROW_GROUP_ROWS = 122_880
 
 
 class ArrowFeed:
     """A one-shot Arrow stream, inserted group by group under a registered name."""
 
-    def __init__(self, reader: pa.RecordBatchReader, name: str, batches: int = BATCHES_PER_STATEMENT):
+    def __init__(
+        self,
+        reader: pa.RecordBatchReader,
+        name: str,
+        batches: int = BATCHES_PER_STATEMENT,
+        batch_rows: int = ROW_GROUP_ROWS,
+    ):
         self._reader = reader
         self._name = name
         self._batches = batches
+        self._batch_rows = batch_rows
         self._used = False
 
     @property
@@ -57,9 +70,11 @@ class ArrowFeed:
         select: str = "*",
         before_each: Callable[[], None] | None = None,
     ) -> int:
-        """INSERT the whole stream into `table` (quoted, qualified as the cursor needs), each group through
-        `SELECT <select> FROM <name>`; the rows inserted. `before_each` runs before every statement (and may
-        raise to stop: an interrupt of the cursor between two statements is not remembered by DuckDB)."""
+        """INSERT the whole stream into `table` (quoted, qualified as the cursor needs), re-cut into batches
+        of `batch_rows` rows, `batches` of them a statement through `SELECT <select> FROM <name>`; the rows
+        inserted.
+        `before_each` runs before every statement (and may raise to stop: an interrupt of the cursor between
+        two statements is not remembered by DuckDB)."""
         import pyarrow as pa
 
         if self._used:
@@ -68,7 +83,7 @@ class ArrowFeed:
         order = "BY NAME " if by_name else ""
         statement = f"INSERT INTO {table} {order}SELECT {select} FROM {quote_ident(self._name)}"
         total = 0
-        groups = _ReadAhead(self._reader, self._batches)
+        groups = _ReadAhead(_recut(iter(self._reader), self._batch_rows), self._batches)
         try:
             for group in groups:
                 if before_each is not None:
@@ -95,8 +110,8 @@ class _ReadAhead:
     where it takes the group; `close` stops the reading thread and waits for it (the batch it is reading
     finishes first)."""
 
-    def __init__(self, reader: pa.RecordBatchReader, size: int):
-        self._reader = reader
+    def __init__(self, batches: Iterator[pa.RecordBatch], size: int):
+        self._batches = batches
         self._size = size
         self._ready: queue.Queue[object] = queue.Queue()
         self._slot = threading.Semaphore(1)
@@ -109,13 +124,12 @@ class _ReadAhead:
         self._thread.start()
 
     def _read(self) -> None:
-        batches = iter(self._reader)
         try:
             while True:
                 self._slot.acquire()
                 if self._stop.is_set():
                     return
-                group = list(itertools.islice(batches, self._size))
+                group = list(itertools.islice(self._batches, self._size))
                 self._ready.put(group if group else _END)
                 if not group:
                     return
@@ -136,3 +150,33 @@ class _ReadAhead:
         self._stop.set()
         self._slot.release()
         self._thread.join()
+
+
+def _recut(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """The stream as batches of exactly `rows` rows (the last one fewer): a batch that holds them is passed on
+    as is or sliced (zero-copy), the pieces of one that spans two batches are concatenated (a copy of that
+    one). Batches without rows are left out."""
+
+    pieces: list[pa.RecordBatch] = []
+    held = 0
+    for batch in batches:
+        while batch.num_rows:
+            take = min(batch.num_rows, rows - held)
+            pieces.append(batch if take == batch.num_rows else batch.slice(0, take))
+            held += take
+            batch = batch.slice(take)
+            if held == rows:
+                yield from _joined(pieces)
+                pieces, held = [], 0
+    yield from _joined(pieces)
+
+
+def _joined(pieces: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+    import pyarrow as pa
+
+    if len(pieces) < 2:
+        return pieces
+    try:
+        return [pa.concat_batches(pieces)]
+    except (pa.ArrowException, ValueError):  # pieces Arrow cannot join: inserted as they came
+        return pieces

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import pyarrow as pa
 import pytest
 
-from pipelinez.connectors.sdk_feed import ArrowFeed
+from pipelinez.connectors.sdk_feed import ROW_GROUP_ROWS, ArrowFeed
 from pipelinez.engine.nodes.landing import ingest_batches
 from pipelinez.engine.run.failures import NodeFailure
 
@@ -22,7 +24,9 @@ def test_a_stream_goes_in_groups_of_batches_and_lands_whole() -> None:
     con.execute("CREATE TABLE t (id BIGINT, v VARCHAR)")
     statements: list[int] = []
     batches = _batches(20)
-    feed = ArrowFeed(pa.RecordBatchReader.from_batches(batches[0].schema, batches), "s", batches=8)
+    feed = ArrowFeed(
+        pa.RecordBatchReader.from_batches(batches[0].schema, batches), "s", batches=8, batch_rows=10
+    )
     rows = feed.insert_into(con, "t", before_each=lambda: statements.append(1))
     assert rows == 200 and len(statements) == 3  # 8 + 8 + 4 batches
     assert con.execute("SELECT count(*), count(DISTINCT id) FROM t").fetchone() == (200, 200)
@@ -37,7 +41,7 @@ def test_an_interrupt_between_two_statements_stops_the_load_and_nothing_is_stage
     calls = iter([False, True])  # the first statement runs; the interrupt comes before the second
     with pytest.raises(NodeFailure) as caught:
         ingest_batches(
-            con, _batches(20, 122_880 // 8), "staged", False, None, "v", "auto", lambda: next(calls)
+            con, _batches(40, 122_880 // 8), "staged", False, None, "v", "auto", lambda: next(calls)
         )
     assert caught.value.code == "PZ0514"
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'staged'").fetchone() == (0,)
@@ -59,7 +63,7 @@ def test_the_next_group_is_read_while_the_current_one_is_inserted_and_never_more
     con.execute("CREATE TABLE t (id BIGINT, v VARCHAR)")
     log: list[str] = []
     batches = _batches(10)
-    feed = ArrowFeed(_pulled_log(batches, log), "s", batches=2)
+    feed = ArrowFeed(_pulled_log(batches, log), "s", batches=2, batch_rows=10)
     seen: list[list[str]] = []
 
     def before_each() -> None:
@@ -88,7 +92,9 @@ def test_an_error_of_the_source_read_ahead_reaches_the_caller_and_the_reader_thr
         yield from batches[:3]
         raise ConnectionResetError("the server went away")
 
-    feed = ArrowFeed(pa.RecordBatchReader.from_batches(batches[0].schema, pull()), "s", batches=2)
+    feed = ArrowFeed(
+        pa.RecordBatchReader.from_batches(batches[0].schema, pull()), "s", batches=2, batch_rows=10
+    )
     with pytest.raises(Exception, match="the server went away"):
         feed.insert_into(con, "t")
     assert not [t for t in threading.enumerate() if t.name == "pz-feed-read-ahead"]
@@ -100,7 +106,7 @@ def test_a_failed_insert_stops_the_read_ahead() -> None:
     con = duckdb.connect()
     con.execute("CREATE TABLE t (id BIGINT, v VARCHAR)")
     log: list[str] = []
-    feed = ArrowFeed(_pulled_log(_batches(20), log), "s", batches=2)
+    feed = ArrowFeed(_pulled_log(_batches(20), log), "s", batches=2, batch_rows=10)
 
     def before_each() -> None:
         raise RuntimeError("stop")
@@ -109,3 +115,34 @@ def test_a_failed_insert_stops_the_read_ahead() -> None:
         feed.insert_into(con, "t", before_each=before_each)
     assert len(log) <= 4  # the first group and the one read ahead, nothing more
     assert not [t for t in threading.enumerate() if t.name == "pz-feed-read-ahead"]
+
+
+def test_each_statement_inserts_whole_row_groups_so_the_table_has_no_partial_one_but_its_last(
+    tmp_path: Path,
+) -> None:
+    """A statement ending with a partial row group leaves it in the table (and in a table copied from it,
+    whose CHECKPOINT then compresses them again to merge them): the stream is sliced at row-group
+    boundaries, whatever its batches' sizes."""
+    con = duckdb.connect(str(tmp_path / "t.duckdb"))
+    con.execute("CREATE TABLE t (id BIGINT)")
+    batches = [
+        pa.record_batch({"id": pa.array(range(i, i + 65_536), pa.int64())}) for i in range(0, 655_360, 65_536)
+    ]
+    feed = ArrowFeed(pa.RecordBatchReader.from_batches(batches[0].schema, batches), "s", batches=2)
+    con.execute("BEGIN TRANSACTION")
+    assert feed.insert_into(con, "t") == 655_360
+    con.execute("COMMIT")
+    con.execute("CHECKPOINT")
+    sizes = [
+        r[1]
+        for r in con.execute(
+            "SELECT row_group_id, max(count) FROM pragma_storage_info('t') WHERE column_name = 'id' "
+            "GROUP BY ALL ORDER BY 1"
+        ).fetchall()
+    ]
+    assert sizes[:-1] == [ROW_GROUP_ROWS] * (len(sizes) - 1) and sum(sizes) == 655_360
+    assert con.execute("SELECT count(DISTINCT id), min(id), max(id) FROM t").fetchone() == (
+        655_360,
+        0,
+        655_359,
+    )
