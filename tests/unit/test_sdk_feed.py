@@ -146,3 +146,36 @@ def test_each_statement_inserts_whole_row_groups_so_the_table_has_no_partial_one
         0,
         655_359,
     )
+
+
+def test_batches_joined_across_a_row_group_boundary_keep_every_value_and_type() -> None:
+    """Pieces of two batches are concatenated into one row group's batch; dictionary columns whose batches
+    carry different dictionaries (DuckDB exports ENUMs so) and extension types land exactly."""
+    schema = pa.schema(
+        [("id", pa.int64()), ("tag", pa.dictionary(pa.int32(), pa.string())), ("u", pa.uuid())]
+    )
+
+    def batch(ids: range, tags: list[str]) -> pa.RecordBatch:
+        dictionary = pa.array(tags).dictionary_encode()
+        return pa.record_batch(
+            [
+                pa.array(ids, pa.int64()),
+                pa.DictionaryArray.from_arrays(dictionary.indices, dictionary.dictionary),
+                pa.array([i.to_bytes(16, "big") for i in ids], pa.uuid()),
+            ],
+            schema=schema,
+        )
+
+    batches = [
+        batch(range(0, 6), ["a", "b"] * 3),
+        batch(range(6, 13), ["c"] * 7),
+        batch(range(13, 15), ["b", "a"]),
+    ]
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (id BIGINT, tag VARCHAR, u UUID)")
+    feed = ArrowFeed(pa.RecordBatchReader.from_batches(schema, batches), "s", batches=1, batch_rows=4)
+    assert feed.insert_into(con, "t") == 15
+    rows = con.execute("SELECT id, tag, u::VARCHAR FROM t ORDER BY id").fetchall()
+    expected_tags = ["a", "b"] * 3 + ["c"] * 7 + ["b", "a"]
+    assert [(r[0], r[1]) for r in rows] == list(zip(range(15), expected_tags, strict=True))
+    assert rows[14][2] == "00000000-0000-0000-0000-00000000000e"
