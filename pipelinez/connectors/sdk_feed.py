@@ -88,8 +88,7 @@ class ArrowFeed:
             for group in groups:
                 if before_each is not None:
                     before_each()
-                # a table, not a stream: DuckDB scans it, and inserts, on all its threads
-                cur.register(self._name, pa.Table.from_batches(group, schema=self.schema))
+                cur.register(self._name, pa.RecordBatchReader.from_batches(self.schema, group))
                 try:
                     row = cur.execute(statement).fetchone()
                 finally:
