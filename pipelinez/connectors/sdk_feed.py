@@ -5,7 +5,7 @@ ends, so one `INSERT … SELECT * FROM <stream>` grows with the rows (text colum
 10M-row table's stream into a DuckDB file (`benchmarks/arrow_stream_memory.py`, peak RSS): one statement
 1,571 MiB in 7.6 s; one INSERT per 8 batches inside the caller's transaction 964 MiB in 10.6 s (16 batches:
 1,213 MiB, 8.7 s); the stream read by a Python loop alone 463 MiB. The sink's 256MB buffer pool is in those
-figures (pz now feeds 4 batches a statement: see BATCHES_PER_STATEMENT). The result is the same table: the
+figures (pz now feeds 2 batches a statement: see BATCHES_PER_STATEMENT). The result is the same table: the
 caller's transaction makes the statements one write.
 
 Each statement inserts whole row groups of DuckDB (ROW_GROUP_ROWS). The next group is read while the
@@ -29,10 +29,11 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-# 4 x 122,880 rows: about half a million rows in flight per statement. With 8, a universal-tier 10M-row
-# PostgreSQL → DuckDB file `pz run` peaked at 836 MiB (staging load 710); with 4 at 702 (staging load 481);
-# the time cost was lost in the machine's load that hour (docs/benchmarks.md, Memory: one budget)
-BATCHES_PER_STATEMENT = 4
+# 2 x 122,880 rows a statement, and the next 2 read meanwhile (`_ReadAhead`): about half a million rows in
+# flight, as 4 a statement without the read-ahead were. Statements of 8 batches: a universal-tier 10M-row
+# PostgreSQL → DuckDB file `pz run` peaked at 836 MiB, of 4: 702 (docs/benchmarks.md, Memory: one budget);
+# 4 a statement with 4 read ahead: 675-731 (docs/benchmarks.md, Bulk data path)
+BATCHES_PER_STATEMENT = 2
 # DuckDB's row group. The stream is re-cut into batches of exactly this many rows: DuckDB's insert leaves a
 # partial row group wherever an Arrow batch ends inside one, a table copied from such a table (a sink write
 # from staging) holds them too, and the sink's CHECKPOINT then merges them by compressing them again: 2.4-2.8
