@@ -34,11 +34,11 @@ if TYPE_CHECKING:
 # PostgreSQL → DuckDB file `pz run` peaked at 836 MiB, of 4: 702 (docs/benchmarks.md, Memory: one budget);
 # 4 a statement with 4 read ahead: 675-731 (docs/benchmarks.md, Bulk data path)
 BATCHES_PER_STATEMENT = 2
-# DuckDB's row group. The stream is re-cut into batches of exactly this many rows: with the read-ahead, DuckDB's
-# insert left a partial row group where an Arrow batch ended inside one (ConnectorX's batches are 65,536 rows);
-# a table copied from such a table (a sink write from staging) holds them too, and the sink's CHECKPOINT then
-# merged them by compressing them again: 2.4-2.8 s of a 2M-row MariaDB → DuckDB file run (docs/benchmarks.md,
-# Bulk data path)
+# DuckDB's row group. The stream is re-cut into batches of exactly this many rows: with the read-ahead,
+# DuckDB's insert left a partial row group where an Arrow batch ended inside one (ConnectorX's batches are
+# 65,536 rows); a table copied from such a table (a sink write from staging) holds them too, and the sink's
+# CHECKPOINT then merged them by compressing them again: 2.4-2.8 s of a 2M-row MariaDB → DuckDB file run
+# (docs/benchmarks.md, Bulk data path)
 ROW_GROUP_ROWS = 122_880
 
 
