@@ -401,16 +401,20 @@ class DuckDBConnector(Connector):
         output: OutputRequest,
         source: str,
         target: TableName,
-    ) -> tuple[int, list[tuple[str, str]]]:
-        """Row count and columns of the source, after the checks that pass before the target is touched."""
-        rows = strategies.count_rows(cur, source)
-        if output.strategy == "replace" and rows == 0 and not output.allow_empty:
+    ) -> tuple[int | None, list[tuple[str, str]]]:
+        """Columns of the source, after the checks that pass before the target is touched, and its row count
+        for a merge (which reads it more than once). Replace and append read the source once, in the write,
+        and count what they wrote: a pipeline streamed into the write (a view) is computed once (an empty
+        replace is refused from its first row, before the file is opened)."""
+        if output.strategy == "replace" and not output.allow_empty and strategies.is_empty(cur, source):
             raise strategies.refuse_empty(target)
         if output.strategy not in ("replace", "merge", "append"):
             raise PzConnectorError(f"unknown strategy '{output.strategy}'", code="PZ0305")
         cols = strategies.columns_of(cur, source)
-        if output.strategy == "merge":
-            strategies.check_merge(cur, output, source, cols)
+        if output.strategy != "merge":
+            return None, cols
+        rows = strategies.count_rows(cur, source)
+        strategies.check_merge(cur, output, source, cols)
         return rows, cols
 
 

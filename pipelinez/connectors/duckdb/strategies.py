@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     import duckdb
 
 
+def is_empty(cur: duckdb.DuckDBPyConnection, source: str) -> bool:
+    """Whether `source` has no row; stops at the first row it finds (a view is not computed whole)."""
+    return cur.execute(f"SELECT 1 FROM {source} LIMIT 1").fetchone() is None
+
+
 def count_rows(cur: duckdb.DuckDBPyConnection, source: str) -> int:
     row = cur.execute(f"SELECT count(*) FROM {source}").fetchone()
     return int(row[0]) if row else 0
@@ -136,9 +141,10 @@ def write(
 ) -> WriteResult:
     """Run the output's strategy in one transaction; the previous state stays on any failure.
 
-    `rows` is the source's row count, or None when the source is a one-shot stream (replace and append
-    only): then `feed` writes it in bounded statements and counts it as it lands, and `shape` (also `source`)
-    names an empty relation with the stream's columns.
+    `rows` is the source's row count (merge reads the source more than once), or None (replace and append
+    only): they count what they write, so the source (a pipeline streamed into the write is a view) is
+    computed once. A one-shot stream comes as `feed`, written in bounded statements and counted as it lands,
+    and `shape` (also `source`) names an empty relation with the stream's columns.
     `leftovers`: the target's work tables of earlier runs, when the caller listed them elsewhere (the file
     attached to the shared staging instance must not be listed there: see `leftover_work_tables`)."""
     qtarget = target.sql(catalog)
@@ -178,7 +184,7 @@ def _replace(
         cur.execute(f"CREATE TABLE {tmp.sql(catalog)} AS SELECT * FROM {shape or source} WITH NO DATA")
         rows = feed.insert_into(cur, tmp.sql(catalog))
     if rows is None:
-        rows = count_rows(cur, tmp.sql(catalog))
+        rows = count_rows(cur, tmp.sql(catalog))  # a table's count: no second pass over the source
     failpoints.hit("sink.before_swap")
     cur.execute(f"DROP TABLE IF EXISTS {target.sql(catalog)}")
     cur.execute(f"ALTER TABLE {tmp.sql(catalog)} RENAME TO {quote_ident(target.table)}")

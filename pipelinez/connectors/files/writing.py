@@ -5,7 +5,7 @@ folders, the object stores promote a temp prefix (see `objects`).
 - replace: the whole result goes into a temp folder/prefix that is promoted only when it is complete.
 - append: one new file `part-<run id>-<n>.<ext>` is added to the folder.
 - merge: not supported (a folder of files has no keys to upsert on).
-A replace with an empty result is refused (PZ0509) before anything is written, unless `allow_empty: true`.
+A replace with an empty result is refused (PZ0509) and nothing is swapped in, unless `allow_empty: true`.
 A replace of a folder holding files pz did not write is refused (PZ0530) unless `foreign_files: replace`;
 every write keeps the folder's manifest of pz's files (`ownership`).
 
@@ -172,42 +172,44 @@ def write_native(
     con: duckdb.DuckDBPyConnection, out: FileOutput, folder: OutputFolder, source: str
 ) -> WriteResult:
     """COPY the staging table `source` into the folder with the output's strategy (`con` can write there:
-    for an object store, its extension and secret are set up on `con`'s database)."""
+    for an object store, its extension and secret are set up on `con`'s database). `source` is read once,
+    by the COPY, which counts the rows it writes: a pipeline streamed into this write (a view) is computed
+    once. An empty replace is refused once its COPY into the temp folder found no row (nothing swapped in);
+    an empty append writes no file (`SELECT … LIMIT 1` stops at the first row)."""
     cur = con.cursor()
     try:
-        row = cur.execute(f"SELECT count(*) FROM {source}").fetchone()
-        rows = int(row[0]) if row else 0
-        if rows == 0 and out.strategy == "replace" and not out.allow_empty:
-            raise out.refuse_empty(folder)
         if out.fmt == "json":
             finite.check_staged(cur, source)
-
         described = cur.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
         columns = [(str(r[0]), str(r[1])) for r in described]
         select = _select_list(columns, out.fmt)
         options = _COPY_OPTIONS[out.fmt]
+        written: list[int] = []
 
         def copy(dest: str) -> None:
-            cur.execute(f"COPY (SELECT {select} FROM {source}) TO {quote_literal(dest)} ({options})")
+            row = cur.execute(
+                f"COPY (SELECT {select} FROM {source}) TO {quote_literal(dest)} ({options})"
+            ).fetchone()
+            written.append(int(row[0]) if row else 0)
+            if out.strategy == "replace" and not out.allow_empty and not sum(written):
+                raise out.refuse_empty(folder)
 
+        if out.strategy != "replace" and cur.execute(f"SELECT 1 FROM {source} LIMIT 1").fetchone() is None:
+            return WriteResult(0, batches_committed=0)
         if out.partition_by:
             options = partition_options(out, [name for name, _ in columns])
             if out.strategy == "replace":
                 folder.replace(out.run_id, copy)
-                return WriteResult(rows)
-            if rows == 0:
-                return WriteResult(0, batches_committed=0)
+                return WriteResult(sum(written))
             files = folder.append_tree(out.run_id, copy)
-            return WriteResult(rows, batches_committed=files)
+            return WriteResult(sum(written), batches_committed=files)
 
         if out.strategy == "replace":
             folder.replace(out.run_id, lambda tmp: copy(f"{tmp}/{FIRST_PART}.{out.fmt}"))
-            return WriteResult(rows)
-        if rows == 0:
-            return WriteResult(0, batches_committed=0)
+            return WriteResult(sum(written))
         check_append_columns(cur, out, folder, [name for name, _ in columns])
         folder.append(out.run_id, out.fmt, copy)
-        return WriteResult(rows, batches_committed=1)
+        return WriteResult(sum(written), batches_committed=1)
     finally:
         cur.close()
 
