@@ -95,7 +95,9 @@ def type_problem(lookups: TypeLookups, node: CheckNode) -> str | None:
                 f"(cast it in the pipeline, e.g. CAST({column} AS TIMESTAMP))"
             )
     elif check.type == "accepted_values":
-        return _values_problem(lookups, str(options["column"]), types.get(str(options["column"]), ""), options)
+        return _values_problem(
+            lookups, str(options["column"]), types.get(str(options["column"]), ""), options
+        )
     elif check.type == "relationships" and len(node.work.inputs) > 1:
         column, field = str(options["column"]), str(options["field"])
         parent = lookups.column_types(node.work.inputs[1])

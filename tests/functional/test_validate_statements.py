@@ -64,6 +64,8 @@ def counted() -> Iterator[Counter[str]]:
             and "DuckDBPyConnection" in (getattr(arg, "__doc__", None) or "").split(")", 1)[0]
         ):
             counts["statements"] += 1
+        elif event == "c_call" and getattr(arg, "__name__", None) == "extract_statements":
+            counts["parses"] += 1
 
     sys.setprofile(hook)
     try:
@@ -85,6 +87,41 @@ def test_checks_cost_statements_per_check_not_per_value(project_dir: Path) -> No
     # values a statement of its own (148 statements here). Now a table is described once, the values are cast
     # once (same values, same type) and an expression's type is bound, not run: 45.
     assert counts["statements"] < 6 * PIPELINES, counts
+
+
+def test_a_plain_pipeline_is_bound_without_a_parse_of_its_own(project_dir: Path) -> None:
+    """A query whose parentheses all close outside strings and quoted names is bound wrapped as a subquery
+    without DuckDB's parser reading it alone first (before: one parse a pipeline)."""
+    files = _files(sidecar="")
+    files = {k: v for k, v in files.items() if not k.endswith(".yml") or not k.startswith("pipelines/")}
+    for i in range(1, PIPELINES):
+        files[f"pipelines/p_{i}.sql"] = files[f"pipelines/p_{i}.sql"].replace(
+            "SELECT id, grp, amount", "SELECT id, coalesce(grp, length(')')) AS grp, (amount) AS \"amount\""
+        )
+    root = write_project(project_dir, files)
+    BINDS.clear()
+    with counted() as counts:
+        Project(root, compile_cache=False).validate()
+    assert sum(BINDS.values()) == PIPELINES
+    assert counts["parses"] == 0, counts
+
+
+@pytest.mark.parametrize(
+    ("query", "alone"),
+    [
+        ("SELECT (1) AS a, ')' AS b, \"c)\" FROM t", True),
+        ("SELECT 1) UNION (SELECT 2", False),
+        ("SELECT ((1)", False),
+        ("SELECT 1 -- )", False),
+        ("SELECT $$)$$", False),
+        ("SELECT E'\\'')'", False),
+        ("SELECT 'unclosed", False),
+    ],
+)
+def test_which_queries_skip_their_parse(query: str, alone: bool) -> None:
+    from pipelinez.compile.dry_compile import _nested_alone
+
+    assert _nested_alone(query) is alone
 
 
 def test_a_value_that_does_not_fit_is_still_named(project_dir: Path) -> None:
