@@ -4,9 +4,6 @@ types, every key's and value's line:col), and declines everything else, which ru
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -115,17 +112,3 @@ def test_a_plain_sidecar_is_read_without_ruamel(monkeypatch: pytest.MonkeyPatch)
     assert problems == [] and doc is not None
     assert doc.data["checks"][2]["accepted_values"]["values"][:4] == [0, 1, -2, 3.5]
     assert doc.locate(("checks", 3, "expression", "sql"), at="value") == (5, 24)
-
-
-def test_a_plain_project_is_validated_without_importing_ruamel(tmp_path: Path) -> None:
-    from tests.conftest import SMALL, write_project
-
-    root = write_project(tmp_path / "proj", SMALL)
-    probe = (
-        "import sys\nfrom pipelinez.api import Project\n"
-        f"Project({str(root)!r}, compile_cache=False).validate()\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('ruamel', 'pipelinez.config.yaml_ruamel'))))"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
-    assert done.stdout.strip() == "[]", done.stdout
