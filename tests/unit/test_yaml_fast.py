@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelinez.config import yaml_loader, yaml_ruamel
+from pipelinez.config import yaml_loader
 from pipelinez.config.yaml_fast import read_plain
 
 REPO = Path(__file__).resolve().parents[2]
@@ -107,7 +107,7 @@ def test_a_plain_sidecar_is_read_without_ruamel(monkeypatch: pytest.MonkeyPatch)
     def refuse() -> None:
         raise AssertionError("ruamel was used")
 
-    monkeypatch.setattr(yaml_ruamel, "_yaml", refuse)
+    monkeypatch.setattr(yaml_loader, "_yaml", refuse)
     doc, problems = yaml_loader.parse_yaml(READ[3], "pipelines/p.yml")
     assert problems == [] and doc is not None
     assert doc.data["checks"][2]["accepted_values"]["values"][:4] == [0, 1, -2, 3.5]
