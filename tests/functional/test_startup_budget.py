@@ -45,9 +45,8 @@ BUDGETS: dict[str, tuple[int, int]] = {
     # split between the DuckDB instances open at once: a `SET memory_limit` whenever the split changes, e.g.
     # the quickstart's DuckDB sink file opening beside staging and closing again), with the last merges of
     # issues 22/23 (the binder's and the lease fence's modules)
-    # validate 167 -> 168, run 200 -> 201: config.yaml_fast (plain project YAML read without ruamel)
-    "validate": (168, 12),
-    "run": (201, 39),
+    "validate": (167, 12),
+    "run": (200, 39),
 }
 # `pz --version` through the console script (cli/entry.py answers it before click is imported)
 CONSOLE_VERSION_MODULES = 6
