@@ -25,11 +25,12 @@ from ruamel.yaml.scalarbool import ScalarBoolean
 
 from pipelinez.config.positions import JsonPath, LineCol, Positions
 from pipelinez.config.textfile import read_text
-from pipelinez.config.yaml_fast import MAX_DEPTH, MAX_NODES, read_plain
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import excerpt
 
+MAX_DEPTH = 64
+MAX_NODES = 200_000
 SCAN_DEPTH = 2 * MAX_DEPTH  # nesting refused before parsing: ruamel slows down superlinearly past it
 
 
@@ -59,16 +60,7 @@ def load_yaml_file(path: Path, file: str) -> tuple[YamlDoc | None, list[Diagnost
 
 
 def parse_yaml(text: str, file: str) -> tuple[YamlDoc | None, list[Diagnostic]]:
-    """Parse `text` whose top level must be a mapping. Never raises: problems come back as PZ0101. The
-    plainest YAML is read by `yaml_fast` (the same data and positions, several times faster), the rest by
-    ruamel."""
-    plain = read_plain(text)
-    if plain is not None:
-        return YamlDoc(file, plain[0], Positions(file, plain[1], plain[2])), []
-    return _parse_ruamel(text, file)
-
-
-def _parse_ruamel(text: str, file: str) -> tuple[YamlDoc | None, list[Diagnostic]]:
+    """Parse `text` whose top level must be a mapping. Never raises: problems come back as PZ0101."""
     deep = _too_deep(text)
     if deep is not None:
         return None, [
