@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pipelinez.compile.batched_ddl import BatchedDdl
 from pipelinez.compile.bind_cache import BindCache, Columns
-from pipelinez.compile.check_types import check_label, type_problem
+from pipelinez.compile.check_types import TypeLookups, check_label, type_problem
 from pipelinez.compile.duck_errors import parse_duck_error
 from pipelinez.compile.nodes import CheckNode, Node
 from pipelinez.compile.sql_inputs import OutsideRead, outside_reads
@@ -46,6 +46,7 @@ class CheckBinds(ABC):
     external_access: bool
     binds: BindCache
     ddl: BatchedDdl
+    _lookups: TypeLookups
 
     @abstractmethod
     def _recover(self) -> None:
@@ -76,6 +77,7 @@ class CheckBinds(ABC):
     def _bind_uncached(self, checks: list[CheckNode]) -> list[Diagnostic]:
         """Every check query bound: CHECK_BATCH at a time in one statement (one bind instead of a
         hundred); a batch that fails is bound check by check, so each error names its check."""
+        self._lookups = TypeLookups(self.con)  # no table changes while checks bind: answers kept
         single: list[CheckNode] = []
         suspects: list[CheckNode] = []  # bound one by one: _bind_check words their error
         refused: list[Diagnostic] = []
@@ -120,7 +122,7 @@ class CheckBinds(ABC):
     def _types_fit(self, node: CheckNode) -> bool:
         """Whether the check's options fit its columns' types (else it is bound alone, to say why)."""
         try:
-            return type_problem(self.con, node) is None
+            return type_problem(self._lookups, node) is None
         except Exception as exc:
             if not _is_duck_error(exc):
                 raise
@@ -146,7 +148,7 @@ class CheckBinds(ABC):
         assert node.check is not None
         try:
             self._assert_single(node)
-            problem = type_problem(self.con, node)  # before binding: its words beat DuckDB's
+            problem = type_problem(self._lookups, node)  # before binding: its words beat DuckDB's
             if problem:
                 raise ValueError(problem)
             self.con.execute("EXPLAIN " + node.sql)

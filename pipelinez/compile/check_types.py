@@ -26,6 +26,49 @@ def column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     return {str(r[0]): str(r[1]) for r in con.execute(f"DESCRIBE {quote_ident(table)}").fetchall()}
 
 
+class TypeLookups:
+    """What `type_problem` asks DuckDB, each answer kept for one round of check binds (no table changes
+    meanwhile): a table's column types (one DESCRIBE per table, not per check) and whether a literal casts
+    to a type (one statement per check for the values not known yet, not one per value)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+        self._types: dict[str, dict[str, str]] = {}
+        self._casts: dict[tuple[str, str], bool] = {}
+        self.queries = 0  # statements run, for tests
+
+    def column_types(self, table: str) -> dict[str, str]:
+        if table not in self._types:
+            self.queries += 1
+            self._types[table] = column_types(self.con, table)
+        return self._types[table]
+
+    def casts(self, texts: list[str], duck_type: str) -> list[bool]:
+        """Whether each text casts to `duck_type` (TRY_CAST is not NULL)."""
+        unknown = list(dict.fromkeys(t for t in texts if (t, duck_type) not in self._casts))
+        if unknown:
+            self.queries += 1
+            items = ", ".join(f"TRY_CAST({quote_literal(t)} AS {duck_type}) IS NOT NULL" for t in unknown)
+            row = self.con.execute(f"SELECT {items}").fetchone()
+            for text, ok in zip(unknown, row or [False] * len(unknown), strict=True):
+                self._casts[(text, duck_type)] = bool(ok)
+        return [self._casts[(t, duck_type)] for t in texts]
+
+    def result_type(self, sql: str) -> str:
+        """The type of a one-column query's result: bound as a relation (nothing runs) when DuckDB reads
+        the text as exactly one SELECT, else through DESCRIBE, whose error is the one raised."""
+        import duckdb
+
+        self.queries += 1
+        try:
+            statements = self.con.extract_statements(sql)
+        except duckdb.Error:
+            statements = []
+        if len(statements) == 1 and statements[0].type == duckdb.StatementType.SELECT:
+            return str(self.con.sql(sql).types[0])
+        return str(self.con.execute(f"DESCRIBE {sql}").fetchall()[0][1])
+
+
 def check_label(node: CheckNode) -> str:
     """How messages name a check: `check 'x' on 'table'`, or `singular test tests/x.sql`."""
     if node.check.type == "singular":
@@ -40,10 +83,10 @@ def _family(duck_type: str) -> str:
     return duck_type
 
 
-def type_problem(con: duckdb.DuckDBPyConnection, node: CheckNode) -> str | None:
+def type_problem(lookups: TypeLookups, node: CheckNode) -> str | None:
     """Why the check's options don't fit its columns' types, or None when they do."""
     check, options = node.check, node.check.options
-    types = column_types(con, node.target)
+    types = lookups.column_types(node.target)
     if check.type == "freshness":
         column = str(options["column"])
         if column in types and not _TEMPORAL.match(types[column]):
@@ -52,10 +95,12 @@ def type_problem(con: duckdb.DuckDBPyConnection, node: CheckNode) -> str | None:
                 f"(cast it in the pipeline, e.g. CAST({column} AS TIMESTAMP))"
             )
     elif check.type == "accepted_values":
-        return _values_problem(con, str(options["column"]), types.get(str(options["column"]), ""), options)
+        return _values_problem(
+            lookups, str(options["column"]), types.get(str(options["column"]), ""), options
+        )
     elif check.type == "relationships" and len(node.work.inputs) > 1:
         column, field = str(options["column"]), str(options["field"])
-        parent = column_types(con, node.work.inputs[1])
+        parent = lookups.column_types(node.work.inputs[1])
         if field in parent and column in types and _family(types[column]) != _family(parent[field]):
             return (
                 f"'{column}' ({types[column]}) can't be compared with {options['to']}.{field} "
@@ -63,21 +108,20 @@ def type_problem(con: duckdb.DuckDBPyConnection, node: CheckNode) -> str | None:
             )
     elif check.type == "expression":
         sql = f"SELECT (\n{options['sql']}\n) FROM {quote_ident(node.target)}"
-        result = str(con.execute(f"DESCRIBE {sql}").fetchall()[0][1])
+        result = lookups.result_type(sql)
         if result not in ("BOOLEAN", '"NULL"'):
             return f"the expression must be true or false for each row; it is {result}"
     return None
 
 
 def _values_problem(
-    con: duckdb.DuckDBPyConnection, column: str, duck_type: str, options: dict[str, object]
+    lookups: TypeLookups, column: str, duck_type: str, options: dict[str, object]
 ) -> str | None:
     values = options.get("values")
     if not duck_type or not isinstance(values, list):
         return None
-    for value in values:
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        cast = con.execute(f"SELECT TRY_CAST({quote_literal(text)} AS {duck_type})").fetchone()
-        if cast is None or cast[0] is None:
+    texts = [str(value).lower() if isinstance(value, bool) else str(value) for value in values]
+    for text, ok in zip(texts, lookups.casts(texts, duck_type), strict=True):
+        if not ok:
             return f"value '{text}' can never be a value of '{column}' ({duck_type})"
     return None

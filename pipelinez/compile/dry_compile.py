@@ -483,6 +483,33 @@ def cached_schemas(state_dir: Path) -> dict[str, list[tuple[str, str]]]:
 
 
 def _one_query(con: duckdb.DuckDBPyConnection, query: str) -> bool:
-    """Whether DuckDB's parser reads `query` on its own as exactly one SELECT (parsed, nothing bound)."""
+    """Whether DuckDB's parser reads `query` on its own as exactly one SELECT (parsed, nothing bound), or
+    wrapped as `SELECT * FROM (query)` can be read only as that query (`_nested_alone`: no parse)."""
+    if _nested_alone(query):
+        return True
     statements = con.extract_statements(query)
     return len(statements) == 1 and statements[0].type.name == "SELECT"
+
+
+# a string or quoted name (closed), or what may start one that the scan does not follow (an unclosed quote,
+# a comment, dollar quoting, a backslash escape), or a parenthesis
+_LEXEMES = re.compile(r"""'[^'\\]*'|"[^"\\]*"|['"$\\]|--|/\*|[()]""")
+
+
+def _nested_alone(query: str) -> bool:
+    """Whether the query (no `;`, starting as a query) is certainly read whole as the subquery of its
+    wrapping: every parenthesis outside strings and quoted names closes one it opened, and nothing in it
+    (a comment, dollar quoting, an escape, an unclosed quote) could hide one from this scan. A query that
+    fails this is parsed (`_one_query`); one that passes but is not a query fails its bind, and goes to
+    CREATE TABLE AS for the error as before."""
+    depth = 0
+    for lexeme in _LEXEMES.findall(query):
+        if lexeme == "(":
+            depth += 1
+        elif lexeme == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+        elif len(lexeme) < 2 or lexeme in ("--", "/*"):
+            return False
+    return depth == 0
