@@ -23,9 +23,11 @@ The trade-off, explicit (docs/resilience.md#extension-files):
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import hashlib
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -49,15 +51,27 @@ def shipped_intact(path: str) -> bool:
 
 def _record_of(file: Path) -> tuple[Path, str] | None:
     """(the RECORD of the distribution whose top-level package holds `file`, `file` relative to its
-    site-packages), looked up to the nearest site-packages; None when there is no such RECORD."""
+    site-packages), looked up in the nearest folder above `file` that is an entry of `sys.path` (where pip
+    installs); None when there is no such RECORD, or `file` is under no entry of `sys.path` (a RECORD
+    written beside a file elsewhere proves nothing)."""
+    entries = _path_entries()
     for site in file.parents:
+        if site not in entries:
+            continue
         relative = file.relative_to(site)
         records = list(site.glob(f"{relative.parts[0]}-*.dist-info/RECORD"))
-        if len(records) == 1:
-            return records[0], relative.as_posix()
-        if site.name in ("site-packages", "dist-packages"):
-            break
+        return (records[0], relative.as_posix()) if len(records) == 1 else None
     return None
+
+
+def _path_entries() -> set[Path]:
+    """The folders of `sys.path`, resolved (the working folder of `python -c` is not one: '' is skipped)."""
+    found = set()
+    for entry in sys.path:
+        if entry:
+            with contextlib.suppress(OSError):
+                found.add(Path(entry).resolve())
+    return found
 
 
 def trusted(paths: Iterable[str], project: Path | None = None) -> list[str]:

@@ -118,6 +118,8 @@ def test_staging_opens_with_the_shipped_extension_loaded_and_locked_to_signed_on
         assert con.execute(loaded).fetchone() == (True,)
         setting = "SELECT current_setting('allow_unsigned_extensions')"
         assert con.execute(setting).fetchone() == (False,)
+        # off while unsigned files were allowed (nothing autoloaded unchecked), DuckDB's default once locked
+        assert con.execute("SELECT current_setting('autoload_known_extensions')").fetchone() == (True,)
         unsigned = _unsigned_copy(tmp_path)
         with pytest.raises(duckdb.Error, match="signature"):
             con.cursor().execute(f"LOAD '{unsigned}'")

@@ -5,12 +5,25 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from pipelinez.connectors.postgres import native
 from pipelinez.core import duck_extensions
+
+
+@pytest.fixture
+def on_path(monkeypatch: pytest.MonkeyPatch) -> Callable[[Path], Path]:
+    """Puts a fake site-packages on sys.path (where pz looks for the RECORD of an extension file)."""
+
+    def put(site: Path) -> Path:
+        site.mkdir(parents=True, exist_ok=True)
+        monkeypatch.syspath_prepend(str(site))
+        return site
+
+    return put
 
 
 def _installed(site: Path, payload: bytes, listed: bytes | None = None) -> Path:
@@ -33,35 +46,41 @@ def test_the_shipped_postgres_extension_is_found_intact() -> None:
     assert duck_extensions.shipped_intact(native.extension_path())
 
 
-def test_a_file_as_installed_is_intact(tmp_path: Path) -> None:
-    file = _installed(tmp_path / "site-packages", b"extension bytes")
+def test_a_file_as_installed_is_intact(tmp_path: Path, on_path: Callable[[Path], Path]) -> None:
+    file = _installed(on_path(tmp_path / "site-packages"), b"extension bytes")
     assert duck_extensions.trusted([str(file)]) == [str(file)]
 
 
-def test_a_changed_byte_or_size_is_not(tmp_path: Path) -> None:
-    same_size = _installed(tmp_path / "a" / "site-packages", b"extension bytez", listed=b"extension bytes")
-    longer = _installed(tmp_path / "b" / "site-packages", b"extension bytes!", listed=b"extension bytes")
+def test_a_changed_byte_or_size_is_not(tmp_path: Path, on_path: Callable[[Path], Path]) -> None:
+    same_size = _installed(
+        on_path(tmp_path / "a" / "site-packages"), b"extension bytez", listed=b"extension bytes"
+    )
+    longer = _installed(
+        on_path(tmp_path / "b" / "site-packages"), b"extension bytes!", listed=b"extension bytes"
+    )
     assert duck_extensions.trusted([str(same_size), str(longer)]) == []
 
 
-def test_a_file_no_record_lists_is_not(tmp_path: Path) -> None:
-    file = _installed(tmp_path / "site-packages", b"extension bytes")
+def test_a_file_no_record_lists_is_not(tmp_path: Path, on_path: Callable[[Path], Path]) -> None:
+    file = _installed(on_path(tmp_path / "site-packages"), b"extension bytes")
     stray = file.with_name("y.duckdb_extension")
     stray.write_bytes(b"extension bytes")
     assert not duck_extensions.shipped_intact(str(stray))
     assert not duck_extensions.shipped_intact(str(tmp_path / "missing.duckdb_extension"))
 
 
-def test_the_environment_can_keep_duckdbs_own_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    file = _installed(tmp_path / "site-packages", b"extension bytes")
+def test_the_environment_can_keep_duckdbs_own_check(
+    tmp_path: Path, on_path: Callable[[Path], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    file = _installed(on_path(tmp_path / "site-packages"), b"extension bytes")
     monkeypatch.setenv(duck_extensions.VERIFY_ENV, "1")
     assert duck_extensions.trusted([str(file), native.extension_path()]) == []
 
 
 def test_a_file_checked_before_is_not_read_again_until_it_changes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, on_path: Callable[[Path], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    file = _installed(tmp_path / "site-packages", b"extension bytes")
+    file = _installed(on_path(tmp_path / "site-packages"), b"extension bytes")
     project = tmp_path / "project"
     project.mkdir()
     hashed: list[Path] = []
@@ -78,3 +97,11 @@ def test_a_file_checked_before_is_not_read_again_until_it_changes(
     file.write_bytes(b"extension bytez")  # same size: its mtime and ctime change
     assert duck_extensions.trusted([str(file)], project) == []
     assert len(hashed) == 2
+
+
+def test_a_record_beside_a_file_outside_every_sys_path_entry_proves_nothing(tmp_path: Path) -> None:
+    """Only where pip installs counts: a RECORD written next to a file in any other folder (which anyone
+    able to write the file can write too) does not make the file trusted."""
+    file = _installed(tmp_path / "not-a-site", b"extension bytes")
+    assert not duck_extensions.shipped_intact(str(file))
+    assert duck_extensions.trusted([str(file)]) == []

@@ -283,3 +283,51 @@ def test_a_run_at_ray_address_joins_the_cluster_while_the_project_is_planned_and
             workflow.run(project, executor="ray", environ={"RAY_ADDRESS": address})
     assert seen == [True]
     assert fake.calls == [f"init {address}", "shutdown"]
+
+
+class _StuckRay(_JoinableRay):
+    """A head that accepts connections and does not answer: `init` returns only once `answer` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = threading.Event()
+        self.left = threading.Event()
+
+    def init(self, address: str, **kwargs: Any) -> None:
+        self.answer.wait(timeout=30)
+        super().init(address, **kwargs)
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self.left.set()
+
+
+def test_a_refused_project_is_reported_at_once_while_the_join_hangs_and_the_join_leaves_ray_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused run does not wait for a join still under way (before, it waited for `ray.init`, which
+    against a head that never answers does not return, and the user saw a hang, not the refusal); once the
+    join gets through, its thread leaves the cluster itself."""
+    from pipelinez.engine.run import workflow
+    from tests.conftest import SMALL, write_project
+
+    fake = _StuckRay()
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+
+    def planning(*_: Any, **__: Any) -> Any:
+        raise PzConfigError([error("PZ0101", "refused for the test")])
+
+    monkeypatch.setattr(workflow, "plan", planning)
+    project = write_project(tmp_path / "p", SMALL)
+    with socket.socket() as head:
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        address = f"127.0.0.1:{head.getsockname()[1]}"
+        with pytest.raises(PzConfigError) as raised:
+            workflow.run(project, executor="ray", environ={"RAY_ADDRESS": address})
+        assert raised.value.diagnostics[0].code == "PZ0101"
+        assert fake.calls == []  # refused while ray.init still hangs
+        fake.answer.set()
+        assert fake.left.wait(timeout=10)
+    assert fake.calls == [f"init {address}", "shutdown"]

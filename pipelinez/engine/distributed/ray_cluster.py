@@ -13,6 +13,7 @@ with its message redacted, raised before the run starts. A run at RAY_ADDRESS jo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import logging
@@ -127,8 +128,12 @@ class RayJoin:
         self._failure: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._owned = False  # a RayCluster took the connection over: it shuts it down
+        self._lock = threading.Lock()
+        self._done = True  # no join under way (set False while the thread joins)
+        self._abandoned = False  # the run was refused while the thread still joined: the thread leaves Ray
 
     def begin(self) -> RayJoin:
+        self._done = False
         self._thread = threading.Thread(target=self._join, name="pz-ray-join", daemon=True)
         self._thread.start()
         return self
@@ -141,6 +146,12 @@ class RayJoin:
             self.joined()
         except BaseException as exc:  # raised in the driver's thread by `imported` or `joined`
             self._failure = exc
+        finally:
+            with self._lock:
+                self._done = True
+                abandoned = self._abandoned
+            if abandoned:  # the run was refused meanwhile and did not wait: leave what was joined
+                self._leave()
 
     def _wait(self) -> None:
         if self._thread is not None:
@@ -171,10 +182,19 @@ class RayJoin:
         self._owned = True
 
     def close(self) -> None:
-        """Leave Ray if this join started it and no RayCluster took it over (the run was refused)."""
-        self._wait()
-        if self.started and not self._owned and self.ray is not None and self.ray.is_initialized():
-            self.ray.shutdown()
+        """Leave Ray if this join started it and no RayCluster took it over (the run was refused). A join
+        still under way is not waited for (`ray.init` against a head that accepts connections and never
+        answers does not return): the refusal is reported at once, and the thread leaves Ray when it can."""
+        with self._lock:
+            self._abandoned = True
+            done = self._done
+        if done:
+            self._leave()
+
+    def _leave(self) -> None:
+        with contextlib.suppress(Exception):  # leaving a half-joined Ray must not hide the run's own error
+            if self.started and not self._owned and self.ray is not None and self.ray.is_initialized():
+                self.ray.shutdown()
         self.started = False
 
 

@@ -139,8 +139,9 @@ def open_staging(
     config: dict[str, str | bool | int | float | list[str]] = {
         "storage_compatibility_version": STAGING_STORAGE
     }
-    if shipped:
+    if shipped:  # and nothing autoloaded while unsigned files are allowed (e.g. replaying a retry's seed)
         config["allow_unsigned_extensions"] = True
+        config["autoload_known_extensions"] = False
     con = duck_connect.connect(str(path), config=config, share=True)
     try:
         _load_shipped(con, shipped)
@@ -168,6 +169,7 @@ def _load_shipped(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> None:
     row = con.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone()
     if not row or row[0] is not False:  # never hand out an instance that loads unsigned files
         raise RuntimeError("the staging database still allows unsigned extensions")
+    con.execute("SET autoload_known_extensions = true")  # DuckDB's default again, now that it is locked
 
 
 def staging_extensions(plan: Plan) -> list[str]:
