@@ -14,8 +14,10 @@ DuckDB shell) holds its lock.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import secrets
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,18 +124,19 @@ class RunState:
         alias (quoted) for the block: no DuckDB instance of its own (25-70 ms each, per run twice)."""
         from pipelinez.core.duck_types import helper
 
-        con = helper().cursor()
-        db = quote_ident(f"__pz_state_{secrets.token_hex(6)}")
-        try:
-            mode = " (READ_ONLY)" if read_only else ""
-            con.execute(f"ATTACH {quote_literal(str(self.path))} AS {db}{mode}")
+        with _path_lock(self.path):  # one instance attaches a file once at a time: threads take turns
+            con = helper().cursor()
+            db = quote_ident(f"__pz_state_{secrets.token_hex(6)}")
             try:
-                yield con, db
+                mode = " (READ_ONLY)" if read_only else ""
+                con.execute(f"ATTACH {quote_literal(str(self.path))} AS {db}{mode}")
+                try:
+                    yield con, db
+                finally:
+                    with contextlib.suppress(Exception):
+                        con.execute(f"DETACH {db}")
             finally:
-                with contextlib.suppress(Exception):
-                    con.execute(f"DETACH {db}")
-        finally:
-            con.close()
+                con.close()
 
     def problem(self, exc: BaseException) -> Diagnostic:
         """Why the state file cannot be opened or read, as PZ0527 (broken) or PZ0528 (locked)."""
@@ -173,3 +176,15 @@ class RunState:
             file=self.shown,
             next_step=step,
         )
+
+
+_PATH_LOCKS: dict[str, threading.RLock] = {}
+_PATH_LOCKS_GUARD = threading.Lock()
+
+
+def _path_lock(path: Path) -> threading.RLock:
+    """The process's lock of one state file: the helper instance refuses a second ATTACH of a file already
+    attached ("Unique file handle conflict"), which two threads reading or committing at once would meet."""
+    key = os.path.abspath(path)
+    with _PATH_LOCKS_GUARD:
+        return _PATH_LOCKS.setdefault(key, threading.RLock())

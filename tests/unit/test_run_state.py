@@ -35,3 +35,36 @@ def test_a_failed_commit_changes_nothing(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="NOT NULL"):
         state.commit_watermarks([Watermark("pg", "customers", "id", "7", "run-2"), bad])
     assert state.watermarks() == {("pg", "orders"): kept}
+
+
+def test_threads_of_one_process_reading_and_committing_at_once_take_turns(tmp_path: Path) -> None:
+    """The state file is ATTACHed to the process's one helper instance, which refuses a second ATTACH of a
+    file already attached: two threads reading or committing at once took turns with no error only since
+    each attach holds the file's lock (before, nearly every overlapping call failed as PZ0527)."""
+    import threading
+
+    state = RunState(tmp_path / ".pz")
+    state.commit_watermarks([Watermark("pg", "orders", "id", "0", "run-0")])
+    failures: list[BaseException] = []
+
+    def work(kind: str) -> None:
+        for i in range(40):
+            try:
+                if kind == "read":
+                    assert state.watermark("pg", "orders") is not None
+                else:
+                    state.commit_watermarks([Watermark("pg", kind, "id", str(i), f"run-{i}")])
+            except BaseException as exc:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in ("read", "a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert {k: w.value for k, w in state.watermarks().items()} == {
+        ("pg", "orders"): "0",
+        ("pg", "a"): "39",
+        ("pg", "b"): "39",
+    }
