@@ -629,3 +629,27 @@ def test_pz_run_postgres_to_postgres(
     for path in project.joinpath(".pz").rglob("*"):
         if path.is_file() and path.suffix in (".json", ".jsonl", ".log", ".txt"):
             assert "pz-e2e-secret" not in path.read_text(errors="replace"), path
+
+
+@pytest.mark.parametrize("strategy", ["replace", "append"])
+def test_a_streamed_pipeline_is_computed_once_by_the_native_write(
+    conn: PostgresConnector, pg: psycopg.Connection[Any], table: str, strategy: str
+) -> None:
+    """A pipeline streamed into the write is a view in staging: each read of it computes its query again.
+    The rows are counted by the INSERT, not by a count(*) first (which computed a join twice)."""
+    from tests.unit.test_sink_reads_once import Recording, full_reads
+
+    con = staging("CREATE TABLE t AS SELECT range AS id FROM range(5000); CREATE VIEW v AS SELECT id FROM t")
+    recording = Recording(con)
+    result = conn.write_native(recording, out(table, strategy), "v")  # type: ignore[arg-type]
+    assert result.rows == 5000
+    assert len(full_reads(recording.log)) == 1, recording.log
+    assert pg.execute(f"SELECT count(*), sum(id) FROM wh.{table}").fetchone() == (5000, 5000 * 4999 // 2)
+
+
+def test_an_empty_native_append_of_a_stored_result_writes_nothing(
+    conn: PostgresConnector, pg: psycopg.Connection[Any], table: str
+) -> None:
+    con = staging("CREATE TABLE res AS SELECT range AS id FROM range(0)")
+    assert conn.write_native(con, out(table, "append"), '"res"').rows == 0
+    assert pg.execute(f"SELECT count(*) FROM wh.{table}").fetchone() == (0,)

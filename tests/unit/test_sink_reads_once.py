@@ -48,7 +48,7 @@ class Recording:
 def full_reads(log: list[str]) -> list[str]:
     """The statements that compute the view `v` whole: not a DESCRIBE, a look at its first row or a table
     created from its columns only."""
-    shape_only = ("DESCRIBE", "LIMIT 1", "WITH NO DATA")
+    shape_only = ("DESCRIBE", "LIMIT 0", "LIMIT 1", "WITH NO DATA")
     return [s for s in log if " FROM v" in s and not any(part in s for part in shape_only)]
 
 

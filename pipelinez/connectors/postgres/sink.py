@@ -84,28 +84,17 @@ class Writer(StrategyWriter):
                 pg_type, expr = pg_type_for_duckdb(typ)
                 columns.append(Column(name, pg_type, expr))
             self._check_columns(columns)
-            row = con.execute(f"SELECT count(*) FROM {source}").fetchone()
-            rows = int(row[0]) if row else 0
         except duckdb.Error as exc:
             raise self.settings.error(exc, self.where, "PZ0501") from exc
+        # the rows are counted by the write, never by a count(*) first: a pipeline streamed into this write
+        # is a view, and each read of it computes its query again; an empty replace is refused after its
+        # load into the work table, which is dropped (the target untouched)
         strategy = self.output.strategy
         if strategy == "replace":
-            if rows == 0 and not self.output.allow_empty:
-                raise self._refuse_empty()
-
-            def load_replace(table: str) -> int:
-                self._native_insert(con, table, source, columns)
-                return rows
-
-            return self._replace(columns, load_replace)
+            return self._replace(columns, lambda table: self._native_insert(con, table, source, columns))
         if strategy == "merge":
-
-            def load_merge(table: str) -> int:
-                self._native_insert(con, table, source, columns)
-                return rows
-
-            return self._merge(columns, load_merge)
-        return self._append_native(con, source, columns, rows)
+            return self._merge(columns, lambda table: self._native_insert(con, table, source, columns))
+        return self._append_native(con, source, columns)
 
     def _select_list(self, columns: list[Column]) -> str:
         """The staged columns as the DuckDB expressions written (casts for types PostgreSQL lacks)."""
@@ -117,9 +106,9 @@ class Writer(StrategyWriter):
 
     def _native_insert(
         self, con: duckdb.DuckDBPyConnection, table: str, source: str, columns: list[Column]
-    ) -> None:
+    ) -> int:
         """One DuckDB INSERT into the attached table: the extension streams it with binary COPY, in one
-        PostgreSQL transaction."""
+        PostgreSQL transaction. The rows inserted."""
         import duckdb
 
         names = ", ".join(quote_ident(c.name) for c in columns)
@@ -129,21 +118,30 @@ class Writer(StrategyWriter):
                 con.execute(
                     f"INSERT INTO {target} ({names}) SELECT {self._select_list(columns)} FROM {source}"
                 )
+                count = con.fetchone()
         except duckdb.Error as exc:
             raise self.settings.error(exc, self.display, "PZ0501") from exc
+        return int(count[0]) if count else 0
 
     def _append_native(
-        self, con: duckdb.DuckDBPyConnection, source: str, columns: list[Column], rows: int
+        self, con: duckdb.DuckDBPyConnection, source: str, columns: list[Column]
     ) -> WriteResult:
+        """A stored result in batches of `batch_rows` by rowid, each its own transaction; a streamed one (a
+        view) in one INSERT."""
         import duckdb
 
         self._ensure_append_target(columns)
         ranges: list[tuple[int, int] | None] = [None]
-        if rows and table_exists(con, source):
-            row = con.execute(f"SELECT min(rowid), max(rowid) FROM {source}").fetchone()
-            assert row is not None
-            low, high = int(row[0]), int(row[1])
-            ranges = [(a, min(a + self.batch_rows, high + 1)) for a in range(low, high + 1, self.batch_rows)]
+        if table_exists(con, source):
+            try:
+                row = con.execute(f"SELECT min(rowid), max(rowid) FROM {source}").fetchone()
+            except duckdb.Error as exc:
+                raise self.settings.error(exc, self.where, "PZ0501") from exc
+            if row is not None and row[0] is not None:
+                low, high = int(row[0]), int(row[1])
+                ranges = [
+                    (a, min(a + self.batch_rows, high + 1)) for a in range(low, high + 1, self.batch_rows)
+                ]
         committed = landed = 0
         names = ", ".join(quote_ident(c.name) for c in columns)
         try:
