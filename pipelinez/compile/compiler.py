@@ -7,8 +7,10 @@ them) are not dry-compiled; tier 3 runs on every instance file whatever the pipe
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pipelinez.compile import not_built
 from pipelinez.compile.append_duplicates import check_incremental_outputs, yaml_incremental
@@ -19,7 +21,7 @@ from pipelinez.compile.dag import CompiledDag, build_nodes
 from pipelinez.compile.described import Described, LastStaging, unknown_doc_columns
 from pipelinez.compile.described import describe as describe_tables
 from pipelinez.compile.doc_refs import doc_problems
-from pipelinez.compile.dry_compile import DryCompiler, cached_schemas
+from pipelinez.compile.dry_compile import DryCompiler
 from pipelinez.compile.graph import descendants
 from pipelinez.compile.incremental import IncrementalSpec
 from pipelinez.compile.incremental_yaml import yaml_specs
@@ -337,3 +339,13 @@ def _redacted(diags: list[Diagnostic], redactor: Redactor) -> list[Diagnostic]:
         else dataclasses.replace(d, message=redactor(d.message), next_step=redactor(d.next_step))
         for d in sort_diagnostics(diags)
     ]
+
+
+def cached_schemas(state_dir: Path) -> dict[str, list[tuple[str, str]]]:
+    """`.pz/target/schemas.json`: {"<source>.<dataset>": [[column, type], ...]} written by --connect."""
+    path = state_dir / "target" / "schemas.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {k: [(str(c), str(t)) for c, t in v] for k, v in data.get("datasets", data).items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}

@@ -5,10 +5,8 @@ in an in-memory DuckDB. DuckDB's parser/binder errors become PZ04xx diagnostics 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelinez.compile.batched_ddl import BatchedDdl
@@ -19,6 +17,7 @@ from pipelinez.compile.inlining import Origin
 from pipelinez.compile.name_checks import column_clash, column_clash_error
 from pipelinez.compile.nodes import CheckNode, Node, PipelineNode, SourceLoadNode
 from pipelinez.compile.null_columns import MAX_BIND_ERRORS, Shift, null_at, null_call_at, unshifted
+from pipelinez.compile.pipeline_sql import nested_alone, without_final_semicolon
 from pipelinez.compile.sql_inputs import bare_tables, line_col, outside_reads, refused_statement
 from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import Diagnostic, error, warning
@@ -33,7 +32,6 @@ OriginLookup = Callable[
     [str], Sequence[Origin]
 ]  # pipeline name -> where each line of its display SQL came from
 
-_FINAL_SEMICOLON = re.compile(r";(?:\s|--[^\n]*|/\*.*?\*/)*\Z", re.S)
 _QUERY_START = re.compile(r"\s*(?:select|with|from|values)\b", re.I)
 _NOT_IN_CTAS = re.compile(r"\b(?:describe|show|summarize)\b", re.I)
 _WORD = re.compile(r"[^\W\d][\w$]*")  # a word that may name a table (quoted or not)
@@ -86,7 +84,7 @@ class DryCompiler(CheckBinds):
         if self.virtual:  # it may read any table: those the cache answered for are made first
             self.materialize_all()
         try:
-            rows = self.con.execute("DESCRIBE " + _without_final_semicolon(sql)).fetchall()
+            rows = self.con.execute("DESCRIBE " + without_final_semicolon(sql)).fetchall()
         except Exception as exc:
             if not _is_duck_error(exc):
                 raise
@@ -325,7 +323,7 @@ class DryCompiler(CheckBinds):
 
     def _bind_pipeline(self, node: PipelineNode) -> list[Diagnostic]:
         BINDS[node.name] += 1
-        query = _without_final_semicolon(node.display_sql)  # secrets masked: errors may quote SQL
+        query = without_final_semicolon(node.display_sql)  # secrets masked: errors may quote SQL
         if ";" in query:  # perhaps several statements: say so rather than bind the first
             diag = self._check_statement(node)
             if diag:
@@ -450,12 +448,6 @@ def _listed(diag: Diagnostic | None) -> list[Diagnostic]:
     return [diag] if diag else []
 
 
-def _without_final_semicolon(sql: str) -> str:
-    """The query without its closing `;`, even when comments follow it (blanked, so positions hold)."""
-    match = _FINAL_SEMICOLON.search(sql)
-    return sql if match is None else sql[: match.start()] + " " + sql[match.start() + 1 :]
-
-
 def _typed_columns(con: duckdb.DuckDBPyConnection, name: str) -> Columns | None:
     try:
         return [(str(r[0]), str(r[1])) for r in con.execute(f"DESCRIBE {quote_ident(name)}").fetchall()]
@@ -472,44 +464,10 @@ def _columns_of(con: duckdb.DuckDBPyConnection, name: str) -> list[str] | None:
         return None
 
 
-def cached_schemas(state_dir: Path) -> dict[str, list[tuple[str, str]]]:
-    """`.pz/target/schemas.json`: {"<source>.<dataset>": [[column, type], ...]} written by --connect."""
-    path = state_dir / "target" / "schemas.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return {k: [(str(c), str(t)) for c, t in v] for k, v in data.get("datasets", data).items()}
-    except (OSError, ValueError, TypeError, AttributeError):
-        return {}
-
-
 def _one_query(con: duckdb.DuckDBPyConnection, query: str) -> bool:
     """Whether DuckDB's parser reads `query` on its own as exactly one SELECT (parsed, nothing bound), or
-    wrapped as `SELECT * FROM (query)` can be read only as that query (`_nested_alone`: no parse)."""
-    if _nested_alone(query):
+    wrapped as `SELECT * FROM (query)` can be read only as that query (`nested_alone`: no parse)."""
+    if nested_alone(query):
         return True
     statements = con.extract_statements(query)
     return len(statements) == 1 and statements[0].type.name == "SELECT"
-
-
-# a string or quoted name (closed), or what may start one that the scan does not follow (an unclosed quote,
-# a comment, dollar quoting, a backslash escape), or a parenthesis
-_LEXEMES = re.compile(r"""'[^'\\]*'|"[^"\\]*"|['"$\\]|--|/\*|[()]""")
-
-
-def _nested_alone(query: str) -> bool:
-    """Whether the query (no `;`, starting as a query) is certainly read whole as the subquery of its
-    wrapping: every parenthesis outside strings and quoted names closes one it opened, and nothing in it
-    (a comment, dollar quoting, an escape, an unclosed quote) could hide one from this scan. A query that
-    fails this is parsed (`_one_query`); one that passes but is not a query fails its bind, and goes to
-    CREATE TABLE AS for the error as before."""
-    depth = 0
-    for lexeme in _LEXEMES.findall(query):
-        if lexeme == "(":
-            depth += 1
-        elif lexeme == ")":
-            depth -= 1
-            if depth < 0:
-                return False
-        elif len(lexeme) < 2 or lexeme in ("--", "/*"):
-            return False
-    return depth == 0

@@ -53,3 +53,36 @@ def has_query(query: str) -> bool:
 
 def _strip_comments(text: str) -> str:
     return re.sub(r"--[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+
+
+_FINAL_SEMICOLON = re.compile(r";(?:\s|--[^\n]*|/\*.*?\*/)*\Z", re.S)
+
+
+def without_final_semicolon(sql: str) -> str:
+    """The query without its closing `;`, even when comments follow it (blanked, so positions hold)."""
+    match = _FINAL_SEMICOLON.search(sql)
+    return sql if match is None else sql[: match.start()] + " " + sql[match.start() + 1 :]
+
+
+# a string or quoted name (closed), or what may start one that the scan does not follow (an unclosed quote,
+# a comment, dollar quoting, a backslash escape), or a parenthesis
+_LEXEMES = re.compile(r"""'[^'\\]*'|"[^"\\]*"|['"$\\]|--|/\*|[()]""")
+
+
+def nested_alone(query: str) -> bool:
+    """Whether the query (no `;`, starting as a query) is certainly read whole as the subquery of its
+    wrapping: every parenthesis outside strings and quoted names closes one it opened, and nothing in it
+    (a comment, dollar quoting, an escape, an unclosed quote) could hide one from this scan. A query that
+    fails this is parsed (`dry_compile._one_query`); one that passes but is not a query fails its bind, and
+    goes to CREATE TABLE AS for the error as before."""
+    depth = 0
+    for lexeme in _LEXEMES.findall(query):
+        if lexeme == "(":
+            depth += 1
+        elif lexeme == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+        elif len(lexeme) < 2 or lexeme in ("--", "/*"):
+            return False
+    return depth == 0

@@ -119,7 +119,7 @@ def test_a_plain_pipeline_is_bound_without_a_parse_of_its_own(project_dir: Path)
     ],
 )
 def test_which_queries_skip_their_parse(query: str, alone: bool) -> None:
-    from pipelinez.compile.dry_compile import _nested_alone
+    from pipelinez.compile.pipeline_sql import nested_alone as _nested_alone
 
     assert _nested_alone(query) is alone
 
