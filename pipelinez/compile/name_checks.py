@@ -26,7 +26,7 @@ from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_RENAMED = re.compile(r"_\d+$")  # how CREATE TABLE … AS renames a column whose name is taken
+_RENAMED = re.compile(r"^(.*)_\d+$")  # how CREATE TABLE … AS renames a column whose name is taken
 
 
 @dataclass(frozen=True)
@@ -148,13 +148,24 @@ def result_column_clashes(
         if not isinstance(node, PipelineNode):
             continue
         stored = stored_columns(name)
-        if stored and any(_RENAMED.search(c) for c in stored):
+        if stored and _may_be_renamed(stored):
             diags += _clash(name, query_columns(node.display_sql), node.place)
     for name, info in infos.items():
         if info.ephemeral:
             sql = inline_text(info.display_query, dict(infos), name, display=True)
             diags += _clash(name, query_columns(sql), Place(info.source.file))
     return diags
+
+
+def _may_be_renamed(columns: Sequence[str]) -> bool:
+    """Whether CREATE TABLE … AS may have renamed one of these columns: one is `<name>_<digits>` and
+    another is `<name>` but for case (the first column of a name keeps it; each later one whose name is
+    taken, whatever its case, becomes `<name>_<n>`). `extra_1` beside no `extra` was written so."""
+    lowered = {column.lower() for column in columns}
+    return any(
+        (renamed := _RENAMED.match(column)) is not None and renamed.group(1).lower() in lowered
+        for column in columns
+    )
 
 
 def _clash(pipeline: str, columns: Sequence[str] | None, place: Place) -> list[Diagnostic]:

@@ -204,6 +204,25 @@ def test_a_case_clash_found_after_the_bind_is_found_from_the_cache_too(shop: Pat
         assert result.exit_code == 2 and "PZ0119 pipelines/c.sql" in result.output, result.output
 
 
+def test_a_column_named_like_a_renamed_one_describes_nothing_again(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`extra_2` beside no `extra` is not CREATE TABLE … AS's rename of a clash: the cached tables are not
+    all made to describe the query again (`region_1` beside `region` still is, and finds no clash)."""
+    described: list[str] = []
+    real = dry_compile.DryCompiler.query_columns
+
+    def counted(self: dry_compile.DryCompiler, sql: str) -> list[str] | None:
+        described.append(sql)
+        return real(self, sql)
+
+    monkeypatch.setattr(dry_compile.DryCompiler, "query_columns", counted)
+    edit(shop, "pipelines/c.sql", "AS region", "AS region, 2 AS extra_2")
+    assert validate(shop) == {"c": 1} and described == []
+    edit(shop, "pipelines/c.sql", "2 AS extra_2", "2 AS region_1")
+    assert validate(shop) == {"c": 1} and len(described) == 1
+
+
 def test_a_reader_binds_against_a_table_made_from_cached_types(tmp_path: Path) -> None:
     """The cached upstream's table is created from its column types (no bind), whatever the types."""
     upstream = (
