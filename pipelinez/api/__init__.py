@@ -32,13 +32,10 @@ from pipelinez.core.diagnostics import (
     PzUsageError,
     PzValidationError,
 )
-from pipelinez.core.stop_signals import sigterm_stops_the_run
 from pipelinez.core.vocabulary import NodeStatus, RunStatus
-from pipelinez.engine.run import prepare, validate_cache, workflow
+from pipelinez.engine.run import prepare, validate_cache
 from pipelinez.engine.run.compile_cache import COMPILES
 from pipelinez.engine.run.folder_key import walk_once
-from pipelinez.engine.run.workflow import EventCallbackError, OnEvent
-from pipelinez.engine.run.workflow import Forward as _Forward
 
 if TYPE_CHECKING:
     from pipelinez.docs_site.lineage_report import ColumnLineageReport, LineageStep
@@ -48,14 +45,18 @@ if TYPE_CHECKING:
     from pipelinez.engine.packages.restore import LockedConnector, RestoreReport
     from pipelinez.engine.retry.retry_command import RetryOutcome, RetryRefused
     from pipelinez.engine.retry.retry_select import RetrySelection
+    from pipelinez.engine.run import workflow
     from pipelinez.engine.run.session import RunOutcome
+    from pipelinez.engine.run.workflow import EventCallbackError, OnEvent
     from pipelinez.engine.state.run_results import NodeResult, RunResults
     from pipelinez.engine.state.runs import RunSummary
     from pipelinez.engine.state.state_command import Migrated, StateReport
 
 # the result types of running, retrying and restoring, imported on first use: `pz validate` and `pz plan`
-# never load the engine that runs
+# never load the engine that runs (nor its events: `Project.run` and `retry` import the workflow)
 _LAZY = {
+    "EventCallbackError": "pipelinez.engine.run.workflow",
+    "OnEvent": "pipelinez.engine.run.workflow",
     "DocsServer": "pipelinez.docs_site.site",
     "DocsSite": "pipelinez.docs_site.site",
     "ColumnLineageReport": "pipelinez.docs_site.lineage_report",
@@ -251,7 +252,10 @@ class Project:
         given.flag("fail_fast", fail_fast, optional=True)
         given.count("threads", threads)
         _check_execution(given, on_event, executor, staging)
-        forward = _Forward(on_event)
+        from pipelinez.core.stop_signals import sigterm_stops_the_run
+        from pipelinez.engine.run import workflow  # the engine that runs: not for validate or plan
+
+        forward = workflow.Forward(on_event)
         with sigterm_stops_the_run():
             outcome = workflow.run(
                 self.root,
@@ -289,7 +293,10 @@ class Project:
         given.flag("dry_run", dry_run)
         given.flag("full_refresh", full_refresh)
         _check_execution(given, on_event, executor, staging)
-        forward = _Forward(on_event)
+        from pipelinez.core.stop_signals import sigterm_stops_the_run
+        from pipelinez.engine.run import workflow
+
+        forward = workflow.Forward(on_event)
         with sigterm_stops_the_run():
             outcome = workflow.retry(
                 self.root,
@@ -310,6 +317,8 @@ class Project:
         given = Arguments("Project.runs")
         given.count("limit", limit)
         given.check()
+        from pipelinez.engine.run import workflow
+
         return workflow.history(self.root, limit)
 
     def lineage(self, column: str, *, vars: Mapping[str, str] | None = None) -> ColumnLineageReport:
@@ -368,6 +377,8 @@ class Project:
     def clean(self) -> workflow.Cleaned:
         """Delete every run's staging database (history stays): `removed`, the ids of the runs cleaned;
         `kept`, in words, what a Ray run staged on an object store that stays, and why."""
+        from pipelinez.engine.run import workflow
+
         return workflow.clean(self.root, self.environ)
 
     def state(self, *, runs: int = 5) -> StateReport:

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipelinez.compile.policy import BreakerPolicy, RetryPolicy
 from pipelinez.connectors.sdk import ReadBounds
 from pipelinez.core.diagnostics import Diagnostic
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.vocabulary import NodeKind, Strategy, Tier
-from pipelinez.plan.planner import PlannedNode
+
+if TYPE_CHECKING:  # the planner: not imported by `pz validate`, whose report is defined here too
+    from pipelinez.plan.planner import PlannedNode
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import gc
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelinez.compile.compiler import CompileResult, compile_project
 from pipelinez.compile.dag import CompiledDag
@@ -25,8 +26,9 @@ from pipelinez.core.state.backend import StateBackendError
 from pipelinez.engine.run.compile_cache import CompileCache, tree_key
 from pipelinez.engine.run.folder_key import snapshot, walk_once
 from pipelinez.engine.run.validate_cache import parse_cache
-from pipelinez.engine.state.shared import project_backend, pull_schema_cache
-from pipelinez.plan.planner import Plan, build_plan
+
+if TYPE_CHECKING:
+    from pipelinez.plan.planner import Plan
 
 
 @dataclass
@@ -136,6 +138,8 @@ def committed_watermarks(
         return {}
     if not project.state:
         return RunState(project.state_dir).watermarks()
+    from pipelinez.engine.state.shared import project_backend, pull_schema_cache  # a `state:` block only
+
     try:
         backend = project_backend(project, environ, overrides)
     except PzValidationError:
@@ -198,6 +202,8 @@ def _planned(
     dag: CompiledDag, select: Sequence[str], exclude: Sequence[str], warnings: list[Diagnostic]
 ) -> tuple[Plan, list[Diagnostic]]:
     """(the plan of the selection, the compile's warnings and the selection's: PZ0250, PZ0251)."""
+    from pipelinez.plan.planner import build_plan  # not for `pz validate`
+
     the_plan, diags = build_plan(dag, select, exclude)
     errors = [d for d in diags if d.is_error]
     if errors:
