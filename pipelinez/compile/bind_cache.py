@@ -11,9 +11,9 @@ kept: an error is found again by binding again, never replayed. Nor is a pipelin
 (neither a CTE nor one of its ref()/source() tables): that table's columns are not in its key.
 
 The file is read once and written whole (a temporary file renamed over it) with the entries this compile
-used, so it holds no more than the project. A file that is missing, corrupt, of another format or of
-another pz or DuckDB version is ignored (the cache starts empty), never an error; one that cannot be
-written is left as it was.
+used, so it holds no more than the project, when enough of them changed (`signed_cache.worth_writing`). A
+file that is missing, corrupt, of another format or of another pz or DuckDB version is ignored (the cache
+starts empty), never an error; one that cannot be written is left as it was.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipelinez import __version__
+from pipelinez.core.signed_cache import worth_writing
 from pipelinez.core.signed_cache import write_atomic as write_atomic  # where validate_cache finds it
 
 FILE = "binds.json"
@@ -88,7 +89,7 @@ class BindCache:
 
     def save(self) -> None:
         """Write the entries this compile used, atomically; unchanged or unwritable: nothing written."""
-        if self.folder is None or self._used == self._old:
+        if self.folder is None or not worth_writing(self._old, self._used):  # enough changed
             return
         data = {"format": FORMAT, "versions": self.versions, "binds": self._used}
         with contextlib.suppress(OSError):

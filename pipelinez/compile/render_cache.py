@@ -14,8 +14,10 @@ project with secrets, what reads one is rendered every time and the rest is cach
 by rendering again, never replayed.
 
 The file is written whole with the entries this compile used, signed with the project's salt
-(`core.signed_cache`): a file that is missing, corrupt, unsigned, signed with another salt or of another pz
-or Jinja is ignored (the cache starts empty), never an error.
+(`core.signed_cache`), when enough of them changed (`worth_writing`: after an edit of one file of a large
+project it is left as it was, and that file is rendered again by the next compiles until enough changed):
+a file that is missing, corrupt, unsigned, signed with another salt or of another pz or Jinja is ignored
+(the cache starts empty), never an error.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pipelinez.compile.bind_cache import pz_fingerprint
 from pipelinez.compile.template_calls import Call, Rendered
 from pipelinez.compile.values import ResolvedValues
 from pipelinez.core.diagnostics import Place
-from pipelinez.core.signed_cache import project_salt, read_signed, write_signed
+from pipelinez.core.signed_cache import project_salt, read_signed, worth_writing, write_signed
 
 FILE = "rendered.json"
 FORMAT = 1
@@ -122,8 +124,9 @@ class RenderCache:
         return hmac.new(self._salt.encode("utf-8"), data, hashlib.sha256).hexdigest()
 
     def save(self) -> None:
-        """Write the entries this compile used, signed and atomically; unchanged: nothing written."""
-        if self._used != self._old:
+        """Write the entries this compile used, signed and atomically, when enough changed
+        (`signed_cache.worth_writing`); unchanged: nothing written."""
+        if worth_writing(self._old, self._used):
             write_signed(self.folder / FILE, self._salt, FORMAT, self.versions, self._used)
 
 

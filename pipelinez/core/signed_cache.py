@@ -17,10 +17,13 @@ import json
 import os
 import secrets
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 SALT_FILE = "validate.key"
+# a cache file is rewritten when its entries and those a compile used differ in more than 1/REWRITE_SHARE
+REWRITE_SHARE = 64
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -99,3 +102,15 @@ def write_signed(path: Path, salt: str, form: int, versions: str, entries: dict[
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, _mac(salt, body.encode("utf-8")) + "\n" + body)
+
+
+def worth_writing(old: Mapping[str, object], used: Mapping[str, object]) -> bool:
+    """Whether a cache file holding `old` is rewritten with the entries a compile `used`: when they differ
+    (an entry added, changed or no longer used) in more than 1/REWRITE_SHARE of the entries; in a small
+    cache, any difference. A file is rewritten whole (at 2,000 pipelines about as long as the compile of one
+    edit), so after an edit of a few files of a large project it is left as it was: what those files need
+    is computed again by the next compiles (a few entries each) until enough differ. Entries are keyed by
+    content, so an entry left in the file is never a wrong answer, only one that is not asked for."""
+    changed = sum(1 for key, entry in used.items() if key not in old or old[key] != entry)
+    changed += sum(1 for key in old if key not in used)
+    return changed * REWRITE_SHARE > len(used)

@@ -241,3 +241,37 @@ def test_a_var_read_inside_a_macro_renders_its_caller_again(shop: Path) -> None:
     warm = run(shop, "--var", "min_id=5")
     assert set(warm.rendered) == {"pipelines/d.sql"} and set(warm.bound) == {"d"}
     assert_as_cold(shop, warm, "--var", "min_id=5")
+
+
+def test_a_large_project_keeps_its_cache_files_after_one_edit_and_answers_the_same(tmp_path: Path) -> None:
+    """rendered.json and binds.json are rewritten when more than 1/64 of their entries changed: after edits
+    of one file of a 150-pipeline project they are left as they were, that file is rendered and bound again
+    by the next compiles too, and every answer is the cold one; enough edits rewrite them."""
+    many = {
+        f"pipelines/p{i:03}.sql": f"SELECT id, amount + {i} AS v FROM {{{{ ref('a') }}}}\n"
+        for i in range(150)
+    }
+    root = write_project(tmp_path / "big", {**FILES, **many})
+    assert run(root).validated[0] == 0
+    target = root / ".pz" / "target"
+    kept = {name: (target / name).read_bytes() for name in ("rendered.json", "binds.json")}
+    edit(root, "pipelines/p007.sql", "+ 7 AS v", "+ 7.5 AS v")
+    first = run(root)
+    assert set(first.rendered) == {"pipelines/p007.sql"} and set(first.bound) == {"p007"}
+    assert {name: (target / name).read_bytes() for name in kept} == kept
+    edit(root, "pipelines/p007.sql", "+ 7.5 AS v", "+ 7.25 AS v")  # edited again, as one does
+    second = run(root)
+    assert set(second.rendered) == {"pipelines/p007.sql"} and set(second.bound) == {"p007"}
+    assert {name: (target / name).read_bytes() for name in kept} == kept
+    edit(root, "pipelines/p008.sql", "+ 8 AS v", "+ 8.5 AS v")
+    third = run(root)  # p007's rendering and bind were not kept: done again
+    assert set(third.rendered) == {"pipelines/p007.sql", "pipelines/p008.sql"}
+    assert set(third.bound) == {"p007", "p008"}
+    for i in range(10, 20):  # 2 x 12 entries differ from the file: more than 1/64 of 154
+        edit(root, f"pipelines/p{i:03}.sql", f"+ {i} AS v", f"+ {i}.5 AS v")
+    assert run(root).validated[0] == 0
+    assert all((target / name).read_bytes() != data for name, data in kept.items())
+    edit(root, "pipelines/p010.sql", "+ 10.5 AS v", "+ 10.25 AS v")
+    last = run(root)
+    assert set(last.rendered) == {"pipelines/p010.sql"}  # the others were written
+    assert_as_cold(root, last)
