@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 from typing import TYPE_CHECKING
 
 import click
 
+from pipelinez.cli import interrupts
 from pipelinez.cli.common import (
     Settings,
     echo_json,
@@ -32,6 +34,9 @@ if TYPE_CHECKING:
 def validate(settings: Settings, connect: bool, variables: tuple[str, ...]) -> None:
     """Run validation tiers 1-4 (5 with --connect); print every error and warning."""
     from pipelinez.engine.run.validate_cache import replay_project, walk_once
+
+    if interrupts.in_pz_process():  # the compile's objects are never collected: the process ends with them
+        gc.disable()  # (paused while they piled up, the collector would look at each once when back on)
 
     overrides = parse_vars(variables)
     report: ValidationReport | Replayed | None = None

@@ -22,11 +22,13 @@ import threading
 from pipelinez.core import stop_signals
 
 _reported = threading.Event()
+_installed = threading.Event()  # in a `pz` process (cli.main.main), which ends when its command does
 
 
 def install() -> None:
     """Record SIGINTs and SIGTERMs from now on (the `pz` process only; library users keep their own
     handler)."""
+    _installed.set()
     if threading.current_thread() is threading.main_thread():
         for signum in stop_signals.STOP_SIGNALS:
             signal.signal(signum, stop_signals.on_stop_signal)
@@ -71,3 +73,8 @@ def exit_now(code: int) -> None:
         except Exception:  # a closed pipe: nothing more to say
             continue
     os._exit(code)
+
+
+def in_pz_process() -> bool:
+    """Whether this is a `pz` process (its command ends it), not a CliRunner's or another caller's."""
+    return _installed.is_set()

@@ -50,3 +50,21 @@ def test_the_collector_comes_back_after_an_exception_and_stays_off_if_it_was(col
     with collector_paused(), collector_paused():
         pass
     assert not gc.isenabled()  # the caller had it off: left off
+
+
+def test_the_pz_validate_command_leaves_it_off_in_a_pz_process_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collector_on: None
+) -> None:
+    """`pz validate` in a `pz` process (its command ends it) never turns the collector back on: the one pass
+    over the compile's objects would only delay the exit. In any other caller (a CliRunner here) it is on
+    again after the command."""
+    from pipelinez.cli import interrupts
+    from tests.conftest import pz
+
+    project = write_project(tmp_path / "p", SMALL)
+    assert pz(project, "validate").exit_code == 0
+    assert gc.isenabled()
+    monkeypatch.setattr(interrupts, "in_pz_process", lambda: True)
+    (project / ".pz" / "target" / "validate.json").unlink(missing_ok=True)
+    assert pz(project, "validate").exit_code == 0
+    assert not gc.isenabled()
