@@ -185,8 +185,8 @@ class Project:
             if replayed is not None:  # an unchanged project: validated by an earlier process
                 return ValidationReport(replayed.nodes, replayed.warnings)
             seen = validate_cache.before(key, vars)
-            checked = prepare.validate(
-                self.root, vars, self.environ, connect=connect, compiles=self._compiles
+            checked = prepare.validate(  # no content-hash ids: nothing runs (a plan or run gives them)
+                self.root, vars, self.environ, connect=connect, compiles=self._compiles, ids=False
             )
             if checked.errors:
                 raise PzValidationError([*checked.errors, *checked.warnings])

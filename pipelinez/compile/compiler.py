@@ -115,6 +115,7 @@ def compile_project(
     watermarks: Mapping[tuple[str, str], str | Watermark] | None = None,
     schemas: Mapping[str, list[tuple[str, str]]] | None = None,
     describe: bool = False,
+    ids: bool = True,
 ) -> CompileResult:
     """Tiers 2-4. `watermarks` holds the committed watermark of each (source, dataset) from
     `.pz/state.duckdb` (none for a full refresh), or only the text of its value (`2024-05-01 10:00:00.5`,
@@ -122,7 +123,8 @@ def compile_project(
     admitting every row), and it sets each incremental load's read bounds. One that no longer fits its
     dataset (another cursor column, not a finite value of its type) is PZ0235. `schemas` are the datasets'
     schemas `validate --connect` has just fetched ("<source>.<dataset>" -> columns), bound before the cached
-    ones. `describe`: also gather what lineage and `pz docs` read (`CompileResult.described`)."""
+    ones. `describe`: also gather what lineage and `pz docs` read (`CompileResult.described`). `ids=False`:
+    the nodes without their content-hash ids (what runs: not needed to validate; `dag.with_ids`)."""
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     values, found = resolve_values(project, overrides or {}, environ)
@@ -170,7 +172,7 @@ def compile_project(
         key: read_bounds(spec, committed.get(key), lowers.bounds.get(key)) for key, spec in specs.items()
     }
     tests = {k: i for k, i in singular.items() if _test_bindable(project, i, good)}
-    nodes, found = build_nodes(project, good, sources, sinks, templater, bounds, tests)
+    nodes, found = build_nodes(project, good, sources, sinks, templater, bounds, tests, ids)
     errors += found
     errors += tier_gates(nodes, project)  # tier 3: what a node's tier cannot honour (PZ0312, PZ0313)
 

@@ -146,8 +146,10 @@ class _NodeBuilder:
         templater: Templater | None,
         bounds: Mapping[tuple[str, str], ReadBounds] | None = None,
         singular: Mapping[str, PipelineInfo] | None = None,
+        ids: bool = True,
     ):
         self.project, self.infos, self.sources, self.sinks = project, infos, sources, sinks
+        self.ids = ids
         self.singular = dict(singular or {})
         self.bounds = bounds or {}
         self.templater = templater
@@ -351,13 +353,23 @@ class _NodeBuilder:
                 )
             )
             return {}
-        nodes: dict[str, Node] = {}
-        memo: Memo = {}
-        for name in order:
-            node = self.nodes[name]
-            node_id = content_id(node, [nodes[d].id for d in node.deps], memo)
-            nodes[name] = dataclasses.replace(node, id=node_id)
-        return nodes
+        nodes = {name: self.nodes[name] for name in order}
+        return with_ids(nodes) if self.ids else nodes
+
+
+def with_ids(nodes: Mapping[str, Node]) -> dict[str, Node]:
+    """`nodes`, in dependency order, each with its content-hash id (its inputs' ids in it)."""
+    found: dict[str, Node] = {}
+    memo: Memo = {}
+    for name, node in nodes.items():
+        node_id = content_id(node, [found[d].id for d in node.deps], memo)
+        found[name] = dataclasses.replace(node, id=node_id)
+    return found
+
+
+def has_ids(nodes: Mapping[str, Node]) -> bool:
+    """Whether `nodes` were given their ids (`build_nodes(ids=False)` leaves them out)."""
+    return all(node.id for node in nodes.values())
 
 
 def build_nodes(
@@ -368,8 +380,10 @@ def build_nodes(
     templater: Templater | None = None,
     bounds: Mapping[tuple[str, str], ReadBounds] | None = None,
     singular: Mapping[str, PipelineInfo] | None = None,
+    ids: bool = True,
 ) -> tuple[dict[str, Node], list[Diagnostic]]:
-    """Every node of the pipelines in `infos` (those that passed tier 2), typed, ordered, with their ids;
-    an incremental dataset's load carries its read `bounds` (part of its id); the `singular` tests
-    (`test__<stem>` -> info) as check nodes."""
-    return _NodeBuilder(project, infos, sources, sinks, templater, bounds, singular).build()
+    """Every node of the pipelines in `infos` (those that passed tier 2), typed, ordered, with their ids
+    (none with `ids=False`: a validate runs nothing, and `with_ids` gives them later); an incremental
+    dataset's load carries its read `bounds` (part of its id); the `singular` tests (`test__<stem>` ->
+    info) as check nodes."""
+    return _NodeBuilder(project, infos, sources, sinks, templater, bounds, singular, ids).build()

@@ -70,6 +70,30 @@ def test_a_plan_a_validate_and_a_reopened_project_compile_once(shop: Path, compi
     assert len(compiles) == 1
 
 
+def test_a_validate_makes_no_ids_and_a_plan_after_it_gives_the_ids_of_its_own_compile(
+    shop: Path, compiles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A validate runs nothing: its compile hashes no node. The plan that reuses it (one compile) has every
+    id, the same as a plan's own compile."""
+    from pipelinez.compile import dag
+
+    hashed: list[str] = []
+    original = dag.content_id
+
+    def counted(node: Any, *args: Any, **kwargs: Any) -> str:
+        hashed.append(node.name)
+        return original(node, *args, **kwargs)
+
+    monkeypatch.setattr(dag, "content_id", counted)
+    (shop / "pipelines" / "small.sql").write_text("SELECT id FROM {{ ref('big') }}\n")
+    Project(shop).validate()
+    assert (len(compiles), hashed) == (1, [])
+    after = {n.name: n.id for n in Project(shop).plan().nodes}
+    assert len(compiles) == 1 and sorted(hashed) == sorted(after) and all(after.values())
+    COMPILES.clear()
+    assert {n.name: n.id for n in Project(shop).plan().nodes} == after and len(compiles) == 2
+
+
 def test_a_plan_then_a_run_compile_once(shop: Path, compiles: list[str]) -> None:
     project = Project(shop)
     project.plan()

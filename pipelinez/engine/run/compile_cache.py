@@ -16,6 +16,7 @@ holds. A project with `engine.external_access` is never cached: its dry compile 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections import OrderedDict
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from pipelinez import __version__
 from pipelinez.compile.compiler import CompileResult, compile_project, static_schema_lookup
+from pipelinez.compile.dag import has_ids, with_ids
 from pipelinez.compile.nodes import SourceLoadNode
 from pipelinez.config.model import Project
 from pipelinez.core.run_state import Watermark
@@ -85,6 +87,14 @@ def _still_told(result: CompileResult) -> bool:
     return True
 
 
+def _given_ids(result: CompileResult) -> CompileResult:
+    """`result` with every node's content-hash id (the same result when it has them)."""
+    dag = result.dag
+    if dag is None or has_ids(dag.nodes):
+        return result
+    return dataclasses.replace(result, dag=dataclasses.replace(dag, nodes=with_ids(dag.nodes)))
+
+
 class CompileCache:
     """Compiles by content: the same key (and connectors telling the same) gives the same `CompileResult`.
     Holds the `size` most recent compiles; safe to share between threads (two that miss both compile)."""
@@ -101,20 +111,25 @@ class CompileCache:
         environ: Mapping[str, str] | None,
         watermarks: Mapping[tuple[str, str], Watermark],
         tree: str | None,
+        ids: bool = True,
     ) -> CompileResult:
         """`tree`: `tree_key` of the folder taken before `project` was loaded. A compile is kept only when
-        the folder is unchanged after it (a fresh walk)."""
+        the folder is unchanged after it (a fresh walk). `ids=False`: the nodes may come without their ids
+        (a validate's compile makes none); a compile kept without them is given them when asked with."""
         key = content_key(project, tree, overrides, environ, watermarks)
         if key is None:
-            return compile_project(project, overrides, environ, watermarks)
+            return compile_project(project, overrides, environ, watermarks, ids=ids)
         with self._guard:
             cached = self._entries.get(key)
         if cached is not None and _still_told(cached):
+            if ids:
+                cached = _given_ids(cached)
             with self._guard:
                 if key in self._entries:
+                    self._entries[key] = cached
                     self._entries.move_to_end(key)
             return cached
-        result = compile_project(project, overrides, environ, watermarks)
+        result = compile_project(project, overrides, environ, watermarks, ids=ids)
         if tree_key(project.root, fresh=True) != tree:  # edited meanwhile: the result may be of either
             return result
         with self._guard:

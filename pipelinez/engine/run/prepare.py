@@ -47,15 +47,17 @@ def validate(
     full_refresh: bool = False,
     describe: bool = False,
     compiles: CompileCache | None = None,
+    ids: bool = True,
 ) -> Validation:
     """Tiers 1-4 (and 5 with `connect`); every diagnostic gathered. Never raises for user errors.
     Incremental datasets are compiled against their committed watermarks, none with `full_refresh`.
     `describe`: also gather the tables' columns and queries lineage and `pz docs` read. `compiles`: the
-    cache the compile goes through."""
+    cache the compile goes through; with it, `ids=False` may leave the nodes without their content-hash
+    ids (a validate runs nothing: the cache gives them to a later plan or run that asks for them)."""
     # the folder discovered and read once: for the compile cache's key and the load; the collector paused
     # while the project's objects pile up
     with walk_once(), collector_paused():
-        return _validate(project_dir, overrides, environ, connect, full_refresh, describe, compiles)
+        return _validate(project_dir, overrides, environ, connect, full_refresh, describe, compiles, ids)
 
 
 @contextlib.contextmanager
@@ -84,6 +86,7 @@ def _validate(
     full_refresh: bool,
     describe: bool,
     compiles: CompileCache | None,
+    ids: bool = True,
 ) -> Validation:
     root = find_project_root(project_dir or Path.cwd())
     cached = compiles is not None and not describe
@@ -103,7 +106,7 @@ def _validate(
     ) as exc:  # a broken or locked state file matters to incremental datasets only
         watermarks, unreadable = {}, list(exc.diagnostics)
     if compiles is not None and cached:
-        compiled = compiles.compile(project, overrides, environ, watermarks, tree)
+        compiled = compiles.compile(project, overrides, environ, watermarks, tree, ids=ids or connect)
     else:
         compiled = compile_project(project, overrides, environ, watermarks, describe=describe)
     if compiled.incremental:
