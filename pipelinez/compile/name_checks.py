@@ -161,11 +161,8 @@ def _may_be_renamed(columns: Sequence[str]) -> bool:
     """Whether CREATE TABLE … AS may have renamed one of these columns: one is `<name>_<digits>` and
     another is `<name>` but for case (the first column of a name keeps it; each later one whose name is
     taken, whatever its case, becomes `<name>_<n>`). `extra_1` beside no `extra` was written so."""
-    lowered = {column.lower() for column in columns}
-    return any(
-        (renamed := _RENAMED.match(column)) is not None and renamed.group(1).lower() in lowered
-        for column in columns
-    )
+    bases = [found.group(1).lower() for column in columns if (found := _RENAMED.match(column))]
+    return bool(bases) and not {column.lower() for column in columns}.isdisjoint(bases)
 
 
 def _clash(pipeline: str, columns: Sequence[str] | None, place: Place) -> list[Diagnostic]:
