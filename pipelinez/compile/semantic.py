@@ -8,6 +8,7 @@ name collisions, ephemeral misuse, unused vars, dead leaves.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from pipelinez.compile.graph import find_cycle
 from pipelinez.compile.pipeline_sql import has_query, split_pipeline
@@ -32,7 +33,7 @@ class PipelineInfo:
     def name(self) -> str:
         return self.source.name
 
-    @property
+    @cached_property  # asked ~12 times per pipeline a compile; its source never changes
     def ephemeral(self) -> bool:
         return self.source.materialized == "ephemeral"
 
