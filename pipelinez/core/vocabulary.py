@@ -84,6 +84,7 @@ class StagingCompression(StrEnum):
     """`engine.staging_compression`: how staging tables are compressed."""
 
     FAST = "fast"
+    ZSTD = "zstd"
     AUTO = "auto"
     UNCOMPRESSED = "uncompressed"
 

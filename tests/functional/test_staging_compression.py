@@ -79,8 +79,10 @@ def test_an_unknown_staging_compression_is_refused(project_dir: Path) -> None:
 @pytest.mark.parametrize(
     ("mode", "universal", "text", "other"),
     [
-        (None, False, {"ZSTD"}, None),  # the default is fast
-        ("fast", True, {"ZSTD"}, None),
+        (None, False, {"Uncompressed"}, None),  # the default is fast: text as is, numbers compressed
+        ("fast", True, {"Uncompressed"}, None),
+        ("zstd", False, {"ZSTD"}, None),
+        ("zstd", True, {"ZSTD"}, None),
         ("uncompressed", False, {"Uncompressed"}, {"Uncompressed"}),
         ("uncompressed", True, {"Uncompressed"}, {"Uncompressed"}),
         ("auto", False, None, None),
@@ -99,13 +101,13 @@ def test_each_mode_compresses_the_staged_table_as_it_says(
         assert "ZSTD" not in codecs["note"] and codecs["note"] - {"Uncompressed"}, codecs
     if other is not None:
         assert codecs["id"] <= other | {"Constant"} and codecs["amount"] <= other | {"Constant"}, codecs
-    else:  # numbers keep DuckDB's light codecs in fast and auto
+    else:  # numbers keep DuckDB's light codecs in fast, zstd and auto
         assert "Uncompressed" not in codecs["id"], codecs
     with duckdb.connect(str(project_dir / "out" / "wh.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*), count(DISTINCT note) FROM copy").fetchone() == (ROWS, ROWS)
 
 
-@pytest.mark.parametrize("mode", ["fast", "uncompressed"])
+@pytest.mark.parametrize("mode", ["fast", "zstd", "uncompressed"])
 def test_a_compressed_staging_is_reused_by_retry(project_dir: Path, mode: str) -> None:
     _write(project_dir, mode)
     failed = pz(project_dir, "run", env={"PZ_FAILPOINTS": "sink.write@wh.copy"})

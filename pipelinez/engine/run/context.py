@@ -127,7 +127,7 @@ def open_staging(
     signed extensions only before anything else runs (`core.duck_extensions`; `project`: the root whose
     `.pz/target` remembers the files found intact)."""
     # A new staging file is created in DuckDB's v1.2 storage format, which compresses text with zstd
-    # (engine.staging_compression: fast); files the run attaches (DuckDB sinks) keep DuckDB's default format.
+    # (engine.staging_compression: zstd); files the run attaches (DuckDB sinks) keep DuckDB's default format.
     # engine.memory_limit is the process's budget (core/memory_budget.py): staging shares it with any DuckDB
     # file opened in its own instance while the run holds both
     BUDGET.set_total(memory_limit)
