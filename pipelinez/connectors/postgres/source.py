@@ -47,6 +47,8 @@ from pipelinez.core.sqlnames import quote_ident, quote_literal
 if TYPE_CHECKING:
     import psycopg
 
+    from pipelinez.connectors.postgres.catalog import CatalogConnection, CatalogCursor
+
 SRC_ALIAS = "pz_src"  # the alias of the dataset in every server-side SELECT
 _INTEGER_TYPES = (INT2, INT4, INT8)
 _PARTITION_TYPES = (*_INTEGER_TYPES, NUMERIC, DATE, TIMESTAMP, TIMESTAMPTZ)
@@ -110,8 +112,9 @@ class Relation:
 
 
 # -- describing ----------------------------------------------------------------------------------------
-def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str, code: str) -> Relation:
-    """Describe the dataset through the catalog (tables) or a LIMIT 0 run (queries)."""
+def describe(conn: CatalogConnection, dataset: DatasetRequest, where: str, code: str) -> Relation:
+    """Describe the dataset through the catalog (tables) or a LIMIT 0 run (queries). `conn`: psycopg's, or
+    the native read's attachment for a table (`catalog.ExtensionCatalog`); a query needs psycopg's."""
     options = dataset.options
     has_table, has_query = bool(options.get("table")), bool(options.get("query"))
     if has_table == has_query:
@@ -148,7 +151,7 @@ def describe(conn: psycopg.Connection[Any], dataset: DatasetRequest, where: str,
 
 
 def _table_columns(
-    cur: psycopg.Cursor[Any], table_option: str, where: str, code: str
+    cur: CatalogCursor, table_option: str, where: str, code: str
 ) -> tuple[str, str, list[PgColumn]]:
     """The table's schema, name and columns, from the catalog (`code` when it does not exist)."""
     try:
@@ -202,7 +205,7 @@ def _refuse_case_clashes(columns: list[PgColumn], where: str, code: str) -> None
 
 
 def _type_renderer(
-    cur: psycopg.Cursor[Any], columns: list[PgColumn], types: dict[int, PgType]
+    cur: CatalogCursor, columns: list[PgColumn], types: dict[int, PgType]
 ) -> Callable[[int, int], str]:
     """PostgreSQL's own spelling of a type (format_type) by (OID, typmod): the columns' types and their
     domains' base types are rendered in one query up front, any other on first use."""
