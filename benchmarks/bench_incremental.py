@@ -184,6 +184,7 @@ class Run:
     rows: int  # rows the tool staged / loaded
     seq_read: int  # rows returned by sequential scans on the server during the run
     idx_fetch: int  # rows fetched through indexes on the server during the run
+    cpu_s: float = 0.0  # the child's user + system CPU seconds (steadier than wall under load)
 
 
 @dataclass
@@ -192,8 +193,8 @@ class Series:
     runs: list[Run] = field(default_factory=list)
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, int, str]:
-    """(seconds, peak RSS in MiB, stdout) of one child process."""
+def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, int, str, float]:
+    """(seconds, peak RSS in MiB, stdout, user + system CPU seconds) of one child process."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err, env=env)
@@ -205,7 +206,7 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     if code != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({code}):\n{stdout[-4000:]}\n{stderr[-4000:]}")
-    return elapsed, usage.ru_maxrss // 1024, stdout
+    return elapsed, usage.ru_maxrss // 1024, stdout, usage.ru_utime + usage.ru_stime
 
 
 def byte_compile(package: Path) -> None:
@@ -254,7 +255,7 @@ def run_tool(
         project = DATA / tool
         env = {**os.environ, "PYTHONPATH": str(before_tree)} if tool == "pz-before" and before_tree else None
         command = [*pz_command(before_tree if tool == "pz-before" else None), "-p", str(project), "run"]
-        wall, rss, _ = timed(command, DATA, env)
+        wall, rss, _, cpu = timed(command, DATA, env)
         runs = sorted((project / ".pz" / "runs").iterdir())
         node = next(
             n for n in json.loads((runs[-1] / "run_results.json").read_text())["nodes"] if n["name"] == NODE
@@ -267,11 +268,11 @@ def run_tool(
         script = DATA / "dlt_child.py"
         script.write_text(DLT_CHILD, encoding="utf-8")
         args = [conn.uri("postgresql+psycopg2"), table, str(DATA / "dlt-work"), str(DATA / "dlt.duckdb")]
-        wall, rss, stdout = timed([dlt_python, str(script), *args], DATA)
+        wall, rss, stdout, cpu = timed([dlt_python, str(script), *args], DATA)
         result = json.loads(stdout.strip().splitlines()[-1])
         load_s, rows = float(result["load_s"]), int(result["rows"])
     after = rows_read(conn, table)
-    return Run(wall, load_s, rss, rows, after[0] - before[0], after[1] - before[1])
+    return Run(wall, load_s, rss, rows, after[0] - before[0], after[1] - before[1], cpu)
 
 
 def main() -> None:
@@ -323,7 +324,8 @@ def bench(args: argparse.Namespace, before_tree: Path | None) -> None:
             run = run_tool(tool, conn, table, args.dlt_python, before_tree)
             series[tool].runs.append(run)
             print(
-                f"round {r + 1} {tool}: {run.rows:,} rows, wall {run.wall_s:.2f}s, load {run.load_s:.2f}s, "
+                f"round {r + 1} {tool}: {run.rows:,} rows, wall {run.wall_s:.2f}s, cpu {run.cpu_s:.2f}s, "
+                f"load {run.load_s:.2f}s, "
                 f"source read {run.seq_read + run.idx_fetch:,} rows, peak RSS {run.rss_mib} MiB",
                 flush=True,
             )
@@ -338,8 +340,8 @@ def print_table(rows: int, delta: int, rounds: int, series: dict[str, Series]) -
     print()
     print(f"table {rows:,} rows; +{delta:,} rows before each of {rounds} round(s); medians over rounds")
     header = (
-        f"{'tool':<16} {'run':<8} {'rows loaded':>12} {'source rows read':>17} {'wall s':>8} {'load s':>8} "
-        f"{'peak RSS MiB':>13}"
+        f"{'tool':<16} {'run':<8} {'rows loaded':>12} {'source rows read':>17} {'wall s':>8} {'cpu s':>7} "
+        f"{'load s':>8} {'peak RSS MiB':>13}"
     )
     print(header)
     print("-" * len(header))
@@ -348,13 +350,14 @@ def print_table(rows: int, delta: int, rounds: int, series: dict[str, Series]) -
             i = s.initial
             print(
                 f"{tool:<16} {'initial':<8} {i.rows:>12,} {i.seq_read + i.idx_fetch:>17,} {i.wall_s:>8.2f} "
-                f"{i.load_s:>8.2f} {i.rss_mib:>13}"
+                f"{i.cpu_s:>7.2f} {i.load_s:>8.2f} {i.rss_mib:>13}"
             )
         if s.runs:
             print(
                 f"{tool:<16} {'delta':<8} {int(m([r.rows for r in s.runs])):>12,} "
                 f"{int(m([r.seq_read + r.idx_fetch for r in s.runs])):>17,} "
-                f"{m([r.wall_s for r in s.runs]):>8.2f} {m([r.load_s for r in s.runs]):>8.2f} "
+                f"{m([r.wall_s for r in s.runs]):>8.2f} {m([r.cpu_s for r in s.runs]):>7.2f} "
+                f"{m([r.load_s for r in s.runs]):>8.2f} "
                 f"{int(m([r.rss_mib for r in s.runs])):>13}"
             )
 

@@ -417,10 +417,13 @@ class Connector:
         """Release connections."""
 
 
-def bounds_predicate(column_sql: str, bounds: ReadBounds, literal: Callable[[str], str]) -> str:
+def bounds_predicate(
+    column_sql: str, bounds: ReadBounds, literal: Callable[[str], str], nullable: bool = True
+) -> str:
     """The SQL predicate of an incremental read's bounds over `column_sql` (a quoted column reference), or ''
     when the read is unbounded. `literal` turns a bound's text into a typed literal of the connector's dialect
-    (e.g. `CAST('2024-01-01' AS timestamp)`). Rows with a NULL cursor are always included (see ReadBounds)."""
+    (e.g. `CAST('2024-01-01' AS timestamp)`). Rows with a NULL cursor are always included (see ReadBounds);
+    `nullable=False` (the source knows the column holds no NULL) leaves out the `OR … IS NULL`."""
     if bounds.cursor is None:
         return ""
     conditions = []
@@ -430,4 +433,6 @@ def bounds_predicate(column_sql: str, bounds: ReadBounds, literal: Callable[[str
         conditions.append(f"{column_sql} <= {literal(bounds.upper)}")
     if not conditions:
         return ""
+    if not nullable:
+        return " AND ".join(conditions)
     return f"(({' AND '.join(conditions)}) OR {column_sql} IS NULL)"

@@ -1,6 +1,7 @@
-"""A postgres source's first native read LOADs the extension on a helper thread while psycopg describes the
-relation (`PostgresConnector._relation_while_loading`): the LOAD lands in the staging instance, and a LOAD
-that fails there is quiet, reported once by the ATTACH's own LOAD, as before."""
+"""A postgres source's first native read of a query LOADs the extension on a helper thread while psycopg
+describes the relation (`PostgresConnector._relation_while_loading`): the LOAD lands in the staging instance,
+and a LOAD that fails there is quiet, reported once by the ATTACH's own LOAD, as before. (A table is
+described through the read's own ATTACH: no helper.)"""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def pg_table() -> Iterator[str]:
             con.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-def _project(root: Path, table: str) -> Path:
+def _project(root: Path, table: str, query: bool = False) -> Path:
+    dataset = f"{{ query: 'SELECT id FROM {table}'" if query else f"{{ table: {table}"
     return write_project(
         root,
         {
@@ -43,7 +45,7 @@ def _project(root: Path, table: str) -> Path:
                 connector: postgres
                 connection: {{ host: 127.0.0.1, port: 5432, database: test, user: postgres }}
                 datasets:
-                  orders: {{ table: {table}, columns: {{ id: bigint }} }}
+                  orders: {dataset}, columns: {{ id: bigint }} }}
             """,
             "sinks/wh.yml": "connector: duckdb\nconnection: { path: wh.duckdb }\n",
             "pipelines/copy.sql": """
@@ -74,22 +76,25 @@ def test_a_load_that_fails_on_the_helper_is_reported_once_by_the_attach(
         return str(not_an_extension)
 
     monkeypatch.setattr(native, "extension_path", bogus_path)
-    project = _project(tmp_path / "shop", pg_table)
-    result = pz(project, "run")
-    assert result.exit_code == 1, result.output
-    failed = result.node("src_pg__orders")
-    assert failed["status"] == "failed" and failed["error"]["code"] == "PZ0505", failed
-    assert f"File '{not_an_extension}' is not a DuckDB extension" in failed["error"]["message"], failed
-    # staging's list (the bogus file has no RECORD entry: not loaded there), the helper's LOAD (quiet),
-    # then the ATTACH's (reported)
-    assert calls == ["path", "path", "path"]
+    for query, reads in ((True, ["path", "path", "path"]), (False, ["path", "path"])):
+        calls.clear()
+        project = _project(tmp_path / f"shop_{query}", pg_table, query)
+        result = pz(project, "run")
+        assert result.exit_code == 1, result.output
+        failed = result.node("src_pg__orders")
+        assert failed["status"] == "failed" and failed["error"]["code"] == "PZ0505", failed
+        assert f"File '{not_an_extension}' is not a DuckDB extension" in failed["error"]["message"], failed
+        # staging's list (the bogus file has no RECORD entry: not loaded there), the helper's LOAD (quiet,
+        # a query only), then the ATTACH's (reported)
+        assert calls == reads
 
 
 def test_a_first_read_with_the_helper_lands_every_row(tmp_path: Path, pg_table: str) -> None:
-    project = _project(tmp_path / "shop", pg_table)
-    result = pz(project, "run")
-    assert result.exit_code == 0, result.output
-    assert result.node("src_pg__orders")["rows"] == 2
+    for query in (True, False):
+        project = _project(tmp_path / f"shop_{query}", pg_table, query)
+        result = pz(project, "run")
+        assert result.exit_code == 0, result.output
+        assert result.node("src_pg__orders")["rows"] == 2
 
 
 def _unsigned_copy(tmp_path: Path) -> Path:

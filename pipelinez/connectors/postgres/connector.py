@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.postgres import native, target_types, views
 from pipelinez.connectors.postgres.native import Attachment, extract_native, preload_extension
-from pipelinez.connectors.postgres.settings import APPEND_BATCH_ROWS, Settings, TableRef
+from pipelinez.connectors.postgres.settings import APPEND_BATCH_ROWS, Settings, TableRef, lead
 from pipelinez.connectors.postgres.source import Relation, describe, make_partitions
 from pipelinez.connectors.sdk import (
     Connector,
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from pipelinez.connectors.postgres.reader import ReaderConnection
 
 _DSN_EXCLUSIVE = ("host", "port", "database", "user", "sslmode")
+_CONNECT_FAILED = "Unable to connect to Postgres"  # the extension's words for an ATTACH that found no server
 
 
 class PostgresConnector(Connector):
@@ -199,7 +200,11 @@ class PostgresConnector(Connector):
     def extract_native(
         self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest, partition: Partition, target: str
     ) -> None:
-        if self._attachment is None and _relation_key(dataset) not in self._relations:
+        if _relation_key(dataset) in self._relations:
+            relation = self.relation(dataset)
+        elif dataset.options.get("table") and not dataset.options.get("query"):
+            relation = self._relation_attached(con, dataset)
+        elif self._attachment is None:
             relation = self._relation_while_loading(con, dataset)
         else:
             relation = self.relation(dataset)
@@ -207,7 +212,7 @@ class PostgresConnector(Connector):
             self._attachment = Attachment(self.settings, read_only=True)
         extract_native(
             con,
-            self.control("PZ0505"),
+            lambda: self.control("PZ0505"),
             self.settings,
             relation,
             partition,
@@ -217,6 +222,34 @@ class PostgresConnector(Connector):
             self._attachment,
             dataset.staging_compression,
         )
+
+    def _relation_attached(self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest) -> Relation:
+        """A table dataset described through the attachment the read uses anyway (`catalog`): no psycopg
+        import, connection or second server session on a native read. Errors as the read's own: a failed
+        ATTACH names the server as a failed psycopg connect did; the attachment is dropped after a failure."""
+        import duckdb
+
+        from pipelinez.connectors.postgres.catalog import ExtensionCatalog
+
+        if self._attachment is None:
+            self._attachment = Attachment(self.settings, read_only=True)
+        where, code = self._where(dataset), "PZ0505"
+        try:
+            alias = self._attachment.alias_in(con)
+        except duckdb.Error as exc:
+            self._attachment.drop()
+            if _CONNECT_FAILED in str(exc):
+                where = f"{lead(where)}cannot connect to PostgreSQL at {self.settings.describe()}"
+            raise self.settings.error(exc, where, code) from exc
+        try:
+            relation = describe(ExtensionCatalog(con, alias), dataset, where, code)
+        except PzConnectorError:
+            raise
+        except Exception as exc:
+            self._attachment.drop()
+            raise self.settings.error(exc, where, code) from exc
+        self._relations[_relation_key(dataset)] = relation
+        return relation
 
     def _relation_while_loading(self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest) -> Relation:
         """A first read's two fixed costs side by side: DuckDB LOADs the postgres extension (a local file,

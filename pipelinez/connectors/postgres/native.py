@@ -9,7 +9,7 @@ import contextlib
 import glob
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.postgres.nan_guard import nan_guard, range_guard
@@ -152,7 +152,7 @@ class Attachment:
 
 def extract_native(
     con: duckdb.DuckDBPyConnection,
-    conn: psycopg.Connection[Any],
+    control: Callable[[], psycopg.Connection[Any]],
     settings: Settings,
     relation: Relation,
     partition: Partition,
@@ -163,7 +163,8 @@ def extract_native(
     compression: str = "auto",
 ) -> None:
     """Land the partition's rows in `target` through `attachment` (kept by the caller across reads, and
-    dropped here when the read fails), or through an ATTACH of its own for this read."""
+    dropped here when the read fails), or through an ATTACH of its own for this read. `control`: the
+    psycopg connection, asked for only when the NaN guard has a question for the server."""
     import duckdb
 
     bounds = bounds or ReadBounds()
@@ -188,8 +189,8 @@ def extract_native(
         if own:
             through.drop()
     range_guard(con, relation, target)
-    if relation.attach_scan_ok(partition, bounds):
-        nan_guard(con, conn, settings, relation, target, where)
+    if relation.attach_scan_ok(partition, bounds) and any(plan.nan_guard for plan in relation.plans):
+        nan_guard(con, control(), settings, relation, target, where)
 
 
 def land(con: duckdb.DuckDBPyConnection, target: str, select: str, compression: str = "auto") -> None:

@@ -187,6 +187,7 @@ class PgColumn:
     type_oid: int
     typmod: int = -1
     ndims: int = 0  # declared array dimensions (pg_attribute.attndims); 0 when unknown
+    not_null: bool = False  # a NOT NULL column of a table (pg_attribute.attnotnull); False when unknown
 
 
 @dataclass(frozen=True)
