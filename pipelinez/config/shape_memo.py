@@ -55,9 +55,7 @@ class ShapeMemo:
         return hmac.new(salt, message.encode("utf-8"), hashlib.sha256).hexdigest()
 
     def passed(self, digest: str | None) -> bool:
-        """Whether this data passed before: in an earlier load, or earlier in this one (sidecars written
-        alike are checked once)."""
-        if digest is not None and (digest in self._stored or digest in self._used):
+        if digest is not None and digest in self._stored:
             self._used.add(digest)
             return True
         return False
