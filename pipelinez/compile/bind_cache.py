@@ -68,11 +68,26 @@ class BindCache:
         self.versions = _versions()
         self._old: dict[str, Columns] = _read(folder / FILE, self.versions) if folder else {}
         self._used: dict[str, Columns] = {}
+        # the digest of each column list seen, by the list's identity (the list kept, so its id stays its)
+        self._digests: dict[int, tuple[Columns, str]] = {}
 
     def key(self, kind: str, sql: str, inputs: Sequence[tuple[str, Columns | None]]) -> str:
-        """The content key of binding `sql` (a `pipeline` or a `check`) over `inputs` (name, columns)."""
-        data = _ENCODER.encode([self.versions, kind, sql, sorted(inputs)])
+        """The content key of binding `sql` (a `pipeline` or a `check`) over `inputs` (name, columns). An
+        input's columns enter it as their digest, worked out once per list: a pipeline's 120 columns are
+        encoded once, not once for each of its readers."""
+        named = sorted((name, self._columns_digest(columns)) for name, columns in inputs)
+        data = _ENCODER.encode([self.versions, kind, sql, named])
         return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+    def _columns_digest(self, columns: Columns | None) -> str | None:
+        if columns is None:
+            return None
+        known = self._digests.get(id(columns))
+        if known is not None and known[0] is columns:
+            return known[1]
+        digest = hashlib.sha256(_ENCODER.encode(columns).encode("utf-8")).hexdigest()
+        self._digests[id(columns)] = (columns, digest)
+        return digest
 
     def get(self, key: str) -> Columns | None:
         """The columns a bind with this key gave (a check: []); None when not cached."""

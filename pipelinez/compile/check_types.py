@@ -26,19 +26,44 @@ def column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     return {str(r[0]): str(r[1]) for r in con.execute(f"DESCRIBE {quote_ident(table)}").fetchall()}
 
 
+def _all_column_types(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
+    """The column types of every base table of the main schema whose name nothing else in the catalog
+    holds (a temporary table or a view of that name would be what DESCRIBE finds first), by table, in
+    column order: what `column_types` gives each of them (DuckDB writes both types alike; a view's NULL
+    column is the exception, and views are not here), in one statement for all."""
+    rows = con.execute(
+        "SELECT c.table_name, c.column_name, c.data_type, "
+        "t.table_name IS NOT NULL AND c.database_name = current_database() AND c.schema_name = 'main' "
+        "FROM duckdb_columns() c LEFT JOIN duckdb_tables() t ON t.database_name = c.database_name "
+        "AND t.schema_name = c.schema_name AND t.table_name = c.table_name "
+        "ORDER BY c.database_name, c.schema_name, c.table_name, c.column_index"
+    ).fetchall()
+    found: dict[str, dict[str, str]] = {}
+    elsewhere: set[str] = set()
+    for table, column, duck_type, main_table in rows:
+        if main_table:
+            found.setdefault(str(table), {})[str(column)] = str(duck_type)
+        else:
+            elsewhere.add(str(table).lower())
+    return {name: columns for name, columns in found.items() if name.lower() not in elsewhere}
+
+
 class TypeLookups:
     """What `type_problem` asks DuckDB, each answer kept for one round of check binds (no table changes
-    meanwhile): a table's column types (one DESCRIBE per table, not per check) and whether a literal casts
-    to a type (one statement per check for the values not known yet, not one per value)."""
+    meanwhile): every table's column types (one statement for all, not one DESCRIBE per table) and whether
+    a literal casts to a type (one statement per check for the values not known yet, not one per value)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection):
         self.con = con
-        self._types: dict[str, dict[str, str]] = {}
+        self._types: dict[str, dict[str, str]] | None = None  # every table's, read at the first question
         self._casts: dict[tuple[str, str], bool] = {}
         self.queries = 0  # statements run, for tests
 
     def column_types(self, table: str) -> dict[str, str]:
-        if table not in self._types:
+        if self._types is None:
+            self.queries += 1
+            self._types = _all_column_types(self.con)
+        if table not in self._types:  # not a table of the database's main schema alone: DESCRIBE says
             self.queries += 1
             self._types[table] = column_types(self.con, table)
         return self._types[table]

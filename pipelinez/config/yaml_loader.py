@@ -1,4 +1,5 @@
-"""Parsing project YAML with ruamel.yaml's round-trip loader, keeping where every key and value is.
+"""Parsing project YAML with ruamel.yaml's round-trip loader, keeping where every key and value is (a plain
+file is composed by libyaml instead when ruamel.yaml.clib is installed: `yaml_fast`, the same answers).
 
 `parse_yaml` turns text into a `YamlDoc`: plain Python data (dict, list, str, int, float, bool, None) for
 the schema to check, and the 1-based line/column of every mapping key, mapping value and sequence item.
@@ -25,6 +26,7 @@ from ruamel.yaml.scalarbool import ScalarBoolean
 
 from pipelinez.config.positions import JsonPath, LineCol, Positions
 from pipelinez.config.textfile import read_text
+from pipelinez.config.yaml_fast import fast_parse
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.printable import excerpt
@@ -72,6 +74,9 @@ def parse_yaml(text: str, file: str) -> tuple[YamlDoc | None, list[Diagnostic]]:
                 col=deep[1],
             )
         ]
+    fast = fast_parse(text, file, MAX_DEPTH, MAX_NODES)
+    if fast is not None:  # libyaml composed it, positions and all (plain files: most of a project's)
+        return YamlDoc(file, fast[0], fast[1]), []
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
