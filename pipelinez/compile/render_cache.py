@@ -138,7 +138,7 @@ class RenderCache:
         for entry in self._old.values():
             reads = entry.get("reads") if isinstance(entry, dict) else None
             for pair in reads if isinstance(reads, list) else ():
-                if isinstance(pair, list) and len(pair) == 2 and pair[0] == "env" and pair[1] in self._secrets:
+                if isinstance(pair, list) and pair[:1] == ["env"] and pair[1:] and pair[1] in self._secrets:
                     return True
         return False
 
