@@ -29,7 +29,7 @@ from pipelinez.config.model import (
 )
 from pipelinez.config.positions import JsonPath
 from pipelinez.config.schema_defs import DEFAULT_KEEP_LAST
-from pipelinez.config.yaml_loader import YamlDoc
+from pipelinez.config.yaml_doc import YamlDoc
 from pipelinez.core.diagnostics import Place
 from pipelinez.core.durations import parse_duration
 from pipelinez.core.json_types import JsonObject

@@ -16,7 +16,7 @@ from pipelinez.config.checks import build_check, check_type_of, default_check_na
 from pipelinez.config.model import CheckSpec
 from pipelinez.config.positions import JsonPath
 from pipelinez.config.regions import column_test_lists
-from pipelinez.config.yaml_loader import YamlDoc
+from pipelinez.config.yaml_doc import YamlDoc
 
 _ONE_COLUMN = ("accepted_values", "relationships", "freshness")
 _COLUMN_LIST = ("not_null", "unique")

@@ -23,7 +23,7 @@ from pipelinez.config.positions import Positions
 from pipelinez.config.shape import validate_shape
 from pipelinez.config.shape_memo import ShapeMemo
 from pipelinez.config.textfile import MAX_FILE_BYTES, decode_text, read_text
-from pipelinez.config.yaml_loader import YamlDoc, parse_yaml
+from pipelinez.config.yaml_doc import YamlDoc
 from pipelinez.core.diagnostics import Diagnostic, PzConfigError, error, sort_diagnostics
 from pipelinez.core.sqlnames import is_name
 
@@ -166,6 +166,8 @@ class _Loading:
             self.positions[cached.file] = cached.positions
             return build(cached)
         PARSED[file] += 1
+        from pipelinez.config.yaml_loader import parse_yaml  # the parser: only for a file not in the cache
+
         doc, problems = parse_yaml(text, file)
         if doc is None:
             self.diagnostics += problems

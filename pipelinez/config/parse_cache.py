@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelinez.config.positions import JsonPath, LineCol, Positions
-from pipelinez.config.yaml_loader import YamlDoc
+from pipelinez.config.yaml_doc import YamlDoc
 from pipelinez.core.signed_cache import read_signed, write_signed
 
 FILE = "parsed.json"

@@ -14,7 +14,7 @@ from pipelinez.config.regions import check_lists, retry_blocks
 from pipelinez.config.schemas import KINDS, load_schema, schema_text
 from pipelinez.config.shape_errors import diagnose
 from pipelinez.config.shape_memo import ShapeMemo
-from pipelinez.config.yaml_loader import YamlDoc
+from pipelinez.config.yaml_doc import YamlDoc
 from pipelinez.core.diagnostics import Diagnostic, error, sort_diagnostics
 from pipelinez.core.durations import parse_duration
 

@@ -14,7 +14,7 @@ from pipelinez.config.checks import CHECK_KEYS, CHECK_TYPES, THRESHOLD_PATTERN, 
 from pipelinez.config.positions import JsonPath, dotted
 from pipelinez.config.regions import TEST_KEYS, Region, region_of
 from pipelinez.config.suggest import did_you_mean, expected_types, kind_of, one_of, show
-from pipelinez.config.yaml_loader import YamlDoc
+from pipelinez.config.yaml_doc import YamlDoc
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.durations import DURATION_PATTERN
 

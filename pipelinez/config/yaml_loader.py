@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,8 @@ from ruamel.yaml.scalarbool import ScalarBoolean
 
 from pipelinez.config.positions import JsonPath, LineCol, Positions
 from pipelinez.config.textfile import read_text
+from pipelinez.config.yaml_doc import YamlDoc
+from pipelinez.config.yaml_doc import position_of as position_of  # where tests and callers found it
 from pipelinez.config.yaml_fast import fast_parse
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.json_types import JsonObject
@@ -34,23 +35,6 @@ from pipelinez.core.printable import excerpt
 MAX_DEPTH = 64
 MAX_NODES = 200_000
 SCAN_DEPTH = 2 * MAX_DEPTH  # nesting refused before parsing: ruamel slows down superlinearly past it
-
-
-@dataclass(frozen=True)
-class YamlDoc:
-    """One parsed project YAML file: its top-level mapping as plain data, and where everything is."""
-
-    file: str  # project-relative POSIX path
-    data: JsonObject
-    positions: Positions
-
-    def locate(self, path: JsonPath, *, at: str = "key") -> LineCol:
-        return self.positions.locate(path, at=at)
-
-
-def position_of(doc: YamlDoc, path: JsonPath, *, at: str = "key") -> LineCol:
-    """1-based (line, col) of `path` in `doc` (`at`: "key"/"value"); nearest existing ancestor if absent."""
-    return doc.positions.locate(path, at=at)
 
 
 def load_yaml_file(path: Path, file: str) -> tuple[YamlDoc | None, list[Diagnostic]]:
