@@ -26,7 +26,7 @@ from pipelinez.config.model import Project
 from pipelinez.core.diagnostics import Diagnostic, Place, error
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_RENAMED = re.compile(r"^(.*)_\d+$")  # how CREATE TABLE … AS renames a column whose name is taken
+_RENAMED = re.compile(r"(.*)_\d+", re.DOTALL)  # how CREATE TABLE … AS renames a column whose name is taken
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ def _may_be_renamed(columns: Sequence[str]) -> bool:
     """Whether CREATE TABLE … AS may have renamed one of these columns: one is `<name>_<digits>` and
     another is `<name>` but for case (the first column of a name keeps it; each later one whose name is
     taken, whatever its case, becomes `<name>_<n>`). `extra_1` beside no `extra` was written so."""
-    bases = [found.group(1).lower() for column in columns if (found := _RENAMED.match(column))]
+    bases = [found.group(1).lower() for column in columns if (found := _RENAMED.fullmatch(column))]
     return bool(bases) and not {column.lower() for column in columns}.isdisjoint(bases)
 
 

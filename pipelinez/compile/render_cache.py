@@ -15,7 +15,8 @@ by rendering again, never replayed.
 
 The file is written whole with the entries this compile used, signed with the project's salt
 (`core.signed_cache`), when enough of them changed (`worth_writing`: after an edit of one file of a large
-project it is left as it was, and that file is rendered again by the next compiles until enough changed):
+project it is left as it was, and that file is rendered again by the next compiles until enough changed), and
+at once when it holds an entry that read an environment variable since declared secret:
 a file that is missing, corrupt, unsigned, signed with another salt or of another pz or Jinja is ignored
 (the cache starts empty), never an error.
 """
@@ -126,8 +127,20 @@ class RenderCache:
     def save(self) -> None:
         """Write the entries this compile used, signed and atomically, when enough changed
         (`signed_cache.worth_writing`); unchanged: nothing written."""
-        if worth_writing(self._old, self._used):
+        if worth_writing(self._old, self._used) or self._holds_a_secret():
             write_signed(self.folder / FILE, self._salt, FORMAT, self.versions, self._used)
+
+    def _holds_a_secret(self) -> bool:
+        """Whether the file holds an entry that read an environment variable now declared secret (kept when
+        it was not): rewritten without it at once, never left for enough other entries to change."""
+        if not self._secrets:
+            return False
+        for entry in self._old.values():
+            reads = entry.get("reads") if isinstance(entry, dict) else None
+            for pair in reads if isinstance(reads, list) else ():
+                if isinstance(pair, list) and len(pair) == 2 and pair[0] == "env" and pair[1] in self._secrets:
+                    return True
+        return False
 
 
 @functools.cache

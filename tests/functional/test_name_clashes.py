@@ -87,6 +87,20 @@ def test_result_columns_that_differ_only_by_case_are_pz0119_not_renamed(tmp_path
     assert not (project / "out").exists()
 
 
+def test_result_columns_with_a_line_break_that_differ_only_by_case_are_pz0119(tmp_path: Path) -> None:
+    """DuckDB's rename of the second name (`X\nY_1`) is recognised whatever characters the name holds."""
+    project = write_project(
+        tmp_path / "p",
+        {
+            **SMALL,
+            "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'p') }}\n"
+            "SELECT id, 1 AS \"x\ny\", 2 AS \"X\nY\" FROM {{ source('files', 'orders') }}\n",
+        },
+    )
+    (line,) = _refused(project, "PZ0119")
+    assert line.startswith("error: PZ0119 pipelines/p.sql"), line
+
+
 def test_join_columns_with_one_name_are_still_accepted(tmp_path: Path) -> None:
     """Only a case clash is refused: DuckDB's `id`, `id_1` for a SELECT * over a join stays as it was."""
     project = write_project(

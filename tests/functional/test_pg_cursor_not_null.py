@@ -83,3 +83,43 @@ def test_a_nullable_cursor_still_reads_its_null_rows_every_time(database: str) -
         con.close()
     assert "IS NULL" in predicate
     assert (nulls, window) == (500, 680 - 68)
+
+
+INHERITED = """
+CREATE TABLE parent (id bigint, at timestamp NOT NULL);
+CREATE TABLE child () INHERITS (parent);
+ALTER TABLE child ALTER at DROP NOT NULL;
+INSERT INTO parent VALUES (1, '2025-01-01');
+INSERT INTO child VALUES (2, NULL), (3, '2025-01-02');
+CREATE EXTENSION postgres_fdw;
+CREATE TABLE remote_rows (id bigint, at timestamp);
+INSERT INTO remote_rows VALUES (4, NULL), (5, '2025-01-03');
+CREATE SERVER self FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '127.0.0.1', dbname '{database}');
+CREATE USER MAPPING FOR CURRENT_USER SERVER self OPTIONS (user 'postgres');
+CREATE FOREIGN TABLE declared (id bigint, at timestamp NOT NULL) SERVER self
+    OPTIONS (schema_name 'public', table_name 'remote_rows');
+"""
+
+
+@pytest.mark.parametrize(("table", "expected"), [("parent", [1, 2, 3]), ("declared", [4, 5])])
+def test_a_not_null_postgres_does_not_enforce_on_every_row_keeps_the_null_branch(
+    table: str, expected: list[int]
+) -> None:
+    """`attnotnull` of an inheritance parent (a child dropped it) or of a foreign table (never checked) does
+    not hold for the rows a read returns: the NULL rows are still read, never lost behind the watermark."""
+    with fresh_pg_database("SELECT 1") as database:
+        with psycopg.connect(host="127.0.0.1", user="postgres", dbname=database, autocommit=True) as pg:
+            pg.execute(INHERITED.replace("{database}", database).encode())
+        connector = _connector(database)
+        con = duckdb.connect()
+        try:
+            bounds = ReadBounds(cursor="at", cursor_type="TIMESTAMP", lower="2024-01-01 00:00:00")
+            dataset = DatasetRequest(table, {"table": table}, None, bounds=bounds)
+            connector.extract_native(con, dataset, Partition(0, "all"), '"landed"')
+            ids = [r[0] for r in con.execute('SELECT id FROM "landed" ORDER BY id').fetchall()]
+            predicate = bounds_where(connector.relation(dataset), bounds)
+        finally:
+            connector.close()
+            con.close()
+    assert "IS NULL" in predicate
+    assert ids == expected

@@ -275,3 +275,23 @@ def test_a_large_project_keeps_its_cache_files_after_one_edit_and_answers_the_sa
     last = run(root)
     assert set(last.rendered) == {"pipelines/p010.sql"}  # the others were written
     assert_as_cold(root, last)
+
+
+def test_a_value_declared_secret_later_leaves_the_cache_files_at_once_in_a_large_project(
+    tmp_path: Path,
+) -> None:
+    """An env value cached while it was not secret is gone from `.pz/target` on the first validate after it is
+    declared `secret: true`, though one entry changed of 150 (below the rewrite share)."""
+    many = {
+        f"pipelines/p{i:03}.sql": f"SELECT id, amount + {i} AS v FROM {{{{ ref('a') }}}}\n"
+        for i in range(150)
+    }
+    root = write_project(tmp_path / "big", {**FILES, **many})
+    value = {"SHOP_REGION": "hunter2-token-value"}
+    assert run(root, env=value).validated[0] == 0
+    target = root / ".pz" / "target"
+    assert "hunter2" in (target / "rendered.json").read_text()  # not secret yet: cached like any value
+    edit(root, "project.yml", "SHOP_REGION: { default: eu }", "SHOP_REGION: { default: eu, secret: true }")
+    assert run(root, env=value).validated[0] == 0
+    for path in target.iterdir():
+        assert "hunter2" not in path.read_text(errors="replace"), path

@@ -24,6 +24,7 @@ password scrubbed from every message.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -56,6 +57,8 @@ if TYPE_CHECKING:
 
 _DSN_EXCLUSIVE = ("host", "port", "database", "user", "sslmode")
 _CONNECT_FAILED = "Unable to connect to Postgres"  # the extension's words for an ATTACH that found no server
+# what the extension says before libpq's reason: the whole connection string (the server is named by pz)
+_CONNECT_PREFIX = re.compile(r'(?:IO Error: )?Unable to connect to Postgres at ".*?": ', re.DOTALL)
 
 
 class PostgresConnector(Connector):
@@ -238,9 +241,11 @@ class PostgresConnector(Connector):
             alias = self._attachment.alias_in(con)
         except duckdb.Error as exc:
             self._attachment.drop()
+            message = None
             if _CONNECT_FAILED in str(exc):
                 where = f"{lead(where)}cannot connect to PostgreSQL at {self.settings.describe()}"
-            raise self.settings.error(exc, where, code) from exc
+                message = _CONNECT_PREFIX.sub("", str(exc), count=1)
+            raise self.settings.error(exc, where, code, message) from exc
         try:
             relation = describe(ExtensionCatalog(con, alias), dataset, where, code)
         except PzConnectorError:

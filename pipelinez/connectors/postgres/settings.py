@@ -214,10 +214,13 @@ class Settings:
         text = _PASSWORD_PAIR.sub(r"\1***", text)
         return _URI_USERINFO.sub(r"\1***\3", text)
 
-    def error(self, exc: BaseException, where: str, code: str) -> PzConnectorError:
-        """Any driver's exception as a PzConnectorError: classified, summarized, scrubbed."""
+    def error(
+        self, exc: BaseException, where: str, code: str, message: str | None = None
+    ) -> PzConnectorError:
+        """Any driver's exception as a PzConnectorError: classified, summarized, scrubbed (`message`: the
+        driver's words to say instead of `str(exc)`, still summarized and scrubbed)."""
         transient, retry_after = classify(exc)
-        text = self.scrub(summary(str(exc)))
+        text = self.scrub(summary(str(exc) if message is None else message))
         return PzConnectorError(
             f"{lead(where)}{text}", is_transient=transient, retry_after=retry_after, code=code
         )

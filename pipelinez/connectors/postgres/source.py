@@ -172,8 +172,15 @@ def _table_columns(
         )
     relid, schema, table = int(row[0]), str(row[1]), str(row[2])
     cur.execute(
-        "SELECT attname, atttypid::int8, atttypmod, attndims, attnotnull FROM pg_catalog.pg_attribute "
-        "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+        # NOT NULL only where PostgreSQL enforces it on every row the relation returns: a plain table with
+        # no child (an inheritance child may drop it, a foreign table never checks it) and no NOT VALID
+        # not-null constraint (PostgreSQL 18's contype 'n'; no such row before)
+        "SELECT a.attname, a.atttypid::int8, a.atttypmod, a.attndims, a.attnotnull AND c.relkind = 'r' "
+        "AND NOT c.relhassubclass AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint k "
+        "WHERE k.conrelid = a.attrelid AND k.contype = 'n' AND NOT k.convalidated "
+        "AND a.attnum = ANY (k.conkey)) "
+        "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+        "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
         [relid],
     )
     columns = [PgColumn(str(r[0]), int(r[1]), int(r[2]), int(r[3]), bool(r[4])) for r in cur.fetchall()]
