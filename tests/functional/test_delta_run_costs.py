@@ -78,11 +78,12 @@ def _watermark(project: Path) -> str:
     return str(row[0])
 
 
-def test_a_delta_append_opens_the_sink_file_in_an_instance_of_its_own_once(
+def test_a_delta_append_opens_no_instance_of_the_sink_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The target's columns are read on an instance of the file's own (once); the write attaches the file to
-    staging. The earlier runs' work tables are listed only for a replace, which sweeps them."""
+    """The target's columns are read with the file attached to the helper instance (which the watermark
+    read opened already); the write attaches the file to staging. The earlier runs' work tables are listed
+    only for a replace, which sweeps them."""
     project = _project(tmp_path / "p")
     assert pz(project, "run").exit_code == 0
     _add(project, range(11, 14))
@@ -98,7 +99,7 @@ def test_a_delta_append_opens_the_sink_file_in_an_instance_of_its_own_once(
     result = pz(project, "run")
     assert result.exit_code == 0, result.output
     assert _sink_ids(project) == list(range(1, 14))
-    assert opened["wh.duckdb"] == 1, opened
+    assert opened["wh.duckdb"] == 0, opened
     # the state file is ATTACHed to the helper instance to read and to commit the watermark: no instance
     assert opened["state.duckdb"] == 0, opened
     # only staging takes a share of the memory budget: the file's catalog lookup moves no rows
@@ -113,7 +114,7 @@ def test_a_replace_lists_the_leftover_work_tables_once(
     opened = _opens(monkeypatch)
     assert pz(project, "run").exit_code == 0
     assert _sink_ids(project) == list(range(1, 11))
-    assert opened["wh.duckdb"] == 1, opened  # replace reads no target columns: the sweep's listing only
+    assert opened["wh.duckdb"] == 0, opened  # the sweep's listing attaches it to the helper instance
 
 
 def test_the_watermark_is_committed_once_per_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,8 +8,11 @@ tables. A `columns:` contract selects those columns, cast to the contract's type
 - universal: a separate read-only connection to the file streams Arrow record batches.
 Sink: replace / merge / append in one transaction each (see `strategies`), into the file attached to the
 staging database (native) or opened by a separate connection that ingests the Arrow stream (universal).
-The file (and its folder) is created when missing. After each committed write the file is checkpointed, so
-it stands alone (no pending `.wal`) and a replaced table's space is reused rather than growing the file.
+The file (and its folder) is created when missing. Each write's COMMIT checkpoints the file as part of it
+(`commit`: the rows go into the file's blocks once, not to the WAL first), so the file stands alone (no
+pending `.wal`) and a replaced table's space is reused rather than growing the file. The target's columns
+and a replace's leftover work tables are looked up with the file attached to the process's helper instance
+(`files.looked_up`), not an instance of its own.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelinez.connectors.duckdb import strategies, views
-from pipelinez.connectors.duckdb.files import attached, connected, resolve_path
+from pipelinez.connectors.duckdb.files import attached, connected, looked_up, resolve_path
 from pipelinez.connectors.duckdb.names import TableName
 from pipelinez.connectors.sdk import (
     Connector,
@@ -254,32 +257,22 @@ class DuckDBConnector(Connector):
             return None
         target = self._target(output)
         try:
-            with connected(self.path, read_only=True, rows=False) as con:
-                found = con.execute(
-                    "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-                    "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
-                    [target.schema, target.table],
-                ).fetchone()
-                if not (found and found[0]):
+            with looked_up(self.path) as (con, alias):
+                # one pass over the catalog: the table's CREATE statement (collations) and its columns
+                rows = con.execute(
+                    "SELECT t.sql, c.column_name, NOT c.is_nullable AND c.column_default IS NULL "
+                    "FROM duckdb_tables() t JOIN duckdb_columns() c ON c.table_oid = t.table_oid "
+                    "WHERE t.database_name = ? AND lower(t.schema_name) = lower(?) "
+                    "AND lower(t.table_name) = lower(?) ORDER BY c.column_index",
+                    [alias, target.schema, target.table],
+                ).fetchall()
+                if not rows:
                     return None
-                cols = strategies.columns_of(con, target.sql())
-                found_sql = con.execute(
-                    "SELECT sql FROM duckdb_tables() WHERE database_name = current_database() "
-                    "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
-                    [target.schema, target.table],
-                ).fetchone()
-                collations = strategies.collations(str(found_sql[0] if found_sql else ""))
-                required = {
-                    str(r[0])
-                    for r in con.execute(
-                        "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
-                        "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?) "
-                        "AND NOT is_nullable AND column_default IS NULL",
-                        [target.schema, target.table],
-                    ).fetchall()
-                }
+                cols = strategies.columns_of(con, target.sql(alias))
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0501") from exc
+        collations = strategies.collations(str(rows[0][0] or ""))
+        required = {str(r[1]) for r in rows if r[2]}
         return [
             TargetColumn(
                 name,
@@ -340,20 +333,20 @@ class DuckDBConnector(Connector):
 
     # -- helpers -----------------------------------------------------------------------------
     def _leftovers(self, target: TableName) -> list[str]:
-        """The target's work tables of earlier runs, listed on the file's own instance: listing them once
-        the file is attached to the staging instance would enumerate every database attached there."""
+        """The target's work tables of earlier runs, listed with the file attached to the helper instance
+        (`looked_up`): listing them once the file is attached to the staging instance would enumerate every
+        database attached there (the other nodes' ones too)."""
         if not self.path.is_file():
             return []
-        with connected(self.path, read_only=True, rows=False) as con:
-            row = con.execute("SELECT current_database()").fetchone()
-            assert row is not None
-            return strategies.leftover_work_tables(con, str(row[0]), target)
+        with looked_up(self.path) as (con, alias):
+            return strategies.leftover_work_tables(con, alias, target)
 
     def _checkpoint(self, cur: duckdb.DuckDBPyConnection, catalog: str) -> None:
         """Fold the committed write into the database file, so the file stands alone (a copy without its
         `.wal` holds every table) and space freed by a replaced table is reused instead of growing the
-        file. The write is committed already: a failed checkpoint is a note, not a failed write (the WAL
-        still holds the data and the next write checkpoints it)."""
+        file. The COMMIT did it already (`commit.commit_into_file`), so this returns at once, unless that
+        checkpoint failed after a durable commit. The write is committed already: a failed checkpoint is a
+        note, not a failed write (the WAL still holds the data and the next write checkpoints it)."""
         import duckdb
 
         try:

@@ -96,6 +96,29 @@ def attached(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> 
 
 
 @contextlib.contextmanager
+def looked_up(path: Path) -> Iterator[tuple[duckdb.DuckDBPyConnection, str]]:
+    """A cursor of the process's helper instance (`core.duck_types.helper`) with `path` attached READ_ONLY
+    under a fresh alias (unquoted) for the block: a catalog lookup (a target's columns, its work tables) that
+    moves no rows, without a DuckDB instance of its own (15-20 ms to open and close, more under load). The
+    file's lock is held alone: one instance attaches a file once at a time, so two threads looking up the
+    same file take turns."""
+    from pipelinez.core.duck_types import helper
+
+    alias = unique_alias("look")
+    with file_lock(path).writing():
+        con = helper().cursor()
+        try:
+            con.execute(f"ATTACH {quote_literal(str(path))} AS {quote_ident(alias)} (READ_ONLY)")
+            try:
+                yield con, alias
+            finally:
+                with contextlib.suppress(Exception):
+                    con.execute(f"DETACH {quote_ident(alias)}")
+        finally:
+            con.close()
+
+
+@contextlib.contextmanager
 def connected(path: Path, *, read_only: bool, rows: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
     """A separate connection to the file (its own database instance), under the file's lock. `rows`
     False: a lookup in the file's catalog (a table's columns, its work tables, a probe) that moves no rows;
