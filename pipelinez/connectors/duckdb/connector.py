@@ -8,11 +8,8 @@ tables. A `columns:` contract selects those columns, cast to the contract's type
 - universal: a separate read-only connection to the file streams Arrow record batches.
 Sink: replace / merge / append in one transaction each (see `strategies`), into the file attached to the
 staging database (native) or opened by a separate connection that ingests the Arrow stream (universal).
-The file (and its folder) is created when missing. Each write's COMMIT checkpoints the file as part of it
-(`commit`: the rows go into the file's blocks once, not to the WAL first), so the file stands alone (no
-pending `.wal`) and a replaced table's space is reused rather than growing the file. The target's columns
-and a replace's leftover work tables are looked up with the file attached to the process's helper instance
-(`files.looked_up`), not an instance of its own.
+The file (and its folder) is created when missing. After each committed write the file is checkpointed, so
+it stands alone (no pending `.wal`) and a replaced table's space is reused rather than growing the file.
 """
 
 from __future__ import annotations
@@ -344,9 +341,8 @@ class DuckDBConnector(Connector):
     def _checkpoint(self, cur: duckdb.DuckDBPyConnection, catalog: str) -> None:
         """Fold the committed write into the database file, so the file stands alone (a copy without its
         `.wal` holds every table) and space freed by a replaced table is reused instead of growing the
-        file. The COMMIT did it already (`commit.commit_into_file`), so this returns at once, unless that
-        checkpoint failed after a durable commit. The write is committed already: a failed checkpoint is a
-        note, not a failed write (the WAL still holds the data and the next write checkpoints it)."""
+        file. The write is committed already: a failed checkpoint is a note, not a failed write (the WAL
+        still holds the data and the next write checkpoints it)."""
         import duckdb
 
         try:

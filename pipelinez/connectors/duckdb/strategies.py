@@ -14,8 +14,6 @@
   IS NOT DISTINCT FROM, so NULL keys match themselves and merging twice equals merging once. Two source
   rows with the same key are refused: which one should win is not defined.
 - append: INSERT INTO target BY NAME SELECT * FROM source; batches_committed = 1.
-Every strategy's COMMIT checkpoints the file as part of it (`commit`: the rows are written once, not to the
-WAL and then again into the file).
 Columns are matched by name everywhere. A missing target (and schema) is created from the source's shape.
 Source columns the target lacks are added to it (ALTER TABLE ADD COLUMN) in the same transaction; target
 columns the source lacks are left NULL on insert and untouched on update.
@@ -29,7 +27,6 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pipelinez.connectors.duckdb.commit import commit_into_file
 from pipelinez.connectors.duckdb.names import TableName
 from pipelinez.connectors.sdk import OutputRequest, WriteResult
 from pipelinez.connectors.sdk_feed import ArrowFeed
@@ -158,7 +155,7 @@ def write(
             result = _replace(cur, catalog, target, output, source, rows, shape, leftovers, feed)
         else:
             result = _into_target(cur, qtarget, output, source, source_cols, rows, shape, feed)
-        commit_into_file(cur)
+        cur.execute("COMMIT")
         return result
     except BaseException:
         with contextlib.suppress(Exception):
