@@ -86,12 +86,22 @@ LEFT_TO_ROUND_TRIP = [
     "a: 1\n---\nb: 2\n",  # two documents
     "k: !!str &x v\n",  # a tag and an anchor on one node
     "a: &r [*r]\n",  # an alias inside itself
+    "sql: |\n \n  select 1\n",  # a block scalar's first line only spaces: the round-trip loader refuses it
+    "sql: >- # folded\n   \n  select 1\n",
 ]
 
 
 @pytest.mark.parametrize("text", LEFT_TO_ROUND_TRIP)
 def test_anything_else_is_left_to_the_round_trip_loader(text: str) -> None:
     assert _fast(text) is None
+
+
+def test_a_file_gets_one_answer_whatever_else_it_holds() -> None:
+    """The same block scalar with or without an unrelated empty value (which alone sends a file to the
+    round-trip loader) is refused alike, never read one way and refused the other."""
+    alone = yaml_loader.parse_yaml("sql: |\n \n  select 1\n", "p.yml")[1]
+    beside = yaml_loader.parse_yaml("sql: |\n \n  select 1\nnote:\n", "p.yml")[1]
+    assert [p.code for p in alone] == [p.code for p in beside] == ["PZ0101"]
 
 
 def test_errors_are_the_round_trip_loaders_words_at_its_place() -> None:
