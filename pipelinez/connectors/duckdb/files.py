@@ -100,8 +100,9 @@ def looked_up(path: Path) -> Iterator[tuple[duckdb.DuckDBPyConnection, str]]:
     """A cursor of the process's helper instance (`core.duck_types.helper`) with `path` attached READ_ONLY
     under a fresh alias (unquoted) for the block: a catalog lookup (a target's columns, its work tables) that
     moves no rows, without a DuckDB instance of its own (15-20 ms to open and close, more under load). The
-    file's lock is held alone: one instance attaches a file once at a time, so two threads looking up the
-    same file take turns."""
+    file's lock is held alone: a read-write attach of the file anywhere in the process (the staging
+    instance's, a write's) conflicts with any other attach of it, so a lookup never overlaps a write, and
+    two threads looking up the same file take turns."""
     from pipelinez.core.duck_types import helper
 
     alias = unique_alias("look")

@@ -245,8 +245,9 @@ def sweep(
 
 def leftover_work_tables(cur: duckdb.DuckDBPyConnection, catalog: str, target: TableName) -> list[str]:
     """The target's work tables of earlier runs in `catalog`. `duckdb_tables()` lists every database the
-    instance has attached: call this on an instance of the file's own, never on the run's staging
-    instance, where it would reach (and fail with) the databases other nodes have attached."""
+    instance has attached: call this where only this file is looked up (`files.looked_up`, the helper
+    instance with the file attached read-only), never on the run's staging instance, where it would reach
+    (and fail with) the databases other nodes have attached."""
     rows = cur.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND lower(schema_name) = lower(?) "
         "AND starts_with(table_name, '__pz_tmp_') AND ends_with(table_name, ?)",
