@@ -9,7 +9,10 @@ through a cursor of the same instance (`helper`), ATTACHed for the moment, not i
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from pipelinez.core import duck_connect
@@ -27,6 +30,25 @@ def helper() -> Any:
         if _instance is None:
             _instance = duck_connect.connect()
         return _instance
+
+
+@contextlib.contextmanager
+def attached_to_helper(path: Path, alias: str, *, read_only: bool) -> Iterator[Any]:
+    """A cursor of the helper instance with the DuckDB file at `path` ATTACHed as `alias` for the block, then
+    detached and closed. The caller holds the file's lock: one instance attaches a file once at a time."""
+    from pipelinez.core.sqlnames import quote_ident, quote_literal
+
+    con = helper().cursor()
+    try:
+        mode = " (READ_ONLY)" if read_only else ""
+        con.execute(f"ATTACH {quote_literal(str(path))} AS {quote_ident(alias)}{mode}")
+        try:
+            yield con
+        finally:
+            with contextlib.suppress(Exception):
+                con.execute(f"DETACH {quote_ident(alias)}")
+    finally:
+        con.close()
 
 
 def _connection() -> Any:

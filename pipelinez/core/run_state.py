@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from pipelinez.core.diagnostics import Diagnostic, PzError, error
 from pipelinez.core.duck_messages import condense
-from pipelinez.core.sqlnames import quote_ident, quote_literal
+from pipelinez.core.sqlnames import quote_ident
 
 if TYPE_CHECKING:
     import duckdb
@@ -122,21 +122,14 @@ class RunState:
     def _attached(self, read_only: bool) -> Iterator[tuple[duckdb.DuckDBPyConnection, str]]:
         """A fresh cursor of the process's helper instance with the state file ATTACHed under a unique
         alias (quoted) for the block: no DuckDB instance of its own (25-70 ms each, per run twice)."""
-        from pipelinez.core.duck_types import helper
+        from pipelinez.core.duck_types import attached_to_helper
 
-        with _path_lock(self.path):  # one instance attaches a file once at a time: threads take turns
-            con = helper().cursor()
-            db = quote_ident(f"__pz_state_{secrets.token_hex(6)}")
-            try:
-                mode = " (READ_ONLY)" if read_only else ""
-                con.execute(f"ATTACH {quote_literal(str(self.path))} AS {db}{mode}")
-                try:
-                    yield con, db
-                finally:
-                    with contextlib.suppress(Exception):
-                        con.execute(f"DETACH {db}")
-            finally:
-                con.close()
+        name = f"__pz_state_{secrets.token_hex(6)}"
+        with (
+            _path_lock(self.path),  # one instance attaches a file once at a time: threads take turns
+            attached_to_helper(self.path, name, read_only=read_only) as con,
+        ):
+            yield con, quote_ident(name)
 
     def problem(self, exc: BaseException) -> Diagnostic:
         """Why the state file cannot be opened or read, as PZ0527 (broken) or PZ0528 (locked)."""

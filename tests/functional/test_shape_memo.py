@@ -34,18 +34,20 @@ INCREMENTAL = {
 
 PROBE = """
 import json, sys
+watched = sys.argv[2]
 sys.argv = ["pz", "-p", sys.argv[1], "validate"]
 from pipelinez.cli.main import main
 try:
     main()
 except SystemExit as done:
     code = done.code
-print("RESULT " + json.dumps({"code": code, "jsonschema": "jsonschema" in sys.modules}))
+print("RESULT " + json.dumps({"code": code, watched: watched in sys.modules}))
 """
 
 
-def validate_in_a_process(project: Path) -> dict[str, object]:
-    command = [sys.executable, "-c", PROBE, str(project)]
+def validate_in_a_process(project: Path, watched: str = "jsonschema") -> dict[str, object]:
+    """`pz validate` of `project` in a new process: its exit code, and whether it imported `watched`."""
+    command = [sys.executable, "-c", PROBE, str(project), watched]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert line is not None, done.stdout + done.stderr

@@ -103,20 +103,11 @@ def looked_up(path: Path) -> Iterator[tuple[duckdb.DuckDBPyConnection, str]]:
     file's lock is held alone: a read-write attach of the file anywhere in the process (the staging
     instance's, a write's) conflicts with any other attach of it, so a lookup never overlaps a write, and
     two threads looking up the same file take turns."""
-    from pipelinez.core.duck_types import helper
+    from pipelinez.core.duck_types import attached_to_helper
 
     alias = unique_alias("look")
-    with file_lock(path).writing():
-        con = helper().cursor()
-        try:
-            con.execute(f"ATTACH {quote_literal(str(path))} AS {quote_ident(alias)} (READ_ONLY)")
-            try:
-                yield con, alias
-            finally:
-                with contextlib.suppress(Exception):
-                    con.execute(f"DETACH {quote_ident(alias)}")
-        finally:
-            con.close()
+    with file_lock(path).writing(), attached_to_helper(path, alias, read_only=True) as con:
+        yield con, alias
 
 
 @contextlib.contextmanager
