@@ -33,22 +33,28 @@ def helper() -> Any:
 
 
 @contextlib.contextmanager
-def attached_to_helper(path: Path, alias: str, *, read_only: bool) -> Iterator[Any]:
-    """A cursor of the helper instance with the DuckDB file at `path` ATTACHed as `alias` for the block, then
-    detached and closed. The caller holds the file's lock: one instance attaches a file once at a time."""
+def file_attached(con: Any, path: Path, alias: str, *, read_only: bool) -> Iterator[Any]:
+    """A new cursor of `con`'s instance with the DuckDB file at `path` ATTACHed as `alias` for the block,
+    then detached and closed. The caller holds the file's lock (one instance attaches a file once at a
+    time)."""
     from pipelinez.core.sqlnames import quote_ident, quote_literal
 
-    con = helper().cursor()
+    cur = con.cursor()
     try:
         mode = " (READ_ONLY)" if read_only else ""
-        con.execute(f"ATTACH {quote_literal(str(path))} AS {quote_ident(alias)}{mode}")
+        cur.execute(f"ATTACH {quote_literal(str(path))} AS {quote_ident(alias)}{mode}")
         try:
-            yield con
+            yield cur
         finally:
             with contextlib.suppress(Exception):
-                con.execute(f"DETACH {quote_ident(alias)}")
+                cur.execute(f"DETACH {quote_ident(alias)}")
     finally:
-        con.close()
+        cur.close()
+
+
+def attached_to_helper(path: Path, alias: str, *, read_only: bool) -> contextlib.AbstractContextManager[Any]:
+    """`file_attached` on the process's helper instance (no DuckDB instance of the file's own)."""
+    return file_attached(helper(), path, alias, read_only=read_only)
 
 
 def _connection() -> Any:

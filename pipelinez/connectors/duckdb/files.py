@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelinez.core import duck_connect
-from pipelinez.core.sqlnames import quote_ident, quote_literal
+from pipelinez.core.duck_types import attached_to_helper, file_attached
 
 if TYPE_CHECKING:
     import duckdb
@@ -81,18 +81,11 @@ def attached(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> 
     """Attach `path` to `con`'s database instance under a fresh alias for the duration of the block."""
     alias = unique_alias("src" if read_only else "sink")
     lock = file_lock(path)
-    with lock.reading() if read_only else lock.writing():
-        aux = con.cursor()
-        try:
-            mode = " (READ_ONLY)" if read_only else ""
-            aux.execute(f"ATTACH {quote_literal(str(path))} AS {quote_ident(alias)}{mode}")
-            try:
-                yield alias
-            finally:
-                with contextlib.suppress(Exception):
-                    aux.execute(f"DETACH {quote_ident(alias)}")
-        finally:
-            aux.close()
+    with (
+        lock.reading() if read_only else lock.writing(),
+        file_attached(con, path, alias, read_only=read_only),
+    ):
+        yield alias
 
 
 @contextlib.contextmanager
@@ -103,8 +96,6 @@ def looked_up(path: Path) -> Iterator[tuple[duckdb.DuckDBPyConnection, str]]:
     file's lock is held alone: a read-write attach of the file anywhere in the process (the staging
     instance's, a write's) conflicts with any other attach of it, so a lookup never overlaps a write, and
     two threads looking up the same file take turns."""
-    from pipelinez.core.duck_types import attached_to_helper
-
     alias = unique_alias("look")
     with file_lock(path).writing(), attached_to_helper(path, alias, read_only=True) as con:
         yield con, alias
