@@ -11,7 +11,8 @@ kept: an error is found again by binding again, never replayed. Nor is a pipelin
 (neither a CTE nor one of its ref()/source() tables): that table's columns are not in its key.
 
 The file is read once and written whole (a temporary file renamed over it) with the entries this compile
-used, so it holds no more than the project, when enough of them changed (`signed_cache.worth_writing`). A
+used, when more than 1/64 of them differ from the file's (`signed_cache.worth_writing`): until then it may
+keep entries no longer used (keyed by content, never a wrong answer). A
 file that is missing, corrupt, of another format or of another pz or DuckDB version is ignored (the cache
 starts empty), never an error; one that cannot be written is left as it was.
 """
@@ -103,7 +104,7 @@ class BindCache:
             self._used[key] = columns
 
     def save(self) -> None:
-        """Write the entries this compile used, atomically; unchanged or unwritable: nothing written."""
+        """Write the entries this compile used, atomically; too few changed or unwritable: nothing written."""
         if self.folder is None or not worth_writing(self._old, self._used):  # enough changed
             return
         data = {"format": FORMAT, "versions": self.versions, "binds": self._used}

@@ -223,8 +223,8 @@ class DatasetRequest:
     columns: dict[str, str] | None  # the declared contract (name -> DuckDB type), if any
     force_universal: bool = False
     bounds: ReadBounds = field(default_factory=ReadBounds)
-    # how the staging table is compressed (engine.staging_compression; `land` applies it): fast, auto or
-    # uncompressed. Not part of the node's id: it changes the staging file's size, never the staged rows.
+    # how the staging table is compressed (engine.staging_compression; `land` applies it): fast, zstd, auto
+    # or uncompressed. Not part of the node's id: it changes the staging file's size, never the staged rows.
     staging_compression: str = field(default="auto", metadata={"id": "exclude"})
 
 

@@ -3,8 +3,9 @@
 `duckdb.sqltype()` uses the process-wide default connection: if anything left that connection inside an
 aborted transaction, every later type parse fails. A private connection per thread is never shared: each
 thread parses on its own cursor (a connection of its own) of one in-memory instance pz opens for this, so a
-run's threads open one DuckDB instance between them, not one each. The run state file is read and written
-through a cursor of the same instance (`helper`), ATTACHed for the moment, not in an instance of its own.
+run's threads open one DuckDB instance between them, not one each. The run state file is read and written,
+and a DuckDB sink file's catalog looked up, through a cursor of the same instance (`helper`), ATTACHed for
+the moment (`file_attached`), not in an instance of its own.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ _instance_guard = threading.Lock()
 
 def helper() -> Any:
     """The process's shared in-memory helper instance (opened on first use): type parsing, and the state
-    file ATTACHed for a moment (`core.run_state`) instead of an instance of its own. Take a `cursor()`."""
+    file (`core.run_state`) or a DuckDB sink file being looked up (`connectors.duckdb.files.looked_up`)
+    ATTACHed for a moment instead of an instance of its own. Take a `cursor()`."""
     global _instance
     with _instance_guard:
         if _instance is None:

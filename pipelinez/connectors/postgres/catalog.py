@@ -1,8 +1,9 @@
 """The catalog questions of `source.describe`, asked through the database the native tier ATTACHes anyway.
 
 A native read of a table dataset describes it with the same statements as through psycopg, sent with the
-extension's `postgres_query` on the read's own attachment: the read then needs no psycopg connection (its
-import, connect and a second server session were the largest fixed cost of a small incremental read). A
+extension's `postgres_query` on the read's own attachment: describing needs no psycopg connection (its
+import, connect and a second server session were the largest fixed cost of a small incremental read; a full
+read of a table with a `numeric` column still asks psycopg for its NaN check after the load). A
 `query:` dataset is still described through psycopg: its columns' typmods come from libpq's result metadata.
 
 `ExtensionCursor` is the part of psycopg's cursor that `describe` uses (`execute` with `%s` parameters,

@@ -228,7 +228,8 @@ class PostgresConnector(Connector):
 
     def _relation_attached(self, con: duckdb.DuckDBPyConnection, dataset: DatasetRequest) -> Relation:
         """A table dataset described through the attachment the read uses anyway (`catalog`): no psycopg
-        import, connection or second server session on a native read. Errors as the read's own: a failed
+        import, connection or second server session to describe it (a full read's NaN check on a `numeric`
+        column still asks psycopg, after the load). Errors as the read's own: a failed
         ATTACH names the server as a failed psycopg connect did; the attachment is dropped after a failure."""
         import duckdb
 
