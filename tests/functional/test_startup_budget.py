@@ -26,6 +26,7 @@ from click.testing import CliRunner
 
 from pipelinez.cli.main import cli
 from tests.conftest import SMALL, write_project
+from tests.duckdb_counts import PROBE_SOURCE
 
 # command → (pipelinez modules imported, DuckDB statements executed), upper bounds. Before issue 22's start-up
 # work (a2e81e6): --version 30/0, --help 30/0, validate 148/11, run 179/35.
@@ -62,18 +63,14 @@ BUDGETS: dict[str, tuple[int, int]] = {
 # `pz --version` through the console script (cli/entry.py answers it before click is imported)
 CONSOLE_VERSION_MODULES = 6
 
-PROBE = """
-import json, sys, threading
-STATEMENTS = ("execute", "executemany", "sql", "query")
+PROBE = (
+    "import json, sys, threading\n"
+    + PROBE_SOURCE
+    + """
 counts = {"statements": 0}
 
 def hook(frame, event, arg):
-    if (
-        event == "c_call"
-        and getattr(arg, "__module__", None) == "_duckdb"
-        and getattr(arg, "__name__", None) in STATEMENTS
-        and "DuckDBPyConnection" in (getattr(arg, "__doc__", None) or "").split(")", 1)[0]
-    ):
+    if is_duckdb_statement(event, arg):
         counts["statements"] += 1
 
 sys.argv = ["pz", *json.loads(sys.argv[1])]
@@ -92,6 +89,7 @@ heavy = sorted(HEAVY & {m for m, mod in sys.modules.items() if mod})
 found = {"code": code, "modules": modules, "statements": counts["statements"], "heavy": heavy}
 print("COUNTS " + json.dumps(found))
 """
+)
 
 
 def counts(args: list[str], cwd: Path) -> dict[str, object]:

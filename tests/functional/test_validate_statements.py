@@ -18,8 +18,8 @@ from pipelinez.api import Project
 from pipelinez.compile.check_binds import BINDS
 from pipelinez.core.diagnostics import PzError
 from tests.conftest import write_project
+from tests.duckdb_counts import is_duckdb_statement
 
-STATEMENTS = ("execute", "executemany", "sql", "query")
 PIPELINES = 8
 VALUES = list(range(10))
 
@@ -57,12 +57,7 @@ def counted() -> Iterator[Counter[str]]:
     counts: Counter[str] = Counter()
 
     def hook(_frame: object, event: str, arg: object) -> None:
-        if (
-            event == "c_call"
-            and getattr(arg, "__module__", None) == "_duckdb"
-            and getattr(arg, "__name__", None) in STATEMENTS
-            and "DuckDBPyConnection" in (getattr(arg, "__doc__", None) or "").split(")", 1)[0]
-        ):
+        if is_duckdb_statement(event, arg):
             counts["statements"] += 1
         elif event == "c_call" and getattr(arg, "__name__", None) == "extract_statements":
             counts["parses"] += 1
