@@ -21,6 +21,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from pz_command import pz_command
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
 
@@ -120,7 +122,7 @@ def main() -> None:
         ref = timed(reference, DATA)
         rows["plain duckdb COPY"].append(ref)
         for mode in modes:
-            pz = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(projects[mode]), "run"]
+            pz = [*pz_command(), "-p", str(projects[mode]), "run"]
             mine = timed(pz, DATA)
             rows[names[mode]].append(mine)
             ratios[names[mode]].append(mine[0] / ref[0])

@@ -16,10 +16,11 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from pz_command import pz_command
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, float]:
@@ -45,7 +46,7 @@ def main() -> None:
     ap.add_argument("--dbt", required=True, help="the dbt executable (dbt-core 1.10 + dbt-duckdb)")
     ap.add_argument("--pairs", type=int, default=5)
     ns = ap.parse_args()
-    pz = [sys.executable, "-m", "pipelinez.cli.main"]
+    pz = pz_command()
     with tempfile.TemporaryDirectory() as tmp:
         dbt_dir = Path(tmp) / "dbt"
         shutil.copytree(ns.dbt_project, dbt_dir, ignore=shutil.ignore_patterns("target", "logs", "*.duckdb"))

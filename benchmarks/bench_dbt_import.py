@@ -14,9 +14,10 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
+
+from pz_command import pz_command
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -125,7 +126,7 @@ def main() -> None:
     project = generate(args.models)
     out = project.parent / f"{project.name}-pz"
     env_path = f"PYTHONPATH={ROOT}"
-    pz = [sys.executable, "-m", "pipelinez.cli.main", "import", "dbt", str(project), "--out", str(out)]
+    pz = [*pz_command(), "import", "dbt", str(project), "--out", str(out)]
     os.environ["PYTHONPATH"] = str(ROOT)
     rows: dict[str, list[tuple[float, float]]] = {"pz import dbt": []}
     if args.dbt:

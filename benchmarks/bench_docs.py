@@ -16,11 +16,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from gen_diamond_project import generate
+from pz_command import pz_command
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
@@ -60,7 +60,7 @@ def main() -> None:
     project = out / "pz"
     site = out / "site"
     start = time.perf_counter()
-    cmd = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "--log-format", "json"]
+    cmd = [*pz_command(), "-p", str(project), "--log-format", "json"]
     done = subprocess.run([*cmd, "docs", "generate", "--out", str(site)], capture_output=True, text=True)
     generate_s = time.perf_counter() - start
     if done.returncode != 0:

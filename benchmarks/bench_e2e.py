@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_postgres import DATA, SCHEMA, Conn, ensure_table, extension_path, timed
+from pz_command import pz_command
 
 SINK_DB = "pz_bench_sink"  # the PostgreSQL database the postgres target writes into
 MARIA_DB = "pz_bench"
@@ -176,7 +177,7 @@ def pz_rows(project: Path) -> int:
 
 
 def run_pz(project: Path, rows: int) -> Run:
-    wall, rss, _ = timed([sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"], DATA)
+    wall, rss, _ = timed([*pz_command(), "-p", str(project), "run"], DATA)
     got = pz_rows(project)
     if got != rows:
         raise SystemExit(f"{project}: wrote {got} rows, expected {rows}")

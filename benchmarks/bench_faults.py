@@ -34,6 +34,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from pz_command import pz_command  # noqa: E402
+
 from tests.faults.tcp_proxy import Fault, FaultProxy, fraction  # noqa: E402
 
 NAME = "pz_bench_faults"
@@ -187,7 +189,7 @@ def run_once(project: Path, share: float, seed: int) -> tuple[float, int, int, i
         started = time.monotonic()
         with tempfile.TemporaryFile() as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"],
+                [*pz_command(), "-p", str(project), "run"],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,

@@ -24,6 +24,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from pz_command import pz_command
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
@@ -120,7 +122,7 @@ def main() -> None:
                 "SELECT * FROM {{ source('api', 'items') }}\n",
             },
         )
-        pz = [sys.executable, "-m", "pipelinez.cli.main", "-p"]
+        pz = [*pz_command(), "-p"]
         naive_out = WORK / "naive.duckdb"
         read_times: dict[str, list[tuple[float, int]]] = {"pz": [], "plain Python": []}
         for _ in range(args.pairs):

@@ -23,6 +23,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from pz_command import pz_command  # noqa: E402
+
 from tests.http_server import ApiServer  # noqa: E402
 
 WORK = HERE / ".data" / "http_spool"
@@ -32,7 +34,7 @@ def timed(project: Path, code: Path) -> tuple[float, int]:
     env = {**os.environ, "PYTHONPATH": str(code)}
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"],
+        [*pz_command(), "-p", str(project), "run"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pz_command import pz_command
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data" / "incremental"
 DATABASE = "pz_bench_incr"
@@ -236,15 +238,6 @@ def tree_at(rev: str, into: Path) -> Path:
     subprocess.run(["tar", "x"], input=archive, cwd=into, check=True)
     byte_compile(into / "pipelinez")
     return into
-
-
-def pz_command(tree: Path | None) -> list[str]:
-    """The command line the `pz` console script runs (`pipelinez.cli.entry:main`, as pip writes it), so a pz
-    process ends as an installed `pz` ends (it leaves with `os._exit` once its output and files are
-    flushed); a tree older than the console-script module runs `python -m pipelinez.cli.main`."""
-    if tree is not None and not (tree / "pipelinez" / "cli" / "entry.py").is_file():
-        return [sys.executable, "-m", "pipelinez.cli.main"]
-    return [sys.executable, "-c", "from pipelinez.cli.entry import main; main()"]
 
 
 def run_tool(

@@ -24,6 +24,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from pz_command import pz_command
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_postgres import DATA, timed
 
@@ -95,7 +97,7 @@ def write_project(root: Path, table: str, host: str, port: int) -> None:
 
 
 def run_pz(project: Path, rows: int) -> tuple[float, int]:
-    wall, rss, _ = timed([sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"], DATA)
+    wall, rss, _ = timed([*pz_command(), "-p", str(project), "run"], DATA)
     run = sorted((project / ".pz" / "runs").iterdir())[-1]
     results = json.loads((run / "run_results.json").read_text())
     node = next(n for n in results["nodes"] if n["name"] == "wh.orders_copy")

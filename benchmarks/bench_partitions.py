@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_postgres import DATA, SCHEMA, Conn
+from pz_command import pz_command
 
 CPU = [0.0]  # CPU seconds (user + system) of the last child process timed
 
@@ -180,7 +181,7 @@ print(json.dumps({"seconds": time.perf_counter() - start, "rows": n}))
 
 def run_pz(project: Path) -> tuple[float, int, float, int, float]:
     """(wall s, peak RSS MiB, load node s, rows, CPU s) of one `pz run`."""
-    wall, rss, _ = timed([sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"], DATA)
+    wall, rss, _ = timed([*pz_command(), "-p", str(project), "run"], DATA)
     run = sorted((project / ".pz" / "runs").iterdir())[-1]
     nodes = json.loads((run / "run_results.json").read_text())["nodes"]
     node = next(n for n in nodes if n["name"] == "src_src__parts")

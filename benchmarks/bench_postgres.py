@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pz_command import pz_command
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
 SCHEMA = "pz_bench"
@@ -310,7 +312,7 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, int, str]:
 def run_tool(tool: str, conn: Conn, table: str, rows: int, projects: dict[str, Path]) -> Run:
     if tool.startswith("pz-"):
         project = projects[tool]
-        wall, rss, _ = timed([sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run"], DATA)
+        wall, rss, _ = timed([*pz_command(), "-p", str(project), "run"], DATA)
         result = pz_result(project)
         expected_tier = tool.removeprefix("pz-")
         if result["tier"] != expected_tier:

@@ -51,6 +51,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from bench_postgres import SCHEMA, Conn, ensure_table  # noqa: E402
+from pz_command import pz_command  # noqa: E402
 
 from tests.faults.tcp_proxy import FaultProxy  # noqa: E402
 
@@ -131,7 +132,7 @@ class Round:
 
 def pz(project: Path, *args: str, env: dict[str, str] | None = None) -> tuple[float, int, int, str]:
     """(wall seconds, peak RSS MiB, exit code, output) of one `pz` process."""
-    cmd = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), *args]
+    cmd = [*pz_command(), "-p", str(project), *args]
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})

@@ -15,13 +15,13 @@ import compileall
 import os
 import shutil
 import statistics
-import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 from bench_validate import Timing, timed
 from gen_diamond_project import generate, inputs
+from pz_command import pz_command
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
@@ -31,7 +31,7 @@ KINDS = ["cold", "warm", "edit leaf sql", "edit hub columns", "edit check"]
 class Project:
     def __init__(self, root: Path, pipelines: int, spread: int, checks_every: int):
         self.root = root
-        self.cmd = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(root), "validate"]
+        self.cmd = [*pz_command(), "-p", str(root), "validate"]
         self.env = dict(os.environ)
         readers = Counter(r for refs in inputs(pipelines, spread) for r in refs)
         hub = max(readers, key=lambda i: (readers[i], i))

@@ -26,6 +26,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from pz_command import pz_command
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data" / "s3"
 KEY_ID, SECRET = "benchkey", "benchsecret"
@@ -171,7 +173,7 @@ def main() -> None:
         upload(endpoint, local, "in/orders.parquet")
         write_project(project, endpoint, local)
         env = {"B_ID": KEY_ID, "B_SECRET": SECRET}
-        pz = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "run", "--select"]
+        pz = [*pz_command(), "-p", str(project), "run", "--select"]
         ref_db = DATA / "ref.duckdb"
         cases = {
             "read": (

@@ -13,10 +13,11 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
+
+from pz_command import pz_command
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
@@ -53,7 +54,7 @@ def one_run(project: Path, source_tree: Path | None) -> float:
     env = dict(os.environ)
     if source_tree is not None:
         env["PYTHONPATH"] = str(source_tree)
-    cmd = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "--quiet", "run"]
+    cmd = [*pz_command(), "-p", str(project), "--quiet", "run"]
     started = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started

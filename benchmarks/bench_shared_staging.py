@@ -26,6 +26,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from pz_command import pz_command
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
@@ -76,7 +78,7 @@ def write_project(root: Path, rows: int, endpoint: str | None) -> None:
 
 def pz(project: Path, *args: str, env: dict[str, str] | None = None) -> tuple[float, int, float]:
     """(wall seconds, peak RSS MiB, the source load's seconds) of one `pz` process."""
-    cmd = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), *args]
+    cmd = [*pz_command(), "-p", str(project), *args]
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})

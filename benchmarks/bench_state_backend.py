@@ -19,13 +19,13 @@ import secrets
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from gen_diamond_project import DATASETS, generate
+from pz_command import pz_command
 
 from tests.objstores import S3_KEY_ID, S3_SECRET, AzureServer, S3Server, azurite_server, moto_server
 
@@ -37,7 +37,7 @@ def timed(project: Path, *args: str) -> tuple[float, float]:
     """(wall seconds, peak RSS in MiB) of one whole pz process."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), *args],
+        [*pz_command(), "-p", str(project), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -69,9 +69,7 @@ def write_data(folder: Path) -> None:
 
 
 def nodes(project: Path) -> int:
-    proc = subprocess.run(
-        [sys.executable, "-m", "pipelinez.cli.main", "-p", str(project), "ls"], capture_output=True, text=True
-    )
+    proc = subprocess.run([*pz_command(), "-p", str(project), "ls"], capture_output=True, text=True)
     return len([line for line in proc.stdout.splitlines() if line.strip()])
 
 

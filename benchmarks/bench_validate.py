@@ -23,13 +23,13 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import gen_diamond_project
 import gen_shaped_project
+from pz_command import pz_command
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
@@ -87,7 +87,7 @@ def compile_bytecode(dbt: str | None) -> None:
 
 def run_pairs(out: Path, pairs: int, dbt: str | None, env: dict[str, str]) -> tuple[list[Timing], ...]:
     """`pairs` alternating pairs of a cold `pz validate` (its .pz/ removed first) and `dbt parse`."""
-    pz_cmd = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(out / "pz"), "validate"]
+    pz_cmd = [*pz_command(), "-p", str(out / "pz"), "validate"]
     dbt_cmd = [dbt or "dbt", "parse", "--no-partial-parse", "--profiles-dir", ".", "--project-dir", "."]
     pz_runs: list[Timing] = []
     dbt_runs: list[Timing] = []

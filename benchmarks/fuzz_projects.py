@@ -31,6 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pz_command import pz_command  # noqa: E402
+
 from tests.fuzz.harness import VIOLATIONS, Case, Outcome, Worker, materialize, run_case  # noqa: E402
 
 
@@ -195,7 +197,7 @@ def replay(path: Path, keep: bool) -> None:
 
 
 def _pz(root: Path, args: list[str], env: dict[str, str]) -> int:
-    cmd = [sys.executable, "-m", "pipelinez.cli.main", "-p", str(root / "project"), *args]
+    cmd = [*pz_command(), "-p", str(root / "project"), *args]
     print(f"$ pz -p {root / 'project'} {' '.join(args)}")
     try:
         proc = subprocess.run(
