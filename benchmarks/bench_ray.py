@@ -23,7 +23,10 @@ run is what the `pz` console script runs (`pipelinez.cli.entry`).
     .venv/bin/python benchmarks/bench_ray.py --rows 10000000 --partitions 16
     .venv/bin/python benchmarks/bench_ray.py --scenarios fixed --rounds 5
 
-The partitioned table also prints the 2-worker speed-up: the 1-worker Ray wall over the 2-worker one.
+The partitioned table also prints the 2-worker speed-up: the 1-worker Ray wall over the 2-worker one, and
+the bound this machine sets on it: every run's "busy CPUs" is the whole machine's (pz, Ray's workers,
+PostgreSQL's backends, anything else) from /proc/stat over the run, and a 1-worker run that already keeps B of
+the machine's C CPUs busy cannot be sped up more than C / B by more simulated workers on the same CPUs.
 """
 
 from __future__ import annotations
@@ -46,9 +49,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_incremental import byte_compile, measured_tree  # noqa: E402
 from bench_postgres import Conn, ensure_table  # noqa: E402
-
-# what the `pz` console script runs (it leaves with os._exit once the command has ended, as a user's pz does)
-PZ = [sys.executable, "-c", "from pipelinez.cli.entry import main; main()"]
+from pz_command import pz_command  # noqa: E402
 
 
 @dataclass
@@ -62,6 +63,14 @@ class Measure:
     tasks: int
     node_ms: int  # sum of the nodes' duration_ms
     ok: bool
+    busy_cpus: float  # the whole machine's busy CPUs over the run (pz, Ray's workers, PostgreSQL, the rest)
+
+
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of every CPU of the machine since boot, from /proc/stat's first line."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:
@@ -158,10 +167,14 @@ def branches_project(root: Path, branches: int) -> Path:
     return _write(root, files)
 
 
-def run_pz(project: Path, args: list[str], env: dict[str, str]) -> tuple[float, float, dict[str, object]]:
+def run_pz(
+    project: Path, args: list[str], env: dict[str, str]
+) -> tuple[float, float, dict[str, object], float]:
+    """(wall s, the driver's peak RSS MiB, run_results, the machine's busy CPUs over the run)."""
+    busy0, total0 = cpu_jiffies()
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [*PZ, "-p", str(project), "run", *args],
+        [*pz_command(), "-p", str(project), "run", *args],
         env={**os.environ, **env},
         cwd=project,  # as a user runs it; `python -c` puts the working folder first on sys.path
         stdout=subprocess.PIPE,
@@ -170,11 +183,13 @@ def run_pz(project: Path, args: list[str], env: dict[str, str]) -> tuple[float, 
     out = proc.stdout.read() if proc.stdout else b""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
+    busy1, total1 = cpu_jiffies()
+    busy_cpus = (busy1 - busy0) / max(1, total1 - total0) * (os.cpu_count() or 1)
     runs = sorted((project / ".pz" / "runs").iterdir())
     results = json.loads((runs[-1] / "run_results.json").read_text())
     if os.waitstatus_to_exitcode(status) != 0:
         print(out.decode(errors="replace")[-2000:], file=sys.stderr)
-    return wall, usage.ru_maxrss / 1024, results
+    return wall, usage.ru_maxrss / 1024, results, busy_cpus
 
 
 def measure(scenario: str, project: Path, executor: str, workers: int | None, address: str | None) -> Measure:
@@ -183,7 +198,7 @@ def measure(scenario: str, project: Path, executor: str, workers: int | None, ad
     if executor == "ray":
         env["RAY_ADDRESS"] = address or ""
         args = ["--executor", "ray", "--staging", str(project / "shared")]
-    wall, rss, results = run_pz(project, args, env)
+    wall, rss, results, busy = run_pz(project, args, env)
     nodes = results["nodes"]
     assert isinstance(nodes, list)
     tasks = 0
@@ -202,6 +217,7 @@ def measure(scenario: str, project: Path, executor: str, workers: int | None, ad
         tasks,
         sum(int(n["duration_ms"]) for n in nodes),
         results["status"] == "success",
+        busy,
     )
 
 
@@ -263,22 +279,30 @@ def _print(scenario: str, local: list[Measure], ray: list[Measure], base: float)
     print(f"\n{scenario}: local executor wall {base:.2f}s (mean of {len(local)} runs)")
     print(
         "| executor | workers | wall s | vs local (neighbours) | nodes | tasks | overhead/task ms "
-        "| driver RSS MB |"
+        "| driver RSS MB | busy CPUs |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for i, r in enumerate(ray):
         around = statistics.mean([local[i].wall, local[i + 1].wall])
         per_task = (r.wall - around) / r.tasks * 1000 if r.tasks else 0.0
         ok = "" if r.ok else " (FAILED)"
         print(
             f"| ray{ok} | {r.workers} | {r.wall:.2f} | {r.wall / around:.2f}x | {r.nodes} | {r.tasks} | "
-            f"{per_task:.0f} | {r.rss_mb:.0f} |"
+            f"{per_task:.0f} | {r.rss_mb:.0f} | {r.busy_cpus:.2f} |"
         )
     walls = {r.workers: r.wall for r in ray}
     if 1 in walls and 2 in walls:
-        print(f"2-worker speed-up over 1 worker: {walls[1] / walls[2]:.2f}x")
+        one = next(r for r in ray if r.workers == 1)
+        bound = (os.cpu_count() or 1) / max(one.busy_cpus, 0.01)
+        print(
+            f"2-worker speed-up over 1 worker: {walls[1] / walls[2]:.2f}x; the 1-worker run kept "
+            f"{one.busy_cpus:.2f} of {os.cpu_count()} CPUs busy: no worker count can beat {bound:.2f}x here"
+        )
     lrss = max(m.rss_mb for m in local)
-    print(f"| local | threads=CPUs | {base:.2f} | 1.00x | {local[0].nodes} | - | - | {lrss:.0f} |")
+    lbusy = statistics.mean(m.busy_cpus for m in local)
+    print(
+        f"| local | threads=CPUs | {base:.2f} | 1.00x | {local[0].nodes} | - | - | {lrss:.0f} | {lbusy:.2f} |"
+    )
 
 
 if __name__ == "__main__":
