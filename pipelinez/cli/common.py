@@ -171,15 +171,17 @@ def guarded(fn: F) -> F:
         settings.color = settings.color and not command_no_color
         settings.quiet = settings.quiet or command_quiet
         signals_before = interrupts.count()
+        runs_before = len(interrupts.runs_recorded())
         try:
             return fn(*args, **kwargs)
         except KeyboardInterrupt:
-            _report_interrupt(settings)
+            _report_interrupt(settings, interrupts.runs_recorded()[runs_before:])
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:
             if interrupts.count() > signals_before:  # a signal of this command, become an error inside
-                _report_interrupt(settings)  # DuckDB or an import: still an interrupt
+                # DuckDB or an import: still an interrupt
+                _report_interrupt(settings, interrupts.runs_recorded()[runs_before:])
             _report_failure(settings, exc)
 
     return wrapper  # type: ignore[return-value]
@@ -199,12 +201,24 @@ def _report_failure(settings: Settings, exc: Exception) -> None:
     sys.exit(EXIT_REFUSED)
 
 
-def _report_interrupt(settings: Settings) -> NoReturn:
+def interrupt_text(signal_name: str, runs: Sequence[str]) -> tuple[str, str]:
+    """PZ0514's message and next step for a command a stop signal ended: `runs` are the runs the command
+    had begun recording (run_results.json written), whose unfinished nodes are now recorded as cancelled;
+    with none, no node ran and there is nothing for `pz retry` to finish."""
     from pipelinez.core.codes import lookup
 
-    by = " by SIGTERM" if interrupts.received() == "SIGTERM" else ""
-    message = f"run interrupted{by}: nodes that had not finished are recorded as cancelled"
-    next_step = lookup("PZ0514").next_step
+    by = " by SIGTERM" if signal_name == "SIGTERM" else ""
+    if runs:
+        cancelled = f"nodes that had not finished are recorded as cancelled (run {runs[-1]})"
+        return f"run interrupted{by}: {cancelled}", lookup("PZ0514").next_step
+    return (
+        f"interrupted{by} before a run was recorded: no node ran",
+        "run the command again when ready",
+    )
+
+
+def _report_interrupt(settings: Settings, runs: Sequence[str]) -> NoReturn:
+    message, next_step = interrupt_text(interrupts.received(), runs)
     if settings.log_format == "json":
         settings.emit_diagnostics([error("PZ0514", message, file="pz", next_step=next_step)])
     else:

@@ -38,6 +38,11 @@ def tripped() -> bool:
     return stop_signals.tripped()
 
 
+def runs_recorded() -> list[str]:
+    """The runs this process has begun recording (see `stop_signals.run_recorded`)."""
+    return stop_signals.runs_recorded()
+
+
 def count() -> int:
     """Stop signals recorded so far in this process (see `stop_signals.count`)."""
     return stop_signals.count()

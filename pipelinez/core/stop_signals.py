@@ -24,6 +24,7 @@ _received: list[str] = []  # the signals that came, in order
 _cleanups: list[Callable[[], None]] = []
 _held = 0  # how many `held()` blocks the main thread is in
 _pending = False  # a stop signal came while held: raised at the next `take_pending()` or the block's end
+_runs_recorded: list[str] = []  # the runs this process has begun recording (run_results.json written)
 
 
 def on_stop_signal(signum: int, _frame: FrameType | None) -> None:
@@ -87,6 +88,18 @@ def count() -> int:
     count at its start, so a signal an earlier command of the same process (the Python API, a test) took
     never turns a later command's error into an interrupt."""
     return len(_received)
+
+
+def run_recorded(run_id: str) -> None:
+    """A run's first run_results.json is written: a stop signal from now on is recorded in it (its
+    unfinished nodes cancelled, `pz retry` can finish it)."""
+    _runs_recorded.append(run_id)
+
+
+def runs_recorded() -> list[str]:
+    """The runs this process has begun recording, in order: a command compares the list with the one at
+    its start, as with `count`."""
+    return list(_runs_recorded)
 
 
 def received() -> str:

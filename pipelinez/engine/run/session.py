@@ -149,6 +149,7 @@ class RunSession:
         except OSError as exc:
             raise state_error(exc, self.state_dir) from None
         self.writer = writer
+        stop_signals.run_recorded(self.run_id)
         self.bus.publish(
             RunStarted(
                 self.run_id,
