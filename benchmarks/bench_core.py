@@ -74,15 +74,15 @@ def write_project(root: Path, csv: Path, compression: str | None = None) -> None
         p.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
 
 
-def timed(cmd: list[str], cwd: Path) -> tuple[float, int]:
-    """(seconds, peak RSS in MiB) of one child process."""
+def timed(cmd: list[str], cwd: Path) -> tuple[float, int, float]:
+    """(seconds, peak RSS in MiB, CPU seconds: user + system) of one child process."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{cmd} failed: {proc.stderr.read().decode() if proc.stderr else ''}")
-    return elapsed, usage.ru_maxrss // 1024
+    return elapsed, usage.ru_maxrss // 1024, usage.ru_utime + usage.ru_stime
 
 
 def staging_mib(project: Path) -> float:
@@ -115,8 +115,12 @@ def main() -> None:
         "'ordered_at': 'DATE', 'status': 'VARCHAR'})) TO '" + str(ref_out) + "' (FORMAT parquet)\")",
     ]
     names = {mode: f"pz run {mode}".strip() for mode in modes}
-    rows: dict[str, list[tuple[float, int]]] = {"plain duckdb COPY": [], **{n: [] for n in names.values()}}
+    rows: dict[str, list[tuple[float, int, float]]] = {
+        "plain duckdb COPY": [],
+        **{n: [] for n in names.values()},
+    }
     ratios: dict[str, list[float]] = {n: [] for n in names.values()}
+    cpu_ratios: dict[str, list[float]] = {n: [] for n in names.values()}
     sizes: dict[str, float] = {}
     for _ in range(args.pairs):
         ref = timed(reference, DATA)
@@ -126,15 +130,25 @@ def main() -> None:
             mine = timed(pz, DATA)
             rows[names[mode]].append(mine)
             ratios[names[mode]].append(mine[0] / ref[0])
+            cpu_ratios[names[mode]].append(mine[2] / ref[2])
             sizes[names[mode]] = staging_mib(projects[mode])
-            print(f"  {names[mode]}: {mine[0]:.2f}s ratio {ratios[names[mode]][-1]:.2f} (COPY {ref[0]:.2f}s)")
+            print(
+                f"  {names[mode]}: {mine[0]:.2f}s ratio {ratios[names[mode]][-1]:.2f} (COPY {ref[0]:.2f}s); "
+                f"CPU {mine[2]:.2f}s ratio {cpu_ratios[names[mode]][-1]:.2f}; load {os.getloadavg()[0]:.1f}"
+            )
     print(f"{args.rows:,} rows CSV → Parquet, {args.pairs} alternating rounds")
-    print(f"{'tool':<24} {'median s':>9} {'ratio':>7} {'peak RSS MiB':>13} {'staging MiB':>12}")
+    print(
+        f"{'tool':<24} {'median s':>9} {'ratio':>7} {'cpu s':>7} {'cpu ratio':>9} {'peak RSS MiB':>13} "
+        f"{'staging MiB':>12}"
+    )
     for tool, runs in rows.items():
-        median = statistics.median(t for t, _ in runs)
+        median = statistics.median(t for t, _, _ in runs)
+        cpu = statistics.median(c for _, _, c in runs)
         ratio = statistics.median(ratios[tool]) if tool in ratios else 1.0
+        cpu_ratio = statistics.median(cpu_ratios[tool]) if tool in cpu_ratios else 1.0
         size = f"{sizes[tool]:>12.0f}" if tool in sizes else f"{'-':>12}"
-        print(f"{tool:<24} {median:>9.2f} {ratio:>7.2f} {max(r for _, r in runs):>13} {size}")
+        peak = max(r for _, r, _ in runs)
+        print(f"{tool:<24} {median:>9.2f} {ratio:>7.2f} {cpu:>7.2f} {cpu_ratio:>9.2f} {peak:>13} {size}")
 
 
 if __name__ == "__main__":

@@ -186,6 +186,35 @@ def test_csv_nullstr_semantics(tmp_path: Path) -> None:
     assert rows(con, a) == [("x", "y"), (None, ""), (None, "")]
 
 
+def test_a_csv_read_its_contract_decides_opens_no_duckdb_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its schema is the contract and its select needs no lookup: the read runs on the staging connection
+    alone (opening an instance costs ~15 ms, two did before), and its header row is read without pyarrow."""
+    import gzip
+
+    from pipelinez.connectors.files.store import local_ref
+    from pipelinez.core import duck_connect, duck_types
+
+    write_file(tmp_path / "data" / "orders.csv", TRICKY, "\n")
+    conn, con = connector(tmp_path), staging(tmp_path)
+    duck_types.helper()  # the process's shared instance (types are parsed there) is not the connector's
+
+    def refused(*_: object, **__: object) -> None:
+        raise AssertionError("the connector opened a DuckDB instance of its own")
+
+    monkeypatch.setattr(duck_connect, "connect", refused)
+    load(conn, con, DatasetRequest("orders", {"path": "orders.csv"}, CONTRACT), "n", NATIVE)
+    assert con.execute("SELECT count(*) FROM n").fetchone() == (4,)
+    with local_ref(tmp_path / "data" / "orders.csv").open_start() as raw:
+        assert not isinstance(raw, pa.NativeFile) and raw.readline() == b"id,name,amount,day,at,flag,note\n"
+    zipped = tmp_path / "data" / "orders.csv.gz"
+    with gzip.open(zipped, "wb") as f:
+        f.write(b"id\n1\n")
+    with local_ref(zipped).open_start() as raw:  # decompressed by pyarrow, as before
+        assert isinstance(raw, pa.NativeFile) and raw.read() == b"id\n1\n"
+
+
 def test_csv_bom_and_gzip(tmp_path: Path) -> None:
     import gzip
 

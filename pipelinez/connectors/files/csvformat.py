@@ -106,6 +106,11 @@ def _struct(pairs: Sequence[tuple[str, str]]) -> str:
     return "{" + ", ".join(f"{quote_literal(n)}: {quote_literal(t)}" for n, t in pairs) + "}"
 
 
+def contract_schema(contract: Sequence[tuple[str, str]], dialect: CsvDialect) -> ReadSchema:
+    """The schema a `columns:` contract decides (no file is looked at)."""
+    return ReadSchema(tuple(contract), dialect.dateformat, dialect.timestampformat)
+
+
 def resolve_schema(
     con: duckdb.DuckDBPyConnection,
     first_file: FileRef,
@@ -115,7 +120,7 @@ def resolve_schema(
     """The schema every read of this dataset lands (see the module docstring). `contract` types must
     already be canonical DuckDB types."""
     if contract:
-        return ReadSchema(tuple(contract), dialect.dateformat, dialect.timestampformat)
+        return contract_schema(contract, dialect)
     import duckdb
 
     try:
@@ -157,7 +162,7 @@ def header_names(file: FileRef, dialect: CsvDialect) -> list[str]:
     blanks trimmed, an empty name becomes `column<i>`, a repeated name (ignoring case) gets `_1`, `_2`…"""
 
     with (
-        file.open_text_source() as raw,
+        file.open_start() as raw,
         io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="") as text,
     ):
         reader = csv.reader(

@@ -177,7 +177,7 @@ class ObjectStoreConnector(Connector):
             files = ds.partition_files(partition)
             with self.store.session(con) as cur:
                 schema = self._schema(ds, dataset, cur, files)
-                select = reading.native_select(cur, ds, schema, files)
+                select = reading.native_select(lambda: cur, ds, schema, files)
                 land(cur, target, bounded_select(select, dataset.bounds), dataset.staging_compression)
 
     # -- sink ----------------------------------------------------------------------------------
@@ -303,7 +303,7 @@ class ObjectStoreConnector(Connector):
             cached = self._schemas.get(key)
         if cached is not None:
             return cached
-        schema = reading.resolve_schema(con, ds, files)
+        schema = reading.resolve_schema(lambda: con, ds, files)
         with self._lock:
             self._schemas[key] = schema
         return schema

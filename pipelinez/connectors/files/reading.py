@@ -11,7 +11,7 @@ a record are NULL, as JSON usually omits nulls.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,10 @@ from pipelinez.core.sqlnames import quote_ident
 
 if TYPE_CHECKING:
     import duckdb
+
+# How a read asks for a DuckDB connection, only when it needs one: a schema the contract decides and a CSV or
+# JSON select are built without DuckDB (a caller can skip opening an instance: ~15 ms each).
+Connect = Callable[[], "duckdb.DuckDBPyConnection"]
 
 
 @dataclass(frozen=True)
@@ -116,13 +120,16 @@ def _hive_arg(ds: FileDataset) -> str:
     return ", hive_partitioning=true" if ds.hive else ""
 
 
-def resolve_schema(con: duckdb.DuckDBPyConnection, ds: FileDataset, files: Sequence[FileRef]) -> ReadSchema:
+def resolve_schema(connect: Connect, ds: FileDataset, files: Sequence[FileRef]) -> ReadSchema:
     """The schema every read of the dataset lands, from the contract or from `files` (all of them). With
     hive_partitioning, the partition columns follow the files' columns (as DuckDB orders them) unless the
-    contract places them."""
+    contract places them. `connect` is called only when the files are looked at (no contract)."""
     if ds.fmt == "csv":
-        schema = csvformat.resolve_schema(con, files[0], ds.dialect, ds.contract)
-        if ds.hive and not ds.contract:
+        if ds.contract:
+            return csvformat.contract_schema(ds.contract, ds.dialect)
+        con = connect()
+        schema = csvformat.resolve_schema(con, files[0], ds.dialect, None)
+        if ds.hive:
             scan = (
                 f"read_csv({file_list(files[:1])}, {ds.dialect.duckdb_args()}, auto_detect=false, "
                 f"columns={jsonread.struct_literal(schema.columns)}, hive_partitioning=true)"
@@ -136,21 +143,20 @@ def resolve_schema(con: duckdb.DuckDBPyConnection, ds: FileDataset, files: Seque
         return ReadSchema(ds.contract)
     if ds.fmt == "parquet":
         scan = f"read_parquet({file_list(files)}, union_by_name=true{_hive_arg(ds)})"
-        return ReadSchema(tuple(_describe_columns(con, f"SELECT * FROM {scan}")))
-    return ReadSchema(jsonread.infer_columns(con, files, hive=ds.hive))
+        return ReadSchema(tuple(_describe_columns(connect(), f"SELECT * FROM {scan}")))
+    return ReadSchema(jsonread.infer_columns(connect(), files, hive=ds.hive))
 
 
-def native_select(
-    con: duckdb.DuckDBPyConnection, ds: FileDataset, schema: ReadSchema, files: Sequence[FileRef]
-) -> str:
-    """The SELECT that reads `files` as exactly the schema's columns, in order, with its types."""
+def native_select(connect: Connect, ds: FileDataset, schema: ReadSchema, files: Sequence[FileRef]) -> str:
+    """The SELECT that reads `files` as exactly the schema's columns, in order, with its types. `connect` is
+    called for parquet only (its files' columns are looked up)."""
     hive = hive_keys(files[0]) if ds.hive else []
     if ds.fmt == "csv":
         return csvformat.native_select(files, ds.dialect, schema, hive)
     if ds.fmt == "json":
         return jsonread.select(files, schema.columns, hive)
     scan = f"read_parquet({file_list(files)}, union_by_name=true{_hive_arg(ds)})"
-    present = {name for name, _ in _describe_columns(con, f"SELECT * FROM {scan}")}
+    present = {name for name, _ in _describe_columns(connect(), f"SELECT * FROM {scan}")}
     missing = [name for name, _ in schema.columns if name not in present]
     if missing:
         raise PzConnectorError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from pipelinez.core.sqlnames import quote_literal
 
@@ -18,11 +18,16 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
+# the names pyarrow's `Codec.detect` decompresses (its test is exactly these endings, case-sensitive)
+_CODEC_SUFFIXES = (".bz2", ".gz", ".lz4", ".zst")
+
+
 @dataclass(frozen=True)
 class FileRef:
     display: str
     location: str
     opener: Callable[[], pa.NativeFile] = field(compare=False, repr=False)
+    local: str | None = field(default=None, compare=False, repr=False)  # its path, for a local file
 
     def __str__(self) -> str:
         return self.display
@@ -44,6 +49,13 @@ class FileRef:
             return raw
         return pa.CompressedInputStream(raw, codec.name)
 
+    def open_start(self) -> IO[bytes] | pa.NativeFile:
+        """`open_text_source` for a short read from the file's start (a CSV header row): a local file that
+        is not compressed is opened by Python itself, so a native CSV read imports no pyarrow (~40 ms)."""
+        if self.local is not None and not self.display.endswith(_CODEC_SUFFIXES):
+            return open(self.local, "rb")  # the caller closes it, as it closes open_text_source's
+        return self.open_text_source()
+
 
 def local_ref(path: object) -> FileRef:
     """A file on the local file system."""
@@ -58,7 +70,7 @@ def local_ref(path: object) -> FileRef:
 
         return pa.OSFile(text, "rb")
 
-    return FileRef(text, glob_escaped(text), opener)
+    return FileRef(text, glob_escaped(text), opener, text)
 
 
 def file_list(files: Sequence[FileRef]) -> str:

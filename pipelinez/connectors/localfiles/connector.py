@@ -168,7 +168,7 @@ class LocalFilesConnector(Connector):
         files = ds.partition_files(partition)
         try:
             schema = self._schema(ds, dataset)
-            select = reading.native_select(self.helper(), ds, schema, files)
+            select = reading.native_select(self.helper, ds, schema, files)  # opened for parquet only
             land(con, target, bounded_select(select, dataset.bounds), dataset.staging_compression)
         except duckdb.Error as exc:
             raise wrap(exc, "PZ0505", _part(ds, partition)) from exc
@@ -283,11 +283,18 @@ class LocalFilesConnector(Connector):
             if cached is not None:
                 return cached
             files = ds.absolute(ds.require_files())
-            con = duck_connect.connect()
+            opened: list[duckdb.DuckDBPyConnection] = []  # none when the contract decides
+
+            def connect() -> duckdb.DuckDBPyConnection:
+                if not opened:
+                    opened.append(duck_connect.connect())
+                return opened[0]
+
             try:
-                schema = reading.resolve_schema(con, ds, files)
+                schema = reading.resolve_schema(connect, ds, files)
             finally:
-                con.close()
+                for con in opened:
+                    con.close()
             self._schemas[key] = schema
             return schema
 
