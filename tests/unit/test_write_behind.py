@@ -59,3 +59,19 @@ def test_no_write_behind_where_there_is_no_fdatasync(tmp_path: Path, monkeypatch
     behind = WriteBehind(path).start()
     assert behind.tick() is False
     behind.stop()
+
+
+def test_a_removed_file_is_let_go(tmp_path: Path) -> None:
+    """A staging file removed while its write-behind still runs (a connection closed without close_staging,
+    its run folder swept): the descriptor is closed, so the removed file's space is given back."""
+    path = tmp_path / "staging.duckdb"
+    path.write_bytes(b"x")
+    behind = WriteBehind(path, period=3600).start()
+    fd = behind._fd
+    assert fd is not None
+    path.unlink()
+    assert behind.tick() is False
+    assert behind._fd is None
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    behind.stop()

@@ -159,7 +159,11 @@ def open_staging(
         close_staging(con)
         raise
     with _WRITE_BEHIND_LOCK:  # a load's commit then finds its rows on disk already (see write_behind)
+        # a connection closed without close_staging left its entry: a new one may have the same id
+        stale = _WRITE_BEHIND.pop(id(con), None)
         _WRITE_BEHIND[id(con)] = WriteBehind(path).start()
+    if stale is not None:
+        stale.stop()
     return con
 
 

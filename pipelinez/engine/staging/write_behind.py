@@ -49,8 +49,13 @@ class WriteBehind:
         return self
 
     def tick(self) -> bool:
-        """One step: write the file back when it changed since the last step. Whether it did."""
+        """One step: write the file back when it changed since the last step. Whether it did. A file that
+        was removed (a connection closed without `close_staging`, then its run folder swept) is let go: the
+        descriptor is closed, so it never keeps the removed file's disk space."""
         if self._fd is None:
+            return False
+        if os.fstat(self._fd).st_nlink == 0:
+            self._release()
             return False
         now = self._state()
         if now == self._seen:
@@ -62,13 +67,17 @@ class WriteBehind:
     def stop(self) -> None:
         """Stop the thread and close the descriptor (before the staging file is closed)."""
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
             self._thread = None
-        if self._fd is not None:
+        self._release()
+
+    def _release(self) -> None:
+        self._stop.set()
+        fd, self._fd = self._fd, None
+        if fd is not None:
             with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
+                os.close(fd)
 
     def _state(self) -> tuple[int, int]:
         assert self._fd is not None
@@ -80,4 +89,5 @@ class WriteBehind:
             try:
                 self.tick()
             except OSError:  # DuckDB's own sync at the commit reports it; nothing more to do here
+                self._release()
                 return
