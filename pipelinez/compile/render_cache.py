@@ -154,8 +154,11 @@ def _jinja_version() -> str | None:
 def _call(data: Any, places: dict[tuple[Any, Any, Any], Place]) -> Call:
     """A recorded call read back; `places`: the Place of each (file, line, col) already made (frozen)."""
     function, args, file, line, col = data
-    if type(function) is not str or type(args) is not list or any(type(a) is not str for a in args):
+    if type(function) is not str or type(args) is not list:
         raise TypeError("call")
+    for arg in args:  # a loop, not any(<generator>): 8,000 calls read back per compile at 2,000 pipelines
+        if type(arg) is not str:
+            raise TypeError("call")
     at = (file, line, col)
     place = places.get(at)
     if place is None:

@@ -8,7 +8,6 @@ name collisions, ephemeral misuse, unused vars, dead leaves.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from pipelinez.compile.graph import find_cycle
 from pipelinez.compile.pipeline_sql import has_query, split_pipeline
@@ -16,6 +15,7 @@ from pipelinez.compile.templating import Call, Rendered, TemplateFailure, Templa
 from pipelinez.config.model import PipelineSource, Project
 from pipelinez.config.suggest import did_you_mean
 from pipelinez.core.diagnostics import Diagnostic, Place, error, warning
+from pipelinez.core.once import once
 
 
 @dataclass
@@ -33,7 +33,7 @@ class PipelineInfo:
     def name(self) -> str:
         return self.source.name
 
-    @cached_property  # asked ~12 times per pipeline a compile; its source never changes
+    @once  # asked ~12 times per pipeline a compile; its source never changes
     def ephemeral(self) -> bool:
         return self.source.materialized == "ephemeral"
 

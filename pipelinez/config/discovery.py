@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelinez.core.diagnostics import Diagnostic, error
+from pipelinez.core.once import once
 
 PROJECT_FILE = "project.yml"
 YAML_SUFFIXES = (".yml", ".yaml")
@@ -43,10 +44,15 @@ class ProjectFiles:
 
     def rel(self, path: Path) -> str:
         """The project-relative POSIX path users see in messages."""
-        text, prefix = os.fspath(path), os.path.join(os.fspath(self.root), "")
+        text, prefix = os.fspath(path), self._prefix
         if os.sep == "/" and len(text) > len(prefix) and text.startswith(prefix):  # as relative_to gives:
             return text[len(prefix) :]  # both normalized by Path; no paths built (once per file)
         return path.relative_to(self.root).as_posix()
+
+    @once
+    def _prefix(self) -> str:
+        """The root's path with a trailing separator (worked out once: `rel` is asked once per file)."""
+        return os.path.join(os.fspath(self.root), "")
 
 
 @dataclass

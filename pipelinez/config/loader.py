@@ -6,6 +6,7 @@ Nothing is rendered here: `{{ env() }}`/`{{ var() }}` templates stay as written 
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -208,25 +209,26 @@ class _Loading:
                 text, problems = self._read(sql, file)
                 self.diagnostics += problems
                 if text is not None and sql is group[0]:
-                    sidecar = sidecars.get(sql.with_suffix("")) if sidecars else None
+                    sidecar = sidecars.get(_base(sql)) if sidecars else None
                     pipelines[name] = PipelineSource(name, file, text, sidecar)
         return dict(sorted(pipelines.items()))
 
-    def _sidecars(self) -> dict[Path, SidecarSpec | None]:
-        """Sidecars keyed by the path of their pipeline without suffix (None when the sidecar had errors)."""
+    def _sidecars(self) -> dict[str, SidecarSpec | None]:
+        """Sidecars keyed by the path of their pipeline without suffix, as text (`_base`: no Path built per
+        file), None when the sidecar had errors."""
         if not self.files.sidecars:
             return {}
-        sql_bases = {sql.with_suffix("") for sql in self.files.pipelines}
-        by_base: dict[Path, list[Path]] = defaultdict(list)
+        sql_bases = {_base(sql) for sql in self.files.pipelines}
+        by_base: dict[str, list[Path]] = defaultdict(list)
         for path in self.files.sidecars:
-            by_base[path.with_suffix("")].append(path)
-        specs: dict[Path, SidecarSpec | None] = {}
-        for base, group in sorted(by_base.items()):
+            by_base[_base(path)].append(path)
+        specs: dict[str, SidecarSpec | None] = {}
+        for base, group in sorted(by_base.items(), key=lambda item: Path(item[0])):
             if len(group) > 1:
                 self._error(
                     "PZ0204",
                     group[1],
-                    f"pipeline '{base.name}' has two sidecars: "
+                    f"pipeline '{os.path.basename(base)}' has two sidecars: "
                     f"{self.files.rel(group[0])} and {self.files.rel(group[1])}",
                     "keep one sidecar per pipeline (.yml)",
                 )
@@ -235,7 +237,7 @@ class _Loading:
                     "PZ0109",
                     group[0],
                     f"sidecar {self.files.rel(group[0])} has no pipeline: "
-                    f"there is no {self.files.rel(base.with_suffix('.sql'))}",
+                    f"there is no {self.files.rel(Path(base + '.sql'))}",
                 )
             for path in group:
                 spec = self._yaml(path, "sidecar", build_sidecar)
@@ -299,5 +301,10 @@ class _Loading:
 def _by_stem(paths: list[Path]) -> dict[str, list[Path]]:
     groups: dict[str, list[Path]] = defaultdict(list)
     for path in sorted(paths):
-        groups[path.stem].append(path)
+        groups[os.path.splitext(os.path.basename(path))[0]].append(path)  # `path.stem`, without a Path
     return dict(sorted(groups.items()))
+
+
+def _base(path: Path) -> str:
+    """`path` without its suffix, as text: `path.with_suffix("")` without building a Path."""
+    return os.path.splitext(os.fspath(path))[0]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pipelinez.config.positions import JsonPath, Positions
 from pipelinez.core.diagnostics import Place
 from pipelinez.core.json_types import JsonObject
+from pipelinez.core.once import once
 from pipelinez.core.vocabulary import (
     CheckSeverity,
     Duplicates,
@@ -192,12 +192,12 @@ class PipelineSource:
     defaults: PipelineDefaults = field(default_factory=PipelineDefaults)  # from project.yml `pipelines:`
 
     # computed once per instance (frozen: its fields never change; asked ~15 times per pipeline a compile)
-    @cached_property
+    @once
     def materialized(self) -> Materialization:
         own = self.sidecar.materialized if self.sidecar else None
         return Materialization(own or self.defaults.materialized or Materialization.TABLE)
 
-    @cached_property
+    @once
     def tags(self) -> tuple[str, ...]:
         own = self.sidecar.tags if self.sidecar else ()
         return tuple(dict.fromkeys((*self.defaults.tags, *own)))
