@@ -136,12 +136,9 @@ def _read(path: Path, versions: str) -> dict[str, Any]:
 
 
 def _columns(entry: Any) -> Columns | None:
-    """An entry read back: [[name, type], ...] of strings as columns; None (a miss) for anything else."""
-    if type(entry) is not list:
+    """An entry read back: [[name, type], ...] as columns (as the file gave them, each part as text); None
+    (a miss) for anything else."""
+    try:
+        return [(str(name), str(kind)) for name, kind in entry]
+    except (TypeError, ValueError):
         return None
-    columns: Columns = []
-    for pair in entry:
-        if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not str:
-            return None
-        columns.append((pair[0], pair[1]))
-    return columns

@@ -35,6 +35,7 @@ OriginLookup = Callable[
 _QUERY_START = re.compile(r"\s*(?:select|with|from|values)\b", re.I)
 _NOT_IN_CTAS = re.compile(r"\b(?:describe|show|summarize)\b", re.I)
 _WORD = re.compile(r"[^\W\d][\w$]*")  # a word that may name a table (quoted or not)
+_TABLES = (SourceLoadNode, PipelineNode)  # the nodes that make a table (a tuple: no union built per test)
 
 
 # the seam tests count binds through: pipeline or check name -> times its query was bound in this process
@@ -105,7 +106,7 @@ class DryCompiler(CheckBinds):
         self._tables = {
             (n.table if isinstance(n, SourceLoadNode) else n.name).lower()
             for n in nodes.values()
-            if isinstance(n, SourceLoadNode | PipelineNode)
+            if isinstance(n, _TABLES)
         }
         self._plain = all(_WORD.fullmatch(t) for t in self._tables)
         for name, node in nodes.items():
@@ -155,11 +156,7 @@ class DryCompiler(CheckBinds):
 
     def _inputs(self, node: Node) -> list[tuple[str, Columns | None]]:
         """The tables a node reads (its deps that are loads or pipelines) with their columns."""
-        return [
-            (d, self.shapes.get(d))
-            for d in node.deps
-            if isinstance(self._nodes.get(d), SourceLoadNode | PipelineNode)
-        ]
+        return [(d, self.shapes.get(d)) for d in node.deps if isinstance(self._nodes.get(d), _TABLES)]
 
     def _bind_cached(self, node: PipelineNode) -> list[Diagnostic]:
         """The pipeline's result columns from the bind cache, else bound (and cached when it binds)."""
@@ -191,7 +188,7 @@ class DryCompiler(CheckBinds):
         inputs = {
             (n.table if isinstance(n, SourceLoadNode) else d).lower()
             for d in node.deps
-            if isinstance(n := self._nodes.get(d), SourceLoadNode | PipelineNode)
+            if isinstance(n := self._nodes.get(d), _TABLES)
         }
         # the bind database holds only the project's tables: SQL whose words name none of them but its
         # inputs reads no other table (most pipelines: no parse)
