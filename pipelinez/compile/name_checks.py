@@ -31,6 +31,8 @@ _RENAMED = re.compile(r"(.*)_\d+", re.DOTALL)  # how CREATE TABLE … AS renames
 
 @dataclass(frozen=True)
 class _Named:
+    """A staging table name and what claims it."""
+
     name: str  # the staging table name
     what: str  # "pipeline 'P' (pipelines/P.sql)"
     place: Place

@@ -20,6 +20,8 @@ from pipelinez.core.once import once
 
 @dataclass
 class PipelineInfo:
+    """A pipeline after tier 2: its rendering, query, and what it reads and writes."""
+
     source: PipelineSource
     rendered: Rendered
     query: str  # refs still as tokens

@@ -45,6 +45,8 @@ class Declaration:
 
 @dataclass
 class SqlIncremental:
+    """The SQL route of incremental reads: declarations, specs, literals and errors."""
+
     errors: list[Diagnostic] = field(default_factory=list)
     specs: dict[Key, IncrementalSpec] = field(default_factory=dict)
     declared: dict[Key, list[Declaration]] = field(default_factory=dict)  # every recognised call, by dataset

@@ -31,6 +31,8 @@ DOC_SUFFIX = ".md"
 
 @dataclass(frozen=True)
 class ProjectFiles:
+    """The files of a project as discovered, by kind, sorted; and the problems finding them."""
+
     root: Path
     project: Path
     sources: list[Path] = field(default_factory=list)

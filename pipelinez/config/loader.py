@@ -84,6 +84,8 @@ def _no_project(where: Path) -> Diagnostic:
 
 @dataclass
 class _Loading:
+    """One load of a project: its files, and the diagnostics and positions gathered so far."""
+
     files: ProjectFiles
     partial: bool = False
     diagnostics: list[Diagnostic] = field(default_factory=list)

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class FileRef:
+    """A file to read: how it is shown, where it is, and how to open it."""
+
     display: str
     location: str
     opener: Callable[[], pa.NativeFile] = field(compare=False, repr=False)
