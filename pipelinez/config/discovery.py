@@ -76,14 +76,14 @@ def snapshot_paths(files: ProjectFiles) -> list[Path]:
 def discover(root: Path) -> ProjectFiles:
     problems: list[Diagnostic] = []
     found = _tree(root, root / "pipelines", (".sql", *YAML_SUFFIXES), problems)
-    pipelines = [p for p in found if p.suffix == ".sql"]
+    pipelines = [p for p in found if split_ext(p.name)[1] == ".sql"]
     return ProjectFiles(
         root=root,
         project=root / PROJECT_FILE,
         sources=_flat(root, root / "sources", problems),
         sinks=_flat(root, root / "sinks", problems),
         pipelines=pipelines,
-        sidecars=[p for p in found if p.suffix != ".sql"],
+        sidecars=[p for p in found if split_ext(p.name)[1] != ".sql"],
         docs=_tree(root, root / "docs", (DOC_SUFFIX,), problems),
         tests=_tree(root, root / "tests", (".sql",), problems),
         macros=_tree(root, root / "macros", (".sql",), problems),
@@ -126,6 +126,16 @@ def _too_large(root: Path, folder: Path, via: tuple[str, str] | None) -> Diagnos
         "(project files there were not read)",
         file=via[0] if via else name,
     )
+
+
+def split_ext(path: str) -> tuple[str, str]:
+    """`os.path.splitext(path)`, without its loop for the usual name (one not starting with a dot): asked for
+    every project file by discovery and the loader."""
+    start = path.rfind(os.sep) + 1
+    dot = path.rfind(".")
+    if dot > start and path[start] != ".":
+        return path[:dot], path[dot:]
+    return os.path.splitext(path)
 
 
 def _visible(name: str) -> bool:
@@ -256,7 +266,7 @@ def _tree(root: Path, folder: Path, wanted: tuple[str, ...], problems: list[Diag
             continue
         entries.sort(key=lambda e: e.name)
         for entry in entries:
-            suffix = os.path.splitext(entry.name)[1]
+            suffix = split_ext(entry.name)[1]
             try:
                 is_link = entry.is_symlink()
                 is_dir = entry.is_dir()

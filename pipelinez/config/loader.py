@@ -16,7 +16,14 @@ from typing import TypeVar
 from pipelinez.config.budget import budget_problems
 from pipelinez.config.build import build_settings, build_sidecar, build_sink, build_source
 from pipelinez.config.checks import duplicate_check_names
-from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, Snapshot, broken_link, discover
+from pipelinez.config.discovery import (
+    PROJECT_FILE,
+    ProjectFiles,
+    Snapshot,
+    broken_link,
+    discover,
+    split_ext,
+)
 from pipelinez.config.folders import folder_problems, with_defaults
 from pipelinez.config.model import PipelineSource, Project, SidecarSpec, SingularTest
 from pipelinez.config.parse_cache import PARSED, ParseCache
@@ -187,7 +194,7 @@ class _Loading:
     def _instances(self, paths: list[Path], kind: str, build: Callable[[YamlDoc], T]) -> dict[str, T]:
         specs: dict[str, T] = {}
         for name, group in _by_stem(paths).items():
-            self._check_name(group[0], kind)
+            self._check_name(name, group[0], kind)
             self._check_unique(name, group, f"{kind} instance")
             spec = self._yaml(group[0], kind, build)
             for extra in group[1:]:
@@ -204,7 +211,7 @@ class _Loading:
         sidecars = self._sidecars()
         pipelines: dict[str, PipelineSource] = {}
         for name, group in _by_stem(self.files.pipelines).items():
-            self._check_name(group[0], "pipeline")
+            self._check_name(name, group[0], "pipeline")
             self._check_unique(name, group, "pipeline")
             for sql in group:
                 file = self.files.rel(sql)
@@ -252,7 +259,7 @@ class _Loading:
         """tests/**/*.sql by file stem: each a query that must return no rows."""
         tests: dict[str, SingularTest] = {}
         for name, group in _by_stem(self.files.tests).items():
-            self._check_name(group[0], "singular test")
+            self._check_name(name, group[0], "singular test")
             self._check_unique(name, group, "singular test")
             file = self.files.rel(group[0])
             text, problems = self._read(group[0], file)
@@ -276,12 +283,13 @@ class _Loading:
 
     # --- names ---------------------------------------------------------------------------------------
 
-    def _check_name(self, path: Path, what: str) -> None:
-        if not is_name(path.stem):
+    def _check_name(self, name: str, path: Path, what: str) -> None:
+        """PZ0107 when `name` (the stem of `path`) is not a name."""
+        if not is_name(name):
             self._error(
                 "PZ0107",
                 path,
-                f"'{path.stem}' ({self.files.rel(path)}) is not a valid {what} name: "
+                f"'{name}' ({self.files.rel(path)}) is not a valid {what} name: "
                 "use letters, digits and _, not starting with a digit",
             )
 
@@ -303,10 +311,10 @@ class _Loading:
 def _by_stem(paths: list[Path]) -> dict[str, list[Path]]:
     groups: dict[str, list[Path]] = defaultdict(list)
     for path in sorted(paths):
-        groups[os.path.splitext(os.path.basename(path))[0]].append(path)  # `path.stem`, without a Path
+        groups[split_ext(os.path.basename(path))[0]].append(path)  # `path.stem`, without a Path
     return dict(sorted(groups.items()))
 
 
 def _base(path: Path) -> str:
     """`path` without its suffix, as text: `path.with_suffix("")` without building a Path."""
-    return os.path.splitext(os.fspath(path))[0]
+    return split_ext(os.fspath(path))[0]
