@@ -60,7 +60,9 @@ class DryCompiler(CheckBinds):
         self.origins: OriginLookup = origins or (lambda _name: [])
         self.binds = binds or BindCache(None)
         self.shapes: dict[str, Columns] = {}  # a created (or cached) table's columns and types, by node
-        self.virtual: dict[str, Columns] = {}  # pipelines the cache answered for: tables not created yet
+        # pipelines the cache answered for, and sources whose table the cache knows DuckDB makes: tables not
+        # created yet (`_materialize` makes one when a bind reads it)
+        self.virtual: dict[str, Columns] = {}
         self._nodes: dict[str, Node] = {}
         self._tables: set[str] = set()  # the lower-cased names of every table binding may create
         self._plain = True  # every one of them is a word (else a word scan may miss one: parse)
@@ -202,8 +204,9 @@ class DryCompiler(CheckBinds):
         return not named, [name for name in self.virtual if name.lower() in named]
 
     def _materialize(self, names: Sequence[str]) -> None:
-        """Create the tables of these cached pipelines from their cached columns (one DuckDB cannot
-        create from its type names: bound from its query, as without a cache)."""
+        """Create the tables of these cached pipelines and sources from their cached columns (a pipeline's
+        that DuckDB cannot create from its type names: bound from its query, as without a cache; a source's
+        is the very statement that made it when it was cached)."""
         for name in names:
             columns = self.virtual.pop(name, None)
             if columns is None:
@@ -217,9 +220,11 @@ class DryCompiler(CheckBinds):
                 if not (_is_duck_error(exc) or isinstance(exc, ValueError)):
                     raise
                 node = self._nodes[name]
-                assert isinstance(node, PipelineNode)
-                self._materialize(node.deps)
-                self._bind_pipeline(node)
+                if isinstance(node, PipelineNode):
+                    self._materialize(node.deps)
+                    self._bind_pipeline(node)
+                # a source's table left out (its statement made it before, with this DuckDB): what reads it
+                # fails to bind, and says so
 
     def _create_source(self, node: SourceLoadNode, columns: list[tuple[str, str]]) -> Diagnostic | None:
         unnamable = [c for c, _ in columns if "\x00" in c]
@@ -236,6 +241,12 @@ class DryCompiler(CheckBinds):
             return column_clash_error(f"dataset '{node.source}.{node.dataset}'", clash, node.place, fix)
         cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in columns) or '"__pz_no_columns" INTEGER'
         ddl = f"CREATE TABLE {quote_ident(node.table)} ({cols})"
+        # made before by this very statement (the bind cache's key holds it and DuckDB's version): made when
+        # a bind reads it, by `_materialize`, which writes the same statement from the same columns
+        key = self.binds.key("source", ddl, []) if columns and ";" not in ddl else None
+        if key is not None and self.binds.get(key) is not None:
+            self.virtual[node.name] = list(columns)
+            return None
         try:
             if ";" in ddl and len(self.con.extract_statements(ddl)) != 1:  # a type that ends the statement
                 return self._bad_contract(node, "a column type holds more than a type (a `;`)")
@@ -244,6 +255,8 @@ class DryCompiler(CheckBinds):
             if not _is_duck_error(exc):
                 raise
             return self._bad_contract(node, condense(parse_duck_error(str(exc), "").summary))
+        if key is not None:
+            self.binds.put(key, [])
         return None
 
     @staticmethod
