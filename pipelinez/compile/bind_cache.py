@@ -6,7 +6,8 @@ no file: a project with `engine.external_access` is never cached). So an entry's
 pz and DuckDB versions, the SQL, and each input's name and columns with their types; its value is the
 result's columns with their types, which in turn enter the keys of its readers. An edit that changes a
 pipeline's result changes every reader's key; one that does not (a comment, a WHERE) stops there. A check
-is cached the same way (its SQL and its inputs' columns), its value only that it bound. Only what bound is
+is cached the same way (its SQL and its inputs' columns), its value only that it bound; so is a source
+dataset's CREATE TABLE (its contract), whose table is then made only when a bind reads it. Only what bound is
 kept: an error is found again by binding again, never replayed. Nor is a pipeline that names a table bare
 (neither a CTE nor one of its ref()/source() tables): that table's columns are not in its key.
 
