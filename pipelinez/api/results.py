@@ -122,6 +122,8 @@ def _incremental(bounds: ReadBounds | None) -> JsonObject | None:
 
 @dataclass(frozen=True)
 class RunPlan:
+    """A plan as the facade gives it: the nodes in order, the selection and warnings."""
+
     nodes: tuple[PlanNode, ...]
     selection: tuple[str, ...]
     warnings: tuple[Diagnostic, ...] = ()

@@ -6,7 +6,8 @@ no file: a project with `engine.external_access` is never cached). So an entry's
 pz and DuckDB versions, the SQL, and each input's name and columns with their types; its value is the
 result's columns with their types, which in turn enter the keys of its readers. An edit that changes a
 pipeline's result changes every reader's key; one that does not (a comment, a WHERE) stops there. A check
-is cached the same way (its SQL and its inputs' columns), its value only that it bound. Only what bound is
+is cached the same way (its SQL and its inputs' columns), its value only that it bound; so is a source
+dataset's CREATE TABLE (its contract), whose table is then made only when a bind reads it. Only what bound is
 kept: an error is found again by binding again, never replayed. Nor is a pipeline that names a table bare
 (neither a CTE nor one of its ref()/source() tables): that table's columns are not in its key.
 
@@ -26,13 +27,14 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pipelinez import __version__
 from pipelinez.core.signed_cache import worth_writing
 from pipelinez.core.signed_cache import write_atomic as write_atomic  # where validate_cache finds it
 
 FILE = "binds.json"
-FORMAT = 1
+FORMAT = 2  # 2: keys hashed from the text of their parts, not their JSON
 Columns = list[tuple[str, str]]  # (name, DuckDB type) of a table's columns, in order
 
 
@@ -67,18 +69,25 @@ class BindCache:
     def __init__(self, folder: Path | None):
         self.folder = folder
         self.versions = _versions()
-        self._old: dict[str, Columns] = _read(folder / FILE, self.versions) if folder else {}
-        self._used: dict[str, Columns] = {}
+        # the file's entries as JSON gave them (lists), each turned into columns when a compile asks for it
+        self._old: dict[str, Any] = _read(folder / FILE, self.versions) if folder else {}
+        self._used: dict[str, Any] = {}
         # the digest of each column list seen, by the list's identity (the list kept, so its id stays its)
         self._digests: dict[int, tuple[Columns, str]] = {}
+        versions = self.versions.encode("utf-8", "surrogatepass")
+        self._base = hashlib.sha256(b"%d\n%s\n" % (len(versions), versions))
 
     def key(self, kind: str, sql: str, inputs: Sequence[tuple[str, Columns | None]]) -> str:
         """The content key of binding `sql` (a `pipeline` or a `check`) over `inputs` (name, columns). An
         input's columns enter it as their digest, worked out once per list: a pipeline's 120 columns are
         encoded once, not once for each of its readers."""
         named = sorted((name, self._columns_digest(columns)) for name, columns in inputs)
-        data = _ENCODER.encode([self.versions, kind, sql, named])
-        return hashlib.sha256(data.encode("utf-8")).hexdigest()
+        digest = self._base.copy()  # the versions, hashed once
+        # the kind is a fixed word, the SQL's length marks where it ends, the rest is the repr of a sorted
+        # list of (str, str | None) pairs: no two contents give one text
+        data = f"{kind}\n{len(sql)}\n{sql}\n{named!r}"
+        digest.update(data.encode("utf-8", "surrogatepass"))
+        return digest.hexdigest()
 
     def _columns_digest(self, columns: Columns | None) -> str | None:
         if columns is None:
@@ -95,9 +104,10 @@ class BindCache:
         if self.folder is None:
             return None
         found = self._old.get(key)
-        if found is not None:
-            self._used[key] = found
-        return found
+        columns = None if found is None else _columns(found)
+        if columns is not None:
+            self._used[key] = found  # as read: an entry used unchanged is no change (`worth_writing`)
+        return columns
 
     def put(self, key: str, columns: Columns) -> None:
         if self.folder is not None:
@@ -113,15 +123,23 @@ class BindCache:
             write_atomic(self.folder / FILE, json.dumps(data, separators=(",", ":")))
 
 
-def _read(path: Path, versions: str) -> dict[str, Columns]:
-    """The file's entries; {} for a file that is missing, not ours, corrupt or of other versions."""
+def _read(path: Path, versions: str) -> dict[str, Any]:
+    """The file's entries as JSON gives them; {} for a file that is missing, not ours, corrupt or of other
+    versions. An entry is checked when a compile asks for it (`_columns`): most are asked for once."""
     try:
         data = json.loads(path.read_bytes())
         if data.get("format") != FORMAT or data.get("versions") != versions:
             return {}
-        return {
-            str(key): [(str(name), str(kind)) for name, kind in columns]
-            for key, columns in data["binds"].items()
-        }
+        binds = data["binds"]
+        return binds if isinstance(binds, dict) else {}
     except (OSError, ValueError, TypeError, AttributeError, KeyError):
         return {}
+
+
+def _columns(entry: Any) -> Columns | None:
+    """An entry read back: [[name, type], ...] as columns (as the file gave them, each part as text); None
+    (a miss) for anything else."""
+    try:
+        return [(str(name), str(kind)) for name, kind in entry]
+    except (TypeError, ValueError):
+        return None

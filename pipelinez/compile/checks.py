@@ -34,6 +34,8 @@ _COMPARE: dict[str, Callable[[int, int], bool]] = {
 
 @dataclass(frozen=True)
 class CheckOutcome:
+    """What a check found: whether it failed, its failing rows and message."""
+
     failed: bool
     rows: int
     message: str

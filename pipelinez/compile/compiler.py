@@ -51,6 +51,8 @@ from pipelinez.core.run_state import RunState, Watermark
 
 @dataclass
 class CompileResult:
+    """A compile's graph and every diagnostic of tiers 2-4."""
+
     dag: CompiledDag | None
     errors: list[Diagnostic] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)

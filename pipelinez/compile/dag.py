@@ -76,7 +76,7 @@ class _RefResolver:
 
     def __init__(self, infos: dict[str, PipelineInfo]):
         self.infos = infos
-        self._reads: dict[str, tuple[list[tuple[str, str]], list[str]]] = {}  # name -> `reads(name)`
+        self._reads: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {}  # `reads(name)`
 
     def resolve(self, name: str, display: bool = False) -> str:
         info = self.infos[name]
@@ -98,11 +98,12 @@ class _RefResolver:
                 found += [ref, *self._inlined(ref)]
         return found
 
-    def reads(self, name: str) -> tuple[list[tuple[str, str]], list[str]]:
-        """(source datasets, materialized pipelines) a pipeline reads, looking through ephemerals."""
+    def reads(self, name: str) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+        """(source datasets, materialized pipelines) a pipeline reads, looking through ephemerals (tuples:
+        worked out once per name, handed out as they are)."""
         known = self._reads.get(name)
         if known is not None:
-            return list(known[0]), list(known[1])
+            return known
         reads = list(self.infos[name].reads)
         tables: list[str] = []
         for ref in self.infos[name].refs:
@@ -112,8 +113,8 @@ class _RefResolver:
                 tables += inner_tables
             else:
                 tables.append(ref)
-        self._reads[name] = found = list(dict.fromkeys(reads)), list(dict.fromkeys(tables))
-        return list(found[0]), list(found[1])
+        found = self._reads[name] = tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(tables))
+        return found
 
 
 def check_target(to: str, project: Project, infos: dict[str, PipelineInfo]) -> str | None:
@@ -199,7 +200,7 @@ class _NodeBuilder:
 
     def add_pipeline(self, name: str, info: PipelineInfo) -> None:
         reads, tables = self.resolver.reads(name)
-        deps = tuple(dict.fromkeys([self.loads[r] for r in reads] + tables))
+        deps = tuple(dict.fromkeys([*(self.loads[r] for r in reads), *tables]))
         sql, display = self.resolver.resolve_both(name)
         outside = self.project.engine.external_access
         view = info.source.materialized == "view"
@@ -305,7 +306,7 @@ class _NodeBuilder:
         reads, tables = resolver.reads(key)
         for src, dataset in reads:
             self.add_source_load(src, dataset)
-        deps = tuple(dict.fromkeys([self.loads[r] for r in reads] + tables))
+        deps = tuple(dict.fromkeys([*(self.loads[r] for r in reads), *tables]))
         sql = singular_sql(resolver.resolve(key))
         check = singular_check(info)
         target = deps[0] if deps else name
@@ -331,6 +332,8 @@ class _NodeBuilder:
         except TemplateFailure as exc:
             self.diags.extend(exc.diagnostics)
             return None
+        if where == check.where and options == check.options:  # no template in it (most checks): as is
+            return check
         return dataclasses.replace(check, options=options, where=where)
 
     def finish(self) -> dict[str, Node]:

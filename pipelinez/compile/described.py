@@ -30,6 +30,8 @@ Columns = tuple[tuple[str, str], ...]  # (name, DuckDB type) in the table's orde
 
 @dataclass(frozen=True)
 class Described:
+    """The tables' columns and queries that lineage and `pz docs` read."""
+
     columns: dict[str, Columns] = field(default_factory=dict)  # staging table or pipeline -> its columns
     queries: dict[str, str] = field(default_factory=dict)  # pipeline -> its query, refs as pipeline names
     ephemeral: frozenset[str] = frozenset()

@@ -35,6 +35,7 @@ OriginLookup = Callable[
 _QUERY_START = re.compile(r"\s*(?:select|with|from|values)\b", re.I)
 _NOT_IN_CTAS = re.compile(r"\b(?:describe|show|summarize)\b", re.I)
 _WORD = re.compile(r"[^\W\d][\w$]*")  # a word that may name a table (quoted or not)
+_TABLES = (SourceLoadNode, PipelineNode)  # the nodes that make a table (a tuple: no union built per test)
 
 
 # the seam tests count binds through: pipeline or check name -> times its query was bound in this process
@@ -59,7 +60,9 @@ class DryCompiler(CheckBinds):
         self.origins: OriginLookup = origins or (lambda _name: [])
         self.binds = binds or BindCache(None)
         self.shapes: dict[str, Columns] = {}  # a created (or cached) table's columns and types, by node
-        self.virtual: dict[str, Columns] = {}  # pipelines the cache answered for: tables not created yet
+        # pipelines the cache answered for, and sources whose table the cache knows DuckDB makes: tables not
+        # created yet (`_materialize` makes one when a bind reads it)
+        self.virtual: dict[str, Columns] = {}
         self._nodes: dict[str, Node] = {}
         self._tables: set[str] = set()  # the lower-cased names of every table binding may create
         self._plain = True  # every one of them is a word (else a word scan may miss one: parse)
@@ -105,7 +108,7 @@ class DryCompiler(CheckBinds):
         self._tables = {
             (n.table if isinstance(n, SourceLoadNode) else n.name).lower()
             for n in nodes.values()
-            if isinstance(n, SourceLoadNode | PipelineNode)
+            if isinstance(n, _TABLES)
         }
         self._plain = all(_WORD.fullmatch(t) for t in self._tables)
         for name, node in nodes.items():
@@ -155,11 +158,7 @@ class DryCompiler(CheckBinds):
 
     def _inputs(self, node: Node) -> list[tuple[str, Columns | None]]:
         """The tables a node reads (its deps that are loads or pipelines) with their columns."""
-        return [
-            (d, self.shapes.get(d))
-            for d in node.deps
-            if isinstance(self._nodes.get(d), SourceLoadNode | PipelineNode)
-        ]
+        return [(d, self.shapes.get(d)) for d in node.deps if isinstance(self._nodes.get(d), _TABLES)]
 
     def _bind_cached(self, node: PipelineNode) -> list[Diagnostic]:
         """The pipeline's result columns from the bind cache, else bound (and cached when it binds)."""
@@ -191,7 +190,7 @@ class DryCompiler(CheckBinds):
         inputs = {
             (n.table if isinstance(n, SourceLoadNode) else d).lower()
             for d in node.deps
-            if isinstance(n := self._nodes.get(d), SourceLoadNode | PipelineNode)
+            if isinstance(n := self._nodes.get(d), _TABLES)
         }
         # the bind database holds only the project's tables: SQL whose words name none of them but its
         # inputs reads no other table (most pipelines: no parse)
@@ -205,8 +204,9 @@ class DryCompiler(CheckBinds):
         return not named, [name for name in self.virtual if name.lower() in named]
 
     def _materialize(self, names: Sequence[str]) -> None:
-        """Create the tables of these cached pipelines from their cached columns (one DuckDB cannot
-        create from its type names: bound from its query, as without a cache)."""
+        """Create the tables of these cached pipelines and sources from their cached columns (a pipeline's
+        that DuckDB cannot create from its type names: bound from its query, as without a cache; a source's
+        is the very statement that made it when it was cached)."""
         for name in names:
             columns = self.virtual.pop(name, None)
             if columns is None:
@@ -220,9 +220,11 @@ class DryCompiler(CheckBinds):
                 if not (_is_duck_error(exc) or isinstance(exc, ValueError)):
                     raise
                 node = self._nodes[name]
-                assert isinstance(node, PipelineNode)
-                self._materialize(node.deps)
-                self._bind_pipeline(node)
+                if isinstance(node, PipelineNode):
+                    self._materialize(node.deps)
+                    self._bind_pipeline(node)
+                # a source's table left out (its statement made it before, with this DuckDB): what reads it
+                # fails to bind, and says so
 
     def _create_source(self, node: SourceLoadNode, columns: list[tuple[str, str]]) -> Diagnostic | None:
         unnamable = [c for c, _ in columns if "\x00" in c]
@@ -239,6 +241,12 @@ class DryCompiler(CheckBinds):
             return column_clash_error(f"dataset '{node.source}.{node.dataset}'", clash, node.place, fix)
         cols = ", ".join(f"{quote_ident(c)} {t}" for c, t in columns) or '"__pz_no_columns" INTEGER'
         ddl = f"CREATE TABLE {quote_ident(node.table)} ({cols})"
+        # made before by this very statement (the bind cache's key holds it and DuckDB's version): made when
+        # a bind reads it, by `_materialize`, which writes the same statement from the same columns
+        key = self.binds.key("source", ddl, []) if columns and ";" not in ddl else None
+        if key is not None and self.binds.get(key) is not None:
+            self.virtual[node.name] = list(columns)
+            return None
         try:
             if ";" in ddl and len(self.con.extract_statements(ddl)) != 1:  # a type that ends the statement
                 return self._bad_contract(node, "a column type holds more than a type (a `;`)")
@@ -247,6 +255,8 @@ class DryCompiler(CheckBinds):
             if not _is_duck_error(exc):
                 raise
             return self._bad_contract(node, condense(parse_duck_error(str(exc), "").summary))
+        if key is not None:
+            self.binds.put(key, [])
         return None
 
     @staticmethod

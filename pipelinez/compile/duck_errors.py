@@ -20,6 +20,8 @@ _UNKNOWN_FUNCTION = re.compile(r"Function with name \S+ does not exist")
 
 @dataclass(frozen=True)
 class DuckError:
+    """A DuckDB error message taken apart: kind, summary, line and caret."""
+
     kind: str  # Parser, Binder, Catalog, Conversion, ...
     summary: str  # message before any LINE context, without the "X Error: " prefix
     line: int | None  # 1-based line in the executed text

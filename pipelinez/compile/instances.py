@@ -13,6 +13,8 @@ from pipelinez.core.json_types import JsonObject
 
 @dataclass(frozen=True)
 class ResolvedInstance:
+    """A source or sink with its connection rendered: real values and the displayed ones."""
+
     spec: InstanceSpec
     connection: JsonObject  # real values (may hold secrets)
     display_connection: JsonObject  # secrets masked

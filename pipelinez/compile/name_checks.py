@@ -31,6 +31,8 @@ _RENAMED = re.compile(r"(.*)_\d+", re.DOTALL)  # how CREATE TABLE … AS renames
 
 @dataclass(frozen=True)
 class _Named:
+    """A staging table name and what claims it."""
+
     name: str  # the staging table name
     what: str  # "pipeline 'P' (pipelines/P.sql)"
     place: Place
@@ -161,7 +163,11 @@ def _may_be_renamed(columns: Sequence[str]) -> bool:
     """Whether CREATE TABLE … AS may have renamed one of these columns: one is `<name>_<digits>` and
     another is `<name>` but for case (the first column of a name keeps it; each later one whose name is
     taken, whatever its case, becomes `<name>_<n>`). `extra_1` beside no `extra` was written so."""
-    bases = [found.group(1).lower() for column in columns if (found := _RENAMED.fullmatch(column))]
+    bases = [
+        found.group(1).lower()
+        for column in columns
+        if column[-1:].isdigit() and (found := _RENAMED.fullmatch(column))  # the digit: no regex for most
+    ]
     return bool(bases) and not {column.lower() for column in columns}.isdisjoint(bases)
 
 

@@ -24,6 +24,8 @@ NOT_HASHED: dict[str, str] = {"id": "exclude"}  # graph and display fields: not 
 
 @dataclass(frozen=True)
 class Node:
+    """A node of the compiled graph: its name, kind, content id, dependencies and place."""
+
     name: str
     kind: NodeKind
     id: str = field(metadata=NOT_HASHED)
@@ -44,6 +46,8 @@ class Node:
 
 @dataclass(frozen=True)
 class SourceLoadNode(Node):
+    """A node loading one source dataset into staging."""
+
     work: SourceLoadWork = field(kw_only=True)
 
     @property
@@ -73,6 +77,8 @@ class SourceLoadNode(Node):
 
 @dataclass(frozen=True)
 class PipelineNode(Node):
+    """A node running one pipeline's query in staging."""
+
     work: PipelineWork = field(kw_only=True)
     sinks: tuple[tuple[str, str], ...] = field(default=(), kw_only=True, metadata=NOT_HASHED)
 
@@ -91,6 +97,8 @@ class PipelineNode(Node):
 
 @dataclass(frozen=True)
 class CheckNode(Node):
+    """A node running one data check."""
+
     work: CheckWork = field(kw_only=True)
 
     @property
@@ -108,6 +116,8 @@ class CheckNode(Node):
 
 @dataclass(frozen=True)
 class SinkWriteNode(Node):
+    """A node writing one pipeline's result to a sink output."""
+
     work: SinkWriteWork = field(kw_only=True)
 
     @property

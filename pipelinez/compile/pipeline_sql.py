@@ -17,6 +17,8 @@ _CLAUSE = re.compile(r"INSERT\s+INTO\s+__pz_sink_(\d+)__", re.I)
 
 @dataclass(frozen=True)
 class SplitPipeline:
+    """A rendered pipeline split into its leading sink() clauses and its query."""
+
     sink_indexes: tuple[int, ...]  # indexes of sink() calls used as leading clauses, in order
     query: str  # the rendered query, blank-padded to keep line numbers
     misplaced: tuple[int, ...]  # sink() calls found anywhere else

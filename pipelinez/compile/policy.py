@@ -30,6 +30,8 @@ def _with_origins(fields: dict[str, int | float], origin: Sequence[str]) -> dict
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """How a node is retried: attempts and backoff delays, and where the policy was declared."""
+
     max_attempts: int
     base_delay: float
     max_delay: float

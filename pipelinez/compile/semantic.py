@@ -8,7 +8,6 @@ name collisions, ephemeral misuse, unused vars, dead leaves.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from pipelinez.compile.graph import find_cycle
 from pipelinez.compile.pipeline_sql import has_query, split_pipeline
@@ -16,10 +15,13 @@ from pipelinez.compile.templating import Call, Rendered, TemplateFailure, Templa
 from pipelinez.config.model import PipelineSource, Project
 from pipelinez.config.suggest import did_you_mean
 from pipelinez.core.diagnostics import Diagnostic, Place, error, warning
+from pipelinez.core.once import once
 
 
 @dataclass
 class PipelineInfo:
+    """A pipeline after tier 2: its rendering, query, and what it reads and writes."""
+
     source: PipelineSource
     rendered: Rendered
     query: str  # refs still as tokens
@@ -33,7 +35,7 @@ class PipelineInfo:
     def name(self) -> str:
         return self.source.name
 
-    @cached_property  # asked ~12 times per pipeline a compile; its source never changes
+    @once  # asked ~12 times per pipeline a compile; its source never changes
     def ephemeral(self) -> bool:
         return self.source.materialized == "ephemeral"
 
@@ -61,8 +63,9 @@ def analyse_pipelines(
         # without a secret the display text is the text itself: split once
         display = split if rendered.display_text is rendered.text else split_pipeline(rendered.display_text)
         info = PipelineInfo(pipe, rendered, split.query, display.query)
-        sink_calls = rendered.of("sink")
-        used_vars.update(c.args[0] for c in rendered.of("var"))
+        calls = _by_function(rendered.calls)
+        sink_calls = calls.get("sink", [])
+        used_vars.update(c.args[0] for c in calls.get("var", ()))
         for index in split.misplaced:
             call = sink_calls[index]
             errors.append(
@@ -88,8 +91,8 @@ def analyse_pipelines(
             seen.add(target)
             info.sinks.append(target)
             info.sink_places.append(call.place)
-        info.reads = list(dict.fromkeys((c.args[0], c.args[1]) for c in rendered.of("source")))
-        info.refs = list(dict.fromkeys(c.args[0] for c in rendered.of("ref")))
+        info.reads = list(dict.fromkeys((c.args[0], c.args[1]) for c in calls.get("source", ())))
+        info.refs = list(dict.fromkeys(c.args[0] for c in calls.get("ref", ())))
         if not has_query(split.query):
             errors.append(
                 error("PZ0217", f"pipeline '{name}' has no query after its sink clauses", file=pipe.file)
@@ -113,6 +116,14 @@ def analyse_pipelines(
     warnings += _unused_vars(project, used_vars, unrendered)
     warnings += _dead_leaves(infos)
     return infos, errors, warnings
+
+
+def _by_function(calls: list[Call]) -> dict[str, list[Call]]:
+    """A rendering's calls by function, each in order (`Rendered.of` for every function, in one pass)."""
+    found: dict[str, list[Call]] = {}
+    for call in calls:
+        found.setdefault(call.function, []).append(call)
+    return found
 
 
 def _check_names(project: Project, infos: dict[str, PipelineInfo]) -> list[Diagnostic]:

@@ -29,6 +29,8 @@ from pipelinez.core.vocabulary import Strategy
 
 @dataclass(frozen=True)
 class SinkView:
+    """A view a sink output is made of: its SQL in the target and what it reads."""
+
     sql: str  # the query in the target, ref() as the target's relations
     display_sql: str  # the same with secrets masked
     reads: tuple[str, ...]  # the sink write nodes ("sink.output") that write the relations it reads

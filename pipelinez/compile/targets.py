@@ -22,6 +22,8 @@ from pipelinez.core.diagnostics import Diagnostic, Place, error
 
 @dataclass(frozen=True)
 class _Writer:
+    """A pipeline writing to a sink output, and where that output leads."""
+
     sink: str
     output: str
     pipeline: str

@@ -29,6 +29,8 @@ def staging_table(source: str, dataset: str) -> str:
 
 @dataclass(frozen=True)
 class Call:
+    """One call a template made (ref, source, sink, var, env, ...): its arguments and place."""
+
     function: str
     args: tuple[str, ...]
     place: Place
@@ -36,6 +38,8 @@ class Call:
 
 @dataclass
 class Rendered:
+    """A rendered template: its text, the calls it made, its display text and soft failures."""
+
     text: str
     calls: list[Call] = field(default_factory=list)
     display_text: str = ""  # the same rendering with secret values masked

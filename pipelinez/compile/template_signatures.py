@@ -39,6 +39,8 @@ def shown(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class _Known:
+    """A template function's signature and how many positional arguments it takes."""
+
     signature: inspect.Signature
     bounds: tuple[float, float]  # (fewest, most) positional arguments taken without keywords
 

@@ -146,6 +146,8 @@ class Templater:
 
     def _render_node(self, value: Any, file: str, place_of: PlaceOf, path: JsonPath) -> tuple[Any, Any]:
         if isinstance(value, str):
+            if "{{" not in value and "{%" not in value:  # as render_value: no template, and no place asked
+                return value, value
             return self.render_value(value, file, place_of(path))
         if isinstance(value, dict | list):
             keys = list(value) if isinstance(value, dict) else list(range(len(value)))

@@ -32,13 +32,14 @@ from pipelinez.compile.incremental_yaml import INTEGER_TYPES, utc_text
 from pipelinez.compile.templating import WATERMARK_TOKEN_RE
 from pipelinez.compile.watermark_literal import ZONED
 from pipelinez.compile.watermark_rules import Declaration, SqlIncremental
-from pipelinez.compile.watermark_sql import Json, token_index
 from pipelinez.core import duck_connect
 from pipelinez.core.diagnostics import Diagnostic, error
 from pipelinez.core.duck_messages import condense
 
 if TYPE_CHECKING:
     import duckdb
+
+    from pipelinez.compile.watermark_sql import Json
 
 Key = tuple[str, str]
 
@@ -72,12 +73,16 @@ def sql_lower_bounds(
     cannot be pushed down exactly. `literals`: each pipeline's rendered watermark() calls; `committed`: the
     usable committed watermarks."""
     evaluated: dict[int, LowerBound | str] = {}  # id(declaration) -> its bound, or why it has none
-    pending = [
-        (key, d)
-        for key in sorted(result.specs)
-        for d in result.declared.get(key, [])
-        if d.value is not None and token_index(d.value) is None
-    ]
+    pending: list[tuple[Key, Declaration]] = []
+    for key in sorted(result.specs):
+        for d in result.declared.get(key, []):
+            if d.value is None:
+                continue
+            # the SQL analysis: imported only for a project whose pipelines call watermark()
+            from pipelinez.compile.watermark_sql import token_index
+
+            if token_index(d.value) is None:
+                pending.append((key, d))
     if pending:
         evaluated = _evaluate(pending, result, literals)
     out = SqlLowerBounds()

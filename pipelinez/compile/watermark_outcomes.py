@@ -29,6 +29,8 @@ class Cause(StrEnum):
 
 @dataclass(frozen=True)
 class Recognized:
+    """A watermark() comparison recognised as a lower bound on a cursor column."""
+
     cursor: str  # the column as the base table's read names it
     inclusive: bool  # >=
     # the value side's parse tree (holding the placeholder): the read's lower bound is what it evaluates to
@@ -37,6 +39,8 @@ class Recognized:
 
 @dataclass(frozen=True)
 class Unrecognized:
+    """A watermark() call that is not a lower bound pz can use, and why."""
+
     cause: Cause
     detail: str  # words for the message, e.g. "compares o.updated_at < watermark()"
 

@@ -20,14 +20,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pipelinez.compile.incremental import IncrementalRoute, IncrementalSpec
 from pipelinez.compile.semantic import PipelineInfo
 from pipelinez.compile.templating import WATERMARK_TOKEN_RE, Call, staging_table
 from pipelinez.compile.watermark_literal import CURSOR_TYPES, cursor_type, watermark_literal
-from pipelinez.compile.watermark_sql import Cause, Json, PipelineAnalysis, Recognized, analyse, parse_queries
 from pipelinez.config.model import DatasetSpec, Project
 from pipelinez.core.diagnostics import Diagnostic, Place, error
+
+if TYPE_CHECKING:  # the SQL analysis itself is imported only for a project whose pipelines call watermark()
+    from pipelinez.compile.watermark_sql import Cause, Json, PipelineAnalysis
 
 Key = tuple[str, str]
 
@@ -45,6 +48,8 @@ class Declaration:
 
 @dataclass
 class SqlIncremental:
+    """The SQL route of incremental reads: declarations, specs, literals and errors."""
+
     errors: list[Diagnostic] = field(default_factory=list)
     specs: dict[Key, IncrementalSpec] = field(default_factory=dict)
     declared: dict[Key, list[Declaration]] = field(default_factory=dict)  # every recognised call, by dataset
@@ -58,9 +63,11 @@ def check_sql_incremental(
     """Every diagnostic of the SQL route, the specs, and the literal of every watermark() call (rendered
     from `watermarks`; `render_literals` renders them again from other ones)."""
     result = SqlIncremental()
-    calling = {n: i.rendered.of("watermark") for n, i in infos.items() if i.rendered.of("watermark")}
+    calling = {n: made for n, i in infos.items() if (made := i.rendered.of("watermark"))}
     if not calling:
         return result
+    from pipelinez.compile.watermark_sql import Recognized
+
     names = sorted(calling)
     analyses = _analyses(project, infos, calling, names)
     told: set[tuple[str, Key]] = set()  # (pipeline, dataset) already given a PZ0224
@@ -155,6 +162,8 @@ def _analyses(
     project: Project, infos: Mapping[str, PipelineInfo], calling: Mapping[str, list[Call]], names: list[str]
 ) -> dict[str, PipelineAnalysis | None]:
     """Each calling pipeline's query parsed once (all in one DuckDB call) and analysed."""
+    from pipelinez.compile.watermark_sql import analyse, parse_queries
+
     trees = parse_queries([infos[n].query for n in names])
     out: dict[str, PipelineAnalysis | None] = {}
     for name, tree in zip(names, trees, strict=True):
@@ -185,6 +194,8 @@ def _not_sourced(name: str, call: Call, project: Project) -> Diagnostic:
 
 
 def _unrecognized(name: str, call: Call, cause: Cause, detail: str) -> Diagnostic:
+    from pipelinez.compile.watermark_sql import Cause  # imported by check_sql_incremental already
+
     src, ds = call.args[0], call.args[1]
     example = f"<alias>.<cursor column> > {{{{ watermark('{src}', '{ds}') }}}}"
     hints = {

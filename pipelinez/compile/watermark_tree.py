@@ -51,6 +51,8 @@ def is_query_node(obj: Any) -> bool:
 
 @dataclass
 class Cte:
+    """A CTE of a parsed query: its name, query node and what it uses."""
+
     name: str
     node: Any  # the CTE's query node
     env: Env  # the CTEs visible inside its body
@@ -88,6 +90,8 @@ class Binding:
 
 @dataclass
 class Block:
+    """The names a query block binds, and the scope it sees."""
+
     bindings: list[Binding]
     env: Env
 

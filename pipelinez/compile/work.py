@@ -81,6 +81,8 @@ def capabilities_of(connector: str) -> Capabilities:
 
 @dataclass(frozen=True)
 class SourceLoadWork:
+    """What a source load does: which dataset, into which staging table, by which tier."""
+
     endpoint: Endpoint
     request: DatasetRequest
     table: str  # the staging table it lands (unquoted)
@@ -91,6 +93,8 @@ class SourceLoadWork:
 
 @dataclass(frozen=True)
 class SinkWriteWork:
+    """What a sink write does: which output, from which staging table, by which tier."""
+
     endpoint: Endpoint
     request: OutputRequest  # run_id is filled in when the write runs
     source_table: str  # the pipeline's staging table it writes (unquoted)
@@ -108,6 +112,8 @@ class SinkWriteWork:
 
 @dataclass(frozen=True)
 class PipelineWork:
+    """What a pipeline node runs: its query over its input tables."""
+
     sql: str  # the runnable query, refs resolved (line layout of the file)
     inputs: tuple[str, ...]  # the staging tables it reads
     retry: RetryPolicy = field(metadata=RUN_ONLY)  # the engine's: pipelines have no retry key of their own
@@ -118,6 +124,8 @@ class PipelineWork:
 
 @dataclass(frozen=True)
 class CheckWork:
+    """What a check node runs: its query over its target, severity and thresholds."""
+
     target: str  # the staging table it checks
     sql: str  # returns (failing BIGINT, detail VARCHAR)
     severity: CheckSeverity

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelinez.core.diagnostics import Diagnostic, error
+from pipelinez.core.once import once
 
 PROJECT_FILE = "project.yml"
 YAML_SUFFIXES = (".yml", ".yaml")
@@ -30,6 +31,8 @@ DOC_SUFFIX = ".md"
 
 @dataclass(frozen=True)
 class ProjectFiles:
+    """The files of a project as discovered, by kind, sorted; and the problems finding them."""
+
     root: Path
     project: Path
     sources: list[Path] = field(default_factory=list)
@@ -43,10 +46,15 @@ class ProjectFiles:
 
     def rel(self, path: Path) -> str:
         """The project-relative POSIX path users see in messages."""
-        text, prefix = os.fspath(path), os.path.join(os.fspath(self.root), "")
+        text, prefix = os.fspath(path), self._prefix
         if os.sep == "/" and len(text) > len(prefix) and text.startswith(prefix):  # as relative_to gives:
             return text[len(prefix) :]  # both normalized by Path; no paths built (once per file)
         return path.relative_to(self.root).as_posix()
+
+    @once
+    def _prefix(self) -> str:
+        """The root's path with a trailing separator (worked out once: `rel` is asked once per file)."""
+        return os.path.join(os.fspath(self.root), "")
 
 
 @dataclass
@@ -68,14 +76,14 @@ def snapshot_paths(files: ProjectFiles) -> list[Path]:
 def discover(root: Path) -> ProjectFiles:
     problems: list[Diagnostic] = []
     found = _tree(root, root / "pipelines", (".sql", *YAML_SUFFIXES), problems)
-    pipelines = [p for p in found if p.suffix == ".sql"]
+    pipelines = [p for p in found if split_ext(p.name)[1] == ".sql"]
     return ProjectFiles(
         root=root,
         project=root / PROJECT_FILE,
         sources=_flat(root, root / "sources", problems),
         sinks=_flat(root, root / "sinks", problems),
         pipelines=pipelines,
-        sidecars=[p for p in found if p.suffix != ".sql"],
+        sidecars=[p for p in found if split_ext(p.name)[1] != ".sql"],
         docs=_tree(root, root / "docs", (DOC_SUFFIX,), problems),
         tests=_tree(root, root / "tests", (".sql",), problems),
         macros=_tree(root, root / "macros", (".sql",), problems),
@@ -118,6 +126,16 @@ def _too_large(root: Path, folder: Path, via: tuple[str, str] | None) -> Diagnos
         "(project files there were not read)",
         file=via[0] if via else name,
     )
+
+
+def split_ext(path: str) -> tuple[str, str]:
+    """`os.path.splitext(path)`, without its loop for the usual name (one not starting with a dot): asked for
+    every project file by discovery and the loader."""
+    start = path.rfind(os.sep) + 1
+    dot = path.rfind(".")
+    if dot > start and path[start] != ".":
+        return path[:dot], path[dot:]
+    return os.path.splitext(path)
 
 
 def _visible(name: str) -> bool:
@@ -248,7 +266,7 @@ def _tree(root: Path, folder: Path, wanted: tuple[str, ...], problems: list[Diag
             continue
         entries.sort(key=lambda e: e.name)
         for entry in entries:
-            suffix = os.path.splitext(entry.name)[1]
+            suffix = split_ext(entry.name)[1]
             try:
                 is_link = entry.is_symlink()
                 is_dir = entry.is_dir()

@@ -32,6 +32,8 @@ _MALFORMED_STEP = "write each block as {% docs name %} ... {% enddocs %}, named 
 
 @dataclass(frozen=True)
 class DocBlock:
+    """A `{% docs name %}` block of docs/: its name, Markdown and place."""
+
     name: str
     text: str  # the block's Markdown, stripped
     place: Place  # file and line of its `{% docs name %}`

@@ -6,6 +6,7 @@ Nothing is rendered here: `{{ env() }}`/`{{ var() }}` templates stay as written 
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,7 +16,14 @@ from typing import TypeVar
 from pipelinez.config.budget import budget_problems
 from pipelinez.config.build import build_settings, build_sidecar, build_sink, build_source
 from pipelinez.config.checks import duplicate_check_names
-from pipelinez.config.discovery import PROJECT_FILE, ProjectFiles, Snapshot, broken_link, discover
+from pipelinez.config.discovery import (
+    PROJECT_FILE,
+    ProjectFiles,
+    Snapshot,
+    broken_link,
+    discover,
+    split_ext,
+)
 from pipelinez.config.folders import folder_problems, with_defaults
 from pipelinez.config.model import PipelineSource, Project, SidecarSpec, SingularTest
 from pipelinez.config.parse_cache import PARSED, ParseCache
@@ -83,6 +91,8 @@ def _no_project(where: Path) -> Diagnostic:
 
 @dataclass
 class _Loading:
+    """One load of a project: its files, and the diagnostics and positions gathered so far."""
+
     files: ProjectFiles
     partial: bool = False
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -184,7 +194,7 @@ class _Loading:
     def _instances(self, paths: list[Path], kind: str, build: Callable[[YamlDoc], T]) -> dict[str, T]:
         specs: dict[str, T] = {}
         for name, group in _by_stem(paths).items():
-            self._check_name(group[0], kind)
+            self._check_name(name, group[0], kind)
             self._check_unique(name, group, f"{kind} instance")
             spec = self._yaml(group[0], kind, build)
             for extra in group[1:]:
@@ -201,32 +211,33 @@ class _Loading:
         sidecars = self._sidecars()
         pipelines: dict[str, PipelineSource] = {}
         for name, group in _by_stem(self.files.pipelines).items():
-            self._check_name(group[0], "pipeline")
+            self._check_name(name, group[0], "pipeline")
             self._check_unique(name, group, "pipeline")
             for sql in group:
                 file = self.files.rel(sql)
                 text, problems = self._read(sql, file)
                 self.diagnostics += problems
                 if text is not None and sql is group[0]:
-                    sidecar = sidecars.get(sql.with_suffix("")) if sidecars else None
+                    sidecar = sidecars.get(_base(sql)) if sidecars else None
                     pipelines[name] = PipelineSource(name, file, text, sidecar)
         return dict(sorted(pipelines.items()))
 
-    def _sidecars(self) -> dict[Path, SidecarSpec | None]:
-        """Sidecars keyed by the path of their pipeline without suffix (None when the sidecar had errors)."""
+    def _sidecars(self) -> dict[str, SidecarSpec | None]:
+        """Sidecars keyed by the path of their pipeline without suffix, as text (`_base`: no Path built per
+        file), None when the sidecar had errors."""
         if not self.files.sidecars:
             return {}
-        sql_bases = {sql.with_suffix("") for sql in self.files.pipelines}
-        by_base: dict[Path, list[Path]] = defaultdict(list)
+        sql_bases = {_base(sql) for sql in self.files.pipelines}
+        by_base: dict[str, list[Path]] = defaultdict(list)
         for path in self.files.sidecars:
-            by_base[path.with_suffix("")].append(path)
-        specs: dict[Path, SidecarSpec | None] = {}
-        for base, group in sorted(by_base.items()):
+            by_base[_base(path)].append(path)
+        specs: dict[str, SidecarSpec | None] = {}
+        for base, group in sorted(by_base.items(), key=lambda item: Path(item[0])):
             if len(group) > 1:
                 self._error(
                     "PZ0204",
                     group[1],
-                    f"pipeline '{base.name}' has two sidecars: "
+                    f"pipeline '{os.path.basename(base)}' has two sidecars: "
                     f"{self.files.rel(group[0])} and {self.files.rel(group[1])}",
                     "keep one sidecar per pipeline (.yml)",
                 )
@@ -235,7 +246,7 @@ class _Loading:
                     "PZ0109",
                     group[0],
                     f"sidecar {self.files.rel(group[0])} has no pipeline: "
-                    f"there is no {self.files.rel(base.with_suffix('.sql'))}",
+                    f"there is no {self.files.rel(Path(base + '.sql'))}",
                 )
             for path in group:
                 spec = self._yaml(path, "sidecar", build_sidecar)
@@ -248,7 +259,7 @@ class _Loading:
         """tests/**/*.sql by file stem: each a query that must return no rows."""
         tests: dict[str, SingularTest] = {}
         for name, group in _by_stem(self.files.tests).items():
-            self._check_name(group[0], "singular test")
+            self._check_name(name, group[0], "singular test")
             self._check_unique(name, group, "singular test")
             file = self.files.rel(group[0])
             text, problems = self._read(group[0], file)
@@ -272,12 +283,13 @@ class _Loading:
 
     # --- names ---------------------------------------------------------------------------------------
 
-    def _check_name(self, path: Path, what: str) -> None:
-        if not is_name(path.stem):
+    def _check_name(self, name: str, path: Path, what: str) -> None:
+        """PZ0107 when `name` (the stem of `path`) is not a name."""
+        if not is_name(name):
             self._error(
                 "PZ0107",
                 path,
-                f"'{path.stem}' ({self.files.rel(path)}) is not a valid {what} name: "
+                f"'{name}' ({self.files.rel(path)}) is not a valid {what} name: "
                 "use letters, digits and _, not starting with a digit",
             )
 
@@ -299,5 +311,10 @@ class _Loading:
 def _by_stem(paths: list[Path]) -> dict[str, list[Path]]:
     groups: dict[str, list[Path]] = defaultdict(list)
     for path in sorted(paths):
-        groups[path.stem].append(path)
+        groups[split_ext(os.path.basename(path))[0]].append(path)  # `path.stem`, without a Path
     return dict(sorted(groups.items()))
+
+
+def _base(path: Path) -> str:
+    """`path` without its suffix, as text: `path.with_suffix("")` without building a Path."""
+    return split_ext(os.fspath(path))[0]

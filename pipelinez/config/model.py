@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pipelinez.config.positions import JsonPath, Positions
 from pipelinez.core.diagnostics import Place
 from pipelinez.core.json_types import JsonObject
+from pipelinez.core.once import once
 from pipelinez.core.vocabulary import (
     CheckSeverity,
     Duplicates,
@@ -44,6 +44,8 @@ class RetrySpec:
 
 @dataclass(frozen=True)
 class BreakerSpec:
+    """The engine's circuit breaker: failures before it opens, and how long it stays open."""
+
     failure_threshold: int = 5
     cool_down: float = 30.0
     declared: frozenset[str] = field(default=frozenset(), compare=False)  # the keys the block sets
@@ -51,6 +53,8 @@ class BreakerSpec:
 
 @dataclass(frozen=True)
 class EngineSpec:
+    """project.yml `engine:`: threads, fail-fast, retries, the breaker and staging settings."""
+
     threads: int | None = None
     fail_fast: bool = False
     force_universal: bool = False
@@ -67,6 +71,8 @@ class EngineSpec:
 
 @dataclass(frozen=True)
 class VarSpec:
+    """A declared var: its type, default and place."""
+
     name: str
     type: VarType
     default: Any
@@ -75,6 +81,8 @@ class VarSpec:
 
 @dataclass(frozen=True)
 class EnvSpec:
+    """A declared environment variable: required or not, secret or not, its default and place."""
+
     name: str
     required: bool
     secret: bool
@@ -84,6 +92,8 @@ class EnvSpec:
 
 @dataclass(frozen=True)
 class CheckSpec:
+    """One data check as declared (of a dataset or a pipeline): type, options, severity, thresholds."""
+
     type: str
     options: JsonObject
     severity: CheckSeverity
@@ -100,6 +110,8 @@ class CheckSpec:
 
 @dataclass(frozen=True)
 class DatasetSpec:
+    """A source's dataset as declared: connector options, columns contract, checks, docs."""
+
     name: str
     options: JsonObject  # connector-owned keys (table, path, format, ...), raw
     columns: dict[str, str] | None  # the contract: name -> DuckDB type
@@ -113,6 +125,8 @@ class DatasetSpec:
 
 @dataclass(frozen=True)
 class OutputSpec:
+    """A sink's output as declared: connector options, strategy, keys and what a write may do."""
+
     name: str
     options: JsonObject  # connector-owned keys (table, path, format, ...), raw
     strategy: Strategy
@@ -143,11 +157,15 @@ class InstanceSpec:
 
 @dataclass(frozen=True)
 class SourceSpec(InstanceSpec):
+    """sources/<name>.yml: a connector instance and its datasets."""
+
     datasets: dict[str, DatasetSpec] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class SinkSpec(InstanceSpec):
+    """sinks/<name>.yml: a connector instance and its outputs."""
+
     outputs: dict[str, OutputSpec] = field(default_factory=dict)
 
 
@@ -175,6 +193,8 @@ class PipelineDefaults:
 
 @dataclass(frozen=True)
 class SidecarSpec:
+    """A pipeline's sidecar (<name>.yml beside its .sql): docs, materialization, tags, checks."""
+
     file: str
     description: str | None
     materialized: Materialization | None  # None: not set in the sidecar (the folder config's, else table)
@@ -185,6 +205,8 @@ class SidecarSpec:
 
 @dataclass(frozen=True)
 class PipelineSource:
+    """A pipeline as loaded: its .sql text, its sidecar and its folder's defaults."""
+
     name: str
     file: str  # project-relative path of the .sql file
     text: str
@@ -192,12 +214,12 @@ class PipelineSource:
     defaults: PipelineDefaults = field(default_factory=PipelineDefaults)  # from project.yml `pipelines:`
 
     # computed once per instance (frozen: its fields never change; asked ~15 times per pipeline a compile)
-    @cached_property
+    @once
     def materialized(self) -> Materialization:
         own = self.sidecar.materialized if self.sidecar else None
         return Materialization(own or self.defaults.materialized or Materialization.TABLE)
 
-    @cached_property
+    @once
     def tags(self) -> tuple[str, ...]:
         own = self.sidecar.tags if self.sidecar else ()
         return tuple(dict.fromkeys((*self.defaults.tags, *own)))
@@ -214,6 +236,8 @@ class SingularTest:
 
 @dataclass(frozen=True)
 class Project:
+    """A loaded project: settings, sources, sinks, pipelines and where each key of its files is."""
+
     root: Path
     name: str
     vars: dict[str, VarSpec]

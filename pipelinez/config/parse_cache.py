@@ -81,9 +81,15 @@ class ParseCache:
 
 
 def _path(parts: Any) -> JsonPath:
-    if not isinstance(parts, list) or not all(isinstance(p, str | int) for p in parts):
+    if not isinstance(parts, list):
         raise TypeError("path")
+    for part in parts:  # a loop, not all(<generator>): ~50 paths per sidecar read back
+        if not isinstance(part, _PART):
+            raise TypeError("path")
     return tuple(parts)
+
+
+_PART = (str, int)
 
 
 def _linecol(at: Any) -> LineCol:

@@ -17,6 +17,8 @@ TEST_KEYS = ("tests", "data_tests")  # dbt's spellings of a column's checks
 
 @dataclass(frozen=True)
 class Region:
+    """A block of a YAML file whose errors are reported together (retry, breaker, check, input)."""
+
     kind: str  # retry | breaker | check | input
     base: JsonPath  # the retry/breaker block, the checks list, or the input key
 

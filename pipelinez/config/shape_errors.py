@@ -29,6 +29,8 @@ MAX_UNKNOWN_KEYS = 5  # more unknown keys in one mapping are one diagnostic, the
 
 @dataclass(frozen=True)
 class Finding:
+    """One shape error found in a YAML file: code, message and where."""
+
     code: str
     message: str
     path: JsonPath
@@ -38,6 +40,8 @@ class Finding:
 
 @dataclass(frozen=True)
 class _Ctx:
+    """Where a shape error is being worded: the document, its kind and the error's path."""
+
     doc: YamlDoc
     kind: str
     err: ValidationError

@@ -24,6 +24,8 @@ GROUP = "pipelinez.connectors"
 
 @dataclass(frozen=True)
 class InstalledConnector:
+    """A connector found among the installed entry points, with its distribution and version."""
+
     name: str
     entry_point: EntryPoint
     distribution: str | None

@@ -41,6 +41,8 @@ UNIVERSAL = Tier.UNIVERSAL
 
 @dataclass(frozen=True)
 class Capabilities:
+    """What a connector can do: read, write, its tiers and strategies, and how safely."""
+
     source: bool = False
     sink: bool = False
     source_tiers: tuple[Tier, ...] = ()  # tiers the source supports at all
@@ -72,6 +74,8 @@ def choose_tier(tiers: tuple[Tier, ...], force_universal: bool) -> Tier:
 
 @dataclass(frozen=True)
 class Manifest:
+    """A connector's declaration: name, version, the schemas of its blocks and its capabilities."""
+
     name: str
     version: str
     connection_schema: dict[str, Any]
@@ -239,6 +243,8 @@ class Partition:
 
 @dataclass(frozen=True)
 class OutputRequest:
+    """One write a connector is asked for: the output, its options, strategy and keys."""
+
     name: str
     options: dict[str, Any]  # the output's connector keys, templates rendered
     strategy: Strategy
@@ -277,6 +283,8 @@ class TargetColumn:
 
 @dataclass(frozen=True)
 class WriteResult:
+    """What a write did: rows written, batches committed and where it may resume."""
+
     rows: int
     batches_committed: int | None = None
     checkpoint: DeliveryCheckpoint | None = None  # checkpointed delivery: every acknowledged batch

@@ -49,6 +49,8 @@ class Place:
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """One error or warning: its PZ code, message, place and next step (one line each)."""
+
     code: str
     message: str
     place: Place = field(default_factory=Place)

@@ -32,6 +32,8 @@ class LockError(ValueError):
 
 @dataclass(frozen=True)
 class LockedConnector:
+    """One connector as pz.lock pins it: where it comes from and which version."""
+
     name: str
     package: str | None
     version: str | None
@@ -64,6 +66,8 @@ class LockedConnector:
 
 @dataclass(frozen=True)
 class Lock:
+    """pz.lock as read: the pz version and the connectors it pins (and its text)."""
+
     pipelinez: str
     connectors: tuple[LockedConnector, ...]
     text: str  # the file as read (to point at an entry's line)

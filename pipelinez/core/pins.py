@@ -35,6 +35,8 @@ class PinError(ValueError):
 
 @dataclass(frozen=True)
 class Pin:
+    """A connector pin as written, and the package, version range or URL it names."""
+
     connector: str
     text: str  # as written
     specifier: SpecifierSet

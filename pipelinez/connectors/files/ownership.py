@@ -80,6 +80,8 @@ def read_manifest(data: bytes, where: str) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Ownership:
+    """An output folder's files: those pz wrote and the others."""
+
     owned: frozenset[str]  # files pz wrote (an append keeps them in the manifest)
     foreign: tuple[str, ...]  # files pz did not write, sorted
 

@@ -24,6 +24,8 @@ _CODEC_SUFFIXES = (".bz2", ".gz", ".lz4", ".zst")
 
 @dataclass(frozen=True)
 class FileRef:
+    """A file to read: how it is shown, where it is, and how to open it."""
+
     display: str
     location: str
     opener: Callable[[], pa.NativeFile] = field(compare=False, repr=False)

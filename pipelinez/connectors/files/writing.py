@@ -70,6 +70,8 @@ class OutputFolder(Protocol):
 
 @dataclass(frozen=True)
 class FileOutput:
+    """A file output's settings: format, folder, strategy and partitioning."""
+
     name: str
     fmt: str
     path: str  # the folder, relative to the connector's root/bucket

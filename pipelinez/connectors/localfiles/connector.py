@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelinez.connectors.files import csvformat, formats, reading, writing
-from pipelinez.connectors.files.csvformat import ReadSchema
+from pipelinez.connectors.files import formats, writing
 from pipelinez.connectors.localfiles.local import LocalFolder, LocalStore
 from pipelinez.connectors.localfiles.paths import escape_problem, resolve_root, under_root
 from pipelinez.connectors.sdk import (
@@ -44,6 +43,9 @@ from pipelinez.core.vocabulary import Strategy
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
+
+    from pipelinez.connectors.files import reading
+    from pipelinez.connectors.files.csvformat import ReadSchema
 
 
 class LocalFilesConnector(Connector):
@@ -164,6 +166,8 @@ class LocalFilesConnector(Connector):
     ) -> None:
         import duckdb
 
+        from pipelinez.connectors.files import reading  # the read side: imported on the first read
+
         ds = self._dataset(dataset)
         files = ds.partition_files(partition)
         try:
@@ -175,6 +179,8 @@ class LocalFilesConnector(Connector):
 
     def extract_batches(self, dataset: DatasetRequest, partition: Partition) -> Iterator[pa.RecordBatch]:
         import duckdb
+
+        from pipelinez.connectors.files import csvformat  # the read side: imported on the first read
 
         ds = self._dataset(dataset)
         if ds.fmt != "csv":
@@ -268,6 +274,10 @@ class LocalFilesConnector(Connector):
 
     # -- helpers -----------------------------------------------------------------------------
     def _dataset(self, dataset: DatasetRequest) -> reading.FileDataset:
+        """The dataset's files and format (`files.reading`, imported on the first read: a validate, which
+        asks only the static rules and targets above, does not import the readers and CSV dialects)."""
+        from pipelinez.connectors.files import reading
+
         return reading.FileDataset.of(self.store, dataset)
 
     def _output(self, output: OutputRequest) -> tuple[writing.FileOutput, LocalFolder]:
@@ -291,6 +301,8 @@ class LocalFilesConnector(Connector):
                 return opened[0]
 
             try:
+                from pipelinez.connectors.files import reading  # the read side: on the first read
+
                 schema = reading.resolve_schema(connect, ds, files)
             finally:
                 for con in opened:

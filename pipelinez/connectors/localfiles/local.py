@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class LocalStore:
+    """The local files under a connector's root folder."""
+
     root: Path
 
     def describe(self) -> str:
@@ -64,6 +66,8 @@ def write_manifest(folder: Path, files: list[str] | set[str]) -> None:
 
 @dataclass(frozen=True)
 class LocalFolder:
+    """A local output folder, and whether a replace may remove files pz did not write."""
+
     folder: Path
     foreign_ok: bool = False  # foreign_files: replace (a replace may remove files pz did not write)
 

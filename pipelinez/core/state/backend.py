@@ -72,6 +72,8 @@ class Holder:
 
 @dataclass(frozen=True)
 class LeaseInfo:
+    """Who holds the state's lease, until when, and whether it has expired."""
+
     holder: Holder
     lease_until: str  # ISO-8601 UTC
     expired: bool

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Validation:
+    """A validation's project, compile and every diagnostic of every tier."""
+
     project: Project | None
     errors: list[Diagnostic] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)

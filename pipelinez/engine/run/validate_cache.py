@@ -53,6 +53,8 @@ FORMAT = 2
 
 @dataclass(frozen=True)
 class Replayed:
+    """A stored valid validation: its node count and warnings."""
+
     nodes: int
     warnings: tuple[Diagnostic, ...]
 
