@@ -210,3 +210,25 @@ def test_the_sink_lookup_reads_required_columns_and_collations(tmp_path: Path) -
     ]
     missing = OutputRequest("o", {"table": '"S.""q".other'}, "append")
     assert sink.target_columns(missing) is None
+
+
+def test_a_delta_whose_streamed_append_failed_commits_no_watermark_and_retry_appends_it_once(
+    tmp_path: Path,
+) -> None:
+    """The delta's pipeline is streamed into the append (plan/streaming.py, `atomic_append`): a write that
+    fails leaves the target and the committed watermark as they were; `pz retry` reuses the staged delta,
+    appends it once and commits the watermark after the write."""
+    project = _project(tmp_path / "p")
+    assert pz(project, "run").exit_code == 0
+    _add(project, range(11, 14))
+    failed = pz(project, "run", env={"PZ_FAILPOINTS": "sink.write@wh.items"})
+    assert failed.exit_code == 1, failed.output
+    assert failed.node("items")["message"] == "streamed into wh.items, not stored in staging"
+    assert _sink_ids(project) == list(range(1, 11))
+    assert _watermark(project) == "10"
+    retried = pz(project, "retry")
+    assert retried.exit_code == 0, retried.output
+    assert _sink_ids(project) == list(range(1, 14))
+    assert _watermark(project) == "13"
+    assert pz(project, "run").exit_code == 0  # nothing new: nothing appended again
+    assert _sink_ids(project) == list(range(1, 14))
