@@ -49,6 +49,7 @@ class Capabilities:
     sink_tiers: tuple[Tier, ...] = ()
     strategies: tuple[Strategy, ...] = ()  # replace, merge, append
     atomic_replace: bool = False  # replace never leaves a half-replaced target
+    atomic_append: bool = False  # an append is one transaction: a write failing half way leaves no row
     transactional_merge: bool = False  # merge runs in one transaction
     checkpointed_delivery: bool = False
     partitions: bool = False  # source reads can be split into resumable partitions

@@ -7,11 +7,12 @@ a view the sink write reads, so the rows are computed once, while they are writt
 - no check reads it (checks gate the write, so they and the write must see the same stored rows);
 - its SQL holds no secret value (a view's definition is kept, in plain text, in the staging file; a table
   keeps only rows);
-- the write is a replace into a connector that swaps it in atomically (`capabilities.atomic_replace`): a query
+- the write is a replace into a connector that swaps it in atomically (`capabilities.atomic_replace`), or an
+  append into one that appends in one transaction (`capabilities.atomic_append`: the DuckDB file): a query
   that fails half way (a cast that fails on some row) then fails the write with nothing written, as it would
   have failed the pipeline before the write. Merge checks its keys (PZ0520, PZ0516) on the result before it
-  writes, so those passes and the write must read the same stored rows; append commits as it goes on some
-  connectors, so a query failing half way would leave part of the rows behind.
+  writes, so those passes and the write must read the same stored rows; an append into any other connector
+  may commit as it goes, so a query failing half way would leave part of the rows behind.
 
 Every other pipeline is materialized, and the plan says why.
 """
@@ -68,8 +69,9 @@ def storage(pipeline: PipelineNode, readers: list[Node], planned: Collection[str
         return Storage(None, f"stored in staging: {reader.name} creates a view in its sink, it reads no rows")
     if strategy == Strategy.MERGE:
         return Storage(None, "stored in staging: merge checks its keys on the stored result first")
-    if strategy != Strategy.REPLACE:
+    caps = reader.work.endpoint.caps
+    if strategy == Strategy.APPEND and not caps.atomic_append:
         return Storage(None, f"stored in staging: {strategy} may commit part of a result that fails half way")
-    if not reader.work.endpoint.caps.atomic_replace:
+    if strategy == Strategy.REPLACE and not caps.atomic_replace:
         return Storage(None, f"stored in staging: {reader.name} does not replace atomically")
     return Storage(reader.name, f"streamed into {reader.name}: its only reader, so not stored in staging")

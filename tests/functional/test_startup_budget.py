@@ -4,7 +4,8 @@ imports and the number of DuckDB statements it issues (calls of `execute`, `exec
 a DuckDB connection or cursor, from any thread, seen by a profile hook on C calls: no seam in pz's own code).
 Each command runs in a fresh Python process, as `pz` does. A `pz validate` answered from the validate cache
 has its own budget (REPLAY_MODULES) and imports neither DuckDB, jsonschema, ruamel, Jinja, the compiler nor
-the connector SDK.
+the connector SDK; a second `pz run` of the unchanged project (a delta run) has its own (WARM_RUN) and imports
+no YAML parser.
 
 The test fails when a change makes a command import more pz modules or run more statements than its budget.
 To update a budget after a deliberate change: run
@@ -197,3 +198,30 @@ def test_importing_the_facade_imports_neither_jsonschema_nor_duckdb() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# `pz run` again of the unchanged project (modules, statements): its YAML comes from the parse cache
+# (.pz/target/parsed.json), its schema checks from the shape memo (issue 22, lane delta3: 199 -> 197 without
+# config.yaml_loader and config.yaml_fast, and ruamel.yaml with them; with csv3 and edit3 merged: 195 / 28)
+WARM_RUN: tuple[int, int] = (195, 28)
+
+
+def test_a_run_of_an_unchanged_project_imports_no_yaml_parser(tmp_path: Path) -> None:
+    """The second run's YAML files all come from the parse cache: neither ruamel.yaml nor pz's YAML
+    loader is imported (the state backend's check of project.yml imports the loader only when the file
+    may declare a `state:` block)."""
+    project = write_project(tmp_path / "shop", SMALL)
+    args = ["-p", str(project), "run"]
+    assert counts(args, tmp_path)["code"] == 0
+    got = counts(args, tmp_path)
+    assert got["code"] == 0, got
+    modules = got["modules"]
+    assert isinstance(modules, list) and isinstance(got["heavy"], list)
+    assert "ruamel" not in got["heavy"], got["heavy"]
+    assert "pipelinez.config.yaml_loader" not in modules
+    found = (len(modules), got["statements"])
+    print(f"pz run (unchanged project): {found[0]} pipelinez modules, {found[1]} DuckDB statements")
+    assert found[0] <= WARM_RUN[0] and found[1] <= WARM_RUN[1], (
+        f"a second `pz run` now imports {found[0]} pipelinez modules and executes {found[1]} DuckDB "
+        f"statements (budget {WARM_RUN}; see the docstring to update it). Modules: {modules}"
+    )

@@ -1,6 +1,7 @@
-"""A pipeline whose only reader is one replace into an atomically replacing sink is streamed into it: not
-stored in staging, computed once while written. Everything else is stored, and `pz plan` says why. Results
-are the same either way, on both tiers; a query failing half way fails the write with nothing written."""
+"""A pipeline whose only reader is one replace into an atomically replacing sink, or one append into a sink
+that appends in one transaction (the DuckDB file), is streamed into it: not stored in staging, computed once
+while written. Everything else is stored, and `pz plan` says why. Results are the same either way, on both
+tiers; a query failing half way fails the write with nothing written."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ BASE = {
         connection: { root: out/lake }
         outputs:
           p: { format: parquet }
+          a: { format: parquet, strategy: append }
     """,
     "data/t.csv": "id,v\n1,a\n2,b\n3,c\n",
     **{
@@ -42,6 +44,7 @@ BASE = {
     "pipelines/shared.sql": "SELECT id, upper(v) AS v FROM {{ source('f', 't') }}\n",
     "pipelines/p.sql": "INSERT INTO {{ sink('lake', 'p') }}\nSELECT * FROM {{ ref('shared') }}\n",
     "pipelines/q.sql": "INSERT INTO {{ sink('wh', 'q') }}\nSELECT * FROM {{ ref('shared') }}\n",
+    "pipelines/a.sql": "INSERT INTO {{ sink('lake', 'a') }}\nSELECT * FROM {{ source('f', 't') }}\n",
 }
 
 NOTES = {
@@ -49,7 +52,8 @@ NOTES = {
     "p": "streamed into lake.p: its only reader, so not stored in staging",
     "q": "streamed into wh.q: its only reader, so not stored in staging",
     "merged": "stored in staging: merge checks its keys on the stored result first",
-    "appended": "stored in staging: append may commit part of a result that fails half way",
+    "appended": "streamed into wh.appended: its only reader, so not stored in staging",
+    "a": "stored in staging: append may commit part of a result that fails half way",
     "checked": "stored in staging: 1 check(s) read it before its sink writes do",
     "shared": "stored in staging: 2 nodes read it, so it is computed once",
 }
@@ -102,8 +106,8 @@ def test_streamed_and_stored_pipelines_write_the_same_rows(project_dir: Path, un
         views = {
             r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
         }
-    assert tables == {"src_f__t", "merged", "appended", "checked", "shared"}
-    assert views == {"plain", "p", "q"}
+    assert tables == {"src_f__t", "merged", "checked", "shared", "a"}
+    assert views == {"plain", "p", "q", "appended"}
 
 
 def test_a_streamed_query_that_fails_half_way_fails_its_write_and_leaves_the_target(
@@ -137,6 +141,50 @@ def test_a_streamed_query_that_fails_half_way_fails_its_write_and_leaves_the_tar
     assert result.lines.index(next(ln for ln in result.lines if ln.startswith("FAIL plain "))) < (
         result.lines.index(next(ln for ln in result.lines if ln.startswith("FAIL wh.plain ")))
     ), result.output
+
+
+def test_a_streamed_append_failing_half_way_appends_nothing(project_dir: Path) -> None:
+    """The DuckDB file appends in one transaction (`atomic_append`): a query failing on its last row rolls
+    the whole append back, as the stored pipeline failing before the write left the target before."""
+    write_project(project_dir, BASE)
+    assert pz(project_dir, "run", "-s", "wh.appended").exit_code == 0
+    write_project(
+        project_dir,
+        {
+            "data/t.csv": "id,v\n4,d\n5,e\n6,x\n",
+            "pipelines/appended.sql": "INSERT INTO {{ sink('wh', 'appended') }}\n"
+            "SELECT id, CASE WHEN id < 6 THEN v ELSE CAST(v AS INT)::VARCHAR END AS v\n"
+            "FROM {{ source('f', 't') }}\n",
+        },
+    )
+    result = pz(project_dir, "run", "-s", "wh.appended")
+    assert result.exit_code == 1, result.output
+    error = result.node("wh.appended")["error"]
+    assert error["code"] == "PZ0507" and "nothing was written" in error["message"], error
+    assert result.node("appended")["status"] == "failed"
+    with duckdb.connect(str(project_dir / "out" / "wh.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT id FROM appended ORDER BY id").fetchall() == [(1,), (2,), (3,)]
+
+
+def test_a_streamed_append_whose_write_failed_is_finished_by_retry_once(project_dir: Path) -> None:
+    write_project(project_dir, BASE)
+    failed = pz(project_dir, "run", "-s", "wh.appended", env={"PZ_FAILPOINTS": "sink.write@wh.appended"})
+    assert failed.exit_code == 1, failed.output
+    assert failed.node("wh.appended")["error"]["code"] == "PZ0501"
+    assert not (project_dir / "out" / "wh.duckdb").exists() or _appended(project_dir) == []
+    retried = pz(project_dir, "retry")
+    assert retried.exit_code == 0, retried.output
+    assert _appended(project_dir) == [(1, "a"), (2, "b"), (3, "c")]
+    assert pz(project_dir, "retry").exit_code == 0  # nothing left to retry: appended once, not twice
+    assert _appended(project_dir) == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def _appended(project_dir: Path) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(project_dir / "out" / "wh.duckdb"), read_only=True) as con:
+        found = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'appended'").fetchone()
+        if not found or not found[0]:
+            return []
+        return con.execute("SELECT * FROM appended ORDER BY id").fetchall()
 
 
 def test_an_empty_streamed_result_is_still_refused_by_replace(project_dir: Path) -> None:

@@ -557,6 +557,7 @@ def test_manifest() -> None:
     assert (
         caps.strategies == ("replace", "merge", "append", "view")
         and caps.atomic_replace
+        and caps.atomic_append  # strategies.write: BEGIN … COMMIT around the append, on both tiers
         and caps.transactional_merge
     )
     assert caps.source_tiers == (NATIVE, UNIVERSAL) and caps.sink_tiers == (NATIVE, UNIVERSAL)

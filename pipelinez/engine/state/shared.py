@@ -18,7 +18,6 @@ from pipelinez.compile.templating import Templater
 from pipelinez.compile.values import resolve_values
 from pipelinez.config.loader import load_project
 from pipelinez.config.model import Project
-from pipelinez.config.yaml_loader import load_yaml_file
 from pipelinez.core.diagnostics import PzValidationError
 from pipelinez.core.json_types import JsonObject
 from pipelinez.core.state.backend import EVENTS, RESULTS, RUN_FILES, StateBackend
@@ -75,6 +74,8 @@ def _declares_state(root: Path) -> bool:
         return False
     if "state" not in text and "\\" not in text:
         return False
+    from pipelinez.config.yaml_loader import load_yaml_file  # YAML's parser: not on a run of a cached project
+
     doc, _problems = load_yaml_file(path, "project.yml")
     return doc is None or (isinstance(doc.data, dict) and "state" in doc.data)
 
