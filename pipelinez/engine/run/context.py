@@ -22,7 +22,6 @@ from pipelinez.engine.nodes.partitions import LandedParts
 from pipelinez.engine.run.failures import NodeFailure
 from pipelinez.engine.run.scheduler import GroupSlots
 from pipelinez.engine.staging.staging_store import Reuse, kept_tables, prune, seed_source, unseed
-from pipelinez.engine.staging.write_behind import WriteBehind
 from pipelinez.engine.state.run_results import PartitionResult
 from pipelinez.plan.planner import Plan
 
@@ -113,17 +112,9 @@ def instance_limits(plan: Plan) -> dict[str, int]:
 
 STAGING_STORAGE = "v1.2.0"
 
-# each open staging database's write-behind (engine/staging/write_behind.py), by id of its connection
-_WRITE_BEHIND: dict[int, WriteBehind] = {}
-_WRITE_BEHIND_LOCK = threading.Lock()
-
 
 def close_staging(con: duckdb.DuckDBPyConnection) -> None:
     """Close a staging database opened by `open_staging`, its share of the memory budget given back first."""
-    with _WRITE_BEHIND_LOCK:
-        behind = _WRITE_BEHIND.pop(id(con), None)
-    if behind is not None:
-        behind.stop()
     duck_connect.release(con)
     con.close()
 
@@ -158,12 +149,6 @@ def open_staging(
     except BaseException:  # not left holding a share of the budget (and the file) for the process's life
         close_staging(con)
         raise
-    with _WRITE_BEHIND_LOCK:  # a load's commit then finds its rows on disk already (see write_behind)
-        # a connection closed without close_staging left its entry: a new one may have the same id
-        stale = _WRITE_BEHIND.pop(id(con), None)
-        _WRITE_BEHIND[id(con)] = WriteBehind(path).start()
-    if stale is not None:
-        stale.stop()
     return con
 
 
