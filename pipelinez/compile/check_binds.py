@@ -60,17 +60,26 @@ class CheckBinds(ABC):
     def _inputs(self, node: Node) -> list[tuple[str, Columns | None]]:
         """The node's input tables with their columns (the bind cache's key)."""
 
+    @abstractmethod
+    def _bare_reads(self, sql: str, deps: Sequence[str]) -> tuple[bool, list[str]]:
+        """(whether `sql` reads only the tables of `deps`, so its bind may be cached; the cached tables it
+        names bare, to be made before it binds)."""
+
     def _bind_checks(self, checks: list[CheckNode]) -> list[Diagnostic]:
-        """Every check query not in the bind cache bound (those that bind are cached)."""
+        """Every check query not in the bind cache bound (those that bind and read only their own inputs are
+        cached: a check that names another project table bare, `src_<source>__<dataset>` say, has that
+        table made and is bound every time, since the key holds only its inputs' columns)."""
         keys = {c.name: self.binds.key("check", c.sql, self._inputs(c)) for c in checks}
         todo = [c for c in checks if self.binds.get(keys[c.name]) is None]
-        self._materialize(list(dict.fromkeys(d for c in todo for d in c.deps)))
+        judged = {c.name: self._bare_reads(c.sql, c.deps) for c in todo}
+        needed = [d for c in todo for d in (*c.deps, *judged[c.name][1])]
+        self._materialize(list(dict.fromkeys(needed)))
         self.ddl.commit()
         found = self._bind_uncached(todo)
         failed = {d.place for d in found}
         for check in todo:
             assert check.check is not None
-            if check.check.place not in failed:
+            if check.check.place not in failed and judged[check.name][0]:
                 self.binds.put(keys[check.name], [])
         return found
 

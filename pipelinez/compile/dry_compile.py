@@ -170,7 +170,7 @@ class DryCompiler(CheckBinds):
         found = self._refuse_outside(node)
         if found:
             return found
-        cacheable, bare = self._bare_reads(node)
+        cacheable, bare = self._bare_reads(node.display_sql, node.deps)
         self._materialize([*node.deps, *bare])
         found = self._bind_pipeline(node)
         if not found:
@@ -181,24 +181,25 @@ class DryCompiler(CheckBinds):
                     self.binds.put(key, columns)
         return found
 
-    def _bare_reads(self, node: PipelineNode) -> tuple[bool, list[str]]:
-        """(whether the query reads only its ref() and source() tables and its CTEs, so that its bind may
-        be kept in the cache; the cached pipelines it names bare, whose tables are then made so that it
-        binds as without a cache). SQL that does not serialize reads anything: never kept. Judged on a miss
-        only: the judgement depends on the SQL and its inputs' names alone, both in the key, so a kept
-        entry's SQL is one that reads its inputs alone. Parsed only when its words name another table."""
+    def _bare_reads(self, sql: str, deps: Sequence[str]) -> tuple[bool, list[str]]:
+        """(whether the query (a pipeline's, or a check's) reads only its ref() and source() tables and
+        its CTEs, so that its bind may be kept in the cache; the cached pipelines and sources it names bare,
+        whose tables are then made so that it binds as without a cache). SQL that does not serialize reads
+        anything: never kept. Judged on a miss only: the judgement depends on the SQL and its inputs' names
+        alone, both in the key, so a kept entry's SQL is one that reads its inputs alone. Parsed only when
+        its words name another table."""
         inputs = {
             (n.table if isinstance(n, SourceLoadNode) else d).lower()
-            for d in node.deps
+            for d in deps
             if isinstance(n := self._nodes.get(d), _TABLES)
         }
         # the bind database holds only the project's tables: SQL whose words name none of them but its
         # inputs reads no other table (most pipelines: no parse)
-        if self._plain and not (set(_WORD.findall(node.display_sql.lower())) & self._tables) - inputs:
+        if self._plain and not (set(_WORD.findall(sql.lower())) & self._tables) - inputs:
             return True, []
-        found = bare_tables(self.con, node.display_sql)
+        found = bare_tables(self.con, sql)
         if found is None:
-            text = node.display_sql.lower()
+            text = sql.lower()
             return False, [name for name in self.virtual if name.lower() in text]
         named = {name.lower() for name, _ in found} - inputs
         return not named, [name for name in self.virtual if name.lower() in named]

@@ -11,8 +11,10 @@ a view the sink write reads, so the rows are computed once, while they are writt
   append into one that appends in one transaction (`capabilities.atomic_append`: the DuckDB file): a query
   that fails half way (a cast that fails on some row) then fails the write with nothing written, as it would
   have failed the pipeline before the write. Merge checks its keys (PZ0520, PZ0516) on the result before it
-  writes, so those passes and the write must read the same stored rows; an append into any other connector
-  may commit as it goes, so a query failing half way would leave part of the rows behind.
+  writes, so those passes and the write must read the same stored rows. An append into a connector that
+  does not declare `atomic_append` keeps its pipeline stored: postgres and mysql commit batch by batch, and
+  localfiles, s3 and azureblob (which add nothing after a failed write either) have not declared it. Any
+  other strategy keeps it stored too.
 
 Every other pipeline is materialized, and the plan says why.
 """
@@ -69,6 +71,8 @@ def storage(pipeline: PipelineNode, readers: list[Node], planned: Collection[str
         return Storage(None, f"stored in staging: {reader.name} creates a view in its sink, it reads no rows")
     if strategy == Strategy.MERGE:
         return Storage(None, "stored in staging: merge checks its keys on the stored result first")
+    if strategy not in (Strategy.REPLACE, Strategy.APPEND):  # a strategy streaming was not judged for
+        return Storage(None, f"stored in staging: {reader.name} writes with {strategy}")
     caps = reader.work.endpoint.caps
     if strategy == Strategy.APPEND and not caps.atomic_append:
         return Storage(None, f"stored in staging: {strategy} may commit part of a result that fails half way")

@@ -83,3 +83,40 @@ def test_a_contract_duckdb_refuses_is_refused_every_time(tmp_path: Path, created
     created.clear()
     assert _validate(root) == first
     assert "src_files__raw_a" in created  # tried again, never taken from the cache
+
+
+BARE_TEST = (
+    "SELECT a.id FROM {{ source('files', 'raw_a') }} AS a\n"
+    "JOIN src_files__raw_b AS b ON b.amount = a.amount WHERE a.id < 0\n"
+)
+
+
+def test_a_singular_test_naming_a_source_table_bare_binds_after_an_edit(tmp_path: Path) -> None:
+    """A singular test that reads a source's staging table by its name (not through source()): the table is
+    made for it when only the test was edited (the source's table is otherwise left out once cached)."""
+    root = write_project(tmp_path / "p", {**FILES, "tests/t.sql": BARE_TEST})
+    cold = _validate(root)
+    assert cold[0] > 0, cold
+    (root / "tests" / "t.sql").write_text(BARE_TEST.replace("a.id < 0", "a.id < 1"))
+    assert _validate(root) == cold
+
+
+def test_a_check_naming_a_table_bare_is_never_answered_from_the_cache(tmp_path: Path) -> None:
+    """The bind cache's key holds a check's inputs' columns only: a check that names another table bare is
+    bound every time, so renaming that table's column is found as without a cache (it was once answered
+    from the cache: project is valid)."""
+    root = write_project(tmp_path / "p", {**FILES, "tests/t.sql": BARE_TEST})
+    assert _validate(root)[0] > 0
+    renamed = FILES["sources/files.yml"].replace(
+        "raw_b: { format: parquet, path: b.parquet, columns: { id: bigint, amount:",
+        "raw_b: { format: parquet, path: b.parquet, columns: { id: bigint, amt:",
+    )
+    assert renamed != FILES["sources/files.yml"]
+    (root / "sources" / "files.yml").write_text(renamed)
+    (root / "pipelines" / "b.sql").write_text(
+        "SELECT id, amt AS amount FROM {{ source('files', 'raw_b') }}\n"
+    )
+    warm = _validate(root)
+    shutil.rmtree(root / ".pz" / "target")
+    assert warm == _validate(root)
+    assert warm[0] == -1 and "PZ0405" in warm[1], warm

@@ -143,18 +143,26 @@ def test_a_streamed_query_that_fails_half_way_fails_its_write_and_leaves_the_tar
     ), result.output
 
 
-def test_a_streamed_append_failing_half_way_appends_nothing(project_dir: Path) -> None:
+@pytest.mark.parametrize("universal", [False, True], ids=["native", "universal"])
+def test_a_streamed_append_failing_half_way_appends_nothing(project_dir: Path, universal: bool) -> None:
     """The DuckDB file appends in one transaction (`atomic_append`): a query failing on its last row rolls
-    the whole append back, as the stored pipeline failing before the write left the target before."""
-    write_project(project_dir, BASE)
+    the whole append back, as the stored pipeline failing before the write left the target before. The
+    result is 300,000 rows, so the universal tier's feed writes it in several statements (122,880-row
+    batches) before the failing row comes: without the transaction, the first ones would stay."""
+    engine = "engine: { force_universal: true }\n" if universal else ""
+    write_project(project_dir, {**BASE, "project.yml": "name: streams\n" + engine})
     assert pz(project_dir, "run", "-s", "wh.appended").exit_code == 0
+    rows = 300_000
     write_project(
         project_dir,
         {
-            "data/t.csv": "id,v\n4,d\n5,e\n6,x\n",
             "pipelines/appended.sql": "INSERT INTO {{ sink('wh', 'appended') }}\n"
-            "SELECT id, CASE WHEN id < 6 THEN v ELSE CAST(v AS INT)::VARCHAR END AS v\n"
-            "FROM {{ source('f', 't') }}\n",
+            "SELECT i AS id, CASE WHEN i < "
+            + str(rows + 2)
+            + " THEN 'v' || i ELSE CAST('x' || i AS INT)::VARCHAR END AS v\n"
+            "FROM {{ source('f', 't') }} AS s, range(4, "
+            + str(rows + 3)
+            + ") AS r(i) WHERE s.id = 1\n",
         },
     )
     result = pz(project_dir, "run", "-s", "wh.appended")
