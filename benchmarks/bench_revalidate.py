@@ -26,6 +26,7 @@ from pz_command import pz_command
 HERE = Path(__file__).resolve().parent
 DATA = HERE / ".data"
 KINDS = ["cold", "warm", "edit leaf sql", "edit hub columns", "edit check"]
+CHECK_COLUMNS = ["id", "grp", "amount", "name", "updated_at"]  # the checked pipeline's result columns
 
 
 class Project:
@@ -52,12 +53,13 @@ class Project:
 
     def edit(self, kind: str) -> None:
         """Another text each time (so the cache never knows it): the leaf's WHERE, the hub's columns (one
-        more), the check's columns (alternating)."""
+        more), the check's columns (another subset of the pipeline's columns each time, up to 31 edits)."""
         self.validate()  # warm first: the edit is the only change
         self.flips += 1
         text = self.originals[kind]
-        if kind == "check":
-            text = text.replace("[id, amount]", "[id, amount, grp]" if self.flips % 2 else "[id, grp]", 1)
+        if kind == "check":  # a column list not seen before (31 subsets), so no cache knows the sidecar
+            seen = [c for i, c in enumerate(CHECK_COLUMNS) if (self.flips % 31 + 1) >> i & 1]
+            text = text.replace("[id, amount]", f"[{', '.join(seen)}]", 1)
         else:
             extra = f", {self.flips} AS extra_{self.flips}\nFROM" if kind == "hub" else "\nFROM"
             where = f"WHERE a.id > {-self.flips} AND" if kind == "leaf" else "WHERE"
